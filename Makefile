@@ -1,0 +1,112 @@
+# proctor — build, test, bench, demo.  `make help` lists the targets.
+#
+# Outputs go to build/; the Neovim core and its shepherd are renamed into
+# lua/proctor/ atomically (a loaded .so must never be overwritten in place).
+
+CC        ?= cc
+CLANG     ?= clang
+NVIM      ?= nvim
+LUA       ?= lua5.4
+PYTHON    ?= /usr/bin/python3
+CFLAGS    ?= -O2 -g
+WARN      ?= -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+LUAJIT_INC ?= $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
+LUA54_INC  ?= $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+UV_LIBS    ?= $(shell pkg-config --libs libuv 2>/dev/null || echo -luv)
+BUILD     ?= build
+SETUP     ?= scripts/setup.sh
+
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(WARN)
+
+ENGINE_SRC = csrc/error.c csrc/ring.c csrc/wire.c csrc/supervisor.c csrc/exec.c \
+             csrc/registry.c csrc/engine.c
+CORE_SRC   = $(ENGINE_SRC) csrc/lua_core.c
+HDRS       = $(wildcard csrc/*.h)
+
+NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
+LUA54_OBJ = $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(CORE_SRC))
+
+SHEPHERD  = $(BUILD)/proctor-shepherd
+NVIM_SO   = lua/proctor/core.so
+LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
+
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols
+.DEFAULT_GOAL := all
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+all: setup $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd ## build the core for Neovim (LuaJIT) and Lua 5.4, and the shepherd
+
+setup: ## install missing Debian packages (as root) or say which are missing
+	@$(SETUP) build
+
+# --- the shepherd: a plain program, shared by both builds -----------------------
+$(SHEPHERD): csrc/shepherd.c csrc/wire.c csrc/wire.h | $(BUILD)
+	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE $(WARN) -o $@.tmp csrc/shepherd.c csrc/wire.c
+	mv -f $@.tmp $@
+
+lua/proctor/proctor-shepherd: $(SHEPHERD)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/lua5.4/proctor/proctor-shepherd: $(SHEPHERD)
+	@mkdir -p $(dir $@)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+# --- core for Neovim: LuaJIT headers, links neither liblua nor libuv -------------
+$(BUILD)/nvim/%.o: csrc/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) $(LUAJIT_INC) -c $< -o $@
+
+$(BUILD)/nvim/core.so: $(NVIM_OBJ)
+	$(CC) -shared -pthread -o $@ $(NVIM_OBJ) -ldl
+
+$(NVIM_SO): $(BUILD)/nvim/core.so
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+# --- core for Lua 5.4 scripts: links libuv ----------------------------------------
+$(BUILD)/lua5.4/obj/%.o: csrc/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) $(LUA54_INC) -c $< -o $@
+
+$(LUA54_SO): $(LUA54_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -pthread -o $@.tmp $(LUA54_OBJ) $(UV_LIBS) -ldl
+	mv -f $@.tmp $@
+
+$(BUILD):
+	@mkdir -p $@
+
+# --- tests ---------------------------------------------------------------------------
+SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN_FLAGS = -O1 -g -fsanitize=thread
+
+$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) -ldl
+
+$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	$(CLANG) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) -ldl
+
+$(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/ring.c csrc/error.c $(HDRS)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/ring.c csrc/error.c $(UV_LIBS)
+
+TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan
+
+test: ## build everything and run every test tier; ends with "N passed, N failed"
+	@$(SETUP) test
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@tests/run
+
+check-symbols: all ## only luaopen_proctor_core may be exported
+	@nm -D --defined-only $(NVIM_SO) | awk '$$2 == "T"' ; nm -D --defined-only $(LUA54_SO) | awk '$$2 == "T"'
+
+bench: all ## run the benchmarks and write bench/RESULTS.md
+	@$(SETUP) bench
+	@bench/run
+
+demo: all ## open Neovim with proctor and a live console
+	@$(SETUP) demo
+	@$(NVIM) --clean -u scripts/demo.lua
+
+clean: ## remove build outputs
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd

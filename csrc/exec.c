@@ -1,0 +1,579 @@
+/* exec.c — execution lifecycle, output streams, stdin, kill ladder, drain.
+ *
+ * Thread: engine. See exec.h for the state table.
+ *
+ *   shepherd SPAWNED ─► streams opened (uv_pipe_t on received fds) ─► running
+ *   stream read ─► ring (bounded) ─► one output marker queued per ring
+ *   cancel/timeout ─► SIGHUP(pty) SIGTERM+SIGCONT ─ grace ─► SIGKILL
+ *   shepherd EXITED ─► drain timer ─► every stream at EOF (or timer) ─► terminal
+ *   terminal ─► RELEASE (shepherd kills leftovers, reaps leader) ─► next queued
+ */
+
+#include "exec.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "registry.h"
+#include "supervisor.h"
+
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+static void finish(pr_exec_t *x);
+static void stop(pr_exec_t *x, int force);
+
+uint64_t pr_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* ---- transitions ----------------------------------------------------------- */
+
+static const unsigned char allowed[PR_NSTATE][PR_NSTATE] = {
+    [PR_QUEUED] = {[PR_STARTING] = 1, [PR_CANCELED] = 1, [PR_FAILED] = 1},
+    [PR_STARTING] = {[PR_RUNNING] = 1, [PR_CANCELED] = 1, [PR_FAILED] = 1},
+    [PR_RUNNING] = {[PR_COMPLETED] = 1, [PR_FAILED] = 1, [PR_CANCELED] = 1, [PR_TIMED_OUT] = 1},
+};
+
+static void emit_state(pr_exec_t *x, pr_state_t prev) {
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = PR_EV_STATE;
+  ev->id = x->id;
+  ev->state = x->state;
+  ev->prev = prev;
+  ev->reason = dup_or_null(x->reason);
+  ev->error = dup_or_null(x->error);
+  ev->exit_code = x->exit_code;
+  ev->signal = x->signal;
+  ev->pid = x->pid;
+  pr_emit_event(x->eng, ev);
+}
+
+/* The one place a state changes. Returns 0, or PR_EINVAL for a transition
+ * that is not in the table (a bug; the state is left alone). */
+static int transition(pr_exec_t *x, pr_state_t to) {
+  pr_state_t from = x->state;
+  if (to >= PR_NSTATE || !allowed[from][to]) return PR_EINVAL;
+  x->state = to;
+  emit_state(x, from);
+  return 0;
+}
+
+/* Record the verdict (first decision wins). Returns 1 if this call decided. */
+static int decide(pr_exec_t *x, pr_state_t verdict, const char *reason) {
+  if (x->verdict >= 0) return 0;
+  x->verdict = (int)verdict;
+  free(x->reason);
+  x->reason = dup_or_null(reason);
+  return 1;
+}
+
+/* ---- handles ----------------------------------------------------------------- */
+
+void pr_exec_handle_closed(uv_handle_t *h) {
+  pr_exec_t *x = (pr_exec_t *)h->data;
+  if (--x->handles == 0 && x->dead) pr_exec_free(x);
+}
+
+static void close_handle(pr_exec_t *x, uv_handle_t *h) {
+  (void)x;
+  if (!uv_is_closing(h)) uv_close(h, pr_exec_handle_closed);
+}
+
+static int all_eof(const pr_exec_t *x) {
+  for (int i = 0; i < PR_NSTREAM; i++)
+    if (x->streams[i].ring && !x->streams[i].eof) return 0;
+  return 1;
+}
+
+static void stream_close(pr_stream_t *s) {
+  if (s->open) {
+    s->open = 0;
+    uv_read_stop((uv_stream_t *)&s->pipe);
+    close_handle(s->exec, (uv_handle_t *)&s->pipe);
+  }
+  s->eof = 1;
+  if (s == &s->exec->streams[PR_PTY]) s->exec->in_open = 0; /* the master was stdin too */
+}
+
+static void maybe_finish(pr_exec_t *x) {
+  if (x->exited && !x->finished && all_eof(x)) finish(x);
+}
+
+/* ---- output -------------------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  pr_stream_t *s = (pr_stream_t *)h; /* pipe is the first member */
+  pr_engine_t *e = s->exec->eng;
+  size_t n = sizeof(e->readbuf);
+  if (s->exec->backpressure) {
+    uint64_t pending = pr_ring_undelivered(s->ring);
+    size_t room = pending >= s->ring->limit ? 0 : (size_t)(s->ring->limit - pending);
+    if (room < n) n = room;
+  }
+  buf->base = e->readbuf;
+  buf->len = n;
+}
+
+static void emit_output_marker(pr_exec_t *x, int stream) {
+  pr_stream_t *s = &x->streams[stream];
+  if (!pr_ring_mark(s->ring)) return; /* a marker is already queued: coalesce */
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = PR_EV_OUTPUT;
+  ev->id = x->id;
+  ev->stream = stream;
+  pr_ring_ref(s->ring);
+  ev->ring = s->ring;
+  pr_emit_event(x->eng, ev);
+}
+
+static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
+  pr_stream_t *s = (pr_stream_t *)h; /* pipe is the first member */
+  pr_exec_t *x = s->exec;
+  if (nread > 0) {
+    pr_ring_write(s->ring, buf->base, (size_t)nread);
+    emit_output_marker(x, (int)(s - x->streams));
+    if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) {
+      uv_read_stop(h);
+      s->paused = 1;
+      pthread_mutex_lock(&s->ring->mu);
+      s->ring->paused = 1;
+      pthread_mutex_unlock(&s->ring->mu);
+    }
+    return;
+  }
+  if (nread == 0) { /* back-pressure alloc gave no room */
+    uv_read_stop(h);
+    s->paused = 1;
+    pthread_mutex_lock(&s->ring->mu);
+    s->ring->paused = 1;
+    pthread_mutex_unlock(&s->ring->mu);
+    return;
+  }
+  /* UV_EOF on a pipe, UV_EIO on a pty master once the slave side is gone. */
+  stream_close(s);
+  maybe_finish(x);
+}
+
+void pr_exec_resume(pr_exec_t *x) {
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    pr_stream_t *s = &x->streams[i];
+    if (s->open && s->paused && pr_ring_undelivered(s->ring) < s->ring->limit) {
+      s->paused = 0;
+      uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+    }
+  }
+}
+
+/* ---- timer: timeout → kill grace → drain ----------------------------------------- */
+
+static void on_timer(uv_timer_t *t) {
+  pr_exec_t *x = (pr_exec_t *)t->data;
+  if (x->finished) return;
+  if (x->exited) { /* drain deadline: whatever still holds a pipe open is cut off */
+    for (int i = 0; i < PR_NSTREAM; i++)
+      if (x->streams[i].ring) stream_close(&x->streams[i]);
+    maybe_finish(x);
+  } else if (x->stopping) { /* grace over: SIGKILL the whole tree */
+    pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+  } else if (x->state == PR_RUNNING) { /* timeout */
+    if (decide(x, PR_TIMED_OUT, "timeout")) stop(x, 0);
+  }
+}
+
+static void timer_start(pr_exec_t *x, uint64_t ms) {
+  if (!x->timer_open) return;
+  uv_timer_start(&x->timer, on_timer, ms, 0);
+}
+
+/* ---- kill ladder ---------------------------------------------------------------- */
+
+static void stop(pr_exec_t *x, int force) {
+  if (x->state != PR_RUNNING || x->exited) return;
+  if (force) {
+    x->stopping = 1;
+    pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+    return;
+  }
+  if (x->stopping) return;
+  x->stopping = 1;
+  if (x->pty) pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGHUP, 0, NULL, 0);
+  pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGTERM, 0, NULL, 0);
+  timer_start(x, x->grace_ms);
+}
+
+pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
+  if (x->finished || x->exited || (x->verdict >= 0 && x->verdict != PR_CANCELED &&
+                                   x->verdict != PR_TIMED_OUT))
+    return PR_ALREADY_TERMINAL;
+  if (x->verdict >= 0) { /* canceled or timed out: already being stopped */
+    if (force && x->state == PR_RUNNING) stop(x, 1);
+    return PR_ALREADY_CANCELING;
+  }
+  decide(x, PR_CANCELED, reason);
+  switch (x->state) {
+  case PR_QUEUED:
+    pr_queue_remove(&x->runq);
+    finish(x);
+    break;
+  case PR_STARTING: /* stopped as soon as the shepherd reports the spawn */
+    x->stopping = force ? 2 : 0;
+    break;
+  default:
+    stop(x, force);
+    break;
+  }
+  return PR_CANCELING;
+}
+
+/* ---- begin / spawn results ----------------------------------------------------------- */
+
+void pr_exec_begin(pr_exec_t *x) {
+  pr_engine_t *e = x->eng;
+  e->running++;
+  transition(x, PR_STARTING);
+  int rc = pr_sup_ensure(e);
+  if (rc == 0)
+    rc = pr_sup_send(e, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
+                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, x->spawn_msg,
+                     x->spawn_len);
+  free(x->spawn_msg);
+  x->spawn_msg = NULL;
+  if (rc != 0) {
+    decide(x, PR_FAILED, "spawn_error");
+    free(x->error);
+    const char *detail = pr_sup_last_error(e);
+    size_t n = strlen(detail) + 64;
+    x->error = malloc(n);
+    if (x->error) snprintf(x->error, n, "%s: %s", pr_err_name(rc), *detail ? detail : pr_strerror(rc));
+    finish(x);
+  }
+}
+
+void pr_exec_schedule(pr_engine_t *e) {
+  while (!pr_queue_empty(&e->queued) && !e->closing &&
+         (e->opts.max_running == 0 || e->running < e->opts.max_running)) {
+    pr_queue_t *q = pr_queue_head(&e->queued);
+    pr_queue_remove(q);
+    pr_exec_begin(PR_QUEUE_DATA(q, pr_exec_t, runq));
+  }
+}
+
+static int open_stream(pr_exec_t *x, int which, int fd) {
+  pr_stream_t *s = &x->streams[which];
+  s->exec = x;
+  if (uv_pipe_init(&x->eng->loop, &s->pipe, 0) != 0) return -1;
+  s->pipe.data = x;
+  x->handles++;
+  s->open = 1;
+  if (uv_pipe_open(&s->pipe, fd) != 0) {
+    close(fd);
+    stream_close(s);
+    return -1;
+  }
+  uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+  return 0;
+}
+
+void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nfds) {
+  pr_exec_t *x = pr_registry_find(e, h->job, 0);
+  int k = 0;
+  if (x == NULL || x->state != PR_STARTING) { /* cannot happen; do not leak */
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    return;
+  }
+  x->pid = h->a;
+  if ((h->flags & PR_WF_PIDFD) && k < nfds) x->pidfd = fds[k++];
+  if (x->pty) {
+    if (k < nfds && open_stream(x, PR_PTY, fds[k++]) == 0) x->in_open = 1;
+  } else {
+    if (x->stdin_pipe && k < nfds) {
+      int fd = fds[k++];
+      if (uv_pipe_init(&e->loop, &x->in, 0) == 0) {
+        x->in.data = x;
+        x->handles++;
+        if (uv_pipe_open(&x->in, fd) == 0) x->in_open = 1;
+        else {
+          close(fd);
+          close_handle(x, (uv_handle_t *)&x->in);
+        }
+      } else {
+        close(fd);
+      }
+    }
+    if (k < nfds) open_stream(x, PR_STDOUT, fds[k++]);
+    if (k < nfds) open_stream(x, PR_STDERR, fds[k++]);
+  }
+  for (; k < nfds; k++) close(fds[k]);
+  for (int i = 0; i < PR_NSTREAM; i++) /* a stream that failed to open counts as ended */
+    if (x->streams[i].ring && !x->streams[i].open) x->streams[i].eof = 1;
+  x->started_at = pr_now_ms();
+  x->started_mono = uv_now(&e->loop);
+  transition(x, PR_RUNNING);
+  if (x->verdict == PR_CANCELED) stop(x, x->stopping == 2);
+  else if (x->timeout_ms) timer_start(x, x->timeout_ms);
+}
+
+void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h) {
+  pr_exec_t *x = pr_registry_find(e, h->job, 0);
+  if (x == NULL || x->state != PR_STARTING) return;
+  decide(x, PR_FAILED, "spawn_error");
+  const char *cmd = x->argv && x->argv[0] ? x->argv[0] : "?";
+  const char *what = h->b == PR_STAGE_CHDIR ? x->cwd : cmd;
+  int err = (int)h->a;
+  size_t n = strlen(what) + 128;
+  free(x->error);
+  x->error = malloc(n);
+  if (x->error)
+    snprintf(x->error, n, "%s: %s: %s", pr_stage_name(h->b), what, strerror(err));
+  finish(x);
+}
+
+void pr_exec_on_exited(pr_engine_t *e, const pr_wire_hdr_t *h) {
+  pr_exec_t *x = pr_registry_find(e, h->job, 0);
+  if (x == NULL || x->exited || x->finished) return;
+  x->exited = 1;
+  if (h->flags & PR_WF_SIGNALED) {
+    x->signal = (int)h->b;
+    decide(x, PR_FAILED, "signal");
+  } else {
+    x->exit_code = (int)h->b;
+    decide(x, x->exit_code == 0 ? PR_COMPLETED : PR_FAILED, "exit");
+  }
+  if (x->timer_open) uv_timer_stop(&x->timer);
+  if (all_eof(x)) finish(x);
+  else timer_start(x, e->opts.drain_ms);
+}
+
+/* The shepherd died: its jobs lost their parent. Kill what we can still
+ * reach safely (the leader's group, only while its pidfd says it is alive,
+ * i.e. its pid cannot have been reused) and end every live execution. */
+void pr_exec_on_supervisor_lost(pr_engine_t *e) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &e->order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (x->finished || x->state == PR_QUEUED) continue;
+    if (!x->exited && x->pidfd >= 0) {
+      if (syscall(SYS_pidfd_send_signal, x->pidfd, 0, NULL, 0) == 0) {
+        kill(-(pid_t)x->pid, SIGKILL);
+        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+      }
+    }
+    x->exited = 1;
+    x->released = 1; /* nobody to release it to */
+    free(x->reason);
+    x->reason = strdup("supervisor_lost");
+    x->verdict = PR_FAILED;
+    for (int i = 0; i < PR_NSTREAM; i++)
+      if (x->streams[i].ring) stream_close(&x->streams[i]);
+    if (x->state == PR_STARTING) { /* no SPAWNED will come */
+      finish(x);
+      continue;
+    }
+    maybe_finish(x);
+  }
+}
+
+/* ---- the end ------------------------------------------------------------------------ */
+
+static void finish(pr_exec_t *x) {
+  pr_engine_t *e = x->eng;
+  if (x->finished) return;
+  x->finished = 1;
+  int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
+  if (x->state == PR_RUNNING && !x->released && pr_sup_alive(e)) {
+    pr_sup_send(e, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+    x->released = 1;
+  }
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (x->streams[i].ring) {
+      stream_close(&x->streams[i]);
+      pr_ring_shrink(x->streams[i].ring);
+    }
+  }
+  if (x->in_open || x->stdin_pipe) {
+    x->in_open = 0;
+    if (!x->pty && x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
+  }
+  if (x->timer_open) {
+    x->timer_open = 0;
+    close_handle(x, (uv_handle_t *)&x->timer);
+  }
+  if (x->pidfd >= 0) {
+    close(x->pidfd);
+    x->pidfd = -1;
+  }
+  x->ended_at = pr_now_ms();
+  if (x->started_mono) x->duration_ms = uv_now(&e->loop) - x->started_mono;
+  int verdict = x->verdict >= 0 ? x->verdict : PR_FAILED;
+  x->pid = 0;
+  transition(x, (pr_state_t)verdict);
+  e->nterminal++;
+  if (was_active) e->running--;
+  if (!e->closing) {
+    pr_registry_prune(e);
+    pr_exec_schedule(e);
+  } else {
+    pr_engine_on_finished(e);
+  }
+}
+
+void pr_exec_abandon(pr_exec_t *x) {
+  if (x->finished) return;
+  if (x->state == PR_QUEUED) pr_queue_remove(&x->runq);
+  if (x->verdict < 0) decide(x, PR_CANCELED, "engine_closed");
+  if (x->state == PR_RUNNING && !x->exited)
+    pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+  x->exited = 1;
+  finish(x);
+}
+
+/* ---- stdin ---------------------------------------------------------------------------- */
+
+typedef struct {
+  uv_write_t req;
+  char data[];
+} write_t;
+
+static void on_write(uv_write_t *req, int status) {
+  (void)status; /* EPIPE when the child closed its stdin: nothing to report to anyone */
+  free(req);
+}
+
+static uv_stream_t *input_stream(pr_exec_t *x) {
+  return x->pty ? (uv_stream_t *)&x->streams[PR_PTY].pipe : (uv_stream_t *)&x->in;
+}
+
+int pr_exec_input(pr_exec_t *x, const char *data, size_t len) {
+  if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
+  if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
+  if (len == 0) return 0;
+  uv_stream_t *s = input_stream(x);
+  uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+  /* Try the fast path first; queue what the pipe would not take now. */
+  int n = uv_try_write(s, &b, 1);
+  if (n == (int)len) return 0;
+  if (n < 0 && n != UV_EAGAIN) return n == UV_EPIPE ? PR_ESTDINCLOSED : n;
+  size_t done = n > 0 ? (size_t)n : 0;
+  write_t *w = malloc(sizeof(*w) + (len - done));
+  if (w == NULL) return PR_ENOMEM;
+  memcpy(w->data, data + done, len - done);
+  b = uv_buf_init(w->data, (unsigned)(len - done));
+  int rc = uv_write(&w->req, s, &b, 1, on_write);
+  if (rc != 0) {
+    free(w);
+    return rc == UV_EPIPE ? PR_ESTDINCLOSED : rc;
+  }
+  return 0;
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  (void)status;
+  pr_exec_t *x = (pr_exec_t *)req->data;
+  free(req);
+  if (x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
+}
+
+int pr_exec_close_stdin(pr_exec_t *x) {
+  if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
+  if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
+  if (x->pty) { /* a terminal has no stdin to close: send the EOF character */
+    return pr_exec_input(x, "\x04", 1);
+  }
+  x->in_closing = 1;
+  x->in_open = 0;
+  uv_shutdown_t *req = malloc(sizeof(*req));
+  if (req == NULL || uv_shutdown(req, (uv_stream_t *)&x->in, on_shutdown) != 0) {
+    free(req);
+    close_handle(x, (uv_handle_t *)&x->in);
+    return 0;
+  }
+  req->data = x;
+  return 0;
+}
+
+int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
+  if (!x->pty) return PR_EINVAL;
+  x->cols = cols;
+  x->rows = rows;
+  if (x->state != PR_RUNNING || !x->streams[PR_PTY].open) return PR_ENOTRUNNING;
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&x->streams[PR_PTY].pipe, &fd) != 0) return PR_ENOTRUNNING;
+  struct winsize ws = {.ws_row = rows, .ws_col = cols};
+  if (ioctl(fd, TIOCSWINSZ, &ws) < 0) return -errno;
+  return 0;
+}
+
+/* ---- records ---------------------------------------------------------------------------- */
+
+pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
+  pr_record_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) return NULL;
+  r->id = x->id;
+  r->session = x->session;
+  r->label = dup_or_null(x->label);
+  r->owner = dup_or_null(x->owner);
+  r->cwd = dup_or_null(x->cwd);
+  r->shell = dup_or_null(x->shell);
+  r->argv = calloc(x->argc + 1, sizeof(char *));
+  if (r->argv) {
+    for (size_t i = 0; i < x->argc; i++) r->argv[i] = strdup(x->argv[i]);
+    r->argc = x->argc;
+  }
+  r->pty = x->pty;
+  r->state = x->state;
+  r->reason = x->finished ? dup_or_null(x->reason) : NULL;
+  r->error = dup_or_null(x->error);
+  r->exit_code = x->exit_code;
+  r->signal = x->signal;
+  r->pid = x->pid;
+  r->created_at = x->created_at;
+  r->started_at = x->started_at;
+  r->ended_at = x->ended_at;
+  r->duration_ms = x->finished ? x->duration_ms
+                   : x->started_mono ? uv_now(&x->eng->loop) - x->started_mono
+                                     : 0;
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (x->streams[i].ring == NULL) continue;
+    r->has_stream[i] = 1;
+    pr_ring_stats(x->streams[i].ring, &r->dropped[i], &r->bytes[i]);
+  }
+  r->stdin_open = x->in_open && !x->in_closing;
+  return r;
+}
+
+void pr_exec_release(pr_exec_t *x) {
+  x->dead = 1;
+  if (x->handles == 0) pr_exec_free(x);
+}
+
+void pr_exec_free(pr_exec_t *x) {
+  for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(x->streams[i].ring);
+  if (x->argv)
+    for (size_t i = 0; i < x->argc; i++) free(x->argv[i]);
+  free(x->argv);
+  free(x->label);
+  free(x->owner);
+  free(x->cwd);
+  free(x->shell);
+  free(x->reason);
+  free(x->error);
+  free(x->spawn_msg);
+  if (x->pidfd >= 0) close(x->pidfd);
+  free(x);
+}

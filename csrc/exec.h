@@ -1,0 +1,73 @@
+/* exec.h — one execution's lifecycle on the engine thread.
+ *
+ * Thread: engine, every function.
+ *
+ *   queued ─► starting ─► running ─► completed | failed | canceled | timed_out
+ *      └────────┴──► canceled | failed
+ *
+ * pr_exec_transition is the only place a state changes; it rejects anything
+ * not in that table. The terminal state is decided by the first of {exit,
+ * cancel, timeout} (x->verdict) but only entered once the leader has exited
+ * AND every stream reached EOF (or the drain timer gave up).
+ */
+#ifndef PR_EXEC_H
+#define PR_EXEC_H
+
+#include "types.h"
+#include "wire.h"
+
+/* pr_exec_begin: take a queued execution to `starting` and ask the shepherd
+ * to spawn it (starting the shepherd if needed). */
+void pr_exec_begin(pr_exec_t *x);
+
+/* pr_exec_schedule: begin queued executions while running < max_running. */
+void pr_exec_schedule(pr_engine_t *e);
+
+/* Shepherd packet handlers (supervisor.c calls them). They take ownership
+ * of the fds. */
+void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nfds);
+void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h);
+void pr_exec_on_exited(pr_engine_t *e, const pr_wire_hdr_t *h);
+void pr_exec_on_supervisor_lost(pr_engine_t *e);
+
+/* pr_exec_cancel: request the end; `reason` is recorded when this call decides
+ * the verdict ("canceled", "engine_closed"). */
+pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
+
+/* pr_exec_input / close_stdin / resize: 0 or PR_ENOTRUNNING / PR_ESTDINCLOSED /
+ * PR_EINVAL / PR_ENOMEM. */
+int pr_exec_input(pr_exec_t *x, const char *data, size_t len);
+int pr_exec_close_stdin(pr_exec_t *x);
+int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows);
+
+/* pr_exec_resume: the host consumed output of a paused stream; read again. */
+void pr_exec_resume(pr_exec_t *x);
+
+/* pr_exec_abandon: end a live execution at once during engine shutdown:
+ * close its streams and emit its terminal event (state from the verdict). */
+void pr_exec_abandon(pr_exec_t *x);
+
+/* pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM). */
+pr_record_t *pr_exec_snapshot(const pr_exec_t *x);
+
+/* pr_exec_release: drop a dead execution once its handles are closed. Called
+ * by the registry when it forgets `x`. */
+void pr_exec_release(pr_exec_t *x);
+
+/* pr_exec_free: free the memory of `x` (no handle may be open). */
+void pr_exec_free(pr_exec_t *x);
+
+/* pr_exec_handle_closed: uv_close callback of every handle an execution owns. */
+void pr_exec_handle_closed(uv_handle_t *h);
+
+/* Emitting events into the host queue (engine.c). */
+void pr_emit_event(pr_engine_t *e, pr_event_t *ev);
+
+/* pr_engine_on_finished: an execution ended while the engine is closing
+ * (engine.c; shuts down once nothing is live). */
+void pr_engine_on_finished(pr_engine_t *e);
+
+/* Wall clock in ms since the epoch. */
+uint64_t pr_now_ms(void);
+
+#endif

@@ -1,0 +1,596 @@
+/* lua_core.c — the `proctor.core` Lua module (LuaJIT/Neovim and Lua 5.4).
+ *
+ * Thread: host (the Lua state's thread). The only includer of lua.h.
+ *
+ * Conventions (STYLE.md): an engine is a userdata holding one pointer, with
+ * __gc/__close/__tostring. Programmer errors (wrong types, bad enum names,
+ * negative sizes) raise via luaL_argerror; runtime failures return
+ * `nil, "ENAME: message", "ENAME"`. Cancel and delete answer their contract
+ * strings. The only exported symbol is luaopen_proctor_core.
+ */
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "engine.h"
+
+#define PR_ENGINE_MT "proctor.core.engine"
+#define PR_VERSION "0.1.0"
+#define PR_MAX_POLL 65536
+
+typedef struct {
+  pr_engine_t *e;
+} lengine_t;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* Push the failure tuple `nil, "ENAME: message[ detail]", "ENAME"`; returns 3. */
+static int fail(lua_State *L, int err, const char *detail) {
+  lua_pushnil(L);
+  if (detail && *detail)
+    lua_pushfstring(L, "%s: %s %s", pr_err_name(err), pr_strerror(err), detail);
+  else
+    lua_pushfstring(L, "%s: %s", pr_err_name(err), pr_strerror(err));
+  lua_pushstring(L, pr_err_name(err));
+  return 3;
+}
+
+static int fail_id(lua_State *L, int err, lua_Integer id) {
+  char d[32];
+  snprintf(d, sizeof(d), "%lld", (long long)id);
+  return fail(L, err, err == PR_ENOENT || err == PR_ENOTRUNNING || err == PR_ESTDINCLOSED ? d : "");
+}
+
+static lengine_t *check_engine(lua_State *L) {
+  return (lengine_t *)luaL_checkudata(L, 1, PR_ENGINE_MT);
+}
+
+/* The engine, or NULL after close (the caller returns ECLOSED). */
+static pr_engine_t *open_engine(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  return le->e && !pr_engine_closed(le->e) ? le->e : NULL;
+}
+
+static lua_Integer check_id(lua_State *L, int i) {
+  lua_Integer v = 0;
+  if (!pr_tointeger(L, i, &v)) luaL_argerror(L, i, "execution id (integer) expected");
+  return v;
+}
+
+static lua_Integer opt_nonneg(lua_State *L, int t, const char *key, lua_Integer def,
+                              lua_Integer max) {
+  lua_getfield(L, t, key);
+  lua_Integer v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!pr_tointeger(L, -1, &v) || v < 0 || v > max) {
+      lua_pushfstring(L, "field '%s' must be an integer in [0, %f]", key, (double)max);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *key, int def) {
+  lua_getfield(L, t, key);
+  int v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isboolean(L, -1)) {
+      lua_pushfstring(L, "field '%s' must be a boolean", key);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+    v = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A string field; the returned pointer stays valid while the table is alive
+ * (it is anchored in the table). NULL when absent. */
+static const char *opt_str(lua_State *L, int t, const char *key) {
+  lua_getfield(L, t, key);
+  const char *s = NULL;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      lua_pushfstring(L, "field '%s' must be a string", key);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+    size_t n;
+    s = lua_tolstring(L, -1, &n);
+    if (strlen(s) != n) {
+      lua_pushfstring(L, "field '%s' must not contain NUL bytes", key);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+  }
+  lua_pop(L, 1);
+  return s;
+}
+
+static void check_table_keys(lua_State *L, int t, const char *const *known) {
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_argerror(L, t, "option keys must be strings");
+    const char *k = lua_tostring(L, -1);
+    int ok = 0;
+    for (const char *const *p = known; *p && !ok; p++) ok = strcmp(*p, k) == 0;
+    if (!ok) {
+      lua_pushfstring(L, "unknown option '%s'", k);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+  }
+}
+
+static const char *signame(int sig, char *buf, size_t n) {
+  const char *abbr = sigabbrev_np(sig);
+  if (abbr) snprintf(buf, n, "SIG%s", abbr);
+  else snprintf(buf, n, "SIG%d", sig);
+  return buf;
+}
+
+static void set_str(lua_State *L, const char *k, const char *v) {
+  if (v == NULL) return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void push_record(lua_State *L, const pr_record_t *r) {
+  char sb[32];
+  lua_createtable(L, 0, 24);
+  set_int(L, "id", (lua_Integer)r->id);
+  set_int(L, "session", (lua_Integer)r->session);
+  set_str(L, "label", r->label);
+  set_str(L, "owner", r->owner);
+  set_str(L, "cwd", r->cwd);
+  if (r->shell) {
+    set_str(L, "cmd", r->shell);
+  } else {
+    lua_createtable(L, (int)r->argc, 0);
+    for (size_t i = 0; i < r->argc; i++) {
+      lua_pushstring(L, r->argv[i] ? r->argv[i] : "");
+      lua_rawseti(L, -2, (int)i + 1);
+    }
+    lua_setfield(L, -2, "cmd");
+  }
+  lua_pushboolean(L, r->pty);
+  lua_setfield(L, -2, "pty");
+  set_str(L, "state", pr_state_name(r->state));
+  set_str(L, "reason", r->reason);
+  set_str(L, "error", r->error);
+  if (r->exit_code >= 0) set_int(L, "exit_code", r->exit_code);
+  if (r->signal > 0) set_str(L, "signal", signame(r->signal, sb, sizeof(sb)));
+  if (r->pid > 0) set_int(L, "pid", (lua_Integer)r->pid);
+  set_int(L, "created_at", (lua_Integer)r->created_at);
+  if (r->started_at) set_int(L, "started_at", (lua_Integer)r->started_at);
+  if (r->ended_at) set_int(L, "ended_at", (lua_Integer)r->ended_at);
+  set_int(L, "duration_ms", (lua_Integer)r->duration_ms);
+  lua_newtable(L); /* bytes */
+  lua_newtable(L); /* dropped */
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (!r->has_stream[i]) continue;
+    lua_pushinteger(L, (lua_Integer)r->bytes[i]);
+    lua_setfield(L, -3, pr_stream_name(i));
+    lua_pushinteger(L, (lua_Integer)r->dropped[i]);
+    lua_setfield(L, -2, pr_stream_name(i));
+  }
+  lua_setfield(L, -3, "dropped");
+  lua_setfield(L, -2, "bytes");
+  lua_pushboolean(L, r->stdin_open);
+  lua_setfield(L, -2, "stdin_open");
+}
+
+static void push_event(lua_State *L, const pr_event_t *ev) {
+  char sb[32];
+  lua_createtable(L, 0, 8);
+  set_int(L, "id", (lua_Integer)ev->id);
+  if (ev->type == PR_EV_OUTPUT) {
+    set_str(L, "type", "output");
+    set_str(L, "stream", pr_stream_name(ev->stream));
+    lua_pushlstring(L, ev->data ? ev->data : "", ev->len);
+    lua_setfield(L, -2, "data");
+    set_int(L, "offset", (lua_Integer)ev->offset);
+    set_int(L, "missed", (lua_Integer)ev->missed);
+    return;
+  }
+  set_str(L, "type", "state");
+  set_str(L, "state", pr_state_name(ev->state));
+  if (ev->prev < PR_NSTATE) set_str(L, "prev", pr_state_name(ev->prev));
+  set_str(L, "reason", ev->reason);
+  set_str(L, "error", ev->error);
+  if (pr_state_terminal(ev->state)) {
+    if (ev->exit_code >= 0) set_int(L, "exit_code", ev->exit_code);
+    if (ev->signal > 0) set_str(L, "signal", signame(ev->signal, sb, sizeof(sb)));
+  } else if (ev->pid > 0) {
+    set_int(L, "pid", (lua_Integer)ev->pid);
+  }
+}
+
+/* ---- module functions ----------------------------------------------------------- */
+
+static const char *const new_keys[] = {"output_limit", "history_limit", "history_age_ms",
+                                       "max_running",  "kill_grace_ms", "drain_ms",
+                                       "shepherd",     "listen",        NULL};
+
+/* core.new([opts]) -> engine | nil, msg, name */
+static int l_new(lua_State *L) {
+  pr_engine_opts_t o = {0};
+  if (!lua_isnoneornil(L, 1)) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    check_table_keys(L, 1, new_keys);
+    o.output_limit = (size_t)opt_nonneg(L, 1, "output_limit", 0, (lua_Integer)1 << 40);
+    o.history_limit = (uint32_t)opt_nonneg(L, 1, "history_limit", 0, 100000000);
+    o.history_age_ms = (uint64_t)opt_nonneg(L, 1, "history_age_ms", 0, (lua_Integer)1 << 50);
+    o.max_running = (uint32_t)opt_nonneg(L, 1, "max_running", 0, 1000000);
+    o.kill_grace_ms = (uint32_t)opt_nonneg(L, 1, "kill_grace_ms", 0, 3600000);
+    o.drain_ms = (uint32_t)opt_nonneg(L, 1, "drain_ms", 0, 3600000);
+    o.shepherd_path = opt_str(L, 1, "shepherd");
+    if (opt_str(L, 1, "listen") != NULL) return fail(L, PR_EINVAL, "(listen: the RPC server is not built yet)");
+  }
+  lengine_t *le = (lengine_t *)pr_newuserdata(L, sizeof(*le));
+  le->e = NULL;
+  luaL_setmetatable(L, PR_ENGINE_MT);
+  int rc = pr_engine_new(&o, &le->e);
+  if (rc != 0) return fail(L, rc, NULL);
+  return 1;
+}
+
+static const char *const start_keys[] = {
+    "cmd",   "cwd",        "env",           "clear_env", "pty",   "cols",         "rows",
+    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", NULL};
+
+/* eng:start(spec) -> id | nil, msg, name */
+static int l_start(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  check_table_keys(L, 2, start_keys);
+  pr_spec_t s = {0};
+  const char **argv = NULL, **env = NULL;
+  lua_getfield(L, 2, "cmd");
+  int ct = lua_type(L, -1);
+  if (ct == LUA_TSTRING) {
+    size_t n;
+    s.shell = lua_tolstring(L, -1, &n);
+    if (n == 0 || strlen(s.shell) != n) luaL_argerror(L, 2, "'cmd' must be a non-empty string without NUL bytes");
+  } else if (ct == LUA_TTABLE) {
+    size_t n = pr_rawlen(L, -1);
+    if (n == 0) luaL_argerror(L, 2, "'cmd' list must not be empty");
+    if (n > 100000) luaL_argerror(L, 2, "'cmd' list is too long");
+    argv = lua_newuserdata(L, n * sizeof(char *)); /* freed by the GC, anchored on the stack */
+    for (size_t i = 0; i < n; i++) {
+      lua_rawgeti(L, -2, (int)i + 1);
+      size_t len;
+      if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+        luaL_argerror(L, 2, "'cmd' entries must be strings");
+      argv[i] = lua_tolstring(L, -1, &len);
+      if (strlen(argv[i]) != len) luaL_argerror(L, 2, "'cmd' entries must not contain NUL bytes");
+      lua_rawseti(L, -3, (int)i + 1); /* keep the (possibly converted) string anchored */
+    }
+    s.argv = argv;
+    s.argc = n;
+  } else {
+    return luaL_argerror(L, 2, "'cmd' must be a string (run by /bin/sh -c) or a list of strings");
+  }
+  /* stack: ... cmd [argv ud] — stays until return */
+  s.cwd = opt_str(L, 2, "cwd");
+  s.clear_env = opt_bool(L, 2, "clear_env", 0);
+  s.pty = opt_bool(L, 2, "pty", 0);
+  s.cols = (uint16_t)opt_nonneg(L, 2, "cols", 0, 65535);
+  s.rows = (uint16_t)opt_nonneg(L, 2, "rows", 0, 65535);
+  s.stdin_pipe = opt_bool(L, 2, "stdin", 0);
+  s.timeout_ms = (uint64_t)opt_nonneg(L, 2, "timeout_ms", 0, (lua_Integer)1 << 50);
+  s.kill_grace_ms = opt_nonneg(L, 2, "kill_grace_ms", -1, 3600000); /* -1: engine default */
+  s.backpressure = opt_bool(L, 2, "backpressure", 0);
+  s.label = opt_str(L, 2, "label");
+  s.owner = opt_str(L, 2, "owner");
+  lua_getfield(L, 2, "env");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) luaL_argerror(L, 2, "'env' must be a table of NAME = value");
+    int et = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, et) != 0) {
+      lua_pop(L, 1);
+      n++;
+    }
+    env = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
+    lua_newtable(L); /* anchors the "K=V" strings */
+    int anchor = lua_gettop(L);
+    size_t i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, et) != 0) {
+      size_t kl, vl;
+      if (lua_type(L, -2) != LUA_TSTRING) luaL_argerror(L, 2, "'env' keys must be strings");
+      if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+        luaL_argerror(L, 2, "'env' values must be strings");
+      const char *k = lua_tolstring(L, -2, &kl);
+      lua_pushvalue(L, -1);
+      const char *v = lua_tolstring(L, -1, &vl);
+      lua_pop(L, 1);
+      if (kl == 0 || strlen(k) != kl || strchr(k, '=') || strlen(v) != vl)
+        luaL_argerror(L, 2, "'env' names must be non-empty without '=' or NUL; values without NUL");
+      lua_pushfstring(L, "%s=%s", k, v);
+      env[i] = lua_tostring(L, -1);
+      lua_rawseti(L, anchor, (int)i + 1);
+      i++;
+      lua_pop(L, 1);
+    }
+    s.env = env;
+    s.envc = i;
+  }
+  if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
+  uint64_t id;
+  int rc = pr_engine_start(le->e, &s, &id);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_pushinteger(L, (lua_Integer)id);
+  return 1;
+}
+
+/* eng:cancel(id[, force]) -> "canceling" | "already_canceling" | "already_terminal" | "not_found" */
+static int l_cancel(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  int force = 0;
+  if (!lua_isnoneornil(L, 3)) {
+    if (lua_istable(L, 3)) force = opt_bool(L, 3, "force", 0);
+    else if (lua_isboolean(L, 3)) force = lua_toboolean(L, 3);
+    else luaL_argerror(L, 3, "boolean or {force = boolean} expected");
+  }
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) {
+    lua_pushstring(L, pr_cancel_result_name(PR_CANCEL_NOT_FOUND));
+    return 1;
+  }
+  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel(e, (uint64_t)id, 0, force)));
+  return 1;
+}
+
+/* eng:delete(id) -> "deleted" | "active_process_conflict" | "not_found" */
+static int l_delete(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) {
+    lua_pushstring(L, pr_delete_result_name(PR_DELETE_NOT_FOUND));
+    return 1;
+  }
+  lua_pushstring(L, pr_delete_result_name(pr_engine_delete(e, (uint64_t)id, 0)));
+  return 1;
+}
+
+/* eng:input(id, data) -> true | nil, msg, name */
+static int l_input(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  size_t n;
+  const char *data = luaL_checklstring(L, 3, &n);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) return fail_id(L, PR_ENOENT, id);
+  int rc = pr_engine_input(e, (uint64_t)id, 0, data, n);
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* eng:close_stdin(id) -> true | nil, msg, name */
+static int l_close_stdin(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) return fail_id(L, PR_ENOENT, id);
+  int rc = pr_engine_close_stdin(e, (uint64_t)id, 0);
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* eng:resize(id, cols, rows) -> true | nil, msg, name */
+static int l_resize(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  lua_Integer cols = luaL_checkinteger(L, 3), rows = luaL_checkinteger(L, 4);
+  luaL_argcheck(L, cols > 0 && cols <= 65535, 3, "cols must be in [1, 65535]");
+  luaL_argcheck(L, rows > 0 && rows <= 65535, 4, "rows must be in [1, 65535]");
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) return fail_id(L, PR_ENOENT, id);
+  int rc = pr_engine_resize(e, (uint64_t)id, 0, (uint16_t)cols, (uint16_t)rows);
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* eng:get(id) -> record | nil, msg, name */
+static int l_get(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) return fail_id(L, PR_ENOENT, id);
+  pr_record_t *r;
+  int rc = pr_engine_get(e, (uint64_t)id, 0, &r);
+  if (rc != 0) return fail_id(L, rc, id);
+  push_record(L, r);
+  pr_record_free(r);
+  return 1;
+}
+
+/* eng:list([{state = "running"}]) -> { record... } */
+static int l_list(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  int state = -1;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const keys[] = {"state", NULL};
+    check_table_keys(L, 2, keys);
+    const char *s = opt_str(L, 2, "state");
+    if (s && (state = pr_state_from_name(s)) < 0) luaL_argerror(L, 2, "unknown state name");
+  }
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  pr_record_t **v;
+  size_t n;
+  int rc = pr_engine_list(e, 0, state, &v, &n);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    push_record(L, v[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  pr_records_free(v, n);
+  return 1;
+}
+
+/* eng:purge([{older_than_ms = N}]) -> count */
+static int l_purge(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  uint64_t older = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const keys[] = {"older_than_ms", NULL};
+    check_table_keys(L, 2, keys);
+    older = (uint64_t)opt_nonneg(L, 2, "older_than_ms", 0, (lua_Integer)1 << 50);
+  }
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  size_t n;
+  int rc = pr_engine_purge(e, 0, older, &n);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+/* eng:read(id, stream[, from[, max]]) -> data, next_offset, missed | nil, msg, name */
+static int l_read(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  const char *sname = luaL_checkstring(L, 3);
+  int stream = pr_stream_from_name(sname);
+  if (stream < 0) return luaL_argerror(L, 3, "stream must be \"stdout\", \"stderr\" or \"pty\"");
+  lua_Integer from = luaL_optinteger(L, 4, 0);
+  lua_Integer max = luaL_optinteger(L, 5, (lua_Integer)1 << 30);
+  luaL_argcheck(L, from >= 0, 4, "offset must be >= 0");
+  luaL_argcheck(L, max >= 0, 5, "max must be >= 0");
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (id <= 0) return fail_id(L, PR_ENOENT, id);
+  char *data;
+  size_t len;
+  uint64_t next, missed;
+  int rc = pr_engine_read(e, (uint64_t)id, 0, stream, (uint64_t)from, (size_t)max, &data, &len,
+                          &next, &missed);
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushlstring(L, data ? data : "", len);
+  free(data);
+  lua_pushinteger(L, (lua_Integer)next);
+  lua_pushinteger(L, (lua_Integer)missed);
+  return 3;
+}
+
+/* eng:fd() -> integer (readable while events are pending) */
+static int l_fd(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
+  lua_pushinteger(L, pr_engine_fd(le->e));
+  return 1;
+}
+
+static int push_events(lua_State *L, pr_engine_t *e, lua_Integer max) {
+  size_t cap = max > 256 ? 256 : (size_t)max, got = 0;
+  pr_event_t *buf[256];
+  lua_newtable(L);
+  while (got < (size_t)max) {
+    size_t want = (size_t)max - got;
+    if (want > cap) want = cap;
+    size_t n = pr_engine_poll(e, buf, want);
+    for (size_t i = 0; i < n; i++) {
+      push_event(L, buf[i]);
+      pr_event_free(buf[i]);
+      lua_rawseti(L, -2, (int)++got);
+    }
+    if (n < want) break;
+  }
+  return 1;
+}
+
+/* eng:poll([max]) -> { event... } (never blocks) */
+static int l_poll(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_Integer max = luaL_optinteger(L, 2, 1024);
+  luaL_argcheck(L, max > 0 && max <= PR_MAX_POLL, 2, "max must be in [1, 65536]");
+  if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return push_events(L, le->e, max);
+}
+
+/* eng:wait([timeout_ms[, max]]) -> { event... } (blocks until one is pending or timeout) */
+static int l_wait(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_Integer t = luaL_optinteger(L, 2, -1);
+  lua_Integer max = luaL_optinteger(L, 3, 1024);
+  luaL_argcheck(L, t >= -1 && t <= 0x7fffffff, 2, "timeout_ms must be >= 0 (or -1: forever)");
+  luaL_argcheck(L, max > 0 && max <= PR_MAX_POLL, 3, "max must be in [1, 65536]");
+  if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (pr_engine_closed(le->e)) return push_events(L, le->e, max); /* what is left, no wait */
+  pr_engine_wait(le->e, (int)t);
+  return push_events(L, le->e, max);
+}
+
+/* eng:close() — cancel everything, wait (bounded), stop. Idempotent. */
+static int l_close(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e) pr_engine_close(le->e);
+  return 0;
+}
+
+static int l_gc(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e) {
+    pr_engine_free(le->e);
+    le->e = NULL;
+  }
+  return 0;
+}
+
+static int l_closed(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_pushboolean(L, le->e == NULL || pr_engine_closed(le->e));
+  return 1;
+}
+
+static int l_tostring(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_pushfstring(L, "proctor.engine (%s): %p",
+                  le->e == NULL || pr_engine_closed(le->e) ? "closed" : "open", (void *)le);
+  return 1;
+}
+
+static const luaL_Reg engine_methods[] = {
+    {"start", l_start},   {"cancel", l_cancel}, {"delete", l_delete},
+    {"input", l_input},   {"close_stdin", l_close_stdin},
+    {"resize", l_resize}, {"get", l_get},       {"list", l_list},
+    {"purge", l_purge},   {"read", l_read},     {"fd", l_fd},
+    {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
+    {"closed", l_closed}, {NULL, NULL}};
+
+__attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
+  if (luaL_newmetatable(L, PR_ENGINE_MT)) {
+    lua_newtable(L);
+    luaL_setfuncs(L, engine_methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_gc);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, l_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, l_new);
+  lua_setfield(L, -2, "new");
+  lua_pushstring(L, PR_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

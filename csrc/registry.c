@@ -1,0 +1,103 @@
+/* registry.c — id → execution hash plus an id-ordered list.
+ *
+ * Thread: engine.
+ */
+#include "registry.h"
+
+#include <stdlib.h>
+
+#include "exec.h"
+
+int pr_registry_init(pr_engine_t *e) {
+  e->nbuckets = 256;
+  e->buckets = calloc(e->nbuckets, sizeof(*e->buckets));
+  pr_queue_init(&e->order);
+  pr_queue_init(&e->queued);
+  return e->buckets ? 0 : PR_ENOMEM;
+}
+
+static void grow(pr_engine_t *e) {
+  size_t n = e->nbuckets * 2;
+  pr_exec_t **b = calloc(n, sizeof(*b));
+  if (b == NULL) return; /* longer chains, still correct */
+  for (size_t i = 0; i < e->nbuckets; i++) {
+    pr_exec_t *x = e->buckets[i];
+    while (x) {
+      pr_exec_t *next = x->hnext;
+      x->hnext = b[x->id % n];
+      b[x->id % n] = x;
+      x = next;
+    }
+  }
+  free(e->buckets);
+  e->buckets = b;
+  e->nbuckets = n;
+}
+
+int pr_registry_add(pr_engine_t *e, pr_exec_t *x) {
+  if (e->count + 1 > e->nbuckets * 2) grow(e);
+  size_t b = x->id % e->nbuckets;
+  x->hnext = e->buckets[b];
+  e->buckets[b] = x;
+  /* Ids are handed out in increasing order but commands from several host
+   * calls arrive in order too, so appending keeps the list sorted. */
+  pr_queue_push(&e->order, &x->order);
+  e->count++;
+  return 0;
+}
+
+pr_exec_t *pr_registry_find(pr_engine_t *e, uint64_t id, uint64_t session) {
+  for (pr_exec_t *x = e->buckets[id % e->nbuckets]; x; x = x->hnext)
+    if (x->id == id) return (session == 0 || x->session == session) ? x : NULL;
+  return NULL;
+}
+
+void pr_registry_remove(pr_engine_t *e, pr_exec_t *x) {
+  pr_exec_t **pp = &e->buckets[x->id % e->nbuckets];
+  while (*pp && *pp != x) pp = &(*pp)->hnext;
+  if (*pp) *pp = x->hnext;
+  pr_queue_remove(&x->order);
+  e->count--;
+  if (x->finished) e->nterminal--;
+  pr_exec_release(x);
+}
+
+void pr_registry_prune(pr_engine_t *e) {
+  uint64_t now = pr_now_ms();
+  pr_queue_t *q = pr_queue_head(&e->order);
+  while (q != &e->order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    q = q->next;
+    if (!x->finished) continue;
+    int over = e->opts.history_limit && e->nterminal > e->opts.history_limit;
+    int old = e->opts.history_age_ms && x->ended_at + e->opts.history_age_ms <= now;
+    if (over || old) pr_registry_remove(e, x);
+    else if (!e->opts.history_age_ms) break; /* oldest first: nothing more is over the limit */
+  }
+}
+
+size_t pr_registry_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms) {
+  uint64_t now = pr_now_ms();
+  size_t n = 0;
+  pr_queue_t *q = pr_queue_head(&e->order);
+  while (q != &e->order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    q = q->next;
+    if (!x->finished || (session && x->session != session)) continue;
+    if (older_than_ms && x->ended_at + older_than_ms > now) continue;
+    pr_registry_remove(e, x);
+    n++;
+  }
+  return n;
+}
+
+void pr_registry_destroy(pr_engine_t *e) {
+  while (!pr_queue_empty(&e->order)) {
+    pr_exec_t *x = PR_QUEUE_DATA(pr_queue_head(&e->order), pr_exec_t, order);
+    pr_queue_remove(&x->order);
+    pr_exec_free(x);
+  }
+  free(e->buckets);
+  e->buckets = NULL;
+  e->count = 0;
+}

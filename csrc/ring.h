@@ -1,0 +1,83 @@
+/* ring.h — bounded byte ring with absolute offsets, one per output stream.
+ *
+ * Thread: shared. The engine thread appends (pr_ring_write); the host thread
+ * copies out (pr_ring_read, pr_ring_take). Every function takes the ring's own
+ * mutex, so a ring is the one object both threads touch; it is reference
+ * counted (the execution holds one ref, each queued output marker one more)
+ * and freed on the last unref. It holds only bytes and counters.
+ *
+ *   absolute offsets:   0 ........ head ............... tail
+ *                        dropped  |   retained bytes   |
+ *                                 ^ oldest kept        ^ next byte written
+ *
+ * When more than `limit` bytes are retained the head moves forward: the
+ * newest bytes (where the error is) are always kept. The allocation grows
+ * by doubling from a small start up to `limit`, so an idle stream costs
+ * little.
+ */
+#ifndef PR_RING_H
+#define PR_RING_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pr_ring {
+  pthread_mutex_t mu;
+  int refs;           /* guarded by mu */
+  char *buf;          /* cap bytes; retained data starts at buf[start] and wraps */
+  size_t cap;         /* allocated bytes, <= limit (except limit < PR_RING_MIN) */
+  size_t start;       /* index in buf of the byte at offset head */
+  size_t limit;       /* most bytes ever retained */
+  uint64_t head;      /* absolute offset of the oldest retained byte */
+  uint64_t tail;      /* absolute offset one past the newest byte = bytes written */
+  uint64_t delivered; /* offset up to which the host poller has taken bytes */
+  int marker;         /* 1 while an output marker for this ring sits in the event queue */
+  int paused;         /* the engine stopped reading (back-pressure) until the host takes */
+} pr_ring_t;
+
+/* pr_ring_new: a ring that retains at most `limit` bytes (limit >= 1).
+ * Returns the ring with one reference, or NULL when out of memory. */
+pr_ring_t *pr_ring_new(size_t limit);
+
+/* pr_ring_ref / pr_ring_unref: take or drop a reference; the last unref frees.
+ * Safe from any thread. unref(NULL) is a no-op. */
+void pr_ring_ref(pr_ring_t *r);
+void pr_ring_unref(pr_ring_t *r);
+
+/* pr_ring_write: append `n` bytes. Drops from the head when over the limit.
+ * Returns 0, or PR_ENOMEM when growing failed (then the oldest bytes are
+ * dropped to make room in the allocation that exists, so nothing fails). */
+int pr_ring_write(pr_ring_t *r, const char *data, size_t n);
+
+/* pr_ring_read: copy up to `max` bytes starting at absolute offset `from`
+ * into a fresh malloc'd buffer (*out, *len; *out is NULL when *len is 0).
+ * Bytes before the head are reported in *missed and skipped; `from` past the
+ * tail reads nothing. *next is the offset after the last byte copied.
+ * Returns 0 or PR_ENOMEM. */
+int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *len,
+                 uint64_t *next, uint64_t *missed);
+
+/* pr_ring_take: like pr_ring_read from the `delivered` offset with no size cap,
+ * then advance `delivered` and clear `marker`. Used by the host poller.
+ * *from is the offset of the first byte returned. *resume is set to 1 when
+ * the engine had paused reading for this ring (the flag is cleared): the
+ * caller must ask the engine to read again. */
+int pr_ring_take(pr_ring_t *r, char **out, size_t *len, uint64_t *from, uint64_t *missed,
+                 int *resume);
+
+/* pr_ring_mark: set the marker flag; returns 1 when it was clear (the caller
+ * must queue a marker), 0 when a marker is already queued. */
+int pr_ring_mark(pr_ring_t *r);
+
+/* pr_ring_undelivered: tail - delivered (bytes written the poller has not taken). */
+uint64_t pr_ring_undelivered(pr_ring_t *r);
+
+/* pr_ring_stats: snapshot of head and tail. */
+void pr_ring_stats(pr_ring_t *r, uint64_t *head, uint64_t *tail);
+
+/* pr_ring_shrink: release the allocation beyond the retained bytes (used when
+ * an execution ends: history keeps what it needs, nothing more). */
+void pr_ring_shrink(pr_ring_t *r);
+
+#endif

@@ -1,0 +1,702 @@
+/* shepherd.c — proctor-shepherd: the parent of every job of one engine.
+ *
+ * Thread: single-threaded program (its own process, exec'd by the engine).
+ *
+ *   host (engine thread) ══ SOCK_SEQPACKET ══ shepherd ── fork/exec ──► job (own session)
+ *                                               │  subreaper: escapees come back here
+ *                                               └─ socket EOF ⇒ kill every job, exit
+ *
+ * Why a separate process: see DESIGN.md §2. In short, only here is it safe to
+ * fork, to reap with waitpid(-1), to be a subreaper, and to outlive a host
+ * that was SIGKILLed long enough to kill what the host started.
+ *
+ * Rules that keep signals safe from pid reuse:
+ *  - A job leader is never reaped until the engine RELEASEs the job. While it
+ *    is unreaped (alive or zombie) its pid — which is also the process group
+ *    and session id of the job — cannot be reused, so kill(-pgid) only ever
+ *    reaches the job's own group.
+ *  - Any other process is signalled through a pidfd opened after checking it
+ *    is the process seen in /proc (same start time), never by a bare pid.
+ *  - Reaping is done with WNOWAIT peeks, so a held leader is never reaped by
+ *    accident while orphans are.
+ *
+ * Escapees (setsid / double fork) are found two ways: descendants of the
+ * job's group and session by parent links in /proc, and orphans reparented
+ * to the shepherd (it is a subreaper) by the PROCTOR_JOB tag in their
+ * initial environment.
+ *
+ * Usage (by the engine only): proctor-shepherd --daemon FD
+ *   --daemon  fork once and let the first process exit, so the host reaps
+ *             its only child at once and never has a long-lived child.
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+extern char **environ;
+
+typedef struct job {
+  uint64_t id;
+  pid_t pid;      /* leader; also pgid and sid of the job */
+  int exited;     /* leader exit seen (leader is a zombie we hold) */
+  int stopping;   /* a stop was requested: on leader exit, kill the rest at once */
+  struct job *next_id, *next_pid;
+} job_t;
+
+#define NBUCKET 4096
+static job_t *by_id[NBUCKET], *by_pid[NBUCKET];
+static int njobs;
+static int sock = -1;
+static pid_t self;
+static char tag_prefix[64]; /* "PROCTOR_JOB=<shepherd pid>:" */
+
+/* A spawn request being assembled from several packets. */
+static struct {
+  uint64_t job;
+  uint32_t flags;
+  int64_t a, b;
+  char *buf;
+  size_t len, cap;
+} pend;
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void send_hdr(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
+                     const int *fds, int nfds) {
+  pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b};
+  /* Blocking send: the engine always drains its socket. Failure means the
+   * host is gone; EOF handling on the next poll does the shutdown. */
+  (void)pr_wire_send(sock, &h, NULL, fds, nfds, 0);
+}
+
+static job_t *find_id(uint64_t id) {
+  for (job_t *j = by_id[id % NBUCKET]; j; j = j->next_id)
+    if (j->id == id) return j;
+  return NULL;
+}
+
+static job_t *find_pid(pid_t pid) {
+  for (job_t *j = by_pid[(unsigned)pid % NBUCKET]; j; j = j->next_pid)
+    if (j->pid == pid) return j;
+  return NULL;
+}
+
+static void add_job(job_t *j) {
+  j->next_id = by_id[j->id % NBUCKET];
+  by_id[j->id % NBUCKET] = j;
+  j->next_pid = by_pid[(unsigned)j->pid % NBUCKET];
+  by_pid[(unsigned)j->pid % NBUCKET] = j;
+  njobs++;
+}
+
+static void remove_job(job_t *j) {
+  job_t **pp;
+  for (pp = &by_id[j->id % NBUCKET]; *pp; pp = &(*pp)->next_id)
+    if (*pp == j) { *pp = j->next_id; break; }
+  for (pp = &by_pid[(unsigned)j->pid % NBUCKET]; *pp; pp = &(*pp)->next_pid)
+    if (*pp == j) { *pp = j->next_pid; break; }
+  njobs--;
+  free(j);
+}
+
+/* ---- /proc scanning ------------------------------------------------------ */
+
+typedef struct {
+  pid_t pid, ppid, pgid, sid;
+  unsigned long long start; /* start time in clock ticks since boot */
+  int mark;
+} proc_t;
+
+/* Parse /proc/<pid>/stat. Returns 0 on success. */
+static int read_stat(pid_t pid, proc_t *p) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *rp = strrchr(buf, ')'); /* comm may contain spaces and parens */
+  if (rp == NULL) return -1;
+  char state;
+  int ppid, pgid, sid;
+  unsigned long long start;
+  /* fields after comm: state ppid pgrp session tty_nr tpgid flags minflt cminflt
+   * majflt cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime */
+  if (sscanf(rp + 2,
+             "%c %d %d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+             &state, &ppid, &pgid, &sid, &start) != 5)
+    return -1;
+  p->pid = pid;
+  p->ppid = ppid;
+  p->pgid = pgid;
+  p->sid = sid;
+  p->start = start;
+  p->mark = 0;
+  return 0;
+}
+
+/* The job id in a process's PROCTOR_JOB tag when it belongs to this shepherd, else 0. */
+static uint64_t read_tag(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap + 1);
+  if (buf == NULL) { close(fd); return 0; }
+  ssize_t n;
+  while (len < cap && (n = read(fd, buf + len, cap - len)) > 0) len += (size_t)n;
+  close(fd);
+  buf[len] = 0;
+  uint64_t id = 0;
+  size_t plen = strlen(tag_prefix);
+  for (size_t i = 0; i < len;) {
+    char *s = buf + i;
+    size_t sl = strnlen(s, len - i);
+    if (sl > plen && memcmp(s, tag_prefix, plen) == 0) id = strtoull(s + plen, NULL, 10);
+    i += sl + 1;
+  }
+  free(buf);
+  return id;
+}
+
+/* Signal one process through a pidfd, after checking the pid still names the
+ * process we saw in /proc (same start time). Returns 0 if signalled. */
+static int signal_verified(const proc_t *p, int sig) {
+  int pfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+  if (pfd < 0) return -1;
+  proc_t now;
+  int rc = -1;
+  if (read_stat(p->pid, &now) == 0 && now.start == p->start)
+    rc = (int)syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0);
+  close(pfd);
+  return rc;
+}
+
+/* Snapshot every process visible in /proc into *out (malloc'd). */
+static size_t scan_proc(proc_t **out) {
+  size_t n = 0, cap = 512;
+  proc_t *v = malloc(cap * sizeof(*v));
+  DIR *d = opendir("/proc");
+  if (v == NULL || d == NULL) {
+    free(v);
+    if (d) closedir(d);
+    *out = NULL;
+    return 0;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    pid_t pid = (pid_t)atoi(e->d_name);
+    if (pid == self) continue;
+    if (n == cap) {
+      proc_t *nv = realloc(v, cap * 2 * sizeof(*v));
+      if (nv == NULL) break;
+      v = nv;
+      cap *= 2;
+    }
+    if (read_stat(pid, &v[n]) == 0) n++;
+  }
+  closedir(d);
+  *out = v;
+  return n;
+}
+
+/* Every descendant of the job: its group and session, their descendants by
+ * parent links, and orphans of ours tagged with the job, with their
+ * descendants. The leader itself is left to the group kill. */
+static void kill_escapees(job_t *j, int sig) {
+  proc_t *v;
+  size_t n = scan_proc(&v);
+  if (n == 0) { free(v); return; }
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].pgid == j->pid || v[i].sid == j->pid) v[i].mark = 1;
+    else if (v[i].ppid == self && find_pid(v[i].pid) == NULL && read_tag(v[i].pid) == j->id)
+      v[i].mark = 1;
+  }
+  /* Close over parent links; the tree is shallow, so iterate to a fixpoint. */
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (v[i].mark) continue;
+      for (size_t k = 0; k < n; k++)
+        if (v[k].mark && v[k].pid == v[i].ppid) { v[i].mark = 1; changed = 1; break; }
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    if (v[i].mark && v[i].pid != j->pid && v[i].pgid != j->pid) {
+      signal_verified(&v[i], sig);
+      if (sig != SIGKILL) signal_verified(&v[i], SIGCONT);
+    }
+  free(v);
+}
+
+/* Signal the whole job: its process group (safe: the leader is unreaped), and
+ * with `deep` also escapees found in /proc. */
+static void kill_job(job_t *j, int sig, int deep) {
+  kill(-j->pid, sig);
+  if (sig == SIGTERM || sig == SIGHUP) kill(-j->pid, SIGCONT);
+  if (deep) kill_escapees(j, sig);
+}
+
+/* Read our direct children from /proc. Returns a malloc'd array. */
+static size_t list_children(pid_t **out) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)self, (int)self);
+  size_t n = 0, cap = 256;
+  pid_t *v = malloc(cap * sizeof(*v));
+  *out = v;
+  if (v == NULL) return 0;
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return 0;
+  int pid;
+  while (fscanf(f, "%d", &pid) == 1) {
+    if (n == cap) {
+      pid_t *nv = realloc(v, cap * 2 * sizeof(*v));
+      if (nv == NULL) break;
+      v = nv;
+      cap *= 2;
+      *out = v;
+    }
+    v[n++] = pid;
+  }
+  fclose(f);
+  return n;
+}
+
+/* Kill orphans of ours (non-leader children) whose job is gone: tagged with a
+ * job no longer held, or — when no job is left at all — untagged ones too.
+ * Returns how many were signalled. */
+static int sweep_orphans(void) {
+  pid_t *c;
+  size_t n = list_children(&c);
+  int hit = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (find_pid(c[i])) continue;
+    uint64_t tag = read_tag(c[i]);
+    if ((tag != 0 && find_id(tag) == NULL) || (tag == 0 && njobs == 0)) {
+      /* An unreaped child of ours: its pid (and group, if it leads one) is safe. */
+      if (getpgid(c[i]) == c[i]) kill(-c[i], SIGKILL);
+      kill(c[i], SIGKILL);
+      hit++;
+    }
+  }
+  free(c);
+  return hit;
+}
+
+/* ---- reaping -------------------------------------------------------------- */
+
+static void leader_exited(job_t *j, const siginfo_t *si) {
+  j->exited = 1;
+  uint32_t flags = 0;
+  int64_t b = si->si_status;
+  if (si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED) flags |= PR_WF_SIGNALED;
+  if (j->stopping) kill_job(j, SIGKILL, 1); /* leader gone while stopping: rest dies now */
+  send_hdr(PR_W_EXITED, flags, j->id, 0, b, NULL, 0);
+}
+
+static void reap(void) {
+  int blocked = 0;
+  for (;;) {
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0) break;
+    job_t *j = find_pid(si.si_pid);
+    if (j == NULL) { /* orphan or escapee: reap it for real */
+      waitpid(si.si_pid, NULL, WNOHANG);
+      continue;
+    }
+    if (!j->exited) leader_exited(j, &si);
+    blocked = 1; /* a held zombie sits first in line: look at each child instead */
+    break;
+  }
+  if (!blocked) return;
+  pid_t *c;
+  size_t n = list_children(&c);
+  for (size_t i = 0; i < n; i++) {
+    job_t *j = find_pid(c[i]);
+    if (j == NULL) {
+      waitpid(c[i], NULL, WNOHANG);
+    } else if (!j->exited) {
+      siginfo_t si;
+      memset(&si, 0, sizeof(si));
+      if (waitid(P_PID, (id_t)c[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+        leader_exited(j, &si);
+    }
+  }
+  free(c);
+}
+
+/* ---- spawning -------------------------------------------------------------- */
+
+static void fail_spawn(uint64_t job, int err, int stage) {
+  send_hdr(PR_W_FAILED, 0, job, err, stage, NULL, 0);
+}
+
+/* In the forked child: report errno at `stage` through the error pipe and die. */
+static void child_fail(int errfd, int stage) {
+  int msg[2] = {stage, errno};
+  ssize_t w = write(errfd, msg, sizeof(msg));
+  (void)w;
+  _exit(127);
+}
+
+static void do_spawn(void) {
+  uint64_t id = pend.job;
+  uint32_t flags = pend.flags;
+  int cols = (int)((pend.a >> 16) & 0xffff), rows = (int)(pend.a & 0xffff);
+  size_t argc = (size_t)pend.b;
+  /* Split the payload: cwd, argc args, then env strings up to the end. */
+  char *p = pend.buf, *end = pend.buf + pend.len;
+  size_t nstr = 0;
+  for (char *q = p; q < end; q++)
+    if (*q == 0) nstr++;
+  if (argc == 0 || nstr < 1 + argc || pend.len == 0 || end[-1] != 0) {
+    errno = EINVAL;
+    fail_spawn(id, EINVAL, PR_STAGE_SETUP);
+    return;
+  }
+  size_t envc = nstr - 1 - argc;
+  char **argv = calloc(argc + 1, sizeof(char *));
+  char **envp = calloc(envc + 2, sizeof(char *));
+  char tag[96];
+  int master = -1, slave = -1, in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  int ep[2] = {-1, -1};
+  if (argv == NULL || envp == NULL) {
+    fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
+    goto done;
+  }
+  char *cwd = p;
+  p += strlen(p) + 1;
+  for (size_t i = 0; i < argc; i++) { argv[i] = p; p += strlen(p) + 1; }
+  for (size_t i = 0; i < envc; i++) { envp[i] = p; p += strlen(p) + 1; }
+  snprintf(tag, sizeof(tag), "%s%llu", tag_prefix, (unsigned long long)id);
+  envp[envc] = tag;
+
+  if (flags & PR_WF_PTY) {
+    char name[128];
+    master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
+        ptsname_r(master, name, sizeof(name)) != 0 ||
+        (slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+      fail_spawn(id, errno, PR_STAGE_PTY);
+      goto done;
+    }
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    ioctl(slave, TIOCSWINSZ, &ws);
+  } else {
+    if (((flags & PR_WF_STDIN) && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
+        pipe2(err, O_CLOEXEC) < 0) {
+      fail_spawn(id, errno, PR_STAGE_PIPE);
+      goto done;
+    }
+  }
+  if (pipe2(ep, O_CLOEXEC) < 0) {
+    fail_spawn(id, errno, PR_STAGE_PIPE);
+    goto done;
+  }
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    fail_spawn(id, errno, PR_STAGE_FORK);
+    goto done;
+  }
+  if (pid == 0) {
+    /* Child: only async-signal-safe calls from here to exec. */
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    for (int s = 1; s < NSIG; s++)
+      if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
+    if (setsid() < 0) child_fail(ep[1], PR_STAGE_SETUP);
+    if (flags & PR_WF_PTY) {
+      if (ioctl(slave, TIOCSCTTY, 0) < 0) child_fail(ep[1], PR_STAGE_PTY);
+      if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0)
+        child_fail(ep[1], PR_STAGE_SETUP);
+    } else {
+      int fin = (flags & PR_WF_STDIN) ? in[0] : open("/dev/null", O_RDONLY);
+      if (fin < 0 || dup2(fin, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+        child_fail(ep[1], PR_STAGE_SETUP);
+    }
+    /* Children see only 0, 1, 2: everything else closes at exec (the error
+     * pipe too, which is how the parent learns exec worked). */
+    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+      for (int fd = 3; fd < 65536; fd++)
+        if (fd != ep[1]) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+    if (cwd[0] && chdir(cwd) < 0) child_fail(ep[1], PR_STAGE_CHDIR);
+    environ = envp;
+    execvp(argv[0], argv);
+    child_fail(ep[1], PR_STAGE_EXEC);
+  }
+  close(ep[1]);
+  ep[1] = -1;
+  int msg[2];
+  ssize_t r;
+  do r = read(ep[0], msg, sizeof(msg));
+  while (r < 0 && errno == EINTR);
+  if (r == (ssize_t)sizeof(msg)) { /* exec failed: reap the child now, it is no job */
+    waitpid(pid, NULL, 0);
+    fail_spawn(id, msg[1], msg[0]);
+    goto done;
+  }
+  job_t *j = calloc(1, sizeof(*j));
+  if (j == NULL) { /* cannot track it: kill it rather than lose it */
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
+    goto done;
+  }
+  j->id = id;
+  j->pid = pid;
+  add_job(j);
+
+  int fds[PR_WIRE_MAX_FDS], nfds = 0;
+  uint32_t rflags = flags & (PR_WF_PTY | PR_WF_STDIN);
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd >= 0) { fds[nfds++] = pidfd; rflags |= PR_WF_PIDFD; }
+  if (flags & PR_WF_PTY) fds[nfds++] = master;
+  else {
+    if (flags & PR_WF_STDIN) fds[nfds++] = in[1];
+    fds[nfds++] = out[0];
+    fds[nfds++] = err[0];
+  }
+  send_hdr(PR_W_SPAWNED, rflags, id, pid, 0, fds, nfds);
+  if (pidfd >= 0) close(pidfd);
+  if (flags & PR_WF_PTY) master = -1;
+  else { in[1] = -1; out[0] = -1; err[0] = -1; }
+  /* the fds were just sent; our copies close below (parent ends closed via -1 above) */
+  for (int i = (pidfd >= 0); i < nfds; i++) close(fds[i]);
+done:
+  if (master >= 0) close(master);
+  if (slave >= 0) close(slave);
+  for (int i = 0; i < 2; i++) {
+    if (in[i] >= 0) close(in[i]);
+    if (out[i] >= 0) close(out[i]);
+    if (err[i] >= 0) close(err[i]);
+    if (ep[i] >= 0) close(ep[i]);
+  }
+  free(argv);
+  free(envp);
+}
+
+/* ---- commands from the engine ---------------------------------------------- */
+
+static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int nfds) {
+  for (int i = 0; i < nfds; i++) close(fds[i]); /* the engine never sends fds */
+  switch (h->type) {
+  case PR_W_SPAWN: {
+    if (pend.buf == NULL || pend.job != h->job) {
+      pend.len = 0;
+      pend.job = h->job;
+      pend.flags = h->flags;
+      pend.a = h->a;
+      pend.b = h->b;
+    }
+    if (pend.len + h->len > pend.cap) {
+      size_t ncap = pend.cap ? pend.cap : 65536;
+      while (ncap < pend.len + h->len) ncap *= 2;
+      char *nb = realloc(pend.buf, ncap);
+      if (nb == NULL) {
+        fail_spawn(h->job, ENOMEM, PR_STAGE_SETUP);
+        pend.len = 0;
+        return;
+      }
+      pend.buf = nb;
+      pend.cap = ncap;
+    }
+    memcpy(pend.buf + pend.len, payload, h->len);
+    pend.len += h->len;
+    if (h->flags & PR_WF_MORE) return;
+    do_spawn();
+    pend.len = 0;
+    pend.job = 0;
+    if (pend.cap > (1u << 20)) { free(pend.buf); pend.buf = NULL; pend.cap = 0; }
+    return;
+  }
+  case PR_W_SIGNAL: {
+    job_t *j = find_id(h->job);
+    if (j == NULL || h->a <= 0 || h->a >= NSIG) return;
+    if (h->flags & PR_WF_STOPPING) j->stopping = 1;
+    kill_job(j, (int)h->a, 1);
+    if (j->exited && j->stopping) kill_job(j, SIGKILL, 1);
+    return;
+  }
+  case PR_W_RELEASE: {
+    job_t *j = find_id(h->job);
+    if (j == NULL || !j->exited) return;
+    kill_job(j, SIGKILL, 0);
+    waitpid(j->pid, NULL, 0); /* a zombie already: returns at once */
+    remove_job(j);
+    sweep_orphans(); /* escapees of this job that were reparented to us */
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+/* ---- shutdown ---------------------------------------------------------------- */
+
+/* Kill every job and every descendant we can find, reap them, and exit. */
+static void shutdown_all(int grace_ms) {
+  for (int b = 0; b < NBUCKET; b++)
+    for (job_t *j = by_id[b]; j; j = j->next_id) {
+      kill_job(j, SIGHUP, 0);
+      kill_job(j, SIGTERM, 1);
+    }
+  uint64_t deadline = now_ms() + (uint64_t)grace_ms;
+  while (njobs > 0 && now_ms() < deadline) {
+    reap();
+    int all = 1;
+    for (int b = 0; b < NBUCKET && all; b++)
+      for (job_t *j = by_id[b]; j; j = j->next_id)
+        if (!j->exited) { all = 0; break; }
+    if (all) break;
+    usleep(5000);
+  }
+  for (int b = 0; b < NBUCKET; b++)
+    for (job_t *j = by_id[b]; j; j = j->next_id) kill_job(j, SIGKILL, 1);
+  /* Drop the jobs (their leaders are reaped below), then kill whatever
+   * reaches us as an orphan until nothing is left or time runs out. */
+  for (int b = 0; b < NBUCKET; b++)
+    while (by_id[b]) remove_job(by_id[b]);
+  uint64_t end = now_ms() + 3000;
+  for (;;) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    pid_t *c;
+    size_t n = list_children(&c);
+    for (size_t i = 0; i < n; i++) {
+      if (getpgid(c[i]) == c[i]) kill(-c[i], SIGKILL);
+      kill(c[i], SIGKILL);
+    }
+    free(c);
+    if (n == 0 || now_ms() > end) break;
+    usleep(2000);
+  }
+  _exit(0);
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  int daemon = 0, fdarg = -1;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--daemon") == 0) daemon = 1;
+    else fdarg = atoi(argv[i]);
+  }
+  if (fdarg < 3) {
+    fprintf(stderr, "proctor-shepherd: internal helper of proctor; not for direct use\n");
+    return 2;
+  }
+  sock = fdarg;
+  fcntl(sock, F_SETFD, FD_CLOEXEC);
+  if (daemon) {
+    pid_t p = fork();
+    if (p < 0) return 1;
+    if (p > 0) _exit(0); /* the host reaps this one at once */
+  }
+  setsid(); /* a terminal's ^C or hangup never reaches us: EOF is the signal */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  self = getpid();
+  snprintf(tag_prefix, sizeof(tag_prefix), "PROCTOR_JOB=%d:", (int)self);
+
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) return 1;
+
+  char *buf = malloc(PR_WIRE_MAX_PAYLOAD);
+  if (buf == NULL) return 1;
+  /* After a release, escapees of that job may still be on their way to us
+   * (reparenting happens as their parents die): sweep a few more times. */
+  int sweeps_left = 0;
+  uint64_t next_sweep = 0;
+  for (;;) {
+    struct pollfd pfd[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
+    int timeout = sweeps_left ? 40 : -1;
+    int r = poll(pfd, 2, timeout);
+    if (r < 0 && errno != EINTR) break;
+    if (pfd[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      int term = 0;
+      while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        if (si.ssi_signo != SIGCHLD) term = 1;
+      if (term) shutdown_all(200);
+      reap();
+    }
+    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      for (;;) {
+        pr_wire_hdr_t h;
+        int fds[PR_WIRE_MAX_FDS], nfds;
+        int rc = pr_wire_recv(sock, &h, buf, fds, &nfds, 1);
+        if (rc == -EAGAIN) break;
+        if (rc <= 0 && rc != -EPROTO) shutdown_all(200); /* host gone */
+        if (rc == -EPROTO) continue;
+        if (h.type == PR_W_SHUTDOWN) shutdown_all(h.a > 0 && h.a < 60000 ? (int)h.a : 200);
+        on_packet(&h, buf, fds, nfds);
+        if (h.type == PR_W_RELEASE) { sweeps_left = 5; next_sweep = now_ms() + 40; }
+      }
+    }
+    if (sweeps_left && now_ms() >= next_sweep) {
+      sweeps_left = sweep_orphans() ? 5 : sweeps_left - 1;
+      next_sweep = now_ms() + 40;
+    }
+  }
+  shutdown_all(200);
+  return 0;
+}

@@ -1,0 +1,73 @@
+/* wire.h — the packet protocol between an engine and its shepherd.
+ *
+ * Thread: engine thread on the host side; the shepherd's only thread on the
+ * other. Pure encode/decode plus sendmsg/recvmsg; no state.
+ *
+ * Transport: an AF_UNIX SOCK_SEQPACKET socketpair, so packet boundaries are
+ * kept and file descriptors ride along with SCM_RIGHTS. Every packet is a
+ * pr_wire_hdr_t followed by `len` payload bytes (len <= PR_WIRE_MAX_PAYLOAD).
+ * A spawn request larger than one packet is split: every packet but the last
+ * carries PR_WF_MORE.
+ *
+ *   engine ──SPAWN(job, argv/env/cwd)──► shepherd ──fork/exec──► job
+ *   engine ◄─SPAWNED(job, pid) + fds──── shepherd   (pidfd, stdin, stdout, stderr | pty)
+ *   engine ◄─EXITED(job, code|signal)─── shepherd   (leader is held as a zombie)
+ *   engine ──SIGNAL(job, sig)──────────► shepherd   (group + escaped descendants)
+ *   engine ──RELEASE(job)──────────────► shepherd   (kill leftovers, reap leader)
+ */
+#ifndef PR_WIRE_H
+#define PR_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+  PR_W_SPAWN = 1,  /* e→s  job; a = cols<<16|rows; b = argc; payload cwd\0argv..\0env..\0 */
+  PR_W_SIGNAL,     /* e→s  job; a = signal number; flags: PR_WF_STOPPING */
+  PR_W_RELEASE,    /* e→s  job: drained; kill what is left of its tree and reap the leader */
+  PR_W_SHUTDOWN,   /* e→s  kill everything (a = grace ms) and exit */
+  PR_W_SPAWNED,    /* s→e  job; a = pid; fds: pidfd (may be -1 → absent), then streams */
+  PR_W_FAILED,     /* s→e  job; a = errno; b = PR_STAGE_* */
+  PR_W_EXITED,     /* s→e  job; flags PR_WF_SIGNALED: b = signal, else b = exit code */
+};
+
+/* flags */
+#define PR_WF_MORE 0x1      /* SPAWN: more packets of this request follow */
+#define PR_WF_PTY 0x2       /* SPAWN/SPAWNED: one pty master instead of pipes */
+#define PR_WF_STDIN 0x4     /* SPAWN/SPAWNED: stdin is a pipe (else /dev/null) */
+#define PR_WF_STOPPING 0x8  /* SIGNAL: the job is being stopped (kill rest on leader exit) */
+#define PR_WF_SIGNALED 0x10 /* EXITED: b is a signal number */
+#define PR_WF_PIDFD 0x20    /* SPAWNED: the first fd is a pidfd */
+
+/* Stages at which a spawn can fail, reported in FAILED.b. */
+enum { PR_STAGE_SETUP = 1, PR_STAGE_PTY, PR_STAGE_PIPE, PR_STAGE_FORK, PR_STAGE_CHDIR, PR_STAGE_EXEC };
+
+#define PR_WIRE_MAX_PAYLOAD (60 * 1024)
+#define PR_WIRE_MAX_FDS 4
+
+typedef struct {
+  uint32_t type;
+  uint32_t flags;
+  uint64_t job; /* execution id */
+  int64_t a;
+  int64_t b;
+  uint32_t len; /* payload bytes after the header */
+  uint32_t pad;
+} pr_wire_hdr_t;
+
+/* pr_wire_send: send one packet (header + payload + fds) on `fd`.
+ * `nonblock` uses MSG_DONTWAIT. Never raises SIGPIPE (MSG_NOSIGNAL).
+ * Returns 0, -EAGAIN when it would block (nothing was sent), or -errno. */
+int pr_wire_send(int fd, const pr_wire_hdr_t *h, const void *payload, const int *fds, int nfds,
+                 int nonblock);
+
+/* pr_wire_recv: receive one packet. `buf` must hold PR_WIRE_MAX_PAYLOAD bytes;
+ * received fds land in fds[0..*nfds) with O_CLOEXEC set, and the caller owns
+ * them. Returns 1 for a packet, 0 at EOF, -EAGAIN when none is ready
+ * (nonblock), or -errno (-EPROTO for a malformed packet; its fds are closed). */
+int pr_wire_recv(int fd, pr_wire_hdr_t *h, void *buf, int *fds, int *nfds, int nonblock);
+
+/* pr_stage_name: "chdir", "exec", ... for a PR_STAGE_* value. */
+const char *pr_stage_name(int64_t stage);
+
+#endif

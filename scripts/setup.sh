@@ -1,0 +1,48 @@
+#!/bin/sh
+# scripts/setup.sh — make sure the Debian packages proctor needs are present.
+#
+# Run by every Makefile target that builds or runs something. When a package
+# is missing: as root it is installed with apt-get (CI and fresh machines);
+# otherwise the exact apt-get line is printed and the script fails.
+#
+#   scripts/setup.sh [build|test|bench|demo|fuzz]   (default: build)
+set -eu
+
+what=${1:-build}
+
+build_pkgs="build-essential pkg-config libuv1-dev libmsgpack-dev liblua5.4-dev lua5.4 libluajit-5.1-dev luajit libcjson-dev"
+test_pkgs="neovim python3 python3-msgpack python3-pynvim clang libclang-rt-dev valgrind procps util-linux"
+bench_pkgs="neovim procps time"
+demo_pkgs="neovim"
+
+case "$what" in
+  build) pkgs="$build_pkgs" ;;
+  test) pkgs="$build_pkgs $test_pkgs" ;;
+  bench) pkgs="$build_pkgs $bench_pkgs" ;;
+  demo) pkgs="$build_pkgs $demo_pkgs" ;;
+  fuzz) pkgs="$build_pkgs clang libclang-rt-dev" ;;
+  *) echo "setup.sh: unknown target '$what'" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $pkgs; do
+  # dpkg-query answers "install ok installed" only for a fully installed package.
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+  echo "setup: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  echo "setup: done"
+else
+  echo "setup: missing Debian packages:$missing" >&2
+  echo "setup: run: sudo apt-get install$missing" >&2
+  exit 1
+fi
