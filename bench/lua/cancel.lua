@@ -1,0 +1,37 @@
+-- bench/lua/cancel.lua — workload 5 under lua5.4: cancel a process tree.
+--
+--   BENCH_TREE      "term" (honours SIGTERM) or "ignore" (ignores it)
+--   BENCH_GRACE_MS  kill_grace_ms of the engine (500)
+--   BENCH_PIDFILE   where bench/tree.sh lists its pids
+--
+-- Starts bench/tree.sh, waits until its 4 pids are listed, then measures
+-- eng:cancel() -> terminal state event, and counts the tree's processes still
+-- alive right after that event (then kills them by pid).
+
+local lib = dofile(os.getenv("BENCH_ROOT") .. "/bench/lib.lua")
+local core = require("proctor.core")
+
+local TREE = lib.param("BENCH_TREE", "term")
+local GRACE = lib.param("BENCH_GRACE_MS", 500, true)
+local PIDFILE = assert(lib.param("BENCH_PIDFILE"), "BENCH_PIDFILE")
+
+local eng = assert(core.new({ kill_grace_ms = GRACE }))
+local id = eng:start({ cmd = { lib.root .. "/bench/tree.sh", TREE, PIDFILE } })
+local deadline = lib.now_ms() + 5000
+while #lib.read_pids(PIDFILE) < 4 and lib.now_ms() < deadline do
+  eng:wait(2)
+end
+local t0 = lib.now_ms()
+local answer = eng:cancel(id)
+local state, reason, t1
+while not state do
+  for _, ev in ipairs(eng:wait(5000)) do
+    if ev.type == "state" and (ev.state == "canceled" or ev.state == "failed" or ev.state == "completed") then
+      t1, state, reason = lib.now_ms(), ev.state, ev.reason
+    end
+  end
+end
+local survived = lib.survivors(lib.read_pids(PIDFILE))
+eng:close()
+lib.result({ tree = TREE, answer = answer, state = state, reason = reason,
+  cancel_ms = t1 - t0, grace_ms = GRACE, survived = survived })
