@@ -1,0 +1,604 @@
+--- proctor.console — one terminal buffer per execution, `proctor://<id>[/<label>]`.
+---
+--- A console is a buffer given to `nvim_open_term`; the output of the execution
+--- is written into it with `nvim_chan_send`, so the terminal emulator renders
+--- colours, `\r` progress bars and cursor movement. Unlike `termopen` nothing is
+--- lost: the bytes come from the engine (events, or its ring buffer on replay),
+--- not from a pty Neovim owns.
+---
+---   output event ──► dedupe by offset ──► backlog (chunks) ──► render tick
+---                                            │ > backlog_limit     │ ≤ bytes_per_tick
+---                                            ▼                     ▼
+---                                    keep tail_bytes,        nvim_chan_send
+---                                    count skipped bytes     (pipe: \n → \r\n)
+---
+--- Opening a console replays what the ring buffer holds and then follows the
+--- events; it works for executions started anywhere (the core, an RPC client).
+--- Closing the window never stops the process. Requiring this module has no
+--- side effects.
+
+local M = {}
+local H = {}
+
+local api = vim.api
+local uv = vim.uv or vim.loop
+local engine = require("proctor.engine")
+local util = require("proctor.util")
+
+---@class proctor.Console
+---@field id integer
+---@field buf integer
+---@field chan integer
+---@field pty boolean
+---@field next table<string, integer> next expected byte offset per stream
+---@field chunks string[] backlog waiting to be rendered
+---@field n integer bytes in the backlog
+---@field skipped integer bytes skipped since the last render (reported then)
+---@field ended table|nil terminal record once known
+---@field final_done boolean
+---@field at_bol boolean the last byte sent ended a line
+---@field line string pipe consoles: the line being typed
+
+H.consoles = {} ---@type table<integer, proctor.Console>
+H.dirty = {} -- ids with something to render, in order
+H.is_dirty = {}
+H.render_scheduled = false
+H.timer = nil
+H.tick_timer = nil
+H.hooked = false
+H.has_winbar = vim.fn.has("nvim-0.8") == 1
+
+--- Open (or focus) the console of execution `id`.
+---@param id integer
+---@param opts {open: string|nil, size: integer|nil, enter: boolean|nil}|nil
+---   open: "split" | "vsplit" | "tab" | "float" | "current" | "none" (only create the buffer)
+---@return integer|nil buf, integer|string|nil win_or_err
+function M.open(id, opts)
+  opts = opts or {}
+  local eng, err = engine.get()
+  if not eng then return nil, err end
+  if type(id) ~= "number" then return nil, "EINVAL: execution id must be a number" end
+  local rec, msg = eng:get(id)
+  if not rec then return nil, msg end
+  H.hook()
+  local c = H.consoles[id]
+  if not c or not api.nvim_buf_is_valid(c.buf) then c = H.create(eng, rec) end
+  local cfg = require("proctor.config").get().console
+  local how = opts.open or cfg.open
+  if how == "none" then return c.buf, nil end
+  local enter = opts.enter
+  if enter == nil then enter = cfg.enter end
+  local win = H.show(c.buf, how, opts.size or cfg.size, enter)
+  H.resize_all()
+  return c.buf, win
+end
+
+--- The console of `id`, if one exists.
+---@return proctor.Console|nil
+function M.get(id) return H.consoles[id] end
+
+--- The execution id of a console (or text view) buffer, or nil.
+function M.id_of_buf(buf)
+  local ok, v = pcall(api.nvim_buf_get_var, buf or 0, "proctor_id")
+  if ok and type(v) == "number" then return v end
+  local name = api.nvim_buf_get_name(buf or 0)
+  local id = name:match("^proctor://(%d+)")
+  return id and tonumber(id) or nil
+end
+
+--- Remove the console of `id` (its buffer is wiped).
+function M.forget(id)
+  local c = H.consoles[id]
+  if not c then return end
+  H.consoles[id] = nil
+  if api.nvim_buf_is_valid(c.buf) then pcall(api.nvim_buf_delete, c.buf, { force = true }) end
+end
+
+--- True when nothing waits to be rendered into the console of `id`.
+function M.idle(id)
+  local c = H.consoles[id]
+  return not c or (c.n == 0 and c.skipped == 0 and (not c.ended or c.final_done))
+end
+
+--- Text for the console window's winbar/statusline: id, label, state, elapsed, exit.
+---@param win integer|nil default: the window being drawn
+function M.bar(win)
+  win = win or vim.g.statusline_winid or api.nvim_get_current_win()
+  local ok, buf = pcall(api.nvim_win_get_buf, win)
+  local id = ok and M.id_of_buf(buf)
+  if not id then return H.has_winbar and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
+  local eng = engine.current()
+  local rec = eng and eng:get(id)
+  if not rec then return "proctor #" .. id .. " (deleted)" end
+  local s
+  if engine.TERMINAL[rec.state] then
+    s = util.describe_end(rec)
+  else
+    local el = util.elapsed_ms(rec)
+    s = rec.state .. (el and (" " .. util.duration(el)) or "")
+  end
+  local text = string.format("proctor #%d %s │ %s", id, util.title(rec), s)
+  return (text:gsub("%%", "%%%%"))
+end
+
+--- Plain text of everything the ring buffer holds for `id` (ANSI stripped).
+---@return string[]|nil lines, string|nil err
+function M.plain(id)
+  local eng, err = engine.get()
+  if not eng then return nil, err end
+  local rec, msg = eng:get(id)
+  if not rec then return nil, msg end
+  local out = {}
+  local streams = rec.pty and { "pty" } or { "stdout", "stderr" }
+  for _, s in ipairs(streams) do
+    local total = rec.bytes and rec.bytes[s] or 0
+    local data, _, missed = eng:read(id, s, 0, math.max(total, 1))
+    data = data or ""
+    if s == "stderr" and data ~= "" and #out > 0 then out[#out + 1] = "── stderr ──" end
+    if missed and missed > 0 then
+      out[#out + 1] = string.format("[proctor] the first %d bytes of %s were dropped from the ring buffer", missed, s)
+    end
+    vim.list_extend(out, util.plain_lines(data))
+  end
+  return out
+end
+
+--- `:Proctor text`: open a plain-text view of the retained output.
+function M.text(id, opts)
+  local lines, err = M.plain(id)
+  if not lines then return nil, err end
+  local name = "proctor://" .. id .. "/text"
+  local buf = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
+  if buf == -1 or not api.nvim_buf_is_valid(buf) then
+    buf = api.nvim_create_buf(true, true)
+    pcall(api.nvim_buf_set_name, buf, name)
+    vim.bo[buf].bufhidden = "wipe"
+    vim.bo[buf].swapfile = false
+    api.nvim_buf_set_var(buf, "proctor_id", id)
+  end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].modified = false
+  local cfg = require("proctor.config").get().console
+  opts = opts or {}
+  local win = H.show(buf, opts.open or cfg.open, opts.size or cfg.size, true)
+  return buf, win
+end
+
+--- `:Proctor qf`: load the retained output into the quickfix list with 'errorformat'.
+--- File names are resolved against the execution's working directory.
+---@return integer|nil valid number of valid entries, string|nil err
+function M.qf(id, opts)
+  local lines, err = M.plain(id)
+  if not lines then return nil, err end
+  local rec = engine.current():get(id)
+  local efm = api.nvim_eval("&errorformat")
+  local scope = vim.fn.haslocaldir() == 1 and "lcd" or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
+  local prev = vim.fn.getcwd()
+  local moved = rec.cwd and rec.cwd ~= prev and vim.fn.isdirectory(rec.cwd) == 1
+  if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(rec.cwd)) end
+  local ok, e = pcall(vim.fn.setqflist, {}, " ", {
+    title = string.format("proctor #%d %s", id, util.title(rec)),
+    lines = lines,
+    efm = efm,
+  })
+  if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(prev)) end
+  if not ok then return nil, tostring(e) end
+  local valid = 0
+  for _, item in ipairs(vim.fn.getqflist()) do
+    if item.valid == 1 then valid = valid + 1 end
+  end
+  if not (opts and opts.open == false) then vim.cmd("botright copen") end
+  return valid
+end
+
+-- Helpers ------------------------------------------------------------------------
+
+function H.hook()
+  if H.hooked then return end
+  H.hooked = true
+  engine.subscribe("console", H.on_event)
+  local g = api.nvim_create_augroup("proctor_console", { clear = true })
+  api.nvim_create_autocmd({ "VimResized", "WinScrolled", "WinEnter", "BufWinEnter" }, {
+    group = g,
+    callback = function() H.resize_all() end,
+  })
+end
+
+-- Create the buffer and terminal for `rec` and queue the replay of its ring buffer.
+function H.create(eng, rec)
+  local id = rec.id
+  local old = H.consoles[id]
+  if old then M.forget(id) end
+  local buf = api.nvim_create_buf(true, false)
+  local name = "proctor://" .. id
+  if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
+  if not pcall(api.nvim_buf_set_name, buf, name) then pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf) end
+  local c = {
+    id = id, buf = buf, pty = rec.pty, next = {}, chunks = {}, n = 0, skipped = 0,
+    final_done = false, at_bol = true, line = "",
+  }
+  c.chan = api.nvim_open_term(buf, { on_input = function(_, _, _, data) H.on_input(c, data) end })
+  H.consoles[id] = c
+  api.nvim_buf_set_var(buf, "proctor_id", id)
+  vim.bo[buf].bufhidden = "hide"
+  H.keymaps(c)
+  api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    callback = function()
+      if H.consoles[id] == c then H.consoles[id] = nil end
+    end,
+  })
+  api.nvim_create_autocmd("BufWinEnter", {
+    buffer = buf,
+    callback = function() H.set_bar(api.nvim_get_current_win()) end,
+  })
+  -- Replay the ring buffer: at most backlog_limit bytes per stream, the tail.
+  local cfg = require("proctor.config").get().console
+  local streams = rec.pty and { "pty" } or { "stdout", "stderr" }
+  for _, s in ipairs(streams) do
+    local total = rec.bytes and rec.bytes[s] or 0
+    local from = 0
+    if total > cfg.backlog_limit then from = total - cfg.tail_bytes end
+    local data, nxt = eng:read(id, s, from, math.max(cfg.backlog_limit, total - from))
+    if data then
+      local start = nxt - #data
+      if start > 0 then c.skipped = c.skipped + start end
+      c.next[s] = nxt
+      if #data > 0 then H.enqueue(c, data) end
+    else
+      c.next[s] = 0
+    end
+  end
+  if engine.TERMINAL[rec.state] then c.ended = rec end
+  H.mark(c)
+  H.ensure_ticker()
+  return c
+end
+
+function H.keymaps(c)
+  local buf, id = c.buf, c.id
+  local function map(lhs, fn, desc)
+    vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
+  end
+  map("q", function()
+    if #api.nvim_list_wins() > 1 then api.nvim_win_close(0, false) else vim.cmd("bprevious") end
+  end, "proctor: close the console window (the process keeps running)")
+  map("<C-c>", function() require("proctor.commands").exec({ "cancel", tostring(id) }) end,
+    "proctor: cancel the execution")
+  map("R", function() require("proctor.commands").exec({ "rerun", tostring(id) }) end,
+    "proctor: run the same command again")
+  map("gt", function() require("proctor.commands").exec({ "text", tostring(id) }) end,
+    "proctor: plain-text view of the output")
+end
+
+-- Append `data` to the backlog; past backlog_limit keep only the tail.
+function H.enqueue(c, data)
+  local chunks = c.chunks
+  chunks[#chunks + 1] = data
+  c.n = c.n + #data
+  local cfg = require("proctor.config").get().console
+  if c.n > cfg.backlog_limit then
+    local keep = cfg.tail_bytes
+    local drop = c.n - keep
+    local i = 1
+    while i <= #chunks and #chunks[i] <= drop do
+      drop = drop - #chunks[i]
+      c.skipped = c.skipped + #chunks[i]
+      c.n = c.n - #chunks[i]
+      i = i + 1
+    end
+    local rest = {}
+    for j = i, #chunks do rest[#rest + 1] = chunks[j] end
+    if drop > 0 and rest[1] then
+      -- Cut the head chunk, then start at the next line so no escape sequence
+      -- or UTF-8 character is cut in half (when a newline is near).
+      local head = rest[1]
+      local nl = head:find("\n", drop + 1, true)
+      if nl and nl - drop <= 4096 then drop = nl end
+      rest[1] = head:sub(drop + 1)
+      c.skipped = c.skipped + drop
+      c.n = c.n - drop
+    end
+    c.chunks = rest
+  end
+  H.mark(c)
+end
+
+function H.mark(c)
+  if not H.is_dirty[c.id] then
+    H.is_dirty[c.id] = true
+    H.dirty[#H.dirty + 1] = c.id
+  end
+  H.schedule_render()
+end
+
+function H.schedule_render()
+  if H.render_scheduled then return end
+  H.render_scheduled = true
+  vim.schedule(H.render)
+end
+
+-- One render tick: hand at most bytes_per_tick bytes to the terminals.
+function H.render()
+  H.render_scheduled = false
+  local budget = require("proctor.config").get().console.bytes_per_tick
+  local list = H.dirty
+  local again, rest = {}, {}
+  local i = 1
+  while i <= #list do
+    local id = list[i]
+    i = i + 1
+    local c = H.consoles[id]
+    if c and api.nvim_buf_is_valid(c.buf) then
+      if budget > 0 then
+        budget = budget - H.render_one(c, budget)
+        if c.n > 0 or c.skipped > 0 or (c.ended and not c.final_done) then again[#again + 1] = id end
+      else
+        rest[#rest + 1] = id
+      end
+    end
+  end
+  -- Fairness: consoles not reached this tick go first next tick.
+  for _, id in ipairs(again) do rest[#rest + 1] = id end
+  H.dirty = rest
+  H.is_dirty = {}
+  for _, id in ipairs(rest) do H.is_dirty[id] = true end
+  if #rest > 0 then
+    H.render_scheduled = true
+    if not H.timer then H.timer = uv.new_timer() end
+    H.timer:start(0, 0, function() vim.schedule(H.render) end)
+  end
+end
+
+-- Render up to `budget` bytes of `c`; returns the bytes taken from the backlog.
+function H.render_one(c, budget)
+  local parts = {}
+  if c.skipped > 0 then
+    parts[#parts + 1] = (c.at_bol and "" or "\r\n") .. string.format(
+      "\27[0m\27[2m[proctor] … skipped %d bytes (:Proctor text %d)\27[0m\r\n", c.skipped, c.id)
+    c.skipped = 0
+    c.at_bol = true
+  end
+  local taken = 0
+  local chunks = c.chunks
+  local k = 1
+  while k <= #chunks and taken < budget do
+    local ch = chunks[k]
+    if taken + #ch > budget then
+      local cut = budget - taken
+      parts[#parts + 1] = ch:sub(1, cut)
+      chunks[k] = ch:sub(cut + 1)
+      taken = budget
+      break
+    end
+    parts[#parts + 1] = ch
+    taken = taken + #ch
+    k = k + 1
+  end
+  if k > 1 then
+    local rest = {}
+    for j = k, #chunks do rest[#rest + 1] = chunks[j] end
+    c.chunks = rest
+  end
+  c.n = c.n - taken
+  local data = table.concat(parts)
+  if not c.pty then data = data:gsub("\n", "\r\n") end
+  if c.n == 0 and c.ended and not c.final_done then
+    c.final_done = true
+    if require("proctor.config").get().console.final_line then
+      local bol
+      if data == "" then bol = c.at_bol else bol = data:sub(-1) == "\n" end
+      local color = c.ended.state == "completed" and "32" or (c.ended.state == "failed" and "31" or "33")
+      data = data .. (bol and "" or "\r\n")
+        .. string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended))
+    end
+  end
+  if data ~= "" then H.send(c, data) end
+  return taken
+end
+
+function H.send(c, data)
+  c.at_bol = data:sub(-1) == "\n"
+  local ok = pcall(api.nvim_chan_send, c.chan, data)
+  if not ok then H.consoles[c.id] = nil end
+end
+
+function H.on_event(ev)
+  local c = H.consoles[ev.id]
+  if not c then return end
+  if ev.type == "output" then
+    local s = ev.stream
+    local nxt = c.next[s] or 0
+    local data, off = ev.data, ev.offset
+    if off + #data <= nxt then return end
+    if off < nxt then
+      data = data:sub(nxt - off + 1)
+      off = nxt
+    elseif off > nxt then
+      c.skipped = c.skipped + (off - nxt)
+    end
+    c.next[s] = off + #data
+    H.enqueue(c, data)
+  elseif engine.TERMINAL[ev.state] then
+    local eng = engine.current()
+    c.ended = (eng and eng:get(ev.id)) or ev
+    H.mark(c)
+    H.redraw_bars()
+  else
+    H.redraw_bars()
+  end
+end
+
+-- Typing in the console (terminal mode). PTY: raw bytes. Pipe: a small line
+-- editor with local echo; the line is sent on <CR>, ^D closes stdin, ^C cancels.
+function H.on_input(c, data)
+  if vim.in_fast_event() then
+    vim.schedule(function() H.on_input(c, data) end)
+    return
+  end
+  local proctor = require("proctor")
+  if c.ended then return end
+  if c.pty then
+    local ok, msg = proctor.input(c.id, data)
+    if not ok then util.notify(tostring(msg)) end
+    return
+  end
+  local echo = {}
+  local i = 1
+  while i <= #data do
+    local ch = data:sub(i, i)
+    if ch == "\r" or ch == "\n" then
+      local line = c.line .. "\n"
+      c.line = ""
+      echo[#echo + 1] = "\r\n"
+      local ok, msg = proctor.input(c.id, line)
+      if not ok then util.notify(tostring(msg)) end
+    elseif ch == "\127" or ch == "\b" then
+      if #c.line > 0 then
+        local cut = #c.line
+        while cut > 1 and c.line:byte(cut) >= 0x80 and c.line:byte(cut) < 0xC0 do cut = cut - 1 end
+        c.line = c.line:sub(1, cut - 1)
+        echo[#echo + 1] = "\b \b"
+      end
+    elseif ch == "\4" then
+      if c.line ~= "" then proctor.input(c.id, c.line) end
+      c.line = ""
+      proctor.close_stdin(c.id)
+      echo[#echo + 1] = "^D"
+    elseif ch == "\3" then
+      echo[#echo + 1] = "^C"
+      proctor.cancel(c.id)
+    elseif ch == "\21" then
+      echo[#echo + 1] = string.rep("\b \b", vim.fn.strchars(c.line))
+      c.line = ""
+    elseif ch == "\27" then
+      -- skip an escape sequence (arrow keys, ...)
+      local s, e = data:find("^\27%[[0-?]*[ -/]*[@-~]", i)
+      if not s then s, e = data:find("^\27O.", i) end
+      i = e or i
+    elseif ch:byte() >= 32 or ch == "\t" then
+      c.line = c.line .. ch
+      echo[#echo + 1] = ch
+    end
+    i = i + 1
+  end
+  if #echo > 0 then
+    local s = table.concat(echo)
+    c.at_bol = s:sub(-1) == "\n"
+    pcall(api.nvim_chan_send, c.chan, s)
+  end
+end
+
+-- Show `buf` in a window the way `how` says; returns the window.
+function H.show(buf, how, size, enter)
+  local cur = api.nvim_get_current_win()
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if api.nvim_win_get_buf(w) == buf then
+      if enter then api.nvim_set_current_win(w) end
+      H.follow(w, buf)
+      return w
+    end
+  end
+  local win
+  if how == "current" then
+    api.nvim_win_set_buf(cur, buf)
+    win = cur
+  elseif how == "tab" then
+    vim.cmd("tab sbuffer " .. buf)
+    win = api.nvim_get_current_win()
+  elseif how == "float" then
+    local w = math.floor(vim.o.columns * 0.8)
+    local h = math.floor((vim.o.lines - 2) * 0.8)
+    win = api.nvim_open_win(buf, true, {
+      relative = "editor", width = w, height = h, style = "minimal", border = "rounded",
+      row = math.floor((vim.o.lines - 2 - h) / 2), col = math.floor((vim.o.columns - w) / 2),
+    })
+  elseif how == "vsplit" then
+    vim.cmd("botright vertical sbuffer " .. buf)
+    win = api.nvim_get_current_win()
+    pcall(api.nvim_win_set_width, win, size)
+  else
+    vim.cmd("botright sbuffer " .. buf)
+    win = api.nvim_get_current_win()
+    pcall(api.nvim_win_set_height, win, size)
+  end
+  H.set_bar(win)
+  H.follow(win, buf)
+  if not enter and api.nvim_win_is_valid(cur) then api.nvim_set_current_win(cur) end
+  return win
+end
+
+-- Put the cursor on the last line so the terminal window follows the output.
+function H.follow(win, buf)
+  pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 })
+end
+
+function H.set_bar(win)
+  if not require("proctor.config").get().console.bar then return end
+  local buf = api.nvim_win_get_buf(win)
+  if not vim.b[buf].proctor_id then return end
+  local expr = "%{%v:lua.require'proctor.console'.bar()%}"
+  if H.has_winbar then
+    api.nvim_win_set_option(win, "winbar", expr)
+  else
+    api.nvim_win_set_option(win, "statusline", expr)
+  end
+end
+
+function H.redraw_bars()
+  for id, c in pairs(H.consoles) do
+    if api.nvim_buf_is_valid(c.buf) and #vim.fn.win_findbuf(c.buf) > 0 then
+      vim.cmd("redrawstatus!")
+      return id
+    end
+  end
+end
+
+-- While a live execution's console is visible, refresh the bars every second.
+function H.ensure_ticker()
+  if H.tick_timer then return end
+  H.tick_timer = uv.new_timer()
+  H.tick_timer:start(1000, 1000, vim.schedule_wrap(function()
+    local live = false
+    for id, c in pairs(H.consoles) do
+      if not c.ended and engine.state[id] ~= nil then live = true end
+    end
+    if not live then
+      H.tick_timer:stop()
+      H.tick_timer:close()
+      H.tick_timer = nil
+      H.redraw_bars()
+      return
+    end
+    H.redraw_bars()
+  end))
+end
+
+-- PTY consoles: give the process the size of the smallest window showing it.
+function H.resize_all()
+  local eng = engine.current()
+  if not eng then return end
+  for id, c in pairs(H.consoles) do
+    if c.pty and not c.ended and api.nvim_buf_is_valid(c.buf) then
+      local w, h
+      for _, win in ipairs(vim.fn.win_findbuf(c.buf)) do
+        local info = vim.fn.getwininfo(win)[1]
+        local ww = api.nvim_win_get_width(win) - (info and info.textoff or 0)
+        local wh = api.nvim_win_get_height(win)
+        w = w and math.min(w, ww) or ww
+        h = h and math.min(h, wh) or wh
+      end
+      if w and h and w > 0 and h > 0 and (c.cols ~= w or c.rows ~= h) then
+        c.cols, c.rows = w, h
+        eng:resize(id, w, h)
+      end
+    end
+  end
+end
+
+M._H = H
+
+return M

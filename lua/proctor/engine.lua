@@ -1,0 +1,296 @@
+--- proctor.engine — the one engine of this Neovim: loading the C core, watching
+--- its wake fd, draining events, and shutting down at exit.
+---
+--- Data flow:
+---
+---   engine thread ──events──► core queue ──eventfd readable──► uv poll (fast)
+---        │                                                      │ stop poll, schedule
+---        ▼                                                      ▼
+---   eng:poll(max) ◄──────────────── drain() (main loop, not fast) ─► H.queue
+---                                     │ bounded per tick: events_per_tick
+---                                     ▼
+---                          subscribers (state table, callbacks, consoles,
+---                          User autocmds, notifications, list view)
+---
+--- Events are handed to subscribers strictly in core order, through one Lua
+--- queue, so a nested pump (exec:wait() inside a callback) never reorders them.
+--- Requiring this module has no side effects; the engine starts on first use.
+
+local M = {}
+local H = {}
+
+local uv = vim.uv or vim.loop
+
+--- Version of the C core this Lua layer is written for.
+M.core_version = "0.1.0"
+
+M.TERMINAL = { completed = true, failed = true, canceled = true, timed_out = true }
+
+H.core = nil -- the loaded proctor.core module
+H.load_err = nil
+H.eng = nil -- the engine userdata
+H.poll = nil -- uv poll handle on eng:fd()
+H.timer = nil -- uv timer used to continue a drain on the next loop iteration
+H.scheduled = false
+H.queue, H.qhead, H.qtail = {}, 1, 0
+H.subs, H.sub_order = {}, {}
+H.tick_subs, H.tick_order = {}, {}
+H.closing = false
+
+--- Per-id state as seen by the Lua layer (updated when a state event is dispatched).
+---@type table<integer, string>
+M.state = {}
+--- Counts per state of the ids in M.state.
+---@type table<string, integer>
+M.counts = {}
+--- Specs of executions started through this Neovim layer (for rerun).
+---@type table<integer, table>
+M.specs = {}
+--- The most recent execution id seen (started here or elsewhere).
+M.last_id = nil
+
+--- Load the C core. Returns the module or nil and a message saying what to do.
+---@return table|nil core, string|nil err
+function M.load_core()
+  if H.core then return H.core end
+  if H.load_err then return nil, H.load_err end
+  local ok, core = pcall(require, "proctor.core")
+  if not ok then
+    local root = M.root() or "<proctor directory>"
+    local why = tostring(core):gsub("\n.*", "")
+    if vim.loop.fs_stat(root .. "/lua/proctor/core.so") == nil then
+      H.load_err = "the C core is not built (lua/proctor/core.so is missing): run `make` in " .. root
+    else
+      H.load_err = "the C core failed to load (" .. why .. "): run `make clean all` in " .. root
+    end
+    return nil, H.load_err
+  end
+  if core.version ~= M.core_version then
+    H.load_err = string.format("the C core is version %s but this Lua layer needs %s: run `make` in %s",
+      tostring(core.version), M.core_version, M.root() or "the proctor directory")
+    return nil, H.load_err
+  end
+  H.core = core
+  return core
+end
+
+--- Directory of the plugin checkout (the parent of lua/proctor), or nil.
+function M.root()
+  local src = debug.getinfo(1, "S").source
+  if src:sub(1, 1) ~= "@" then return nil end
+  return vim.fn.fnamemodify(src:sub(2), ":p:h:h:h")
+end
+
+--- The engine, created on first use. Returns nil and a message when it cannot start.
+---@return userdata|nil eng, string|nil err
+function M.get()
+  if H.eng then
+    if H.closing then return nil, "ECLOSED: the engine is closed (Neovim is exiting)" end
+    return H.eng
+  end
+  local core, err = M.load_core()
+  if not core then return nil, err end
+  local c = require("proctor.config").get().engine
+  local eng, msg = core.new({
+    output_limit = c.output_limit,
+    history_limit = c.history_limit,
+    max_running = c.max_running,
+    kill_grace_ms = c.kill_grace_ms,
+    drain_ms = c.drain_ms,
+    shepherd = c.shepherd,
+  })
+  if not eng then return nil, "the engine did not start: " .. tostring(msg) end
+  H.eng = eng
+  H.poll = uv.new_poll(eng:fd())
+  H.timer = uv.new_timer()
+  H.poll:start("r", H.on_readable)
+  local group = vim.api.nvim_create_augroup("proctor_engine", { clear = true })
+  vim.api.nvim_create_autocmd("VimLeavePre", { group = group, callback = function() M.shutdown() end })
+  -- Someone may have started executions before we watched (not possible today,
+  -- but cheap): drain once.
+  H.schedule()
+  return eng
+end
+
+--- The engine if it exists, without creating it.
+function M.current() return not H.closing and H.eng or nil end
+
+--- Subscribe to every event. `fn(ev)` runs on the main loop, never in fast context.
+---@param name string a unique name (subscribing again replaces)
+---@param fn fun(ev: table)
+function M.subscribe(name, fn)
+  if not H.subs[name] then H.sub_order[#H.sub_order + 1] = name end
+  H.subs[name] = fn
+end
+
+--- `fn()` runs after each batch of events was dispatched.
+function M.on_batch(name, fn)
+  if not H.tick_subs[name] then H.tick_order[#H.tick_order + 1] = name end
+  H.tick_subs[name] = fn
+end
+
+--- Handle every event the core has pending now (used by wait()); returns the count.
+function M.pump()
+  if not H.eng then return 0 end
+  return H.drain_once(math.huge)
+end
+
+--- Is the execution terminal as far as the Lua layer has seen (or unknown to the core)?
+function M.is_done(id)
+  local s = M.state[id]
+  if s then return M.TERMINAL[s] == true end
+  local eng = H.eng
+  if not eng then return true end
+  local rec = eng:get(id)
+  return rec == nil or M.TERMINAL[rec.state] == true
+end
+
+--- Forget the Lua-side state of ids no longer in the core (after delete/purge).
+function M.reconcile()
+  if not H.eng then return end
+  local present = {}
+  for _, r in ipairs(H.eng:list() or {}) do present[r.id] = r.state end
+  for id in pairs(M.state) do
+    if not present[id] then M.forget(id) end
+  end
+end
+
+function M.forget(id)
+  local s = M.state[id]
+  if s then M.counts[s] = (M.counts[s] or 1) - 1 end
+  M.state[id] = nil
+  M.specs[id] = nil
+end
+
+--- Cancel every live execution, wait for them bounded by the grace period, close.
+--- Called from VimLeavePre; safe to call twice.
+function M.shutdown()
+  local eng = H.eng
+  if not eng or H.closing then return end
+  H.closing = true
+  if H.poll then H.poll:stop() end
+  local live = {}
+  local n = 0
+  for _, r in ipairs(eng:list() or {}) do
+    if not M.TERMINAL[r.state] then
+      local res = eng:cancel(r.id)
+      if res == "canceling" or res == "already_canceling" then
+        live[r.id] = true
+        n = n + 1
+      end
+    end
+  end
+  local grace = require("proctor.config").get().engine.kill_grace_ms
+  local deadline = uv.hrtime() + (grace + 100) * 1e6
+  while n > 0 do
+    local left = math.floor((deadline - uv.hrtime()) / 1e6)
+    if left <= 0 then break end
+    for _, ev in ipairs(eng:wait(left, 65536) or {}) do
+      if ev.type == "state" and M.TERMINAL[ev.state] and live[ev.id] then
+        live[ev.id] = nil
+        n = n - 1
+      end
+    end
+  end
+  eng:close()
+end
+
+--- For tests: close the engine and forget everything, so the next use starts afresh.
+function M._reset()
+  if H.eng then
+    M.shutdown()
+    if H.poll and not H.poll:is_closing() then H.poll:close() end
+    if H.timer and not H.timer:is_closing() then H.timer:close() end
+  end
+  H.eng, H.poll, H.timer, H.closing, H.scheduled = nil, nil, nil, false, false
+  H.queue, H.qhead, H.qtail = {}, 1, 0
+  M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
+end
+
+-- Helpers ------------------------------------------------------------------------
+
+-- Fast context: the wake fd is readable. Stop watching until the drain ran.
+function H.on_readable(err)
+  if err or H.scheduled then return end
+  H.scheduled = true
+  H.poll:stop()
+  vim.schedule(H.drain)
+end
+
+function H.schedule()
+  if H.scheduled or not H.eng then return end
+  H.scheduled = true
+  if H.poll then H.poll:stop() end
+  vim.schedule(H.drain)
+end
+
+-- Main loop: handle at most events_per_tick events; continue on the next loop
+-- iteration (a 0 ms timer lets libuv poll input and timers in between).
+function H.drain()
+  H.scheduled = false
+  if not H.eng or H.closing then return end
+  local max = require("proctor.config").get().events_per_tick
+  local _, more = H.drain_once(max)
+  if more then
+    H.scheduled = true
+    H.timer:start(0, 0, function() vim.schedule(H.drain) end)
+  else
+    H.poll:start("r", H.on_readable)
+  end
+end
+
+-- Pull up to `max` events from the core into the Lua queue and dispatch up to
+-- `max` queued events. Returns the number dispatched and whether more remain.
+function H.drain_once(max)
+  local eng = H.eng
+  local want = max == math.huge and 65536 or max
+  local got
+  repeat
+    local evs = eng:poll(want) or {}
+    got = #evs
+    for i = 1, got do
+      H.qtail = H.qtail + 1
+      H.queue[H.qtail] = evs[i]
+    end
+  until got < want or max ~= math.huge
+  local n = 0
+  while H.qhead <= H.qtail and n < max do
+    local ev = H.queue[H.qhead]
+    H.queue[H.qhead] = nil
+    H.qhead = H.qhead + 1
+    n = n + 1
+    H.dispatch(ev)
+  end
+  if H.qhead > H.qtail then H.queue, H.qhead, H.qtail = {}, 1, 0 end
+  if n > 0 then
+    for _, name in ipairs(H.tick_order) do
+      local ok, e = pcall(H.tick_subs[name])
+      if not ok then H.report(name, e) end
+    end
+  end
+  return n, H.qhead <= H.qtail or got >= want
+end
+
+function H.dispatch(ev)
+  if ev.type == "state" then
+    local prev = M.state[ev.id]
+    if prev then M.counts[prev] = (M.counts[prev] or 1) - 1 end
+    M.state[ev.id] = ev.state
+    M.counts[ev.state] = (M.counts[ev.state] or 0) + 1
+    if not M.last_id or ev.id > M.last_id then M.last_id = ev.id end
+  end
+  for _, name in ipairs(H.sub_order) do
+    local ok, e = pcall(H.subs[name], ev)
+    if not ok then H.report(name, e) end
+  end
+end
+
+H.reported = {}
+function H.report(name, e)
+  local msg = "(proctor) internal error in " .. name .. ": " .. tostring(e)
+  if H.reported[msg] then return end
+  H.reported[msg] = true
+  vim.notify(msg, vim.log.levels.ERROR)
+end
+
+return M

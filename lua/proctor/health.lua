@@ -1,0 +1,105 @@
+--- proctor.health — `:checkhealth proctor`.
+---
+--- Checks: the C core loads (and if not, why and what to run), its version
+--- matches this Lua layer, the shepherd starts (a real execution runs), the
+--- Neovim version is supported, and the socket directory is usable.
+--- Works with vim.health (0.8: report_*, 0.10+: start/ok/…) and with the
+--- health#report_* functions of Neovim 0.7.
+
+local M = {}
+local H = {}
+
+function M.check()
+  local r = H.reporter()
+  r.start("proctor: Neovim")
+  if vim.fn.has("nvim-0.7.2") == 1 then
+    local v = vim.version()
+    r.ok(string.format("Neovim %d.%d.%d is supported (0.7.2 or newer)", v.major, v.minor, v.patch))
+  else
+    r.error("Neovim 0.7.2 or newer is needed", { "upgrade Neovim (Debian 12 ships 0.7.2)" })
+  end
+  if vim.fn.has("nvim-0.8") == 0 then
+    r.info("Neovim < 0.8: consoles show their bar in the statusline (no winbar); User autocmds have no `data` (use require('proctor').event)")
+  end
+
+  r.start("proctor: C core")
+  local engine = require("proctor.engine")
+  local core, err = engine.load_core()
+  if not core then
+    r.error("the C core does not load: " .. tostring(err), { "run `make` in " .. (engine.root() or "the plugin directory"),
+      "Debian packages needed to build: build-essential pkg-config libuv1-dev libmsgpack-dev libluajit-5.1-dev" })
+    return
+  end
+  r.ok("proctor.core " .. core.version .. " loaded (" .. (package.searchpath and package.searchpath("proctor.core", package.cpath) or "core.so") .. ")")
+  r.ok("version matches the Lua layer (" .. engine.core_version .. ")")
+
+  r.start("proctor: shepherd")
+  local cfg = require("proctor.config").get().engine
+  local path = cfg.shepherd or vim.env.PROCTOR_SHEPHERD or ((engine.root() or "") .. "/lua/proctor/proctor-shepherd")
+  if vim.fn.executable(path) == 1 then
+    r.ok("shepherd found: " .. path)
+  else
+    r.error("shepherd not found or not executable: " .. path, { "run `make` in " .. (engine.root() or "the plugin directory") })
+  end
+  local eng, eerr = core.new({ shepherd = cfg.shepherd })
+  if not eng then
+    r.error("an engine does not start: " .. tostring(eerr))
+  else
+    local id = eng:start({ cmd = { "sh", "-c", "exit 7" } })
+    local rec
+    local deadline = vim.loop.hrtime() + 5e9
+    while vim.loop.hrtime() < deadline do
+      for _, ev in ipairs(eng:wait(200) or {}) do
+        if ev.id == id and engine.TERMINAL[ev.state] then rec = ev end
+      end
+      if rec then break end
+    end
+    if rec and rec.exit_code == 7 then
+      r.ok("the shepherd starts and runs a job (sh -c 'exit 7' ended with exit 7)")
+    elseif rec then
+      r.error("a test job ended unexpectedly: " .. require("proctor.util").describe_end(rec))
+    else
+      r.error("a test job did not end within 5 s: the shepherd does not work")
+    end
+    eng:close()
+  end
+
+  r.start("proctor: socket directory")
+  local base = vim.env.XDG_RUNTIME_DIR
+  if not base or base == "" or vim.fn.isdirectory(base) == 0 then base = vim.env.TMPDIR or "/tmp" end
+  local st = vim.loop.fs_stat(base)
+  if not st then
+    r.error("socket base directory does not exist: " .. base)
+  elseif vim.fn.filewritable(base) ~= 2 then
+    r.error("socket base directory is not writable: " .. base)
+  else
+    local probe = base .. "/proctor-health-" .. vim.loop.os_getpid()
+    local ok = vim.loop.fs_mkdir(probe, 448) -- 0700
+    if ok then
+      vim.loop.fs_rmdir(probe)
+      r.ok("socket directory usable: " .. base .. " (a 0700 directory can be created there)")
+    else
+      r.error("cannot create a 0700 directory in " .. base)
+    end
+  end
+  if vim.env.PROCTOR_SOCKET then r.info("PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET) end
+end
+
+-- Helpers --------------------------------------------------------------------------
+
+function H.reporter()
+  local h = vim.health
+  if h and h.start then
+    return { start = h.start, ok = h.ok, info = h.info, warn = h.warn, error = h.error }
+  elseif h and h.report_start then
+    return { start = h.report_start, ok = h.report_ok, info = h.report_info, warn = h.report_warn, error = h.report_error }
+  end
+  local function fn(name)
+    return function(msg, advice)
+      if advice then vim.fn["health#report_" .. name](msg, advice) else vim.fn["health#report_" .. name](msg) end
+    end
+  end
+  return { start = fn("start"), ok = fn("ok"), info = fn("info"), warn = fn("warn"), error = fn("error") }
+end
+
+return M

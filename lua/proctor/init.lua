@@ -1,0 +1,386 @@
+--- proctor — the public Lua API of the Neovim layer.
+---
+---   local proctor = require("proctor")
+---   proctor.setup({ notify = "always" })          -- optional, may be called again
+---   local ex = proctor.run({ cmd = { "make", "-j8" }, label = "build",
+---                            on_exit = function(ex, rec) print(rec.state) end })
+---   ex:open()                                      -- console (proctor://<id>)
+---   ex:wait(60000)                                 -- record, or nil + ETIMEDOUT
+---
+--- Failures are returned the way the core returns them: `nil, "ENAME: message",
+--- "ENAME"`. Callbacks (`on_output`, `on_state`, `on_exit`) always run on the
+--- main loop, never in fast context. Requiring this module has no side effects:
+--- the engine starts on first use.
+
+local M = {}
+local H = {}
+
+local engine = require("proctor.engine")
+local util = require("proctor.util")
+
+---@class proctor.Execution
+---@field id integer
+local Execution = {}
+Execution.__index = Execution
+
+--- Cancel (SIGTERM, SIGKILL after the grace period; `force`: SIGKILL at once).
+---@return string result "canceling"|"already_canceling"|"already_terminal"|"not_found"
+function Execution:cancel(force) return M.cancel(self.id, force) end
+--- Send bytes to the process (stdin pipe or pty).
+function Execution:input(data) return M.input(self.id, data) end
+--- Close stdin (pty: send ^D).
+function Execution:close_stdin() return M.close_stdin(self.id) end
+--- The record now (a copy), or nil, msg, name.
+function Execution:record() return M.record(self.id) end
+--- Open the console; returns buf, win.
+function Execution:open(opts) return M.open(self.id, opts) end
+--- Block (processing events) until the execution ended or `timeout_ms` passed.
+--- Returns the final record, or nil, "ETIMEDOUT: …", "ETIMEDOUT".
+---@param timeout_ms integer|nil default: forever
+function Execution:wait(timeout_ms)
+  local id = self.id
+  local ok = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
+    engine.pump()
+    return engine.is_done(id)
+  end, 5)
+  if not ok then
+    return nil, string.format("ETIMEDOUT: execution %d still %s after %d ms", id,
+      tostring(engine.state[id]), timeout_ms), "ETIMEDOUT"
+  end
+  local rec = M.record(id)
+  if not rec then return nil, "ENOENT: no such execution " .. id, "ENOENT" end
+  return rec
+end
+function Execution:__tostring() return "proctor.Execution(" .. self.id .. ")" end
+
+H.watch = {} -- id -> { exec, on_output, on_state, on_exit }
+H.pending_input = {} -- id -> list of data strings (and false = close stdin) waiting for "running"
+H.ended = {} -- terminal records collected during a batch, for notifications
+H.hooked = false
+
+--- Configure proctor. May be called again (each call starts from the defaults).
+--- A bad key or type is reported as one `(proctor) setup: …` error and the
+--- previous configuration stays; unknown keys warn.
+---@param opts proctor.Config|nil
+---@return boolean ok, string|nil err
+function M.setup(opts)
+  local config = require("proctor.config")
+  local ok, err, warnings = config.apply(opts)
+  for _, w in ipairs(warnings) do util.notify("setup: " .. w, vim.log.levels.WARN) end
+  if not ok then
+    util.notify("setup: " .. err)
+    return false, err
+  end
+  return true
+end
+
+--- Start an execution. Accepts every field of the core's start spec (cmd, cwd,
+--- env, clear_env, pty, cols, rows, stdin, timeout_ms, kill_grace_ms, label,
+--- owner, backpressure) plus `on_output(ex, stream, data)`, `on_state(ex, ev)`,
+--- `on_exit(ex, record)` and `open` (true or options of |proctor.open()|).
+---@return proctor.Execution|nil ex, string|nil err, string|nil name
+function M.run(spec)
+  if type(spec) == "string" then spec = { cmd = spec } end
+  if type(spec) ~= "table" then return H.fail("EINVAL", "run() expects a table, got " .. type(spec)) end
+  local cfg = require("proctor.config").get().run
+  local s = {}
+  for _, k in ipairs({ "cmd", "cwd", "env", "clear_env", "pty", "cols", "rows", "stdin", "timeout_ms",
+    "kill_grace_ms", "label", "owner", "backpressure" }) do
+    s[k] = spec[k]
+  end
+  local cbs = {}
+  for k, v in pairs(spec) do
+    if k == "on_output" or k == "on_state" or k == "on_exit" then
+      if type(v) ~= "function" then return H.fail("EINVAL", "'" .. k .. "' must be a function") end
+      cbs[k] = v
+    elseif s[k] == nil and k ~= "open" then
+      return H.fail("EINVAL", "unknown field '" .. tostring(k) .. "' in run() spec")
+    end
+  end
+  if type(s.cmd) == "string" then
+    if s.cmd:match("^%s*$") then return H.fail("EINVAL", "'cmd' is empty") end
+  elseif type(s.cmd) == "table" then
+    if #s.cmd == 0 then return H.fail("EINVAL", "'cmd' list is empty") end
+  else
+    return H.fail("EINVAL", "'cmd' must be a string (run by /bin/sh -c) or a list of strings")
+  end
+  if s.cwd ~= nil then
+    if type(s.cwd) ~= "string" then return H.fail("EINVAL", "'cwd' must be a string") end
+    s.cwd = vim.fn.fnamemodify(vim.fn.expand(s.cwd), ":p")
+    if vim.fn.isdirectory(s.cwd) == 0 then return H.fail("ENOENT", "no such directory " .. s.cwd) end
+  else
+    s.cwd = vim.fn.getcwd()
+  end
+  if s.pty == nil then s.pty = cfg.pty end
+  if s.stdin == nil and not s.pty then s.stdin = cfg.stdin end
+  if s.pty then
+    s.cols = s.cols or cfg.cols
+    s.rows = s.rows or cfg.rows
+  end
+  if s.timeout_ms == nil then s.timeout_ms = cfg.timeout_ms end
+  if s.owner == nil then s.owner = cfg.owner end
+  local eng, err = engine.get()
+  if not eng then return H.fail("ENOENGINE", err) end
+  H.hook()
+  local ok, id, msg, name = pcall(eng.start, eng, s)
+  if not ok then return H.fail("EINVAL", (tostring(id):gsub("^.-: ", "", 1))) end
+  if not id then return nil, msg, name end
+  local ex = setmetatable({ id = id }, Execution)
+  engine.specs[id] = vim.tbl_extend("force", s, { open = spec.open })
+  if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
+  if spec.open then M.open(id, type(spec.open) == "table" and spec.open or nil) end
+  return ex
+end
+
+--- An execution object for any id the core knows (started here or elsewhere).
+---@return proctor.Execution|nil ex, string|nil err, string|nil name
+function M.get(id)
+  local rec, msg, name = M.record(id)
+  if not rec then return nil, msg, name end
+  return setmetatable({ id = rec.id }, Execution)
+end
+
+--- The record of an execution (see |proctor-records|), or nil, msg, name.
+function M.record(id)
+  local eng, err = H.engine()
+  if not eng then return nil, err, "ENOENGINE" end
+  if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
+  return eng:get(id)
+end
+
+--- Records of all executions, in id order. `filter.state` limits to one state.
+---@param filter {state: string}|nil
+---@return table[]
+function M.list(filter)
+  local eng = H.engine()
+  if not eng then return {} end
+  local ok, res = pcall(eng.list, eng, filter)
+  if not ok then return {} end
+  return res or {}
+end
+
+--- Cancel an execution. `force` kills at once (SIGKILL).
+---@return string|nil result, string|nil err
+function M.cancel(id, force)
+  local eng, err = H.engine()
+  if not eng then return nil, err end
+  if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
+  return eng:cancel(id, force and true or false)
+end
+
+--- Delete a finished execution's record (and its console buffer).
+---@return string|nil result "deleted"|"active_process_conflict"|"not_found"
+function M.delete(id)
+  local eng, err = H.engine()
+  if not eng then return nil, err end
+  if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
+  local res = eng:delete(id)
+  if res == "deleted" then H.forget(id) end
+  return res
+end
+
+--- Delete finished executions (older than `opts.older_than_ms` if given). Returns the count.
+function M.purge(opts)
+  local eng, err = H.engine()
+  if not eng then return nil, err end
+  local before = {}
+  for _, r in ipairs(eng:list()) do before[r.id] = true end
+  local n = eng:purge(opts or {})
+  for _, r in ipairs(eng:list()) do before[r.id] = nil end
+  for id in pairs(before) do H.forget(id) end
+  return n
+end
+
+--- Send `data` to the process. Before the process runs (queued, starting) the
+--- data is kept and sent when it starts.
+---@return boolean|nil ok, string|nil err, string|nil name
+function M.input(id, data)
+  local eng, err = H.engine()
+  if not eng then return nil, err, "ENOENGINE" end
+  if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
+  if type(data) ~= "string" then return H.fail("EINVAL", "input data must be a string") end
+  if H.pending_input[id] then
+    table.insert(H.pending_input[id], data)
+    return true
+  end
+  local ok, msg, name = eng:input(id, data)
+  if not ok and name == "ENOTRUNNING" and H.early(eng, id) then
+    H.hook()
+    H.pending_input[id] = { data }
+    return true
+  end
+  return ok, msg, name
+end
+
+--- Close the process's stdin (pty: send ^D).
+function M.close_stdin(id)
+  local eng, err = H.engine()
+  if not eng then return nil, err, "ENOENGINE" end
+  if H.pending_input[id] then
+    table.insert(H.pending_input[id], false)
+    return true
+  end
+  local ok, msg, name = eng:close_stdin(id)
+  if not ok and name == "ENOTRUNNING" and H.early(eng, id) then
+    H.hook()
+    H.pending_input[id] = { false }
+    return true
+  end
+  return ok, msg, name
+end
+
+--- Open (or focus) the console of an execution. See |proctor.open()|.
+---@return integer|nil buf, integer|string|nil win_or_err
+function M.open(id, opts)
+  local eng, err = H.engine()
+  if not eng then return nil, err end
+  H.hook()
+  return require("proctor.console").open(id, opts)
+end
+
+--- Counts per state: { queued, starting, running, completed, failed, canceled, timed_out, total }.
+function M.status()
+  local c = engine.counts
+  local r = { total = 0 }
+  for _, s in ipairs({ "queued", "starting", "running", "completed", "failed", "canceled", "timed_out" }) do
+    r[s] = math.max(c[s] or 0, 0)
+    r.total = r.total + r[s]
+  end
+  return r
+end
+
+--- A short string for 'statusline': "⏵2 ✓5 ✗1" style, ASCII: "proctor: 2 running, 5 ok, 1 failed".
+--- Empty when nothing ran yet.
+function M.statusline()
+  local s = M.status()
+  if s.total == 0 then return "" end
+  local parts = {}
+  local live = s.queued + s.starting + s.running
+  if live > 0 then parts[#parts + 1] = live .. " running" end
+  if s.completed > 0 then parts[#parts + 1] = s.completed .. " ok" end
+  local bad = s.failed + s.timed_out
+  if bad > 0 then parts[#parts + 1] = bad .. " failed" end
+  if s.canceled > 0 then parts[#parts + 1] = s.canceled .. " canceled" end
+  return "proctor: " .. table.concat(parts, ", ")
+end
+
+--- The record of the last User event, for Neovim versions whose autocmds have no `data` (0.7).
+M.event = nil
+
+-- Helpers ------------------------------------------------------------------------
+
+function H.fail(name, msg) return nil, name .. ": " .. msg, name end
+
+function H.engine()
+  local eng, err = engine.get()
+  if eng then H.hook() end
+  return eng, err
+end
+
+-- Is the execution before "running" (input must wait)?
+function H.early(eng, id)
+  local rec = eng:get(id)
+  return rec and (rec.state == "queued" or rec.state == "starting")
+end
+
+function H.forget(id)
+  engine.forget(id)
+  H.watch[id] = nil
+  H.pending_input[id] = nil
+  local ok, console = pcall(require, "proctor.console")
+  if ok then console.forget(id) end
+end
+
+H.has_data = vim.fn.has("nvim-0.8") == 1
+
+-- Register the subscribers once.
+function H.hook()
+  if H.hooked then return end
+  H.hooked = true
+  engine.subscribe("api", H.on_event)
+  engine.on_batch("api", H.on_batch)
+end
+
+function H.on_event(ev)
+  local id = ev.id
+  local w = H.watch[id]
+  if ev.type == "output" then
+    if w and w.cbs.on_output then H.call(w.cbs.on_output, "on_output", id, w.exec, ev.stream, ev.data) end
+    return
+  end
+  if ev.state == "running" and H.pending_input[id] then H.flush_input(id) end
+  local terminal = engine.TERMINAL[ev.state]
+  if terminal then H.pending_input[id] = nil end
+  if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
+  local rec
+  local eng = engine.current()
+  if eng then rec = eng:get(id) end
+  rec = rec or vim.tbl_extend("force", {}, ev)
+  -- The record as of this event (the core may already be further along).
+  rec.state, rec.prev = ev.state, ev.prev
+  H.fire("ProctorStateChanged", rec)
+  if terminal then
+    if w and w.cbs.on_exit then H.call(w.cbs.on_exit, "on_exit", id, w.exec, rec) end
+    H.watch[id] = nil
+    H.fire("ProctorExit", rec)
+    H.ended[#H.ended + 1] = rec
+  end
+end
+
+function H.flush_input(id)
+  local eng = engine.current()
+  local q = H.pending_input[id]
+  H.pending_input[id] = nil
+  if not eng then return end
+  for _, d in ipairs(q) do
+    if d == false then eng:close_stdin(id) else eng:input(id, d) end
+  end
+end
+
+function H.call(fn, what, id, ...)
+  local ok, e = pcall(fn, ...)
+  if not ok then util.notify(string.format("%s callback of execution %d failed: %s", what, id, tostring(e))) end
+end
+
+function H.fire(pattern, rec)
+  M.event = rec
+  local opts = { pattern = pattern, modeline = false }
+  if H.has_data then opts.data = rec end
+  local ok, e = pcall(vim.api.nvim_exec_autocmds, "User", opts)
+  if not ok then util.notify("User " .. pattern .. " autocmd failed: " .. tostring(e)) end
+end
+
+function H.on_batch()
+  if #H.ended == 0 then return end
+  local ended = H.ended
+  H.ended = {}
+  local mode = require("proctor.config").get().notify
+  if mode == "never" then return end
+  local shown = {}
+  for _, r in ipairs(ended) do
+    local bad = r.state == "failed" or r.state == "timed_out"
+    if mode == "always" or bad then shown[#shown + 1] = r end
+  end
+  if #shown == 0 then return end
+  local worst = vim.log.levels.INFO
+  for _, r in ipairs(shown) do
+    if r.state == "failed" or r.state == "timed_out" then worst = vim.log.levels.ERROR end
+  end
+  if #shown == 1 then
+    local r = shown[1]
+    vim.notify(string.format("(proctor) #%d %s %s", r.id, util.title(r), util.describe_end(r)), worst)
+  else
+    local by = {}
+    for _, r in ipairs(shown) do by[r.state] = (by[r.state] or 0) + 1 end
+    local parts = {}
+    for _, st in ipairs({ "completed", "failed", "timed_out", "canceled" }) do
+      if by[st] then parts[#parts + 1] = by[st] .. " " .. st end
+    end
+    vim.notify(string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")), worst)
+  end
+end
+
+M.Execution = Execution
+M._H = H
+
+return M

@@ -1,0 +1,230 @@
+--- proctor.list — the list view (`proctor://list`): every execution with id,
+--- state, exit, duration, start time, owner and label/command; keys to open,
+--- cancel, kill, delete, rerun, send input, purge, refresh and close, shown in
+--- the buffer's first line. It refreshes on state changes and, while a live
+--- execution is listed, every `list.refresh_ms`. Requiring this module has no
+--- side effects.
+
+local M = {}
+local H = {}
+
+local api = vim.api
+local uv = vim.uv or vim.loop
+local engine = require("proctor.engine")
+local util = require("proctor.util")
+
+M.name = "proctor://list"
+M.keys = {
+  { "<CR>", "open" }, { "o", "open" }, { "c", "cancel" }, { "C", "kill" }, { "d", "delete" },
+  { "r", "rerun" }, { "i", "input" }, { "P", "purge" }, { "R", "refresh" }, { "q", "close" },
+}
+M.header_lines = 2
+
+H.buf = nil
+H.rows = {} -- line number -> id
+H.timer = nil
+H.debounce = nil
+H.hooked = false
+
+--- Open (or focus) the list view. Returns buf, win.
+function M.open()
+  H.hook()
+  local buf = H.buf
+  if not buf or not api.nvim_buf_is_valid(buf) then buf = H.create() end
+  local win
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if api.nvim_win_get_buf(w) == buf then win = w end
+  end
+  if win then
+    api.nvim_set_current_win(win)
+  else
+    vim.cmd("botright sbuffer " .. buf)
+    win = api.nvim_get_current_win()
+    pcall(api.nvim_win_set_height, win, math.max(8, math.min(20, vim.o.lines / 3)))
+  end
+  M.refresh()
+  return buf, win
+end
+
+--- The execution id on the cursor line of the list view (when it is the current buffer).
+function M.id_under_cursor()
+  if not H.buf or api.nvim_get_current_buf() ~= H.buf then return nil end
+  return H.rows[api.nvim_win_get_cursor(0)[1]]
+end
+
+--- Redraw the list (keeps the cursor on the same execution).
+function M.refresh()
+  local buf = H.buf
+  if not buf or not api.nvim_buf_is_valid(buf) then return end
+  local keep = nil
+  local wins = vim.fn.win_findbuf(buf)
+  for _, w in ipairs(wins) do
+    keep = keep or H.rows[api.nvim_win_get_cursor(w)[1]]
+  end
+  local keys = {}
+  for _, k in ipairs(M.keys) do keys[#keys + 1] = k[1] .. " " .. k[2] end
+  local lines = {
+    "proctor — " .. table.concat(keys, "  "),
+    string.format("%-6s %-10s %-9s %-10s %-8s %-6s %s", "ID", "STATE", "EXIT", "DURATION", "STARTED", "OWNER",
+      "LABEL / COMMAND"),
+  }
+  local rows, hl = {}, {}
+  local eng = engine.current()
+  local live = false
+  local recs = eng and eng:list() or {}
+  for i = #recs, 1, -1 do
+    local r = recs[i]
+    local exit = r.exit_code and tostring(r.exit_code) or (r.signal or (r.reason == "spawn_error" and "spawn" or "-"))
+    if not engine.TERMINAL[r.state] then
+      live = true
+      exit = "-"
+    end
+    local started = r.started_at and os.date("%H:%M:%S", math.floor(r.started_at / 1000)) or "-"
+    local title = util.title(r)
+    if r.label and r.label ~= "" then title = r.label .. ": " .. util.cmd_string(r.cmd) end
+    lines[#lines + 1] = string.format("#%-5d %-10s %-9s %-10s %-8s %-6s %s", r.id, r.state, exit,
+      util.duration(util.elapsed_ms(r)), started, tostring(r.owner or "-"), title:gsub("\n", " "))
+    rows[#lines] = r.id
+    hl[#lines] = r.state
+  end
+  if #recs == 0 then lines[#lines + 1] = "(no executions yet — :Proctor run {cmd})" end
+  H.rows = rows
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].modified = false
+  local ns = H.ns()
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  api.nvim_buf_add_highlight(buf, ns, "Comment", 0, 0, -1)
+  api.nvim_buf_add_highlight(buf, ns, "Title", 1, 0, -1)
+  for lnum, st in pairs(hl) do
+    api.nvim_buf_add_highlight(buf, ns, H.hl[st] or "Normal", lnum - 1, 7, 17)
+  end
+  if keep then
+    for lnum, id in pairs(rows) do
+      if id == keep then
+        for _, w in ipairs(wins) do pcall(api.nvim_win_set_cursor, w, { lnum, 0 }) end
+      end
+    end
+  end
+  H.set_timer(live and #wins > 0)
+end
+
+--- Run a list-view action on the execution under the cursor (what the keys do).
+---@param action string open|cancel|kill|delete|rerun|input|purge|refresh|close
+function M.action(action)
+  local cmds = require("proctor.commands")
+  local id = M.id_under_cursor()
+  local function need()
+    if not id then util.notify("no execution on this line", vim.log.levels.WARN) end
+    return id
+  end
+  if action == "close" then
+    if #api.nvim_list_wins() > 1 then api.nvim_win_close(0, false) else vim.cmd("bprevious") end
+    return
+  elseif action == "refresh" then
+    return M.refresh()
+  elseif action == "purge" then
+    cmds.exec({ "purge" })
+  elseif action == "open" then
+    if need() then cmds.exec({ "open", tostring(id) }) end
+    return
+  elseif action == "cancel" then
+    if need() then cmds.exec({ "cancel", tostring(id) }) end
+  elseif action == "kill" then
+    if need() then cmds.exec({ "cancel!", tostring(id) }) end
+  elseif action == "delete" then
+    if need() then cmds.exec({ "delete", tostring(id) }) end
+  elseif action == "rerun" then
+    if need() then cmds.exec({ "rerun", tostring(id) }) end
+    return
+  elseif action == "input" then
+    if not need() then return end
+    vim.ui.input({ prompt = string.format("input to #%d: ", id) }, function(text)
+      if text then cmds.exec({ "input", tostring(id), text }) end
+    end)
+  end
+  M.refresh()
+end
+
+-- Helpers --------------------------------------------------------------------------
+
+H.hl = {
+  queued = "ProctorQueued", starting = "ProctorRunning", running = "ProctorRunning",
+  completed = "ProctorCompleted", failed = "ProctorFailed", canceled = "ProctorCanceled",
+  timed_out = "ProctorFailed",
+}
+
+function H.ns()
+  H.nsid = H.nsid or api.nvim_create_namespace("proctor_list")
+  return H.nsid
+end
+
+function H.hook()
+  if H.hooked then return end
+  H.hooked = true
+  vim.cmd([[
+    hi def link ProctorQueued Comment
+    hi def link ProctorRunning DiagnosticInfo
+    hi def link ProctorCompleted DiagnosticOk
+    hi def link ProctorFailed DiagnosticError
+    hi def link ProctorCanceled DiagnosticWarn
+  ]])
+  if vim.fn.hlexists("DiagnosticOk") == 0 then vim.cmd("hi def link ProctorCompleted String") end
+  engine.subscribe("list", function(ev)
+    if ev.type == "state" then H.schedule_refresh() end
+  end)
+end
+
+function H.create()
+  local buf = api.nvim_create_buf(false, true)
+  pcall(api.nvim_buf_set_name, buf, M.name)
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = "proctor-list"
+  vim.bo[buf].modifiable = false
+  for _, k in ipairs(M.keys) do
+    vim.keymap.set("n", k[1], function() M.action(k[2]) end,
+      { buffer = buf, nowait = true, silent = true, desc = "proctor list: " .. k[2] })
+  end
+  api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    callback = function()
+      H.buf = nil
+      H.set_timer(false)
+    end,
+  })
+  api.nvim_create_autocmd("BufWinEnter", { buffer = buf, callback = function() M.refresh() end })
+  H.buf = buf
+  return buf
+end
+
+-- State changes refresh the list at most every 50 ms.
+function H.schedule_refresh()
+  if not H.buf or H.debounce then return end
+  H.debounce = uv.new_timer()
+  H.debounce:start(50, 0, vim.schedule_wrap(function()
+    if H.debounce then
+      H.debounce:close()
+      H.debounce = nil
+    end
+    M.refresh()
+  end))
+end
+
+function H.set_timer(on)
+  if on and not H.timer then
+    local ms = require("proctor.config").get().list.refresh_ms
+    H.timer = uv.new_timer()
+    H.timer:start(ms, ms, vim.schedule_wrap(function() M.refresh() end))
+  elseif not on and H.timer then
+    H.timer:stop()
+    H.timer:close()
+    H.timer = nil
+  end
+end
+
+M._H = H
+
+return M

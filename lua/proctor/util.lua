@@ -1,0 +1,106 @@
+--- proctor.util — small shared helpers: messages, durations, result lines, ANSI stripping.
+--- Requiring this module has no side effects.
+
+local M = {}
+
+--- Show one `(proctor) …` message. `level` defaults to ERROR.
+function M.notify(msg, level)
+  vim.notify("(proctor) " .. msg, level or vim.log.levels.ERROR)
+end
+
+--- "3.2 s", "450 ms", "2 min 05 s", "1 h 02 min".
+---@param ms number|nil
+function M.duration(ms)
+  if not ms or ms < 0 then return "-" end
+  if ms < 1000 then return string.format("%d ms", ms) end
+  if ms < 60000 then return string.format("%.1f s", ms / 1000) end
+  local s = math.floor(ms / 1000)
+  if s < 3600 then return string.format("%d min %02d s", math.floor(s / 60), s % 60) end
+  return string.format("%d h %02d min", math.floor(s / 3600), math.floor(s / 60) % 60)
+end
+
+--- Milliseconds since the epoch, like the core's timestamps.
+function M.now_ms()
+  local sec, usec = (vim.uv or vim.loop).gettimeofday()
+  return sec * 1000 + math.floor(usec / 1000)
+end
+
+--- Elapsed time of a record: duration for a finished one, so far for a live one.
+function M.elapsed_ms(rec)
+  if rec.duration_ms and rec.ended_at then return rec.duration_ms end
+  if rec.started_at then return M.now_ms() - rec.started_at end
+  return nil
+end
+
+--- How an execution ended, as shown on the console's final line and in notifications:
+--- "completed: exit 0 after 1.2 s", "failed: exit 2 after 3.2 s",
+--- "failed: killed by SIGKILL after 1.0 s", "canceled after 2.0 s",
+--- "timed_out after 10.0 s", "failed: exec: foo: No such file or directory".
+---@param rec table a terminal record or state event
+function M.describe_end(rec)
+  local after = rec.duration_ms and (" after " .. M.duration(rec.duration_ms)) or ""
+  local s = rec.state
+  if s == "completed" then return "completed: exit 0" .. after end
+  if s == "failed" then
+    if rec.reason == "spawn_error" then return "failed: " .. tostring(rec.error or "spawn error") end
+    if rec.signal then return "failed: killed by " .. rec.signal .. after end
+    if rec.exit_code then return "failed: exit " .. rec.exit_code .. after end
+    return "failed: " .. tostring(rec.reason or "?") .. after
+  end
+  if s == "canceled" then return "canceled" .. after end
+  if s == "timed_out" then return "timed_out" .. after end
+  return s
+end
+
+--- The command of a record as one line.
+function M.cmd_string(cmd)
+  if type(cmd) == "table" then
+    local parts = {}
+    for i, a in ipairs(cmd) do
+      a = tostring(a)
+      parts[i] = a:find("[%s'\"$`\\]") and vim.fn.shellescape(a) or a
+    end
+    return table.concat(parts, " ")
+  end
+  return tostring(cmd or "")
+end
+
+--- Label if set, else the command.
+function M.title(rec)
+  if rec.label and rec.label ~= "" then return rec.label end
+  return M.cmd_string(rec.cmd)
+end
+
+--- Strip terminal escape sequences and apply \r and \b the way a terminal would
+--- show a finished line. Returns a list of lines.
+---@param data string
+---@return string[]
+function M.plain_lines(data)
+  data = data:gsub("\27%][^\7\27]*\7", "") -- OSC ... BEL
+  data = data:gsub("\27%][^\27]*\27\\", "") -- OSC ... ST
+  data = data:gsub("\27%[[0-?]*[ -/]*[@-~]", "") -- CSI
+  data = data:gsub("\27[PX^_][^\27]*\27\\", "") -- DCS, SOS, PM, APC
+  data = data:gsub("\27[%(%)%*%+][%w]", "") -- charset designation
+  data = data:gsub("\27.", "") -- any other two-byte escape
+  data = data:gsub("\r\n", "\n")
+  local lines = vim.split(data, "\n", { plain = true })
+  if lines[#lines] == "" then lines[#lines] = nil end
+  for i, l in ipairs(lines) do
+    if l:find("\r", 1, true) then
+      local last = ""
+      for part in (l .. "\r"):gmatch("([^\r]*)\r") do
+        if part ~= "" then last = part .. last:sub(#part + 1) end
+      end
+      l = last
+    end
+    if l:find("\b", 1, true) then
+      local n
+      repeat l, n = l:gsub("[^\b]\b", "", 1) until n == 0
+      l = l:gsub("\b", "")
+    end
+    lines[i] = l:gsub("[%z\1-\8\11-\31\127]", "")
+  end
+  return lines
+end
+
+return M

@@ -1,0 +1,159 @@
+-- tests/nvim/helpers.lua — helpers for the child-Neovim tests of the Neovim layer.
+local uv = vim.uv or vim.loop
+local M = {}
+
+M.root = os.getenv("PROCTOR_ROOT") or vim.fn.getcwd()
+-- Extra runtimepath entry with a core build to use instead of the checkout's
+-- (development only; tests/run does not set it).
+M.core_rtp = os.getenv("PROCTOR_TEST_CORE_RTP")
+
+-- Captured vim.notify calls: { {msg=, level=}, ... }
+M.notes = {}
+vim.notify = function(msg, level) M.notes[#M.notes + 1] = { msg = msg, level = level } end
+function M.clear_notes() M.notes = {} end
+function M.note_texts()
+  local t = {}
+  for _, n in ipairs(M.notes) do t[#t + 1] = n.msg end
+  return t
+end
+
+function M.wait(ms, fn, msg)
+  local ok = vim.wait(ms, fn, 5)
+  if not ok then error((msg or "condition not met") .. " within " .. ms .. " ms", 2) end
+end
+
+-- Lines of a buffer without the trailing empty ones (terminal screen rows).
+function M.lines(buf)
+  local l = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  while #l > 0 and l[#l] == "" do l[#l] = nil end
+  return l
+end
+
+-- The last line of the console, once it starts with "[proctor] ".
+function M.wait_final(buf, ms)
+  local final
+  M.wait(ms or 10000, function()
+    local l = M.lines(buf)
+    if l[#l] and l[#l]:find("^%[proctor%] ") then
+      final = l[#l]
+      return true
+    end
+  end, "the final line")
+  return final
+end
+
+-- How a plain terminal renders `bytes` (the reference).
+function M.reference_render(bytes)
+  local buf = vim.api.nvim_create_buf(false, true)
+  local chan = vim.api.nvim_open_term(buf, {})
+  vim.api.nvim_chan_send(chan, bytes)
+  local prev, same = nil, 0
+  vim.wait(2000, function()
+    local cur = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+    if cur == prev and cur:find("%S") then same = same + 1 else same = 0 end
+    prev = cur
+    return same >= 5
+  end, 10)
+  local l = M.lines(buf)
+  vim.api.nvim_buf_delete(buf, { force = true })
+  return l
+end
+
+function M.has_line(buf, pat)
+  for _, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    if l:find(pat) then return true end
+  end
+  return false
+end
+
+-- Is any process alive (not a zombie) whose environment contains `mark`?
+function M.marked_pids(mark)
+  local pids = {}
+  local fs = uv.fs_scandir("/proc")
+  while fs do
+    local name = uv.fs_scandir_next(fs)
+    if not name then break end
+    if name:match("^%d+$") then
+      local f = io.open("/proc/" .. name .. "/environ", "rb")
+      local env = f and f:read("*a") or ""
+      if f then f:close() end
+      if env:find(mark, 1, true) then
+        local sf = io.open("/proc/" .. name .. "/stat", "r")
+        local st = sf and sf:read("*l") or ""
+        if sf then sf:close() end
+        local state = st:match("^%d+ %b() (%S)")
+        if state and state ~= "Z" and state ~= "X" then pids[#pids + 1] = tonumber(name) end
+      end
+    end
+  end
+  return pids
+end
+
+-- Children of `pid` by state: { Z = n, other = n }
+function M.children(pid)
+  local res = { Z = 0, other = 0, list = {} }
+  local fs = uv.fs_scandir("/proc")
+  while fs do
+    local name = uv.fs_scandir_next(fs)
+    if not name then break end
+    if name:match("^%d+$") then
+      local sf = io.open("/proc/" .. name .. "/stat", "r")
+      local st = sf and sf:read("*l") or ""
+      if sf then sf:close() end
+      local comm, state, ppid = st:match("^%d+ (%b()) (%S) (%d+)")
+      if ppid and tonumber(ppid) == pid then
+        if state == "Z" then res.Z = res.Z + 1 else res.other = res.other + 1 end
+        res.list[#res.list + 1] = name .. comm .. state
+      end
+    end
+  end
+  return res
+end
+
+-- A child Neovim with proctor on 'runtimepath', driven over msgpack-rpc.
+-- `listen`: also listen on this address (for tests that SIGKILL it).
+function M.child(opts)
+  opts = opts or {}
+  local cmd = { vim.v.progpath, "--embed", "--headless", "-u", "NONE", "-i", "NONE", "-n",
+    "--cmd", "set rtp^=" .. M.root }
+  if M.core_rtp then vim.list_extend(cmd, { "--cmd", "set rtp^=" .. M.core_rtp }) end
+  vim.list_extend(cmd, { "--cmd", "runtime plugin/proctor.lua" })
+  local job = vim.fn.jobstart(cmd, { rpc = true, env = opts.env })
+  assert(job > 0, "could not start a child nvim")
+  local c = { job = job, pid = vim.fn.jobpid(job) }
+  function c.lua(code, ...)
+    return vim.rpcrequest(job, "nvim_exec_lua", code, { ... })
+  end
+  function c.input(keys) return vim.rpcrequest(job, "nvim_input", keys) end
+  function c.cmd(s) return vim.rpcrequest(job, "nvim_command", s) end
+  function c.stop() pcall(vim.fn.jobstop, job) end
+  -- Wait until `code` (a Lua expression returning a truthy value) holds in the child.
+  function c.wait(ms, code, msg, ...)
+    local args = { ... }
+    local ok = vim.wait(ms, function()
+      local ok2, v = pcall(c.lua, "return " .. code, unpack(args))
+      return ok2 and v
+    end, 20)
+    if not ok then error((msg or code) .. ": not true within " .. ms .. " ms", 2) end
+  end
+  c.lua([[
+    _G.notes = {}
+    vim.notify = function(m, l) table.insert(_G.notes, m) end
+    _G.lines = function(buf)
+      local l = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+      while #l > 0 and l[#l] == "" do l[#l] = nil end
+      return l
+    end
+    _G.has_line = function(buf, pat)
+      for _, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+        if l:find(pat) then return true end
+      end
+      return false
+    end
+  ]])
+  return c
+end
+
+function M.hrms() return uv.hrtime() / 1e6 end
+
+return M

@@ -1,0 +1,34 @@
+-- tests/nvim/run.lua — child-Neovim tests of the Neovim layer (tier "nvim").
+--
+-- Run by tests/run as:
+--   nvim --headless -u NONE -i NONE -n -c "set rtp^=$ROOT" -c "luafile tests/nvim/run.lua"
+-- Prints "PASS name" / "FAIL name: why" per test and quits Neovim itself
+-- (exit status 1 when something failed).
+local root = os.getenv("PROCTOR_ROOT") or vim.fn.getcwd()
+package.path = root .. "/tests/lua/?.lua;" .. root .. "/tests/nvim/?.lua;" .. package.path
+if os.getenv("PROCTOR_TEST_CORE_RTP") then vim.opt.rtp:prepend(os.getenv("PROCTOR_TEST_CORE_RTP")) end
+
+-- -u NONE loads no plugins: source ours the way a plugin manager would.
+vim.cmd("runtime plugin/proctor.lua")
+
+local T = require("harness")
+local H = require("helpers")
+
+-- T.test with a filter: PROCTOR_TEST=pattern runs only matching tests.
+local only = os.getenv("PROCTOR_TEST")
+local function test(name, fn)
+  if only and not name:find(only) then return end
+  local t0 = H.hrms()
+  T.test(name, fn)
+  if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end
+end
+
+local specs = { "spec_api", "spec_console", "spec_commands", "spec_stress" }
+for _, s in ipairs(specs) do
+  local ok, err = xpcall(function() require(s)(test, T, H) end, debug.traceback)
+  if not ok then T.say("FAIL " .. s .. " (loading): " .. tostring(err):gsub("\n", "\n    ")) T.failed = T.failed + 1 end
+end
+
+local ok = T.finish()
+pcall(function() require("proctor.engine")._reset() end)
+if ok then vim.cmd("qa!") else vim.cmd("cquit 1") end

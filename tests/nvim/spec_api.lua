@@ -1,0 +1,255 @@
+-- tests/nvim/spec_api.lua — the Lua API: require, setup, run, callbacks, control, events.
+return function(test, T, H)
+  local api = vim.api
+
+  test("require has no side effects", function()
+    for _, m in ipairs({ "proctor", "proctor.config", "proctor.engine", "proctor.console", "proctor.commands",
+      "proctor.list", "proctor.util", "proctor.health" }) do
+      require(m)
+    end
+    T.eq(require("proctor.engine").current(), nil, "engine created by require")
+    T.eq(pcall(api.nvim_get_autocmds, { group = "proctor_engine" }), false, "autocmd group created by require")
+    T.eq(#H.notes, 0, "messages on require")
+    T.ok(vim.fn.exists(":Proctor") == 2, ":Proctor is defined by plugin/proctor.lua")
+  end)
+
+  test("setup validates options and can be called again", function()
+    local p = require("proctor")
+    local cfg = require("proctor.config")
+    H.clear_notes()
+    T.eq(p.setup({ console = { size = 20 }, notify = "always" }), true)
+    T.eq(cfg.get().console.size, 20)
+    T.eq(cfg.get().console.open, "split", "defaults kept beside a given key")
+    -- bad type: names the key, keeps the previous configuration, no traceback
+    H.clear_notes()
+    local ok, err = p.setup({ console = { size = "big" } })
+    T.eq(ok, false)
+    T.match(err, "option 'console%.size' must be")
+    T.eq(#H.notes, 1)
+    T.match(H.notes[1].msg, "^%(proctor%) setup: option 'console%.size'")
+    T.ok(not H.notes[1].msg:find("traceback"), "traceback in message")
+    T.eq(cfg.get().console.size, 20, "previous configuration kept after a bad setup")
+    -- bad enum, bad number, bad top-level type
+    T.match(select(2, p.setup({ notify = "sometimes" })), "'notify' must be one of never, on_failure, always")
+    T.match(select(2, p.setup({ engine = { kill_grace_ms = -1 } })), "'engine%.kill_grace_ms'")
+    T.match(select(2, p.setup({ console = 3 })), "'console' must be table")
+    T.match(select(2, p.setup("x")), "expects a table")
+    -- unknown keys warn but do not fail
+    H.clear_notes()
+    T.eq(p.setup({ consol = {}, console = { sise = 1 } }), true)
+    local texts = table.concat(H.note_texts(), "\n")
+    T.match(texts, "unknown option 'consol'")
+    T.match(texts, "unknown option 'console%.sise'")
+    T.eq(H.notes[1].level, vim.log.levels.WARN)
+    -- called again: starts from the defaults
+    T.eq(p.setup({}), true)
+    T.eq(cfg.get().console.size, 15)
+    T.eq(cfg.get().notify, "on_failure")
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+  end)
+
+  test("engine is created lazily, once, and its wake fd is watched", function()
+    local engine = require("proctor.engine")
+    T.eq(engine.current(), nil)
+    local p = require("proctor")
+    local ex = T.ok(p.run({ cmd = { "true" } }))
+    local eng = engine.current()
+    T.ok(eng ~= nil)
+    local ex2 = T.ok(p.run({ cmd = "exit 3" }))
+    T.ok(engine.current() == eng, "one engine")
+    -- no wait(): the events arrive through the watched fd alone
+    H.wait(5000, function() return engine.state[ex2.id] == "failed" and engine.state[ex.id] == "completed" end,
+      "events through the wake fd")
+    T.eq(#api.nvim_get_autocmds({ group = "proctor_engine", event = "VimLeavePre" }), 1)
+  end)
+
+  test("run returns an execution object; callbacks run outside fast context", function()
+    local p = require("proctor")
+    local got, fast = {}, false
+    local states = {}
+    local ex = p.run({
+      cmd = "printf 'out1\\n'; printf 'err1\\n' >&2; exit 4",
+      label = "cb",
+      on_output = function(e, stream, data)
+        fast = fast or vim.in_fast_event()
+        got[stream] = (got[stream] or "") .. data
+        T.eq(getmetatable(e), p.Execution)
+      end,
+      on_state = function(_, ev)
+        fast = fast or vim.in_fast_event()
+        states[#states + 1] = ev.state
+      end,
+      on_exit = function(_, rec)
+        fast = fast or vim.in_fast_event()
+        states[#states + 1] = "exit:" .. rec.state .. ":" .. tostring(rec.exit_code)
+        api.nvim_buf_get_lines(0, 0, 1, false) -- an API call that fails in fast context
+      end,
+    })
+    T.eq(type(ex.id), "number")
+    for _, m in ipairs({ "cancel", "input", "wait", "open", "record" }) do T.eq(type(ex[m]), "function", m) end
+    local rec = T.ok(ex:wait(5000))
+    T.eq(rec.state, "failed")
+    T.eq(rec.exit_code, 4)
+    T.eq(got.stdout, "out1\n")
+    T.eq(got.stderr, "err1\n")
+    T.eq(fast, false, "a callback ran in fast context")
+    T.eq(table.concat(states, ","), "queued,starting,running,failed,exit:failed:4")
+    T.eq(ex:record().label, "cb")
+    T.eq(ex:record().owner, "nvim")
+  end)
+
+  test("wait times out with ETIMEDOUT; cancel, force and the contract strings", function()
+    local p = require("proctor")
+    local ex = p.run({ cmd = { "sleep", "30" } })
+    local t0 = H.hrms()
+    local r, msg, name = ex:wait(100)
+    T.eq(r, nil)
+    T.eq(name, "ETIMEDOUT")
+    T.match(msg, "^ETIMEDOUT: execution %d+ still")
+    T.ok(H.hrms() - t0 < 1000)
+    T.eq(ex:cancel(), "canceling")
+    local rec = T.ok(ex:wait(5000))
+    T.eq(rec.state, "canceled")
+    T.eq(ex:cancel(), "already_terminal")
+    T.eq(p.cancel(987654), "not_found")
+    local ex2 = p.run({ cmd = "trap '' TERM; sleep 30" })
+    H.wait(3000, function() return require("proctor.engine").state[ex2.id] == "running" end)
+    vim.wait(50)
+    T.eq(ex2:cancel(), "canceling")
+    T.eq(ex2:cancel(), "already_canceling")
+    t0 = H.hrms()
+    T.eq(ex2:cancel(true), "already_canceling")
+    T.eq(T.ok(ex2:wait(3000)).state, "canceled")
+    T.ok(H.hrms() - t0 < 400, "force cancel took " .. (H.hrms() - t0) .. " ms")
+  end)
+
+  test("input reaches cat; input before the process runs is kept", function()
+    local p = require("proctor")
+    local out = ""
+    local ex = p.run({ cmd = { "cat" }, on_output = function(_, _, d) out = out .. d end })
+    -- right after run() the execution is queued/starting: the input waits
+    T.eq(ex:input("early\n"), true)
+    T.eq(p.input(ex.id, "second\n"), true)
+    T.eq(ex:close_stdin(), true)
+    local rec = T.ok(ex:wait(5000))
+    T.eq(rec.state, "completed")
+    T.eq(out, "early\nsecond\n")
+    local ok, msg, name = p.input(ex.id, "late\n")
+    T.eq(ok, nil)
+    T.eq(name, "ENOTRUNNING")
+    T.match(msg, "^ENOTRUNNING")
+    T.eq(select(3, p.input(424242, "x")), "ENOENT")
+  end)
+
+  test("get, list, record, delete, purge and unknown ids", function()
+    local p = require("proctor")
+    local ex = p.run({ cmd = "exit 0", label = "g" })
+    ex:wait(5000)
+    local ex2 = T.ok(p.get(ex.id))
+    T.eq(ex2.id, ex.id)
+    T.eq(ex2:record().state, "completed")
+    local r, msg, name = p.get(99999)
+    T.eq(r, nil)
+    T.eq(name, "ENOENT")
+    T.match(msg, "no such execution 99999")
+    local all = p.list()
+    T.ok(#all >= 1)
+    T.eq(all[#all].id, ex.id)
+    T.eq(#p.list({ state = "running" }), 0)
+    local live = p.run({ cmd = { "sleep", "30" } })
+    H.wait(3000, function() return #p.list({ state = "running" }) == 1 end)
+    T.eq(p.delete(live.id), "active_process_conflict")
+    live:cancel(true)
+    live:wait(3000)
+    T.eq(p.delete(ex.id), "deleted")
+    T.eq(p.delete(ex.id), "not_found")
+    local n = p.purge()
+    T.ok(n >= 1, "purged " .. tostring(n))
+    T.eq(#p.list(), 0)
+    T.eq(p.status().total, 0, "status after purge")
+    -- bad spec: a failure tuple, not an error
+    local x, m, nm = p.run({ cmd = 5 })
+    T.eq(x, nil)
+    T.eq(nm, "EINVAL")
+    T.match(m, "'cmd' must be")
+    T.eq(select(3, p.run({ cmd = "ls", bogus = 1 })), "EINVAL")
+    T.eq(select(3, p.run({ cmd = "ls", cwd = "/nonexistent/dir" })), "ENOENT")
+    T.eq(select(3, p.run({ cmd = "ls", cols = "x", pty = true })), "EINVAL")
+    T.eq(select(3, p.run({ cmd = "ls", on_exit = 3 })), "EINVAL")
+    -- spawn error arrives as failed with the reason
+    local bad = p.run({ cmd = { "/nonexistent/program" } })
+    local rec = T.ok(bad:wait(5000))
+    T.eq(rec.state, "failed")
+    T.eq(rec.reason, "spawn_error")
+  end)
+
+  test("User autocmds carry the record; statusline counts", function()
+    local p = require("proctor")
+    p.purge()
+    local seen = {}
+    local g = api.nvim_create_augroup("proctor_test_events", { clear = true })
+    api.nvim_create_autocmd("User", {
+      group = g,
+      pattern = { "ProctorStateChanged", "ProctorExit" },
+      callback = function(a)
+        local rec = a.data or p.event
+        seen[#seen + 1] = { pat = a.match, id = rec.id, state = rec.state, exit = rec.exit_code }
+      end,
+    })
+    local ok = p.run({ cmd = "exit 0" })
+    local bad = p.run({ cmd = "exit 5" })
+    local live = p.run({ cmd = { "sleep", "30" } })
+    ok:wait(5000)
+    bad:wait(5000)
+    H.wait(3000, function() return require("proctor.engine").state[live.id] == "running" end)
+    local seq = {}
+    for _, s in ipairs(seen) do
+      if s.id == bad.id then seq[#seq + 1] = s.pat:sub(8) .. ":" .. s.state end
+    end
+    T.eq(table.concat(seq, ","), "StateChanged:queued,StateChanged:starting,StateChanged:running,StateChanged:failed,Exit:failed")
+    local last
+    for _, s in ipairs(seen) do if s.id == bad.id and s.pat == "ProctorExit" then last = s end end
+    T.eq(last.exit, 5, "record in the event has the exit code")
+    T.eq(p.statusline(), "proctor: 1 running, 1 ok, 1 failed")
+    local st = p.status()
+    T.eq(st.running, 1)
+    T.eq(st.completed, 1)
+    T.eq(st.failed, 1)
+    live:cancel()
+    live:wait(5000)
+    T.eq(p.statusline(), "proctor: 1 ok, 1 failed, 1 canceled")
+    api.nvim_del_augroup_by_name("proctor_test_events")
+  end)
+
+  test("notifications: never, on_failure, always (batched)", function()
+    local p = require("proctor")
+    local function run_two()
+      H.clear_notes()
+      local a = p.run({ cmd = "exit 0", label = "good" })
+      local b = p.run({ cmd = "sleep 0.05; exit 3", label = "bad" })
+      a:wait(5000)
+      b:wait(5000)
+      return H.note_texts()
+    end
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    T.eq(#run_two(), 0)
+    p.setup({ notify = "on_failure", engine = { kill_grace_ms = 500 } })
+    local n = run_two()
+    T.eq(#n, 1, table.concat(n, " | "))
+    T.match(n[1], "^%(proctor%) #%d+ bad failed: exit 3 after")
+    T.eq(H.notes[1].level, vim.log.levels.ERROR)
+    p.setup({ notify = "always", engine = { kill_grace_ms = 500 } })
+    n = run_two()
+    T.eq(#n, 2, table.concat(n, " | "))
+    T.match(n[1], "good completed: exit 0")
+    -- many ending in one batch: one summary
+    H.clear_notes()
+    local exs = {}
+    for i = 1, 20 do exs[i] = p.run({ cmd = { "true" } }) end
+    vim.wait(50)
+    for i = 1, 20 do exs[i]:wait(5000) end
+    T.ok(#H.notes < 20, "batched: " .. #H.notes .. " notifications")
+    T.match(table.concat(H.note_texts(), "\n"), "completed")
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+  end)
+end
