@@ -14,10 +14,14 @@ vim.cmd("runtime plugin/proctor.lua")
 local T = require("harness")
 local H = require("helpers")
 
--- T.test with a filter: PROCTOR_TEST=pattern runs only matching tests.
+-- T.test with a filter: PROCTOR_TEST=word1,word2 runs only tests whose name contains one.
 local only = os.getenv("PROCTOR_TEST")
 local function test(name, fn)
-  if only and not name:find(only) then return end
+  if only then
+    local hit = false
+    for w in only:gmatch("[^,]+") do hit = hit or name:find(w, 1, true) ~= nil end
+    if not hit then return end
+  end
   local t0 = H.hrms()
   T.test(name, fn)
   if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end

@@ -1,0 +1,202 @@
+-- tests/nvim/spec_console.lua — console rendering, input, close/reopen, late attach.
+return function(test, T, H)
+  local api = vim.api
+  local p = require("proctor")
+  local engine = require("proctor.engine")
+
+  local function close_others()
+    vim.cmd("silent! only!")
+  end
+
+  -- Lines of the console minus the final "[proctor] …" line.
+  local function body(buf)
+    local l = H.lines(buf)
+    if l[#l] and l[#l]:find("^%[proctor%] ") then l[#l] = nil end
+    return l
+  end
+
+  test("console renders coloured output like a terminal", function()
+    close_others()
+    local script = [[printf '\033[31mred\033[0m plain \033[1;32mbold green\033[0m\n'; ]]
+      .. [[printf '\033[44m  blue bg  \033[0m|\033[4munder\033[24m\n'; printf 'tab\there\n'; exit 2]]
+    local ex = p.run({ cmd = script, label = "colours" })
+    local buf = ex:open()
+    T.eq(api.nvim_buf_get_name(buf), "proctor://" .. ex.id .. "/colours")
+    T.eq(vim.bo[buf].buftype, "terminal")
+    local final = H.wait_final(buf)
+    T.match(final, "^%[proctor%] failed: exit 2 after [%d.]+ m?s$")
+    local expected = H.reference_render("\27[31mred\27[0m plain \27[1;32mbold green\27[0m\r\n"
+      .. "\27[44m  blue bg  \27[0m|\27[4munder\27[24m\r\ntab\there\r\n")
+    T.eq(table.concat(body(buf), "\n"), table.concat(expected, "\n"))
+    T.eq(body(buf)[1], "red plain bold green", "no escape sequences in the text")
+    -- the terminal highlighted the coloured text (a terminal highlight exists on line 1)
+    local hl_ok = true
+    if vim.fn.exists("*synIDattr") == 1 and vim.inspect_pos then
+      local pos = vim.inspect_pos(buf, 0, 0)
+      hl_ok = #pos.extmarks > 0 or #(pos.syntax or {}) > 0 or pos.terminal ~= nil
+    end
+    T.ok(hl_ok, "colour highlight present")
+  end)
+
+  test("console: \\r progress updates redraw one line", function()
+    close_others()
+    local ex = p.run({
+      cmd = [[printf 'start\n'; for i in $(seq 1 50); do printf '\rprogress %3d%% [%-50s]' $((i*2)) $(printf '%*s' $i '' | tr ' ' '#'); done; printf '\ndone\n']],
+      pty = true,
+    })
+    local buf = ex:open()
+    local final = H.wait_final(buf)
+    T.match(final, "completed: exit 0")
+    T.eq(table.concat(body(buf), "\n"), "start\nprogress 100% [" .. string.rep("#", 50) .. "]\ndone")
+  end)
+
+  test("console: 10,000 lines, nothing lost, last line present", function()
+    close_others()
+    local old = vim.o.scrollback
+    vim.o.scrollback = 100000
+    local ex = p.run({ cmd = "seq 1 10000; echo last-line" })
+    local buf = ex:open()
+    vim.o.scrollback = old
+    H.wait_final(buf, 20000)
+    local l = body(buf)
+    T.eq(l[#l], "last-line")
+    T.eq(#l, 10001, "line count")
+    for i = 1, 10000 do
+      if l[i] ~= tostring(i) then error("line " .. i .. " is " .. tostring(l[i])) end
+    end
+    T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
+  end)
+
+  test("console: winbar/statusline shows id, label, state, elapsed, exit", function()
+    close_others()
+    local ex = p.run({ cmd = "sleep 0.3; exit 2", label = "barred" })
+    local buf, win = ex:open()
+    H.wait(3000, function() return engine.state[ex.id] == "running" end)
+    local bar = require("proctor.console").bar(win)
+    T.match(bar, "^proctor #" .. ex.id .. " barred │ running [%d.]+ m?s$")
+    local opt = vim.fn.has("nvim-0.8") == 1 and "winbar" or "statusline"
+    T.match(api.nvim_win_get_option(win, opt), "proctor%.console'%.bar%(%)")
+    H.wait_final(buf)
+    T.match(require("proctor.console").bar(win), "^proctor #" .. ex.id .. " barred │ failed: exit 2 after [%d.]+ m?s$")
+    -- a window showing another buffer gets no proctor text
+    vim.cmd("enew")
+    T.ok(not require("proctor.console").bar(api.nvim_get_current_win()):find("proctor #"))
+  end)
+
+  test("close and reopen a console; wiped buffers replay the ring buffer", function()
+    close_others()
+    local ex = p.run({ cmd = "for i in $(seq 1 30); do echo tick$i; sleep 0.02; done", label = "reopen" })
+    local buf, win = ex:open()
+    H.wait(3000, function() return H.has_line(buf, "^tick3$") end, "first output")
+    api.nvim_win_close(win, true)
+    T.eq(engine.state[ex.id], "running", "closing the window does not stop the process")
+    local buf2 = ex:open()
+    T.eq(buf2, buf, "same buffer")
+    H.wait_final(buf, 5000)
+    -- wipe it: the next open replays everything from the ring
+    vim.cmd("bwipeout! " .. buf)
+    local buf3 = ex:open()
+    T.ok(buf3 ~= buf)
+    H.wait_final(buf3)
+    local l = body(buf3)
+    T.eq(#l, 30)
+    T.eq(l[1], "tick1")
+    T.eq(l[30], "tick30")
+  end)
+
+  test("open mid-run the console of an execution started through the core", function()
+    close_others()
+    local eng = engine.get()
+    local id = eng:start({ cmd = "echo early-1; echo early-2; sleep 0.4; echo late-1; exit 3", label = "ext", owner = "agent" })
+    H.wait(3000, function()
+      local r = eng:get(id)
+      return r and r.bytes and (r.bytes.stdout or 0) >= 16
+    end, "early output")
+    local buf = p.open(id)
+    T.ok(buf, "console opened")
+    H.wait(3000, function() return H.has_line(buf, "^early%-2$") end, "replayed output")
+    T.ok(not H.has_line(buf, "late"), "late output before it was printed")
+    local final = H.wait_final(buf)
+    T.match(final, "failed: exit 3")
+    T.eq(table.concat(body(buf), ","), "early-1,early-2,late-1")
+  end)
+
+  test("plain-text view and quickfix", function()
+    close_others()
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    vim.fn.writefile({ "int x;", "int y;", "int z;" }, dir .. "/foo.c")
+    local ex = p.run({
+      cmd = [[printf '\033[1mbuilding\033[0m 10%%\rbuilding 100%%\n'; printf 'foo.c:2:5: error: bad thing\n' >&2; exit 1]],
+      cwd = dir,
+    })
+    ex:wait(5000)
+    local lines = require("proctor.console").plain(ex.id)
+    T.eq(lines[1], "building 100%")
+    T.eq(lines[2], "── stderr ──")
+    T.eq(lines[3], "foo.c:2:5: error: bad thing")
+    vim.cmd("Proctor text " .. ex.id)
+    T.eq(api.nvim_buf_get_name(0), "proctor://" .. ex.id .. "/text")
+    T.eq(api.nvim_buf_get_lines(0, 0, 1, false)[1], "building 100%")
+    vim.o.errorformat = "%f:%l:%c: %m"
+    vim.cmd("Proctor qf " .. ex.id)
+    local qf = vim.fn.getqflist()
+    local valid
+    for _, it in ipairs(qf) do if it.valid == 1 then valid = it end end
+    T.ok(valid, "a valid quickfix entry")
+    T.eq(valid.lnum, 2)
+    T.eq(valid.col, 5)
+    T.eq(vim.fn.fnamemodify(vim.fn.bufname(valid.bufnr), ":p"), dir .. "/foo.c")
+    T.match(vim.fn.getqflist({ title = 1 }).title, "proctor #" .. ex.id)
+    vim.cmd("cclose")
+  end)
+
+  -- Typing into consoles needs a real input loop: drive a child Neovim.
+  test("typing reaches cat, a shell read prompt, and a PTY program", function()
+    local c = H.child()
+    local ok, err = pcall(function()
+      c.lua([[require("proctor").setup({ notify = "never" })]])
+      -- 1. cat on pipes: a line on <CR> (local echo), ^D closes stdin
+      local id, buf = unpack(c.lua([[
+        local ex = require("proctor").run({ cmd = "cat" })
+        local buf = ex:open()
+        return { ex.id, buf }
+      ]]))
+      c.wait(3000, "require('proctor.engine').state[...] == 'running'", "cat running", id)
+      c.input("ihello cat<CR>")
+      c.wait(3000, "#vim.tbl_filter(function(l) return l == 'hello cat' end, lines(...)) == 2", "echo + cat output", buf)
+      c.input("<C-d>")
+      c.wait(3000, "require('proctor.engine').state[...] == 'completed'", "cat ended on ^D", id)
+      c.input("<C-\\><C-n>")
+      -- 2. a shell read prompt on pipes
+      id, buf = unpack(c.lua([[
+        local ex = require("proctor").run({ cmd = "printf 'name? '; read n; echo \"hello $n\"" })
+        local buf = ex:open({ open = "current" })
+        return { ex.id, buf }
+      ]]))
+      c.wait(3000, "has_line(..., '^name%?')", "prompt", buf)
+      c.input("ibob<BS><BS>ob<CR>")
+      c.wait(3000, "has_line(..., '^hello bob$')", "answer", buf)
+      c.wait(3000, "require('proctor.engine').state[...] == 'completed'", "read ended", id)
+      c.input("<C-\\><C-n>")
+      -- 3. an interactive program under a PTY (echo and line editing by the tty)
+      id, buf = unpack(c.lua([[
+        local ex = require("proctor").run({ cmd = { "python3", "-c",
+          "import sys\nx = input('py> ')\nprint('got', x[::-1])\ny = input('again> ')\nprint('len', len(y))" },
+          pty = true })
+        local buf = ex:open({ open = "current" })
+        return { ex.id, buf }
+      ]]))
+      c.wait(5000, "has_line(..., '^py>')", "python prompt", buf)
+      c.input("iabc<CR>")
+      c.wait(3000, "has_line(..., '^got cba$')", "python answer", buf)
+      c.wait(3000, "has_line(..., '^again>')", "second prompt", buf)
+      c.input("xyzw<CR>")
+      c.wait(3000, "has_line(..., '^len 4$')", "second answer", buf)
+      c.wait(3000, "require('proctor.engine').state[...] == 'completed'", "python ended", id)
+      T.ok(c.lua("return has_line(..., '^py> abc$')", buf), "the pty echoed the typed text")
+    end)
+    c.stop()
+    if not ok then error(err, 0) end
+  end)
+end
