@@ -13,13 +13,16 @@ WARN      ?= -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 LUAJIT_INC ?= $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
 LUA54_INC  ?= $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 UV_LIBS    ?= $(shell pkg-config --libs libuv 2>/dev/null || echo -luv)
+# msgpack-c is linked statically and its symbols stay hidden inside the core.
+MSGPACK_LIBS ?= -l:libmsgpackc.a -Wl,--exclude-libs,ALL
+FUZZ_SECONDS ?= 60
 BUILD     ?= build
 SETUP     ?= scripts/setup.sh
 
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(WARN)
 
 ENGINE_SRC = csrc/error.c csrc/ring.c csrc/wire.c csrc/supervisor.c csrc/exec.c \
-             csrc/registry.c csrc/engine.c
+             csrc/registry.c csrc/engine.c csrc/rpc_server.c csrc/rpc_conn.c csrc/rpc_methods.c
 CORE_SRC   = $(ENGINE_SRC) csrc/lua_core.c
 HDRS       = $(wildcard csrc/*.h)
 
@@ -59,7 +62,7 @@ $(BUILD)/nvim/%.o: csrc/%.c $(HDRS)
 	$(CC) $(CFLAGS) $(BASE_CFLAGS) $(LUAJIT_INC) -c $< -o $@
 
 $(BUILD)/nvim/core.so: $(NVIM_OBJ)
-	$(CC) -shared -pthread -o $@ $(NVIM_OBJ) -ldl
+	$(CC) -shared -pthread -o $@ $(NVIM_OBJ) $(MSGPACK_LIBS) -ldl
 
 $(NVIM_SO): $(BUILD)/nvim/core.so
 	cp -f $< $@.tmp && mv -f $@.tmp $@
@@ -71,7 +74,7 @@ $(BUILD)/lua5.4/obj/%.o: csrc/%.c $(HDRS)
 
 $(LUA54_SO): $(LUA54_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -pthread -o $@.tmp $(LUA54_OBJ) $(UV_LIBS) -ldl
+	$(CC) -shared -pthread -o $@.tmp $(LUA54_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
 	mv -f $@.tmp $@
 
 $(BUILD):
@@ -82,10 +85,10 @@ SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sa
 TSAN_FLAGS = -O1 -g -fsanitize=thread
 
 $(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) -ldl
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
 
 $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(CLANG) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) -ldl
+	$(CLANG) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/ring.c csrc/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/ring.c csrc/error.c $(UV_LIBS)

@@ -25,6 +25,7 @@
 
 #include "exec.h"
 #include "registry.h"
+#include "rpc.h"
 #include "supervisor.h"
 
 extern char **environ;
@@ -155,7 +156,7 @@ static void run_list(pr_engine_t *e, pr_cmd_t *c) {
   c->n = n;
 }
 
-static void run_cmd(pr_engine_t *e, pr_cmd_t *c) {
+void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c) {
   pr_exec_t *x;
   c->rc = 0;
   switch (c->type) {
@@ -213,6 +214,7 @@ static void run_cmd(pr_engine_t *e, pr_cmd_t *c) {
     x = pr_registry_find(e, c->id, 0);
     if (x) pr_exec_resume(x);
     break;
+  case PR_CMD_CALL: c->fn(e, c->out); break;
   case PR_CMD_CLOSE: {
     e->closing = 1;
     pr_queue_t *q = pr_queue_head(&e->order);
@@ -265,7 +267,7 @@ static void on_async(uv_async_t *h) {
       answer(e, c, 1);
       continue;
     }
-    run_cmd(e, c);
+    pr_engine_run_cmd(e, c);
     answer(e, c, 0);
   }
 }
@@ -307,6 +309,7 @@ static void finish_close(pr_engine_t *e) {
     pr_queue_remove(k);
     answer(e, PR_QUEUE_DATA(k, pr_cmd_t, node), 1);
   }
+  if (e->rpc) pr_rpc_close(e); /* its handles are not executions': close them first */
   uv_walk(&e->loop, close_any, e);
 }
 
@@ -324,11 +327,34 @@ static void *thread_main(void *arg) {
 
 /* ---- host thread: lifecycle ---------------------------------------------------------- */
 
+/* A NULL-terminated copy of environ (host thread), or NULL when out of memory. */
+static char **pr_env_snapshot(void) {
+  size_t n = 0;
+  while (environ && environ[n]) n++;
+  char **v = calloc(n + 1, sizeof(char *));
+  if (v == NULL) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    if ((v[i] = strdup(environ[i])) == NULL) {
+      for (size_t k = 0; k < i; k++) free(v[k]);
+      free(v);
+      return NULL;
+    }
+  }
+  return v;
+}
+
+static void pr_env_free(char **v) {
+  if (v == NULL) return;
+  for (char **p = v; *p; p++) free(*p);
+  free(v);
+}
+
 int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   *out = NULL;
   pr_engine_t *e = calloc(1, sizeof(*e));
   if (e == NULL) return PR_ENOMEM;
   if (opts) e->opts = *opts;
+  e->opts.listen = NULL; /* copied into e->listen below */
   if (!e->opts.output_limit) e->opts.output_limit = PR_DEFAULT_OUTPUT_LIMIT;
   if (!e->opts.history_limit) e->opts.history_limit = PR_DEFAULT_HISTORY;
   if (!e->opts.kill_grace_ms) e->opts.kill_grace_ms = PR_DEFAULT_GRACE;
@@ -341,6 +367,13 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   pr_queue_init(&e->events);
   e->next_id = 1;
   int rc;
+  if (opts && opts->listen) {
+    /* RPC starts are built on the engine thread, where environ must not be
+     * read: they inherit this snapshot of the host environment. */
+    rc = PR_ENOMEM;
+    if ((e->listen = strdup(opts->listen)) == NULL || (e->rpc_env = pr_env_snapshot()) == NULL)
+      goto fail;
+  }
   if ((rc = pr_sup_init(e)) != 0) goto fail; /* copies shepherd_path */
   e->opts.shepherd_path = NULL;
   if ((rc = pr_registry_init(e)) != 0) goto fail;
@@ -362,14 +395,18 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   e->async.data = e;
   uv_timer_init(&e->loop, &e->close_timer);
   e->close_timer.data = e;
-  /* The engine thread must not take the host's signals. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = pthread_create(&e->thread, NULL, thread_main, e);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  /* The loop is not running yet, so this thread may still set up the server. */
+  rc = e->listen ? pr_rpc_start(e, e->listen) : 0;
+  if (rc == 0) {
+    /* The engine thread must not take the host's signals. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = -pthread_create(&e->thread, NULL, thread_main, e);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  }
   if (rc != 0) {
-    rc = -rc;
+    if (e->rpc) pr_rpc_close(e);
     uv_close((uv_handle_t *)&e->async, NULL);
     uv_close((uv_handle_t *)&e->close_timer, NULL);
     uv_run(&e->loop, UV_RUN_DEFAULT);
@@ -382,6 +419,8 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
 fail:
   pr_sup_destroy(e);
   free(e->buckets);
+  free(e->listen);
+  pr_env_free(e->rpc_env);
   if (e->wakefd >= 0) close(e->wakefd);
   pthread_mutex_destroy(&e->mu);
   pthread_mutex_destroy(&e->evmu);
@@ -440,6 +479,8 @@ void pr_engine_free(pr_engine_t *e) {
     pr_event_free((pr_event_t *)(void *)q);
   }
   close(e->wakefd);
+  free(e->listen);
+  pr_env_free(e->rpc_env);
   pthread_mutex_destroy(&e->mu);
   pthread_mutex_destroy(&e->evmu);
   pthread_cond_destroy(&e->cond);
@@ -488,9 +529,10 @@ static void sb_add(sbuf_t *b, const char *s) {
 }
 
 /* Add base env entries not overridden by `extra`, then the extras. */
-static void build_env(sbuf_t *b, const pr_spec_t *s, const char *const *extra, size_t nextra) {
-  if (!s->clear_env && environ) {
-    for (char **ep = environ; *ep; ep++) {
+static void build_env(sbuf_t *b, const pr_spec_t *s, char *const *base, const char *const *extra,
+                      size_t nextra) {
+  if (!s->clear_env && base) {
+    for (char *const *ep = base; *ep; ep++) {
       size_t kl = key_len(*ep);
       int over = 0;
       for (size_t i = 0; i < s->envc && !over; i++) over = same_key(s->env[i], *ep, kl);
@@ -507,17 +549,17 @@ static void build_env(sbuf_t *b, const pr_spec_t *s, const char *const *extra, s
   for (size_t i = 0; i < nextra; i++) sb_add(b, extra[i]);
 }
 
-int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
-  if (e->closed) return PR_ECLOSED;
+int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_env,
+                         pr_exec_t **out) {
+  *out = NULL;
   if (s == NULL || (s->shell == NULL && (s->argc == 0 || s->argv == NULL))) return PR_EINVAL;
   for (size_t i = 0; i < s->envc; i++)
     if (s->env[i] == NULL || strchr(s->env[i], '=') == NULL || s->env[i][0] == '=')
       return PR_EINVAL;
   pr_exec_t *x = calloc(1, sizeof(*x));
-  pr_cmd_t *c = calloc(1, sizeof(*c));
   sbuf_t b = {0};
   int rc = PR_ENOMEM;
-  if (x == NULL || c == NULL) goto fail;
+  if (x == NULL) goto fail;
   x->pidfd = -1;
   x->verdict = -1;
   x->exit_code = -1;
@@ -564,16 +606,21 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
 
   char idvar[48];
   snprintf(idvar, sizeof(idvar), "PROCTOR_EXECUTION_ID=%llu", (unsigned long long)x->id);
-  const char *extra[2] = {idvar, "TERM=xterm-256color"};
+  char sockvar[sizeof("PROCTOR_SOCKET=") + PR_LISTEN_MAX]; /* where the RPC socket is */
+  const char *extra[3] = {idvar};
   size_t nextra = 1;
+  if (e->listen) {
+    snprintf(sockvar, sizeof(sockvar), "PROCTOR_SOCKET=%s", e->listen);
+    extra[nextra++] = sockvar;
+  }
   if (x->pty) {
     int has_term = 0;
     for (size_t i = 0; i < s->envc; i++) has_term |= same_key(s->env[i], "TERM", 4);
-    if (!has_term) nextra = 2;
+    if (!has_term) extra[nextra++] = "TERM=xterm-256color";
   }
   sb_add(&b, x->cwd);
   for (size_t i = 0; i < x->argc; i++) sb_add(&b, x->argv[i]);
-  build_env(&b, s, extra, nextra);
+  build_env(&b, s, base_env, extra, nextra);
   if (b.err) {
     rc = b.err;
     goto fail;
@@ -581,15 +628,28 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
   x->spawn_msg = b.p;
   x->spawn_len = b.len;
   b.p = NULL;
+  *out = x;
+  return 0;
+fail:
+  free(b.p);
+  if (x) pr_exec_free(x);
+  return rc;
+}
+
+int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
+  if (e->closed) return PR_ECLOSED;
+  pr_exec_t *x;
+  int rc = pr_engine_build_exec(e, s, environ, &x); /* host thread: environ is safe here */
+  if (rc != 0) return rc;
+  pr_cmd_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    pr_exec_free(x);
+    return PR_ENOMEM;
+  }
   c->type = PR_CMD_START;
   c->exec = x;
   *id = x->id;
   return submit(e, c);
-fail:
-  free(b.p);
-  if (x) pr_exec_free(x);
-  free(c);
-  return rc;
 }
 
 /* ---- host thread: control and queries ---------------------------------------------- */
@@ -664,6 +724,13 @@ int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, ui
 }
 
 int pr_engine_fd(const pr_engine_t *e) { return e->wakefd; }
+
+const char *pr_engine_address(const pr_engine_t *e) { return e->listen; }
+
+int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg) {
+  pr_cmd_t c = {.type = PR_CMD_CALL, .fn = fn, .out = arg};
+  return simple(e, &c);
+}
 
 size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max) {
   size_t n = 0;

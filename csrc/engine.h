@@ -41,6 +41,9 @@ enum { PR_STDOUT = 0, PR_STDERR, PR_PTY, PR_NSTREAM };
 typedef enum { PR_CANCELING = 0, PR_ALREADY_CANCELING, PR_ALREADY_TERMINAL, PR_CANCEL_NOT_FOUND } pr_cancel_result_t;
 typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND } pr_delete_result_t;
 
+/* Longest socket path accepted for `listen` (sun_path minus its NUL). */
+#define PR_LISTEN_MAX 107
+
 /* Engine options. Zero means "default" for every field. */
 typedef struct {
   size_t output_limit;       /* bytes retained per stream; default 8 MiB */
@@ -50,6 +53,7 @@ typedef struct {
   uint32_t kill_grace_ms;    /* default SIGTERM → SIGKILL grace; default 2000 */
   uint32_t drain_ms;         /* how long output may still arrive after exit; default 500 */
   const char *shepherd_path; /* proctor-shepherd binary; NULL = next to this library */
+  const char *listen;        /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
 } pr_engine_opts_t;
 
 /* What to run. Strings are copied by pr_engine_start. */
@@ -169,6 +173,15 @@ int pr_engine_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms, si
  * retained one. Returns 0, PR_ENOENT, PR_ENOSTREAM, PR_ECLOSED, PR_ENOMEM. */
 int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, uint64_t from,
                    size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed);
+
+/* pr_engine_address: the RPC socket path, or NULL when not listening. The
+ * string lives as long as the engine. */
+const char *pr_engine_address(const pr_engine_t *e);
+
+/* pr_engine_call: run fn(e, arg) on the engine thread and wait until it
+ * returned (tests and the RPC fuzz harness use it to drive engine-thread code).
+ * Returns 0, or PR_ECLOSED (fn did not run). */
+int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *arg);
 
 /* pr_engine_fd: an fd readable while events are pending (never closed before
  * pr_engine_free). */

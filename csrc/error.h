@@ -23,7 +23,8 @@
   X(EPROTO, -30008, "protocol error")                                            \
   X(ETOOBIG, -30009, "argument too large")                                       \
   X(ENOSTREAM, -30010, "no such stream for this execution")                      \
-  X(EBUSY, -30011, "resource busy")
+  X(EBUSY, -30011, "resource busy")                                              \
+  X(ENOMETHOD, -30012, "no such method")
 
 typedef enum {
 #define X(name, value, msg) PR_##name = value,

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "registry.h"
+#include "rpc.h"
 #include "supervisor.h"
 
 #ifndef SYS_pidfd_send_signal
@@ -69,6 +70,7 @@ static int transition(pr_exec_t *x, pr_state_t to) {
   if (to >= PR_NSTATE || !allowed[from][to]) return PR_EINVAL;
   x->state = to;
   emit_state(x, from);
+  if (x->eng->rpc) pr_rpc_on_state(x->eng, x, from); /* RPC subscribers and waiters */
   return 0;
 }
 
@@ -148,6 +150,7 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
   if (nread > 0) {
     pr_ring_write(s->ring, buf->base, (size_t)nread);
     emit_output_marker(x, (int)(s - x->streams));
+    if (x->eng->rpc) pr_rpc_on_output(x->eng, x, (int)(s - x->streams)); /* RPC subscribers */
     if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) {
       uv_read_stop(h);
       s->paused = 1;

@@ -60,6 +60,21 @@ void pr_exec_free(pr_exec_t *x);
 /* pr_exec_handle_closed: uv_close callback of every handle an execution owns. */
 void pr_exec_handle_closed(uv_handle_t *h);
 
+/* pr_engine_run_cmd (engine.c): run one command on the engine thread and
+ * leave its results in `c` (rc, out, n, r1, r2) without answering anyone: the
+ * host's on_async path and the RPC handlers share it. `c->session` scopes
+ * lookups (0: every execution). START takes c->exec (built by
+ * pr_engine_build_exec) and sets it to NULL. Engine thread only. */
+void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c);
+
+/* pr_engine_build_exec (engine.c): validate `s` and build a new execution
+ * with its id, rings and spawn payload; `base_env` is the environment it
+ * inherits unless s->clear_env (the host passes environ, the engine thread
+ * e->rpc_env). Strings are copied. Any thread. Returns 0 and *out, or
+ * PR_EINVAL / PR_ETOOBIG / PR_ENOMEM. */
+int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_env,
+                         pr_exec_t **out);
+
 /* Emitting events into the host queue (engine.c). */
 void pr_emit_event(pr_engine_t *e, pr_event_t *ev);
 

@@ -232,7 +232,9 @@ static int l_new(lua_State *L) {
     o.kill_grace_ms = (uint32_t)opt_nonneg(L, 1, "kill_grace_ms", 0, 3600000);
     o.drain_ms = (uint32_t)opt_nonneg(L, 1, "drain_ms", 0, 3600000);
     o.shepherd_path = opt_str(L, 1, "shepherd");
-    if (opt_str(L, 1, "listen") != NULL) return fail(L, PR_EINVAL, "(listen: the RPC server is not built yet)");
+    o.listen = opt_str(L, 1, "listen");
+    if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
+      luaL_argerror(L, 1, "'listen' must be a socket path of 1 to 107 bytes");
   }
   lengine_t *le = (lengine_t *)pr_newuserdata(L, sizeof(*le));
   le->e = NULL;
@@ -537,6 +539,15 @@ static int l_wait(lua_State *L) {
   return push_events(L, le->e, max);
 }
 
+/* eng:address() -> the RPC socket path, or nil when not listening */
+static int l_address(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  const char *a = le->e ? pr_engine_address(le->e) : NULL;
+  if (a == NULL || pr_engine_closed(le->e)) lua_pushnil(L);
+  else lua_pushstring(L, a);
+  return 1;
+}
+
 /* eng:close() — cancel everything, wait (bounded), stop. Idempotent. */
 static int l_close(lua_State *L) {
   lengine_t *le = check_engine(L);
@@ -572,7 +583,7 @@ static const luaL_Reg engine_methods[] = {
     {"resize", l_resize}, {"get", l_get},       {"list", l_list},
     {"purge", l_purge},   {"read", l_read},     {"fd", l_fd},
     {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
-    {"closed", l_closed}, {NULL, NULL}};
+    {"closed", l_closed}, {"address", l_address}, {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   if (luaL_newmetatable(L, PR_ENGINE_MT)) {

@@ -39,9 +39,14 @@ int pr_registry_add(pr_engine_t *e, pr_exec_t *x) {
   size_t b = x->id % e->nbuckets;
   x->hnext = e->buckets[b];
   e->buckets[b] = x;
-  /* Ids are handed out in increasing order but commands from several host
-   * calls arrive in order too, so appending keeps the list sorted. */
-  pr_queue_push(&e->order, &x->order);
+  /* Ids are handed out in increasing order and host commands arrive in
+   * order, but an RPC start (built on the engine thread) can overtake a host
+   * start still in the command queue: walk back from the tail (almost always
+   * zero steps) to keep the list sorted by id. */
+  pr_queue_t *at = &e->order;
+  while (at->prev != &e->order && PR_QUEUE_DATA(at->prev, pr_exec_t, order)->id > x->id)
+    at = at->prev;
+  pr_queue_push(at, &x->order);
   e->count++;
   return 0;
 }

@@ -91,6 +91,7 @@ typedef enum {
   PR_CMD_READ,
   PR_CMD_RESUME,
   PR_CMD_CLOSE,
+  PR_CMD_CALL,       /* run fn(engine, out) on the engine thread (tests, fuzzing) */
 } pr_cmd_type_t;
 
 typedef struct pr_cmd {
@@ -110,6 +111,7 @@ typedef struct pr_cmd {
   void *out;
   size_t n;
   uint64_t r1, r2;
+  void (*fn)(struct pr_engine *, void *); /* CALL */
 } pr_cmd_t;
 
 /* Engine-side state of the shepherd connection. */
@@ -153,6 +155,9 @@ struct pr_engine {
   pr_queue_t queued;   /* FIFO of queued executions */
   uint32_t running;    /* starting + running */
   pr_supervisor_t sup;
+  struct pr_rpc *rpc;  /* the msgpack-rpc server (rpc_server.c), NULL when not listening */
+  char *listen;        /* socket path, immutable after pr_engine_new (host may read it) */
+  char **rpc_env;      /* environ snapshot taken by pr_engine_new for RPC starts */
   char readbuf[65536];
 };
 
