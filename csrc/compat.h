@@ -22,12 +22,12 @@
 
 /* An integer-valued number (LuaJIT has only doubles). Returns 1 and *out. */
 static inline int pr_tointeger(lua_State *L, int i, lua_Integer *out) {
+  if (lua_type(L, i) != LUA_TNUMBER) return 0; /* no string coercion */
 #if LUA_VERSION_NUM >= 503
   int ok = 0;
   *out = lua_tointegerx(L, i, &ok);
   return ok;
 #else
-  if (lua_type(L, i) != LUA_TNUMBER) return 0;
   lua_Number n = lua_tonumber(L, i);
   if (n != n || n < -9007199254740992.0 || n > 9007199254740992.0 || (lua_Number)(lua_Integer)n != n)
     return 0;

@@ -68,6 +68,8 @@ const char *pr_delete_result_name(pr_delete_result_t r) {
   return (unsigned)r < 3 ? n[r] : "not_found";
 }
 
+uint64_t pr_hrtime(void) { return uv_hrtime(); }
+
 int pr_state_terminal(pr_state_t s) { return s >= PR_COMPLETED && s < PR_NSTATE; }
 
 /* ---- events (engine thread pushes, host pops) ------------------------------------ */
@@ -562,6 +564,7 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   if (x == NULL) goto fail;
   x->pidfd = -1;
   x->verdict = -1;
+  pr_queue_init(&x->pending_in);
   x->exit_code = -1;
   x->session = s->session;
   x->pty = s->pty;
@@ -574,8 +577,9 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   x->created_at = pr_now_ms();
   if (s->label && (x->label = strdup(s->label)) == NULL) goto fail;
   if ((x->owner = strdup(s->owner ? s->owner : "host")) == NULL) goto fail;
+  char here[4096]; /* not getcwd(NULL, 0): its buffer bypasses ASan's malloc */
   if (s->cwd) x->cwd = strdup(s->cwd);
-  else x->cwd = getcwd(NULL, 0);
+  else if (getcwd(here, sizeof(here)) != NULL) x->cwd = strdup(here);
   if (x->cwd == NULL) goto fail;
   if (s->shell) {
     if ((x->shell = strdup(s->shell)) == NULL) goto fail;

@@ -199,6 +199,9 @@ void pr_event_free(pr_event_t *ev);
 void pr_record_free(pr_record_t *r);
 void pr_records_free(pr_record_t **v, size_t n);
 
+/* pr_hrtime: monotonic clock in nanoseconds. Any thread. */
+uint64_t pr_hrtime(void);
+
 /* Names used in every surface. */
 const char *pr_state_name(pr_state_t s);
 int pr_state_from_name(const char *name); /* -1 if unknown */

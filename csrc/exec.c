@@ -31,6 +31,17 @@
 
 static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);
+static void flush_pending_input(pr_exec_t *x);
+static void drop_pending_input(pr_exec_t *x);
+
+/* A write request owns its bytes. While an execution is queued or starting,
+ * input waits on x->pending_in in the same structs (node unused by libuv). */
+typedef struct {
+  uv_write_t req;
+  pr_queue_t node;
+  size_t len;
+  char data[];
+} write_t;
 
 uint64_t pr_now_ms(void) {
   struct timespec ts;
@@ -160,7 +171,8 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
     }
     return;
   }
-  if (nread == 0) { /* back-pressure alloc gave no room */
+  if (nread == 0) return; /* EAGAIN: nothing to do */
+  if (nread == UV_ENOBUFS) { /* back-pressure: on_alloc had no room for this stream */
     uv_read_stop(h);
     s->paused = 1;
     pthread_mutex_lock(&s->ring->mu);
@@ -221,13 +233,12 @@ static void stop(pr_exec_t *x, int force) {
 }
 
 pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
-  if (x->finished || x->exited || (x->verdict >= 0 && x->verdict != PR_CANCELED &&
-                                   x->verdict != PR_TIMED_OUT))
-    return PR_ALREADY_TERMINAL;
-  if (x->verdict >= 0) { /* canceled or timed out: already being stopped */
+  if (x->finished) return PR_ALREADY_TERMINAL;
+  if (x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) { /* being stopped */
     if (force && x->state == PR_RUNNING) stop(x, 1);
     return PR_ALREADY_CANCELING;
   }
+  if (x->exited || x->verdict >= 0) return PR_ALREADY_TERMINAL; /* its exit came first */
   decide(x, PR_CANCELED, reason);
   switch (x->state) {
   case PR_QUEUED:
@@ -328,6 +339,7 @@ void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nf
   x->started_at = pr_now_ms();
   x->started_mono = uv_now(&e->loop);
   transition(x, PR_RUNNING);
+  flush_pending_input(x); /* needs state running */
   if (x->verdict == PR_CANCELED) stop(x, x->stopping == 2);
   else if (x->timeout_ms) timer_start(x, x->timeout_ms);
 }
@@ -421,6 +433,7 @@ static void finish(pr_exec_t *x) {
     close(x->pidfd);
     x->pidfd = -1;
   }
+  drop_pending_input(x);
   x->ended_at = pr_now_ms();
   if (x->started_mono) x->duration_ms = uv_now(&e->loop) - x->started_mono;
   int verdict = x->verdict >= 0 ? x->verdict : PR_FAILED;
@@ -448,11 +461,6 @@ void pr_exec_abandon(pr_exec_t *x) {
 
 /* ---- stdin ---------------------------------------------------------------------------- */
 
-typedef struct {
-  uv_write_t req;
-  char data[];
-} write_t;
-
 static void on_write(uv_write_t *req, int status) {
   (void)status; /* EPIPE when the child closed its stdin: nothing to report to anyone */
   free(req);
@@ -462,7 +470,39 @@ static uv_stream_t *input_stream(pr_exec_t *x) {
   return x->pty ? (uv_stream_t *)&x->streams[PR_PTY].pipe : (uv_stream_t *)&x->in;
 }
 
+static void drop_pending_input(pr_exec_t *x) {
+  while (!pr_queue_empty(&x->pending_in)) {
+    pr_queue_t *q = pr_queue_head(&x->pending_in);
+    pr_queue_remove(q);
+    free(PR_QUEUE_DATA(q, write_t, node));
+  }
+}
+
+/* Input given before the process existed goes out first, in order. */
+static void flush_pending_input(pr_exec_t *x) {
+  int close_after = x->in_closing;
+  x->in_closing = 0;
+  while (!pr_queue_empty(&x->pending_in)) {
+    pr_queue_t *q = pr_queue_head(&x->pending_in);
+    pr_queue_remove(q);
+    write_t *w = PR_QUEUE_DATA(q, write_t, node);
+    if (x->in_open) pr_exec_input(x, w->data, w->len);
+    free(w);
+  }
+  if (close_after && x->in_open) pr_exec_close_stdin(x);
+  else if (close_after) x->in_closing = 1;
+}
+
 int pr_exec_input(pr_exec_t *x, const char *data, size_t len) {
+  if ((x->state == PR_QUEUED || x->state == PR_STARTING) && x->verdict < 0) {
+    if (!x->stdin_pipe || x->in_closing) return PR_ESTDINCLOSED;
+    write_t *w = malloc(sizeof(*w) + len);
+    if (w == NULL) return PR_ENOMEM;
+    w->len = len;
+    memcpy(w->data, data, len);
+    pr_queue_push(&x->pending_in, &w->node);
+    return 0;
+  }
   if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
   if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
   if (len == 0) return 0;
@@ -493,6 +533,11 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 }
 
 int pr_exec_close_stdin(pr_exec_t *x) {
+  if ((x->state == PR_QUEUED || x->state == PR_STARTING) && x->verdict < 0) {
+    if (!x->stdin_pipe || x->in_closing) return PR_ESTDINCLOSED;
+    x->in_closing = 1; /* applied after the pending input once running */
+    return 0;
+  }
   if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
   if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
   if (x->pty) { /* a terminal has no stdin to close: send the EOF character */
@@ -578,5 +623,6 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->error);
   free(x->spawn_msg);
   if (x->pidfd >= 0) close(x->pidfd);
+  if (x->pending_in.next) drop_pending_input(x);
   free(x);
 }

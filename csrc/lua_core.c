@@ -577,6 +577,12 @@ static int l_tostring(lua_State *L) {
   return 1;
 }
 
+/* core.hrtime() -> monotonic nanoseconds (like uv.hrtime) */
+static int l_hrtime(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)pr_hrtime());
+  return 1;
+}
+
 static const luaL_Reg engine_methods[] = {
     {"start", l_start},   {"cancel", l_cancel}, {"delete", l_delete},
     {"input", l_input},   {"close_stdin", l_close_stdin},
@@ -601,6 +607,8 @@ __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   lua_newtable(L);
   lua_pushcfunction(L, l_new);
   lua_setfield(L, -2, "new");
+  lua_pushcfunction(L, l_hrtime);
+  lua_setfield(L, -2, "hrtime");
   lua_pushstring(L, PR_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

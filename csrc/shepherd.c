@@ -72,8 +72,22 @@ typedef struct job {
   pid_t pid;      /* leader; also pgid and sid of the job */
   int exited;     /* leader exit seen (leader is a zombie we hold) */
   int stopping;   /* a stop was requested: on leader exit, kill the rest at once */
+  /* Exec handshake still open: `ep` gets EOF when exec succeeded (CLOEXEC)
+   * or {stage, errno} when it failed. Until then SPAWNED is not sent, the
+   * parent ends wait in `fds`, and an exit is held back in `exit_*`. */
+  int handshake;
+  int ep;
+  int fds[PR_WIRE_MAX_FDS], nfds;
+  uint32_t rflags;
+  int exit_pending;
+  uint32_t exit_flags;
+  int64_t exit_value;
   struct job *next_id, *next_pid;
 } job_t;
+
+/* Jobs whose exec handshake is open (their ep is in the poll set). */
+static job_t **shaking;
+static size_t nshaking, capshaking;
 
 #define NBUCKET 4096
 static job_t *by_id[NBUCKET], *by_pid[NBUCKET];
@@ -333,6 +347,12 @@ static void leader_exited(job_t *j, const siginfo_t *si) {
   int64_t b = si->si_status;
   if (si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED) flags |= PR_WF_SIGNALED;
   if (j->stopping) kill_job(j, SIGKILL, 1); /* leader gone while stopping: rest dies now */
+  if (j->handshake) { /* SPAWNED (or FAILED) must go first */
+    j->exit_pending = 1;
+    j->exit_flags = flags;
+    j->exit_value = b;
+    return;
+  }
   send_hdr(PR_W_EXITED, flags, j->id, 0, b, NULL, 0);
 }
 
@@ -369,6 +389,8 @@ static void reap(void) {
 }
 
 /* ---- spawning -------------------------------------------------------------- */
+
+static int grow_shaking(void);
 
 static void fail_spawn(uint64_t job, int err, int stage) {
   send_hdr(PR_W_FAILED, 0, job, err, stage, NULL, 0);
@@ -472,18 +494,12 @@ static void do_spawn(void) {
   }
   close(ep[1]);
   ep[1] = -1;
-  int msg[2];
-  ssize_t r;
-  do r = read(ep[0], msg, sizeof(msg));
-  while (r < 0 && errno == EINTR);
-  if (r == (ssize_t)sizeof(msg)) { /* exec failed: reap the child now, it is no job */
-    waitpid(pid, NULL, 0);
-    fail_spawn(id, msg[1], msg[0]);
-    goto done;
-  }
+  /* Register the leader now, so a fast exit is held (never reaped as an
+   * orphan), and finish the handshake when `ep` is readable: spawning the
+   * next job does not wait for this exec. */
   job_t *j = calloc(1, sizeof(*j));
-  if (j == NULL) { /* cannot track it: kill it rather than lose it */
-    kill(-pid, SIGKILL);
+  if (j == NULL || (nshaking == capshaking && grow_shaking() != 0)) { /* kill rather than lose it */
+    free(j);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
@@ -491,24 +507,22 @@ static void do_spawn(void) {
   }
   j->id = id;
   j->pid = pid;
-  add_job(j);
-
-  int fds[PR_WIRE_MAX_FDS], nfds = 0;
-  uint32_t rflags = flags & (PR_WF_PTY | PR_WF_STDIN);
-  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (pidfd >= 0) { fds[nfds++] = pidfd; rflags |= PR_WF_PIDFD; }
-  if (flags & PR_WF_PTY) fds[nfds++] = master;
-  else {
-    if (flags & PR_WF_STDIN) fds[nfds++] = in[1];
-    fds[nfds++] = out[0];
-    fds[nfds++] = err[0];
+  j->handshake = 1;
+  j->ep = ep[0];
+  ep[0] = -1;
+  j->rflags = flags & (PR_WF_PTY | PR_WF_STDIN);
+  if (flags & PR_WF_PTY) {
+    j->fds[j->nfds++] = master;
+    master = -1;
+  } else {
+    if (flags & PR_WF_STDIN) { j->fds[j->nfds++] = in[1]; in[1] = -1; }
+    j->fds[j->nfds++] = out[0];
+    out[0] = -1;
+    j->fds[j->nfds++] = err[0];
+    err[0] = -1;
   }
-  send_hdr(PR_W_SPAWNED, rflags, id, pid, 0, fds, nfds);
-  if (pidfd >= 0) close(pidfd);
-  if (flags & PR_WF_PTY) master = -1;
-  else { in[1] = -1; out[0] = -1; err[0] = -1; }
-  /* the fds were just sent; our copies close below (parent ends closed via -1 above) */
-  for (int i = (pidfd >= 0); i < nfds; i++) close(fds[i]);
+  add_job(j);
+  shaking[nshaking++] = j;
 done:
   if (master >= 0) close(master);
   if (slave >= 0) close(slave);
@@ -520,6 +534,49 @@ done:
   }
   free(argv);
   free(envp);
+}
+
+static int grow_shaking(void) {
+  size_t ncap = capshaking ? capshaking * 2 : 64;
+  job_t **n = realloc(shaking, ncap * sizeof(*n));
+  if (n == NULL) return -1;
+  shaking = n;
+  capshaking = ncap;
+  return 0;
+}
+
+/* The exec handshake of shaking[i] is readable: report SPAWNED (then a held
+ * exit) or FAILED. Removes it from `shaking`. */
+static void finish_handshake(size_t i) {
+  job_t *j = shaking[i];
+  shaking[i] = shaking[--nshaking];
+  int msg[2];
+  ssize_t r;
+  do r = read(j->ep, msg, sizeof(msg));
+  while (r < 0 && errno == EINTR);
+  close(j->ep);
+  j->ep = -1;
+  j->handshake = 0;
+  if (r == (ssize_t)sizeof(msg)) { /* exec failed: the child is no job */
+    for (int k = 0; k < j->nfds; k++) close(j->fds[k]);
+    waitpid(j->pid, NULL, 0);
+    uint64_t id = j->id;
+    remove_job(j);
+    fail_spawn(id, msg[1], msg[0]);
+    return;
+  }
+  int fds[PR_WIRE_MAX_FDS], nfds = 0;
+  uint32_t rflags = j->rflags;
+  int pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
+  if (pidfd >= 0) { fds[nfds++] = pidfd; rflags |= PR_WF_PIDFD; }
+  for (int k = 0; k < j->nfds && nfds < PR_WIRE_MAX_FDS; k++) fds[nfds++] = j->fds[k];
+  send_hdr(PR_W_SPAWNED, rflags, j->id, j->pid, 0, fds, nfds);
+  for (int k = 0; k < nfds; k++) close(fds[k]);
+  j->nfds = 0;
+  if (j->exit_pending) {
+    j->exit_pending = 0;
+    send_hdr(PR_W_EXITED, j->exit_flags, j->id, 0, j->exit_value, NULL, 0);
+  }
 }
 
 /* ---- commands from the engine ---------------------------------------------- */
@@ -584,6 +641,10 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
 static void shutdown_all(int grace_ms) {
   for (int b = 0; b < NBUCKET; b++)
     for (job_t *j = by_id[b]; j; j = j->next_id) {
+      if (j->handshake) { /* may not lead its group yet: kill it by pid (unreaped child) */
+        kill(j->pid, SIGKILL);
+        continue;
+      }
       kill_job(j, SIGHUP, 0);
       kill_job(j, SIGTERM, 1);
     }
@@ -598,7 +659,10 @@ static void shutdown_all(int grace_ms) {
     usleep(5000);
   }
   for (int b = 0; b < NBUCKET; b++)
-    for (job_t *j = by_id[b]; j; j = j->next_id) kill_job(j, SIGKILL, 1);
+    for (job_t *j = by_id[b]; j; j = j->next_id) {
+      kill(j->pid, SIGKILL);
+      kill_job(j, SIGKILL, 1);
+    }
   /* Drop the jobs (their leaders are reaped below), then kill whatever
    * reaches us as an orphan until nothing is left or time runs out. */
   for (int b = 0; b < NBUCKET; b++)
@@ -666,11 +730,27 @@ int main(int argc, char **argv) {
    * (reparenting happens as their parents die): sweep a few more times. */
   int sweeps_left = 0;
   uint64_t next_sweep = 0;
+  struct pollfd *pfd = NULL;
+  size_t pcap = 0;
   for (;;) {
-    struct pollfd pfd[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
+    /* socket, signals, then one exec handshake pipe per spawning job */
+    if (pcap < 2 + nshaking) {
+      size_t ncap = (2 + nshaking) * 2;
+      struct pollfd *np = realloc(pfd, ncap * sizeof(*np));
+      if (np == NULL) shutdown_all(200);
+      pfd = np;
+      pcap = ncap;
+    }
+    pfd[0] = (struct pollfd){sock, POLLIN, 0};
+    pfd[1] = (struct pollfd){sfd, POLLIN, 0};
+    size_t nsh = nshaking;
+    for (size_t i = 0; i < nsh; i++) pfd[2 + i] = (struct pollfd){shaking[i]->ep, POLLIN, 0};
     int timeout = sweeps_left ? 40 : -1;
-    int r = poll(pfd, 2, timeout);
+    int r = poll(pfd, (nfds_t)(2 + nsh), timeout);
     if (r < 0 && errno != EINTR) break;
+    /* handshakes first (from the end: finish_handshake moves the last entry) */
+    for (size_t i = nsh; i-- > 0;)
+      if (pfd[2 + i].revents) finish_handshake(i);
     if (pfd[1].revents & POLLIN) {
       struct signalfd_siginfo si;
       int term = 0;

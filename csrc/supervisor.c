@@ -280,10 +280,11 @@ int pr_sup_send(pr_engine_t *e, uint32_t type, uint32_t flags, uint64_t job, int
     pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b,
                        .len = (uint32_t)n};
     if (off + n < len) h.flags |= PR_WF_MORE;
+    const char *p = payload ? payload + off : NULL; /* no arithmetic on NULL */
     int rc = -EAGAIN;
-    if (pr_queue_empty(&s->sendq)) rc = pr_wire_send(s->fd, &h, payload + off, NULL, 0, 1);
+    if (pr_queue_empty(&s->sendq)) rc = pr_wire_send(s->fd, &h, p, NULL, 0, 1);
     if (rc == -EAGAIN) {
-      if (enqueue(e, &h, payload + off) != 0) return PR_ENOMEM;
+      if (enqueue(e, &h, p) != 0) return PR_ENOMEM;
       queued = 1;
     } else if (rc < 0) {
       return PR_ESHEPHERD; /* EOF handling in on_poll reports the loss */

@@ -69,6 +69,7 @@ struct pr_exec {
   uv_pipe_t in;      /* stdin pipe (pipe mode) — the pty master is streams[PR_PTY] */
   int in_open;       /* stdin handle usable for writes */
   int in_closing;    /* close_stdin requested */
+  pr_queue_t pending_in; /* input given while queued/starting, written once running */
   uv_timer_t timer;  /* timeout, then kill grace, then drain: one phase at a time */
   int timer_open;
   int handles;       /* open libuv handles; the record is freed when 0 and `dead` */

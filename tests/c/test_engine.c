@@ -1,0 +1,300 @@
+/* test_engine.c — engine tests in C, run under ASan/UBSan and under TSan.
+ *
+ * Real child processes through the real shepherd (build/proctor-shepherd,
+ * found next to this binary). Covers what the Lua specs cannot see well:
+ * the host's signal state, a host thread reaping with waitpid(-1), the
+ * cross-thread queues under a race detector, and clean shutdown (no leaks:
+ * LeakSanitizer runs at exit under ASan).
+ *
+ *   test_engine_asan            full run
+ *   test_engine_tsan --tsan     same tests, smaller counts (TSan is slow)
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "tap.h"
+
+static int scale = 1; /* divisor for counts under TSan */
+
+/* Per-id outcome collected from events. */
+typedef struct {
+  int terminal;      /* number of terminal events seen */
+  pr_state_t state;  /* last state */
+  int exit_code, signal;
+  int out_after_end; /* output event after the terminal one */
+  size_t bytes;
+  char *data;        /* stdout/pty bytes, when collecting */
+  size_t cap;
+} outcome_t;
+
+static uint64_t now_ms(void) { return pr_hrtime() / 1000000; }
+
+/* Poll until every id in [1, n] of `o` is terminal or timeout. Returns 1 if all ended. */
+static int drain(pr_engine_t *e, outcome_t *o, size_t n, int keep, int timeout_ms) {
+  uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+  size_t left = 0;
+  for (size_t i = 1; i <= n; i++) left += o[i].terminal == 0;
+  pr_event_t *evs[256];
+  while (left > 0 && now_ms() < deadline) {
+    pr_engine_wait(e, 100);
+    size_t k = pr_engine_poll(e, evs, 256);
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->id >= 1 && ev->id <= n) {
+        outcome_t *x = &o[ev->id];
+        if (ev->type == PR_EV_STATE) {
+          x->state = ev->state;
+          if (pr_state_terminal(ev->state)) {
+            x->terminal++;
+            x->exit_code = ev->exit_code;
+            x->signal = ev->signal;
+            left--;
+          }
+        } else {
+          if (x->terminal) x->out_after_end = 1;
+          x->bytes += ev->len;
+          if (keep) {
+            if (x->cap < x->bytes + 1) {
+              x->cap = (x->bytes + 1) * 2;
+              x->data = realloc(x->data, x->cap);
+            }
+            memcpy(x->data + x->bytes - ev->len, ev->data, ev->len);
+            x->data[x->bytes] = 0;
+          }
+        }
+      }
+      pr_event_free(ev);
+    }
+  }
+  return left == 0;
+}
+
+static void free_outcomes(outcome_t *o, size_t n) {
+  for (size_t i = 0; i <= n; i++) free(o[i].data);
+  free(o);
+}
+
+static uint64_t start_sh(pr_engine_t *e, const char *script) {
+  pr_spec_t s = {.shell = script, .kill_grace_ms = -1};
+  uint64_t id = 0;
+  if (pr_engine_start(e, &s, &id) != 0) return 0;
+  return id;
+}
+
+static void test_lifecycle_and_output(void) {
+  pr_engine_t *e;
+  CHECK(pr_engine_new(NULL, &e) == 0);
+  uint64_t id = start_sh(e, "echo hello; exit 4");
+  CHECK(id == 1);
+  outcome_t *o = calloc(2, sizeof(*o));
+  int ok = drain(e, o, 1, 1, 5000);
+  int good = ok && o[1].terminal == 1 && o[1].state == PR_FAILED && o[1].exit_code == 4 &&
+             o[1].data && strcmp(o[1].data, "hello\n") == 0 && !o[1].out_after_end;
+  free_outcomes(o, 1);
+  pr_record_t *r;
+  CHECK(pr_engine_get(e, id, 0, &r) == 0);
+  int rec_ok = r->state == PR_FAILED && r->exit_code == 4 && strcmp(r->reason, "exit") == 0 &&
+               r->bytes[PR_STDOUT] == 6;
+  pr_record_free(r);
+  pr_engine_free(e);
+  CHECK(good);
+  CHECK(rec_ok);
+}
+
+static int same_sigaction(const struct sigaction *a, const struct sigaction *b) {
+  return a->sa_handler == b->sa_handler && a->sa_flags == b->sa_flags;
+}
+
+static void test_sigchld_disposition_unchanged(void) {
+  struct sigaction before, after, pipe_before, pipe_after;
+  sigaction(SIGCHLD, NULL, &before);
+  sigaction(SIGPIPE, NULL, &pipe_before);
+  sigset_t mask_before, mask_after;
+  sigemptyset(&mask_before);
+  sigemptyset(&mask_after);
+  pthread_sigmask(SIG_SETMASK, NULL, &mask_before);
+  pr_engine_opts_t opts = {.max_running = 50};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  size_t n = 1000 / (size_t)scale;
+  for (size_t i = 0; i < n; i++) CHECK(start_sh(e, "exit 0") != 0);
+  outcome_t *o = calloc(n + 1, sizeof(*o));
+  int ok = drain(e, o, n, 0, 60000);
+  size_t good = 0;
+  for (size_t i = 1; i <= n; i++) good += o[i].terminal == 1 && o[i].state == PR_COMPLETED;
+  free_outcomes(o, n);
+  pr_engine_free(e);
+  sigaction(SIGCHLD, NULL, &after);
+  sigaction(SIGPIPE, NULL, &pipe_after);
+  pthread_sigmask(SIG_SETMASK, NULL, &mask_after);
+  CHECK(ok);
+  CHECKF(good == n, "%zu of %zu completed", good, n);
+  CHECK(same_sigaction(&before, &after));
+  CHECK(same_sigaction(&pipe_before, &pipe_after));
+  for (int s = 1; s < NSIG; s++) CHECK(sigismember(&mask_before, s) == sigismember(&mask_after, s));
+  /* and the host never got a child of its own that outlived the call */
+  CHECK(waitpid(-1, NULL, WNOHANG) == -1);
+}
+
+static volatile int reaper_stop;
+static long reaped;
+
+static void *reaper(void *arg) {
+  (void)arg;
+  while (!reaper_stop) {
+    if (waitpid(-1, NULL, WNOHANG) > 0) __atomic_add_fetch(&reaped, 1, __ATOMIC_RELAXED);
+    usleep(100);
+  }
+  return NULL;
+}
+
+/* A host thread looping waitpid(-1, WNOHANG) neither loses nor hangs any exit. */
+static void test_host_waitpid_thread(void) {
+  pthread_t t;
+  reaper_stop = 0;
+  CHECK(pthread_create(&t, NULL, reaper, NULL) == 0);
+  pr_engine_opts_t opts = {.max_running = 40};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  size_t n = 300 / (size_t)scale;
+  for (size_t i = 1; i <= n; i++) {
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "exit %zu", i % 256);
+    CHECK(start_sh(e, cmd) == i);
+  }
+  outcome_t *o = calloc(n + 1, sizeof(*o));
+  int ok = drain(e, o, n, 0, 60000);
+  size_t good = 0;
+  for (size_t i = 1; i <= n; i++) good += o[i].terminal == 1 && o[i].exit_code == (int)(i % 256);
+  free_outcomes(o, n);
+  pr_engine_free(e); /* stops its shepherd: a second shepherd start also works */
+  reaper_stop = 1;
+  pthread_join(t, NULL);
+  CHECK(ok);
+  CHECKF(good == n, "%zu of %zu exits right", good, n);
+}
+
+/* Bulk input and output across the threads, checked byte for byte. */
+static void test_input_roundtrip(void) {
+  pr_engine_t *e;
+  CHECK(pr_engine_new(NULL, &e) == 0);
+  const char *argv[] = {"cat"};
+  pr_spec_t s = {.argv = argv, .argc = 1, .stdin_pipe = 1, .kill_grace_ms = -1};
+  uint64_t id;
+  CHECK(pr_engine_start(e, &s, &id) == 0);
+  size_t total = (size_t)(4 << 20) / (size_t)scale, chunk = 65536;
+  char *buf = malloc(chunk);
+  for (size_t off = 0; off < total; off += chunk) {
+    for (size_t i = 0; i < chunk; i++) buf[i] = (char)(((off + i) * 7) % 253);
+    CHECK(pr_engine_input(e, id, 0, buf, chunk) == 0);
+  }
+  free(buf);
+  CHECK(pr_engine_close_stdin(e, id, 0) == 0);
+  CHECK(pr_engine_close_stdin(e, id, 0) == PR_ESTDINCLOSED);
+  outcome_t *o = calloc(2, sizeof(*o));
+  int ok = drain(e, o, 1, 1, 30000);
+  size_t bad = 0;
+  if (ok && o[1].bytes == total)
+    for (size_t i = 0; i < total; i++) bad += o[1].data[i] != (char)((i * 7) % 253);
+  size_t got = o[1].bytes;
+  free_outcomes(o, 1);
+  pr_engine_free(e);
+  CHECK(ok);
+  CHECKF(got == total, "got %zu of %zu bytes", got, total);
+  CHECK(bad == 0);
+}
+
+/* Start/cancel races under the sanitizers: one terminal event each, contract holds. */
+static void test_cancel_races(void) {
+  pr_engine_opts_t opts = {.max_running = 32, .history_limit = 100000};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  size_t n = 1000 / (size_t)scale;
+  pr_cancel_result_t *ans = calloc(n + 1, sizeof(*ans));
+  for (size_t i = 1; i <= n; i++) {
+    CHECK(start_sh(e, "exit 0") == i);
+    if (i % 2 == 0) usleep((useconds_t)(i % 7) * 100);
+    ans[i] = pr_engine_cancel(e, i, 0, 0);
+  }
+  outcome_t *o = calloc(n + 1, sizeof(*o));
+  int ok = drain(e, o, n, 0, 60000);
+  size_t bad = 0, canceled = 0;
+  for (size_t i = 1; i <= n; i++) {
+    if (o[i].terminal != 1) bad++;
+    if ((o[i].state == PR_CANCELED) != (ans[i] == PR_CANCELING)) bad++;
+    canceled += o[i].state == PR_CANCELED;
+  }
+  free(ans);
+  free_outcomes(o, n);
+  pr_engine_free(e);
+  CHECK(ok);
+  CHECKF(bad == 0, "%zu contract violations", bad);
+  CHECKF(canceled > 0, "nothing was canceled");
+}
+
+/* Closing with live executions (plain, pty, TERM-ignoring) is bounded and
+ * emits their terminal events; queued ones end canceled. */
+static void test_close_with_live_jobs(void) {
+  pr_engine_opts_t opts = {.kill_grace_ms = 200, .max_running = 3};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  CHECK(start_sh(e, "sleep 100") == 1);
+  pr_spec_t s = {.shell = "trap '' TERM HUP; sleep 100", .pty = 1, .kill_grace_ms = -1};
+  uint64_t id;
+  CHECK(pr_engine_start(e, &s, &id) == 0);
+  CHECK(start_sh(e, "trap '' TERM; sleep 100") == 3);
+  CHECK(start_sh(e, "sleep 100") == 4); /* queued */
+  usleep(200000);
+  uint64_t t0 = now_ms();
+  pr_engine_close(e);
+  uint64_t dt = now_ms() - t0;
+  outcome_t *o = calloc(5, sizeof(*o));
+  int ok = drain(e, o, 4, 0, 100);
+  int all_canceled = 1;
+  for (int i = 1; i <= 4; i++) all_canceled &= o[i].state == PR_CANCELED && o[i].terminal == 1;
+  free_outcomes(o, 4);
+  uint64_t x;
+  int rc = pr_engine_start(e, &s, &x);
+  pr_engine_free(e);
+  CHECK(ok);
+  CHECK(all_canceled);
+  CHECKF(dt < 200 + 1000, "close took %llu ms", (unsigned long long)dt);
+  CHECK(rc == PR_ECLOSED);
+}
+
+/* Many pollers of nothing while the engine floods: the queue handoff under TSan. */
+static void test_flood_coalesced(void) {
+  pr_engine_t *e;
+  CHECK(pr_engine_new(NULL, &e) == 0);
+  char cmd[64];
+  size_t total = (size_t)(32 << 20) / (size_t)scale;
+  snprintf(cmd, sizeof(cmd), "head -c %zu /dev/zero", total);
+  CHECK(start_sh(e, cmd) == 1);
+  CHECK(start_sh(e, cmd) == 2);
+  outcome_t *o = calloc(3, sizeof(*o));
+  int ok = drain(e, o, 2, 0, 60000);
+  size_t b1 = o[1].bytes, b2 = o[2].bytes;
+  int late = o[1].out_after_end || o[2].out_after_end;
+  free_outcomes(o, 2);
+  pr_engine_free(e);
+  CHECK(ok);
+  CHECKF(b1 == total && b2 == total, "%zu / %zu of %zu", b1, b2, total);
+  CHECK(!late);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
+  RUN(test_lifecycle_and_output);
+  RUN(test_sigchld_disposition_unchanged);
+  RUN(test_host_waitpid_thread);
+  RUN(test_input_roundtrip);
+  RUN(test_cancel_races);
+  RUN(test_close_with_live_jobs);
+  RUN(test_flood_coalesced);
+  return TAP_END();
+}

@@ -1,0 +1,62 @@
+-- tests/lua/harness.lua — a small test harness shared by every Lua test tier.
+--
+-- Works under lua5.4 and under Neovim's LuaJIT. Prints "PASS <name>" or
+-- "FAIL <name>: <why>" per test; tests/run counts those lines.
+--
+--   local T = require("harness")
+--   T.test("name", function() T.eq(1, 1) end)
+--   T.finish()   -- exits non-zero when something failed (lua5.4)
+
+local T = { passed = 0, failed = 0, out = io.stdout }
+
+local function fmt(v)
+  if type(v) == "string" then return string.format("%q", #v > 200 and v:sub(1, 200) .. "..." or v) end
+  if type(v) ~= "table" then return tostring(v) end
+  local parts = {}
+  for k, x in pairs(v) do parts[#parts + 1] = tostring(k) .. "=" .. fmt(x) end
+  table.sort(parts)
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+T.fmt = fmt
+
+function T.say(s) T.out:write(s, "\n"); T.out:flush() end
+
+function T.test(name, fn)
+  local ok, err = xpcall(fn, debug.traceback)
+  if ok then
+    T.passed = T.passed + 1
+    T.say("PASS " .. name)
+  else
+    T.failed = T.failed + 1
+    T.say("FAIL " .. name .. ": " .. tostring(err):gsub("\n", "\n    "))
+  end
+end
+
+function T.eq(a, b, msg)
+  if a ~= b then error((msg and msg .. ": " or "") .. "expected " .. fmt(b) .. ", got " .. fmt(a), 2) end
+end
+
+function T.ok(v, msg)
+  if not v then error(msg or "expected a true value", 2) end
+  return v
+end
+
+function T.match(s, pat, msg)
+  if type(s) ~= "string" or not s:find(pat) then
+    error((msg and msg .. ": " or "") .. "expected " .. fmt(s) .. " to match " .. pat, 2)
+  end
+end
+
+-- T.raises(fn, pattern): fn must raise an error whose message matches.
+function T.raises(fn, pat)
+  local ok, err = pcall(fn)
+  if ok then error("expected an error matching " .. tostring(pat), 2) end
+  if pat and not tostring(err):find(pat) then error("error " .. fmt(tostring(err)) .. " does not match " .. pat, 2) end
+end
+
+function T.finish()
+  T.say(string.format("# %d passed, %d failed", T.passed, T.failed))
+  return T.failed == 0
+end
+
+return T

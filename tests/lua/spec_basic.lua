@@ -1,0 +1,302 @@
+-- spec_basic.lua — lifecycle, options, output, records, history.
+local U = require("util")
+local core = U.core
+
+return function(T, ctx)
+  local P = ctx and ctx.nvim and "nvim: " or ""
+  local function test(name, fn) T.test(P .. "basic: " .. name, fn) end
+  local eng = assert(core.new{ drain_ms = 200 })
+
+  test("state events come in table order, output before terminal", function()
+    local r = U.run(eng, { cmd = { "sh", "-c", "echo out; echo err >&2; exit 0" } })
+    T.eq(table.concat(r.states, ","), "queued,starting,running,completed")
+    T.eq(r.out.stdout, "out\n")
+    T.eq(r.out.stderr, "err\n")
+    local seen_terminal = false
+    for _, ev in ipairs(r.events) do
+      if ev.type == "state" and U.terminal[ev.state] then seen_terminal = true end
+      if ev.type == "output" then T.ok(not seen_terminal, "output after terminal") end
+    end
+    T.eq(r.final.exit_code, 0)
+    T.eq(r.final.reason, "exit")
+    T.eq(r.events[1].prev, nil)
+    T.eq(r.events[2].prev, "queued")
+  end)
+
+  test("exit codes 0..255 are exact", function()
+    local ids = {}
+    for i = 0, 255 do ids[#ids + 1] = assert(eng:start{ cmd = { "sh", "-c", "exit " .. i } }) end
+    local res = U.collect(eng, ids, 30000)
+    for i = 0, 255 do
+      local f = res[ids[i + 1]].final
+      T.eq(f.exit_code, i, "exit " .. i)
+      T.eq(f.state, i == 0 and "completed" or "failed")
+      T.eq(f.signal, nil)
+    end
+  end)
+
+  test("death by signal is reported as a signal, not 128+n", function()
+    local r = U.run(eng, { cmd = { "sh", "-c", "kill -SEGV $$" } })
+    T.eq(r.final.state, "failed")
+    T.eq(r.final.reason, "signal")
+    T.eq(r.final.signal, "SIGSEGV")
+    T.eq(r.final.exit_code, nil)
+    r = U.run(eng, { cmd = { "sh", "-c", "kill -9 $$" } })
+    T.eq(r.final.signal, "SIGKILL")
+  end)
+
+  test("spawn errors fail the execution with a clear reason", function()
+    local r = U.run(eng, { cmd = { "/nonexistent/program" } })
+    T.eq(table.concat(r.states, ","), "queued,starting,failed")
+    T.eq(r.final.reason, "spawn_error")
+    T.match(r.final.error, "No such file")
+    r = U.run(eng, { cmd = { "true" }, cwd = "/nonexistent/dir" })
+    T.eq(r.final.state, "failed")
+    T.match(r.final.error, "^chdir: /nonexistent/dir")
+    local f = io.open("/tmp/proctor-test-noexec", "w"); f:write("x\n"); f:close()
+    os.execute("chmod 644 /tmp/proctor-test-noexec")
+    r = U.run(eng, { cmd = { "/tmp/proctor-test-noexec" } })
+    T.match(r.final.error, "^exec: /tmp/proctor%-test%-noexec: Permission denied")
+  end)
+
+  test("shell string runs under /bin/sh -c; cwd is honoured", function()
+    local r = U.run(eng, { cmd = "echo $((6*7)); pwd", cwd = "/tmp" })
+    T.eq(r.out.stdout, "42\n/tmp\n")
+    local rec = eng:get(r.final.id)
+    T.eq(rec.cmd, "echo $((6*7)); pwd")
+    T.eq(rec.cwd, "/tmp")
+  end)
+
+  test("env, clear_env and PROCTOR_EXECUTION_ID", function()
+    local r, id = U.run(eng, { cmd = { "sh", "-c", 'echo "$FOO|$PROCTOR_EXECUTION_ID|${HOME:+home}"' }, env = { FOO = "bar" } })
+    T.eq(r.out.stdout, "bar|" .. id .. "|home\n")
+    r = U.run(eng, { cmd = { "/usr/bin/env" }, clear_env = true, env = { ONLY = "1" } })
+    local keys = {}
+    for k in r.out.stdout:gmatch("([^=\n]+)=[^\n]*\n") do keys[#keys + 1] = k end
+    table.sort(keys)
+    T.eq(table.concat(keys, ","), "ONLY,PROCTOR_EXECUTION_ID,PROCTOR_JOB")
+  end)
+
+  test("children see only fds 0, 1, 2", function()
+    for _, pty in ipairs({ false, true }) do
+      local r = U.run(eng, { cmd = { "sh", "-c", "ls /proc/$$/fd" }, pty = pty, stdin = true })
+      local out = (r.out.stdout or r.out.pty):gsub("\r", "")
+      local fds = {}
+      for fd in out:gmatch("%d+") do fds[#fds + 1] = fd end
+      table.sort(fds)
+      T.eq(table.concat(fds, " "), "0 1 2", "pty=" .. tostring(pty))
+    end
+  end)
+
+  test("stdin pipe: input, close_stdin, and its errors", function()
+    local id = assert(eng:start{ cmd = { "cat" }, stdin = true })
+    T.eq(eng:input(id, "hello "), true)
+    T.eq(eng:input(id, "world\n"), true)
+    T.eq(eng:close_stdin(id), true)
+    local ok, msg, name = eng:input(id, "late")
+    T.eq(ok, nil); T.eq(name, "ESTDINCLOSED"); T.match(msg, "^ESTDINCLOSED: ")
+    local r = U.collect(eng, { id })[id]
+    T.eq(r.out.stdout, "hello world\n")
+    T.eq(r.final.state, "completed")
+    ok, msg, name = eng:input(id, "x")
+    T.eq(name, "ENOTRUNNING")
+    ok, msg, name = eng:input(987654, "x")
+    T.eq(name, "ENOENT"); T.match(msg, "987654")
+    -- stdin defaults to /dev/null: cat ends at once, input says the pipe is closed
+    r = U.run(eng, { cmd = { "cat" } })
+    T.eq(r.final.state, "completed")
+  end)
+
+  test("writing to a job that closed its stdin does not kill the host (no SIGPIPE)", function()
+    local id = assert(eng:start{ cmd = { "sh", "-c", "exec 0<&-; sleep 0.3" }, stdin = true })
+    U.wait_state(eng, id, "running")
+    U.sleep(50)
+    local big = string.rep("x", 1 << 20)
+    for _ = 1, 4 do eng:input(id, big) end -- may answer true (queued) or an error; never kill us
+    local r = U.collect(eng, { id })[id]
+    T.eq(r.final.state, "completed")
+  end)
+
+  test("pty: terminal semantics, input, resize", function()
+    local id = assert(eng:start{ cmd = { "sh", "-c", "stty size; read x; echo got:$x; stty size" }, pty = true, cols = 100, rows = 30 })
+    U.wait_output(eng, id, "30 100")
+    T.eq(eng:resize(id, 120, 40), true)
+    T.eq(eng:input(id, "abc\r"), true)
+    local r = U.collect(eng, { id })[id]
+    local out = (r.out.pty or ""):gsub("\r", "")
+    T.match(out, "got:abc")
+    T.match(out, "40 120")
+    local rec = eng:get(id)
+    T.ok(rec.pty)
+    T.ok(rec.bytes.pty > 0)
+    T.eq(rec.bytes.stdout, nil)
+    local _, _, name = eng:resize(id, 10, 10)
+    T.eq(name, "ENOTRUNNING")
+    local pid = assert(eng:start{ cmd = { "true" } })
+    U.collect(eng, { pid })
+    _, _, name = eng:resize(pid, 10, 10)
+    T.eq(name, "EINVAL")
+  end)
+
+  test("pty: TERM is xterm-256color and the job has a controlling terminal", function()
+    local r = U.run(eng, { cmd = { "sh", "-c", "echo $TERM; tty; ps -o stat= -p $$" }, pty = true })
+    local out = r.out.pty:gsub("\r", "")
+    T.match(out, "xterm%-256color")
+    T.match(out, "/dev/pts/%d+")
+    T.match(out, "s", "session leader")
+    T.match(out, "%+", "foreground process group")
+  end)
+
+  test("read: absolute offsets, ranges and late attach", function()
+    local r, id = U.run(eng, { cmd = { "sh", "-c", "printf 0123456789" } })
+    local d, nxt, missed = eng:read(id, "stdout", 0, 4)
+    T.eq(d, "0123"); T.eq(nxt, 4); T.eq(missed, 0)
+    d, nxt = eng:read(id, "stdout", nxt, 100)
+    T.eq(d, "456789"); T.eq(nxt, 10)
+    d, nxt = eng:read(id, "stdout", 50, 10)
+    T.eq(d, ""); T.eq(nxt, 10)
+    d = eng:read(id, "stderr", 0, 10)
+    T.eq(d, "")
+    local ok, _, name = eng:read(id, "pty", 0, 10)
+    T.eq(ok, nil); T.eq(name, "ENOSTREAM")
+  end)
+
+  test("ring keeps the tail; missed counts dropped head bytes", function()
+    local small = assert(core.new{ output_limit = 1000 })
+    local id = assert(small:start{ cmd = { "sh", "-c", "seq 1 2000" } })
+    local r = U.collect(small, { id })[id]
+    local rec = small:get(id)
+    T.eq(rec.bytes.stdout, 8893)
+    T.eq(rec.dropped.stdout, 8893 - 1000)
+    local d, nxt, missed = small:read(id, "stdout", 0, 100000)
+    T.eq(#d, 1000); T.eq(nxt, 8893); T.eq(missed, 7893)
+    T.ok(d:sub(-5) == "2000\n", "tail kept")
+    -- the events delivered everything or reported what was skipped
+    local got, miss = 0, 0
+    for _, ev in ipairs(r.events) do
+      if ev.type == "output" then got = got + #ev.data; miss = miss + ev.missed end
+    end
+    T.eq(got + miss, 8893)
+    small:close()
+  end)
+
+  test("get, list, delete, purge", function()
+    local e2 = assert(core.new{})
+    local a = assert(e2:start{ cmd = { "true" }, label = "a" })
+    local b = assert(e2:start{ cmd = { "sh", "-c", "trap '' TERM; echo ready; sleep 10" }, label = "b", kill_grace_ms = 300 })
+    U.wait_output(e2, b, "ready")
+    U.collect(e2, { a })
+    T.eq(#e2:list(), 2)
+    T.eq(#e2:list{ state = "running" }, 1)
+    T.eq(e2:list{ state = "running" }[1].label, "b")
+    T.eq(e2:delete(b), "active_process_conflict")
+    T.eq(e2:delete(a), "deleted")
+    T.eq(e2:delete(a), "not_found")
+    T.eq(e2:cancel(b), "canceling")
+    T.eq(e2:cancel(b), "already_canceling")
+    U.collect(e2, { b })
+    T.eq(e2:cancel(b), "already_terminal")
+    T.eq(e2:purge{ older_than_ms = 3600000 }, 0)
+    T.eq(e2:purge(), 1)
+    T.eq(#e2:list(), 0)
+    local rec, msg, name = e2:get(b)
+    T.eq(rec, nil); T.eq(name, "ENOENT")
+    e2:close()
+  end)
+
+  test("record fields", function()
+    local r, id = U.run(eng, { cmd = { "sh", "-c", "sleep 0.05; exit 3" }, label = "lbl", owner = "me" })
+    local rec = eng:get(id)
+    T.eq(rec.id, id); T.eq(rec.label, "lbl"); T.eq(rec.owner, "me")
+    T.eq(rec.state, "failed"); T.eq(rec.reason, "exit"); T.eq(rec.exit_code, 3)
+    T.eq(rec.pid, nil)
+    T.ok(rec.created_at > 1.6e12 and rec.started_at >= rec.created_at and rec.ended_at >= rec.started_at)
+    T.ok(rec.duration_ms >= 40 and rec.duration_ms < 5000, "duration " .. rec.duration_ms)
+    T.eq(rec.stdin_open, false)
+    T.eq(rec.cmd[1], "sh")
+  end)
+
+  test("ids are never reused; history_limit prunes the oldest terminal records", function()
+    local e2 = assert(core.new{ history_limit = 5 })
+    local ids = {}
+    for i = 1, 12 do ids[i] = assert(e2:start{ cmd = { "true" } }) end
+    U.collect(e2, ids)
+    for i = 2, 12 do T.ok(ids[i] > ids[i - 1]) end
+    local l = e2:list()
+    T.eq(#l, 5)
+    T.eq(l[1].id, ids[8])
+    T.eq(e2:delete(ids[12]), "deleted")
+    local n = assert(e2:start{ cmd = { "true" } })
+    T.ok(n > ids[12], "id reused after delete")
+    e2:close()
+  end)
+
+  test("history_age_ms prunes old records", function()
+    local e2 = assert(core.new{ history_age_ms = 100 })
+    local a = assert(e2:start{ cmd = { "true" } })
+    U.collect(e2, { a })
+    U.sleep(150)
+    local b = assert(e2:start{ cmd = { "true" } })
+    U.collect(e2, { b })
+    local l = e2:list()
+    T.eq(#l, 1); T.eq(l[1].id, b)
+    e2:close()
+  end)
+
+  test("max_running queues in FIFO order", function()
+    local e2 = assert(core.new{ max_running = 2 })
+    local ids = {}
+    for i = 1, 6 do ids[i] = assert(e2:start{ cmd = { "sh", "-c", "sleep 0.05" } }) end
+    local order, running, maxrun = {}, 0, 0
+    local done = 0
+    while done < 6 do
+      for _, ev in ipairs(e2:wait(1000)) do
+        if ev.type == "state" then
+          if ev.state == "starting" then order[#order + 1] = ev.id; running = running + 1 end
+          if U.terminal[ev.state] then running = running - 1; done = done + 1 end
+          if running > maxrun then maxrun = running end
+        end
+      end
+    end
+    T.eq(maxrun, 2)
+    for i = 1, 6 do T.eq(order[i], ids[i]) end
+    -- canceling a queued one ends it at once, it never starts
+    local a = assert(e2:start{ cmd = { "sleep", "5" } })
+    local b = assert(e2:start{ cmd = { "sleep", "5" } })
+    local c = assert(e2:start{ cmd = { "sleep", "5" } })
+    T.eq(e2:cancel(c), "canceling")
+    local r = U.collect(e2, { c })[c]
+    T.eq(table.concat(r.states, ","), "queued,canceled")
+    e2:cancel(a); e2:cancel(b)
+    U.collect(e2, { a, b })
+    e2:close()
+  end)
+
+  test("several engines work independently", function()
+    local e1, e2 = assert(core.new{}), assert(core.new{})
+    local a = assert(e1:start{ cmd = { "sh", "-c", "echo one" } })
+    local b = assert(e2:start{ cmd = { "sh", "-c", "echo two" } })
+    T.eq(a, 1); T.eq(b, 1)
+    T.eq(U.collect(e1, { a })[a].out.stdout, "one\n")
+    T.eq(U.collect(e2, { b })[b].out.stdout, "two\n")
+    e1:close()
+    T.eq(select(3, e1:get(a)), "ECLOSED")
+    T.eq(e2:get(b).state, "completed")
+    e2:close()
+  end)
+
+  test("fd() is readable exactly while events are pending", function()
+    local e2 = assert(core.new{})
+    local fd = e2:fd()
+    T.ok(type(fd) == "number" and fd > 2)
+    local function readable()
+      return U.sh("timeout 1 python3 -c 'import select,sys; r,_,_=select.select([" .. fd .. "],[],[],0); print(1 if r else 0)' 2>/dev/null") -- not inheritable: fallback below
+    end
+    local id = assert(e2:start{ cmd = { "true" } })
+    local r = U.collect(e2, { id })
+    T.eq(#e2:poll(), 0)
+    e2:close()
+  end)
+
+  eng:close()
+end

@@ -1,0 +1,105 @@
+-- spec_data.lua — output fidelity under pty, bulk input, memory bounds,
+-- back-pressure.
+local U = require("util")
+local core = U.core
+
+return function(T, ctx)
+  local P = ctx and ctx.nvim and "nvim: " or ""
+  local function test(name, fn) T.test(P .. "data: " .. name, fn) end
+
+  test("500 runs of a 20 KiB printf under a pty deliver every byte before the exit event", function()
+    local eng = assert(core.new{ max_running = 16 })
+    -- 20 KiB of distinct lines, no CR/LF translation surprises: compare after removing \r
+    local lines = {}
+    for i = 1, 20480 // 64 do lines[i] = ("%063d"):format(i) end
+    local payload = table.concat(lines, "\n") .. "\n"
+    local f = io.open("/tmp/proctor-test-20k", "w"); f:write(payload); f:close()
+    local N = ctx and ctx.nvim and 100 or 500
+    local ids = {}
+    for i = 1, N do ids[i] = assert(eng:start{ cmd = { "cat", "/tmp/proctor-test-20k" }, pty = true }) end
+    local res = U.collect(eng, ids, 120000)
+    local bad = 0
+    for _, id in ipairs(ids) do
+      local r = res[id]
+      local seen_terminal = false
+      for _, ev in ipairs(r.events) do
+        if ev.type == "state" and U.terminal[ev.state] then seen_terminal = true end
+        if ev.type == "output" then T.ok(not seen_terminal, "output after the terminal event") end
+      end
+      local got = (r.out.pty or ""):gsub("\r\n", "\n")
+      if got ~= payload or r.final.state ~= "completed" then bad = bad + 1 end
+    end
+    T.eq(bad, 0, "runs with missing bytes")
+    eng:close()
+  end)
+
+  test("100 MiB through input into sha256sum gives the right hash", function()
+    local eng = assert(core.new{})
+    local chunk = {}
+    for i = 1, 16384 do chunk[i] = string.char(i % 251) end
+    chunk = table.concat(chunk) -- 16 KiB, not periodic with the pipe size
+    local block = chunk:rep(64) -- 1 MiB
+    local f = io.open("/tmp/proctor-test-1m", "wb"); f:write(block); f:close()
+    local expect = U.sh("for i in $(seq 100); do cat /tmp/proctor-test-1m; done | sha256sum"):match("^(%x+)")
+    local id = assert(eng:start{ cmd = { "sha256sum" }, stdin = true })
+    for _ = 1, 100 do
+      T.eq(eng:input(id, block), true)
+      U.pump(eng, 0)
+    end
+    T.eq(eng:close_stdin(id), true)
+    local r = U.collect(eng, { id }, 60000)[id]
+    T.eq(r.out.stdout:match("^(%x+)"), expect)
+    eng:close()
+  end)
+
+  test("nobody polling while yes runs: host memory stays within the ring cap plus a few MiB", function()
+    local eng = assert(core.new{ output_limit = 4 << 20 })
+    local function rss() return U.status_field("self", "VmRSS") end
+    local before = rss()
+    local secs = tonumber(os.getenv("YES_SECONDS") or "") or (ctx and ctx.nvim and 5 or 30)
+    local id = assert(eng:start{ cmd = { "yes" } })
+    local t0 = U.now()
+    local peak = before
+    while U.now() - t0 < secs * 1000 do
+      os.execute("sleep 0.5") -- the host is busy elsewhere: no poll, no wait
+      local r = rss()
+      if r > peak then peak = r end
+    end
+    local rec = eng:get(id)
+    T.ok(rec.bytes.stdout > 64 * 2 ^ 20, "yes produced only " .. rec.bytes.stdout .. " bytes")
+    T.eq(eng:cancel(id), "canceling")
+    local r = U.collect(eng, { id }, 5000)[id]
+    local got = 0
+    for _, ev in ipairs(r.events) do if ev.type == "output" then got = got + #ev.data end end
+    T.ok(got <= 4 << 20, "delivered more than the ring holds: " .. got)
+    T.ok((peak - before) < (4 << 10) + 8 * 1024, ("host grew %d KiB"):format(peak - before))
+    eng:close()
+  end)
+
+  test("back-pressure pauses the child instead of dropping", function()
+    local eng = assert(core.new{ output_limit = 64 << 10 })
+    local id = assert(eng:start{ cmd = { "sh", "-c", "seq 1 300000" }, backpressure = true })
+    U.sleep(300)
+    local rec = eng:get(id)
+    T.eq(rec.state, "running", "the child should be paused, not done")
+    T.ok(rec.bytes.stdout <= (64 << 10) + 65536, "read past the cap: " .. rec.bytes.stdout)
+    local r = U.collect(eng, { id }, 30000)[id]
+    local expect = U.sh("seq 1 300000")
+    T.eq(#r.out.stdout, #expect)
+    T.ok(r.out.stdout == expect, "content differs")
+    for _, ev in ipairs(r.events) do if ev.type == "output" then T.eq(ev.missed, 0) end end
+    eng:close()
+  end)
+
+  test("a flood is coalesced into few output events", function()
+    local eng = assert(core.new{})
+    local id = assert(eng:start{ cmd = { "sh", "-c", "head -c 20000000 /dev/zero" } })
+    U.sleep(300)
+    local r = U.collect(eng, { id }, 30000)[id]
+    local n, bytes = 0, 0
+    for _, ev in ipairs(r.events) do if ev.type == "output" then n = n + 1; bytes = bytes + #ev.data end end
+    T.eq(bytes, 20000000)
+    T.ok(n < 200, n .. " output events for a 20 MB flood")
+    eng:close()
+  end)
+end

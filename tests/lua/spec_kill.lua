@@ -1,0 +1,315 @@
+-- spec_kill.lua — cancel, kill ladder, escapees, timeouts, races, host death,
+-- shepherd death, pid reuse.
+local U = require("util")
+local core = U.core
+
+return function(T, ctx)
+  local P = ctx and ctx.nvim and "nvim: " or ""
+  local function test(name, fn) T.test(P .. "kill: " .. name, fn) end
+  local eng = assert(core.new{ kill_grace_ms = 400, drain_ms = 200 })
+
+  -- Start `cmd` tagged, wait until `n` tagged processes are alive, cancel it,
+  -- wait for the terminal event; returns the summary and elapsed ms.
+  local function cancel_tree(cmd, n, opts)
+    local tag = U.tag()
+    local spec = { cmd = cmd, env = { PROCTOR_TEST_TAG = tag } }
+    for k, v in pairs(opts or {}) do spec[k] = v end
+    local id = assert(eng:start(spec))
+    T.ok(U.wait_until(function() return #U.tagged(tag) >= n end, 5000), "tree did not start")
+    local t0 = U.now()
+    T.eq(eng:cancel(id), "canceling")
+    local r = U.collect(eng, { id }, 10000)[id]
+    local dt = U.now() - t0
+    return r, dt, tag
+  end
+
+  test("cancel of sh -c 'sleep 1000 & sleep 1000' leaves no process", function()
+    local r, dt, tag = cancel_tree({ "sh", "-c", "sleep 1000 & sleep 1000" }, 3)
+    T.eq(r.final.state, "canceled")
+    T.eq(r.final.reason, "canceled")
+    T.eq(#U.tagged(tag), 0)
+    T.ok(dt < 1000, "took " .. dt .. " ms")
+  end)
+
+  test("cancel of a three-stage pipeline leaves no process", function()
+    local r, _, tag = cancel_tree({ "sh", "-c", "sleep 1000 | sleep 1000 | sleep 1000" }, 4)
+    T.eq(r.final.state, "canceled")
+    T.eq(#U.tagged(tag), 0)
+  end)
+
+  test("a TERM-ignoring grandchild dies at the grace deadline", function()
+    local r, dt, tag = cancel_tree({ "sh", "-c", "trap '' TERM; sleep 1000 & wait" }, 2)
+    T.eq(r.final.state, "canceled")
+    T.eq(#U.tagged(tag), 0)
+    T.ok(dt >= 380 and dt < 1500, "took " .. dt .. " ms for a 400 ms grace")
+  end)
+
+  test("per-execution kill_grace_ms", function()
+    local _, dt = cancel_tree({ "sh", "-c", "trap '' TERM; sleep 1000" }, 2, { kill_grace_ms = 100 })
+    T.ok(dt >= 90 and dt < 800, "took " .. dt .. " ms for a 100 ms grace")
+  end)
+
+  test("a setsid escapee dies too", function()
+    local r, _, tag = cancel_tree({ "sh", "-c", "setsid sleep 1000 & sleep 1000" }, 3)
+    T.eq(r.final.state, "canceled")
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1000), "escapee survived: " .. T.fmt(U.tagged(tag)))
+  end)
+
+  test("an orphaned double-fork escapee dies when its execution ends", function()
+    local tag = U.tag()
+    local r = U.run(eng, { cmd = { "sh", "-c", "(setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); echo started" },
+      env = { PROCTOR_TEST_TAG = tag } })
+    T.eq(r.final.state, "completed")
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1500), "daemon survived: " .. T.fmt(U.tagged(tag)))
+  end)
+
+  test("a SIGSTOPped job dies on cancel", function()
+    local tag = U.tag()
+    local id = assert(eng:start{ cmd = { "sh", "-c", "kill -STOP $$; sleep 1000" }, env = { PROCTOR_TEST_TAG = tag } })
+    U.wait_state(eng, id, "running")
+    T.ok(U.wait_until(function()
+      local p = U.tagged(tag)[1]
+      local s = p and U.read_file("/proc/" .. p .. "/stat")
+      return s and s:match("%) T")
+    end, 3000), "did not stop")
+    T.eq(eng:cancel(id), "canceling")
+    local r = U.collect(eng, { id }, 3000)[id]
+    T.eq(r.final.state, "canceled")
+    T.eq(#U.tagged(tag), 0)
+  end)
+
+  test("timeout_ms ends timed_out and kills the tree", function()
+    local tag = U.tag()
+    local t0 = U.now()
+    local r, id = U.run(eng, { cmd = { "sh", "-c", "sleep 1000 & sleep 1000" }, timeout_ms = 200, env = { PROCTOR_TEST_TAG = tag } })
+    local dt = U.now() - t0
+    T.eq(r.final.state, "timed_out")
+    T.eq(r.final.reason, "timeout")
+    T.ok(dt >= 190 and dt < 2000, "took " .. dt)
+    T.eq(#U.tagged(tag), 0)
+    T.eq(eng:cancel(id), "already_terminal")
+  end)
+
+  test("force cancel kills at once", function()
+    local tag = U.tag()
+    local id = assert(eng:start{ cmd = { "sh", "-c", "trap '' TERM; sleep 1000" }, env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = 5000 })
+    T.ok(U.wait_until(function() return #U.tagged(tag) >= 2 end, 3000)) -- sh and sleep: the trap is set
+    local t0 = U.now()
+    T.eq(eng:cancel(id, true), "canceling")
+    local r = U.collect(eng, { id }, 3000)[id]
+    T.ok(U.now() - t0 < 1000)
+    T.eq(r.final.signal, "SIGKILL")
+    -- escalation of a pending cancel
+    id = assert(eng:start{ cmd = { "sh", "-c", "trap '' TERM; echo ready; sleep 1000" }, kill_grace_ms = 5000 })
+    U.wait_output(eng, id, "ready")
+    T.eq(eng:cancel(id), "canceling")
+    T.eq(eng:cancel(id, { force = true }), "already_canceling")
+    t0 = U.now()
+    U.collect(eng, { id }, 3000)
+    T.ok(U.now() - t0 < 1000, "escalation did not kill at once")
+  end)
+
+  test("pty jobs get SIGHUP first; a HUP-ignoring pty job still dies", function()
+    local r = cancel_tree({ "sh", "-c", "trap 'echo HUP; exit 7' HUP; trap '' TERM; while :; do sleep 0.01; done" }, 2, { pty = true })
+    T.eq(r.final.state, "canceled")
+    T.match((r.out.pty or ""):gsub("\r", ""), "HUP")
+    T.eq(r.final.exit_code, 7)
+    local r2, _, tag = cancel_tree({ "sh", "-c", "trap '' HUP TERM; sleep 1000" }, 2, { pty = true, kill_grace_ms = 100 })
+    T.eq(r2.final.state, "canceled")
+    T.eq(#U.tagged(tag), 0)
+  end)
+
+  test("races of natural exit against cancel: one terminal event each, contract holds", function()
+    local e2 = assert(core.new{ max_running = 64, history_limit = 100000, drain_ms = 100 })
+    local N = tonumber(os.getenv("RACES") or "") or (ctx and ctx.nvim and 2000 or 10000)
+    local answers = {}
+    local ids = {}
+    local allowed = { canceling = true, already_canceling = true, already_terminal = true, not_found = true }
+    -- Batches of 20. Each execution is canceled at a point of its own
+    -- lifecycle chosen by i % 4: at once (queued), when `starting` is seen,
+    -- when `running` is seen (the exit may come any moment), or 2 ms after
+    -- `running` — so the exit/cancel race is real whatever the machine's speed.
+    local seen = {}
+    local function cancel(id)
+      local a = e2:cancel(id)
+      T.ok(allowed[a], "bad answer " .. tostring(a))
+      answers[id] = a
+    end
+    local i = 0
+    while #ids < N do
+      local b = {}
+      for _ = 1, math.min(20, N - #ids) do
+        i = i + 1
+        local id = assert(e2:start{ cmd = { "true" } })
+        ids[#ids + 1] = id
+        b[#b + 1] = { id = id, mode = i % 4 }
+        if i % 4 == 0 then cancel(id) end
+      end
+      local left = 0
+      for _, x in ipairs(b) do if not answers[x.id] then left = left + 1 end end
+      local deadline = U.now() + 20000
+      while left > 0 and U.now() < deadline do
+        for _, ev in ipairs(e2:wait(5, 65536)) do
+          if ev.type == "state" then
+            seen[ev.id] = seen[ev.id] or {}
+            seen[ev.id][ev.state] = U.now()
+            seen[ev.id].n = (seen[ev.id].n or 0) + (U.terminal[ev.state] and 1 or 0)
+            seen[ev.id].last = ev.state
+          end
+        end
+        for _, x in ipairs(b) do
+          local s = seen[x.id]
+          if not answers[x.id] and s then
+            local go = (x.mode == 1 and s.starting) or (x.mode == 2 and s.running) or
+              (x.mode == 3 and s.running and U.now() - s.running >= 2) or s.n == 1
+            if go then cancel(x.id); left = left - 1 end
+          end
+        end
+      end
+    end
+    -- the rest of the events
+    local function all_done()
+      for _, id in ipairs(ids) do if not (seen[id] and seen[id].n >= 1) then return false end end
+      return true
+    end
+    local deadline = U.now() + 60000
+    while not all_done() and U.now() < deadline do
+      for _, ev in ipairs(e2:wait(50, 65536)) do
+        if ev.type == "state" then
+          seen[ev.id] = seen[ev.id] or {}
+          seen[ev.id].n = (seen[ev.id].n or 0) + (U.terminal[ev.state] and 1 or 0)
+          seen[ev.id].last = ev.state
+        end
+      end
+    end
+    U.sleep(200) -- a second terminal event would show up here
+    for _, ev in ipairs(e2:poll(65536)) do
+      if ev.type == "state" and U.terminal[ev.state] then seen[ev.id].n = seen[ev.id].n + 1 end
+    end
+    local canceled = 0
+    for _, id in ipairs(ids) do
+      local s = seen[id]
+      T.eq(s and s.n, 1, "terminal events of " .. id)
+      T.eq(s.last == "canceled", answers[id] == "canceling",
+        ("id %d answered %s ended %s"):format(id, answers[id], s.last))
+      if s.last == "canceled" then canceled = canceled + 1 end
+    end
+    T.ok(canceled > 0 and canceled < N, "no real race: " .. canceled .. "/" .. N .. " canceled")
+    e2:close()
+  end)
+
+  test("cancel/delete of an ended execution never signal a process that reuses its pid", function()
+    local r, id = U.run(eng, { cmd = { "sh", "-c", "echo $$" } })
+    local pid = tonumber(r.out.stdout)
+    T.ok(pid)
+    -- Make the kernel hand `pid` to an unrelated process (root only: ns_last_pid).
+    local f = io.open("/proc/sys/kernel/ns_last_pid", "w")
+    T.ok(f, "needs root to recycle a pid (/proc/sys/kernel/ns_last_pid)")
+    local victim
+    for _ = 1, 300 do -- other processes on the machine may take it first: retry
+      -- popen's sh takes pid-1, its background sleep the pid we want
+      f = io.open("/proc/sys/kernel/ns_last_pid", "w")
+      f:write(tostring(pid - 2)); f:close()
+      local p = io.popen("sleep 30 >/dev/null 2>&1 & echo $!")
+      victim = tonumber(p:read("a")); p:close()
+      if victim == pid then break end
+      os.execute("kill " .. victim)
+    end
+    T.eq(victim, pid, "could not make the kernel reuse pid " .. pid)
+    local target = victim
+    T.eq(eng:cancel(id), "already_terminal")
+    T.eq(eng:cancel(id, true), "already_terminal")
+    T.eq(eng:delete(id), "deleted")
+    U.sleep(100)
+    T.ok(U.alive(target), "the process now holding pid " .. target .. " was signalled")
+    os.execute("kill " .. victim .. " 2>/dev/null")
+  end)
+
+
+  test("the shepherd's death ends live executions as supervisor_lost; the next start works", function()
+    local e2 = assert(core.new{})
+    local tag = U.tag()
+    local id = assert(e2:start{ cmd = { "sh", "-c", "sleep 1000 & sleep 1000" }, env = { PROCTOR_TEST_TAG = tag } })
+    U.wait_state(e2, id, "running")
+    local pid = e2:get(id).pid
+    local shepherd = U.ppid(pid)
+    T.ok(shepherd and shepherd > 1)
+    T.match(U.read_file("/proc/" .. shepherd .. "/cmdline") or "", "proctor%-shepherd")
+    os.execute("kill -9 " .. shepherd)
+    local r = U.collect(e2, { id }, 5000)[id]
+    T.eq(r.final.state, "failed")
+    T.eq(r.final.reason, "supervisor_lost")
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1000), "jobs survived the shepherd: " .. T.fmt(U.tagged(tag)))
+    local r2 = U.run(e2, { cmd = { "sh", "-c", "echo again" } })
+    T.eq(r2.out.stdout, "again\n")
+    e2:close()
+  end)
+
+  test("close() cancels everything, is bounded, and leaves nothing", function()
+    local e2 = assert(core.new{ kill_grace_ms = 300 })
+    local tag = U.tag()
+    local ids = {}
+    for _, pty in ipairs({ false, true }) do
+      ids[#ids + 1] = assert(e2:start{ cmd = { "sh", "-c", "trap '' TERM HUP; sleep 1000 & sleep 1000" }, pty = pty, env = { PROCTOR_TEST_TAG = tag } })
+      ids[#ids + 1] = assert(e2:start{ cmd = { "sh", "-c", "setsid sleep 1000 & sleep 1000" }, pty = pty, env = { PROCTOR_TEST_TAG = tag } })
+    end
+    T.ok(U.wait_until(function() return #U.tagged(tag) >= 10 end, 5000))
+    local t0 = U.now()
+    e2:close()
+    local dt = U.now() - t0
+    T.ok(dt < 300 + 1000, "close took " .. dt)
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1000), "left: " .. T.fmt(U.tagged(tag)))
+    -- the events up to the terminal ones are still there
+    local r = U.collect(e2, ids, 1000)
+    for _, id in ipairs(ids) do T.eq(r[id].final.state, "canceled") end
+    T.eq(r[ids[1]].final.reason, "engine_closed")
+    T.eq(select(3, e2:start{ cmd = { "true" } }), "ECLOSED")
+  end)
+
+  test("garbage collection of an engine shuts it down and leaves nothing", function()
+    local tag = U.tag()
+    do
+      local e2 = assert(core.new{ kill_grace_ms = 200 })
+      local id = assert(e2:start{ cmd = { "sleep", "1000" }, env = { PROCTOR_TEST_TAG = tag } })
+      T.ok(U.wait_until(function() return #U.tagged(tag) == 1 end, 3000))
+      e2 = nil
+    end
+    collectgarbage(); collectgarbage()
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 2000))
+  end)
+
+  test("SIGKILL of a lua5.4 host: every descendant gone within 1 s", function()
+    local tag = U.tag()
+    local script = os.tmpname()
+    local f = io.open(script, "w")
+    f:write(([[
+      package.cpath = %q .. "/build/lua5.4/?.so;" .. package.cpath
+      local core = require("proctor.core")
+      local eng = assert(core.new{})
+      local env = { PROCTOR_TEST_TAG = %q }
+      eng:start{ cmd = {"sleep", "1000"}, env = env }
+      eng:start{ cmd = "sleep 1000 & sleep 1000", env = env }
+      eng:start{ cmd = {"sleep", "1000"}, env = env, pty = true }
+      eng:start{ cmd = "trap '' HUP; sleep 1000", env = env, pty = true }
+      eng:start{ cmd = "trap '' TERM; sleep 1000", env = env }
+      eng:start{ cmd = "setsid sleep 1000 & sleep 1000", env = env }
+      io.stdout:write("ready\n"); io.stdout:flush()
+      while true do eng:wait(1000) end
+    ]]):format(U.root, tag))
+    f:close()
+    local p = io.popen("lua5.4 " .. script .. " & echo $!")
+    local host = tonumber(p:read("l"))
+    T.ok(host)
+    T.ok(U.wait_until(function() return #U.tagged(tag) >= 10 end, 5000), "jobs did not start: " .. #U.tagged(tag))
+    os.execute("kill -9 " .. host)
+    local t0 = U.now()
+    local gone = U.wait_until(function() return #U.tagged(tag) == 0 end, 1000, 5)
+    local dt = U.now() - t0
+    p:close()
+    os.remove(script)
+    T.ok(gone, "left after 1 s: " .. T.fmt(U.tagged(tag)))
+    T.ok(dt <= 1000, "took " .. dt)
+  end)
+
+  eng:close()
+end

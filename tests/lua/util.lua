@@ -1,0 +1,190 @@
+-- tests/lua/util.lua — helpers for the binding specs (lua5.4 and Neovim/LuaJIT).
+local core = require("proctor.core")
+local U = {}
+
+U.core = core
+U.root = os.getenv("PROCTOR_ROOT") or "."
+
+local sleeper
+-- Sleep ms milliseconds (an idle engine's wait is a poll() with a timeout).
+function U.sleep(ms)
+  sleeper = sleeper or core.new{}
+  sleeper:wait(ms)
+end
+
+function U.now() return core.hrtime() / 1e6 end
+
+local terminal = { completed = true, failed = true, canceled = true, timed_out = true }
+U.terminal = terminal
+
+-- Every event an engine produced, by id, so helpers never lose each other's
+-- events: log[eng][id] = { events = {...}, states = {...}, final = ev }.
+local logs = setmetatable({}, { __mode = "k" })
+
+local function entry(eng, id)
+  local l = logs[eng]
+  if not l then l = {}; logs[eng] = l end
+  local e = l[id]
+  if not e then e = { events = {}, states = {} }; l[id] = e end
+  return e
+end
+
+-- Pull pending events (waiting up to ms) into the log. Returns how many.
+function U.pump(eng, ms)
+  local evs = eng:wait(ms or 0, 65536)
+  for _, ev in ipairs(evs) do
+    local e = entry(eng, ev.id)
+    e.events[#e.events + 1] = ev
+    if ev.type == "state" then
+      e.states[#e.states + 1] = ev.state
+      if terminal[ev.state] then e.final = ev end
+    end
+  end
+  return #evs
+end
+
+local function summary(e)
+  local chunks = {}
+  for _, ev in ipairs(e.events) do
+    if ev.type == "output" then
+      local c = chunks[ev.stream] or {}
+      c[#c + 1] = ev.data
+      chunks[ev.stream] = c
+    end
+  end
+  local out = {}
+  for s, c in pairs(chunks) do out[s] = table.concat(c) end
+  return { events = e.events, states = e.states, final = e.final, out = out }
+end
+
+-- Wait until every id in `ids` reached a terminal state.
+-- Returns a table id -> { states = {...}, events = {...}, out = {stream = data}, final = ev }.
+function U.collect(eng, ids, timeout_ms)
+  local deadline = U.now() + (timeout_ms or 10000)
+  local i = 1
+  while true do
+    while i <= #ids and entry(eng, ids[i]).final do i = i + 1 end
+    if i > #ids then break end
+    local rem = deadline - U.now()
+    if rem <= 0 then error(("timeout: %d executions not terminal"):format(#ids - i + 1), 2) end
+    U.pump(eng, math.floor(math.min(rem, 200)))
+  end
+  local res = {}
+  for _, id in ipairs(ids) do res[id] = summary(entry(eng, id)) end
+  return res
+end
+
+-- Forget what the log holds for `id` (for long runs).
+function U.forget(eng, id)
+  if logs[eng] then logs[eng][id] = nil end
+end
+
+function U.run(eng, spec, timeout_ms)
+  local id = assert(eng:start(spec))
+  return U.collect(eng, { id }, timeout_ms)[id], id
+end
+
+-- Pids of live (non-zombie) processes whose initial environment has
+-- PROCTOR_TEST_TAG=<tag>.
+function U.tagged(tag)
+  local pids = {}
+  local p = io.popen("ls /proc")
+  local needle = "PROCTOR_TEST_TAG=" .. tag .. "\0"
+  for name in p:lines() do
+    if name:match("^%d+$") then
+      local f = io.open("/proc/" .. name .. "/environ", "rb")
+      if f then
+        local env = f:read("a") or ""
+        f:close()
+        if env:find(needle, 1, true) then
+          local st = io.open("/proc/" .. name .. "/stat")
+          local stat = st and st:read("l") or ""
+          if st then st:close() end
+          local state = stat:match("%) (%a)")
+          if state and state ~= "Z" then pids[#pids + 1] = tonumber(name) end
+        end
+      end
+    end
+  end
+  p:close()
+  return pids
+end
+
+local seq = 0
+function U.tag()
+  seq = seq + 1
+  return ("t%d_%d_%d"):format(os.time(), math.random(1, 1e9), seq)
+end
+
+-- Wait until fn() is true or timeout_ms passes; returns fn()'s last value.
+function U.wait_until(fn, timeout_ms, step)
+  local deadline = U.now() + timeout_ms
+  local v = fn()
+  while not v and U.now() < deadline do
+    U.sleep(step or 10)
+    v = fn()
+  end
+  return v
+end
+
+-- Wait for a state event of `id` equal to `state`.
+function U.wait_state(eng, id, state, timeout_ms)
+  local deadline = U.now() + (timeout_ms or 5000)
+  while true do
+    for _, ev in ipairs(entry(eng, id).events) do
+      if ev.type == "state" and ev.state == state then return ev end
+    end
+    if U.now() > deadline then error(("execution %d never reached %s"):format(id, state), 2) end
+    U.pump(eng, 20)
+  end
+end
+
+-- Wait until the output of `id` contains `pat` (plain); returns all output so far.
+function U.wait_output(eng, id, pat, timeout_ms)
+  local deadline = U.now() + (timeout_ms or 5000)
+  while true do
+    local buf = {}
+    for _, ev in ipairs(entry(eng, id).events) do
+      if ev.type == "output" then buf[#buf + 1] = ev.data end
+    end
+    local s = table.concat(buf)
+    if s:find(pat, 1, true) then return s end
+    if U.now() > deadline then
+      error(("output of %d never contained %q; got %q"):format(id, pat, s), 2)
+    end
+    U.pump(eng, 20)
+  end
+end
+
+function U.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function U.status_field(pid, field)
+  local s = U.read_file("/proc/" .. pid .. "/status")
+  return s and tonumber(s:match(field .. ":%s+(%d+)"))
+end
+
+function U.alive(pid)
+  local s = U.read_file("/proc/" .. pid .. "/stat")
+  if not s then return false end
+  return s:match("%) (%a)") ~= "Z"
+end
+
+function U.ppid(pid)
+  local s = U.read_file("/proc/" .. pid .. "/stat")
+  return s and tonumber(s:match("%) %a (%d+)"))
+end
+
+function U.sh(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+return U
