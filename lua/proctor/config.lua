@@ -42,7 +42,7 @@ M.defaults = {
     bar           = true,    -- winbar (Neovim 0.8+) or statusline with id, label, state, elapsed, exit
     final_line    = true,    -- print "[proctor] failed: exit 2 after 3.2 s" at the end
     bytes_per_tick = 65536,  -- bytes handed to the terminal per event-loop tick (all consoles)
-    backlog_limit  = 1048576,-- when more than this waits to be rendered, skip to the tail ...
+    backlog_limit  = 262144, -- when more than this waits to be rendered, skip to the tail ...
     tail_bytes     = 65536,  -- ... keeping this many bytes, and say how many were skipped
   },
   list = {

@@ -293,4 +293,6 @@ function H.report(name, e)
   vim.notify(msg, vim.log.levels.ERROR)
 end
 
+M._H = H
+
 return M

@@ -1,0 +1,246 @@
+-- tests/nvim/spec_commands.lua — :Proctor subcommands, completion, bad arguments, list view.
+return function(test, T, H)
+  local api = vim.api
+  local p = require("proctor")
+  local engine = require("proctor.engine")
+  local cmds = require("proctor.commands")
+
+  -- Run an Ex command; errors from vim.notify are captured by the helpers.
+  local function ex(s)
+    H.clear_notes()
+    local ok, err = pcall(vim.cmd, s)
+    if not ok then error("command raised: " .. tostring(err), 2) end
+    return H.note_texts()
+  end
+  local function last_id() return p.list()[#p.list()].id end
+
+  test(":Proctor run with options, open, input, cancel, cancel!, rerun, delete, purge, info", function()
+    vim.cmd("silent! only!")
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    ex("Proctor run -cwd=" .. dir .. " -label=pwd -nopty pwd; exit 0")
+    local id = last_id()
+    local rec = p.record(id)
+    T.eq(rec.label, "pwd")
+    T.eq(rec.pty, false)
+    T.eq(rec.cwd, dir .. "/")
+    T.match(api.nvim_buf_get_name(0), "^proctor://" .. id .. "/pwd$")
+    H.wait_final(api.nvim_get_current_buf())
+    T.ok(H.has_line(0, "^" .. vim.pesc(dir) .. "$"), "pwd printed the cwd")
+    -- default: pty; -timeout
+    ex("Proctor run -timeout=200ms -bg sleep 5")
+    id = last_id()
+    T.eq(p.record(id).pty, true)
+    T.ok(not api.nvim_buf_get_name(0):find("proctor://" .. id), "-bg opens no console")
+    T.eq(T.ok(p.get(id)):wait(3000).state, "timed_out")
+    -- input with and without an id (the most recent execution)
+    vim.cmd("enew")
+    ex("Proctor run -bg -nopty read a; read b; echo \"[$a][$b]\"")
+    id = last_id()
+    ex("Proctor input " .. id .. " first words")
+    ex("Proctor input second")
+    T.eq(p.get(id):wait(3000).state, "completed")
+    T.eq(vim.fn.trim(engine.current():read(id, "stdout", 0, 100)), "[first words][second]")
+    -- open: the console under the cursor is the default id
+    ex("Proctor open " .. id)
+    T.eq(require("proctor.console").id_of_buf(0), id)
+    -- cancel / cancel! (default id from the console under the cursor)
+    ex("Proctor run -nopty trap '' TERM; sleep 30")
+    local live = last_id()
+    H.wait(3000, function() return engine.state[live] == "running" end)
+    vim.wait(30)
+    local n = ex("Proctor cancel")
+    T.match(n[1], "canceling execution " .. live)
+    local t0 = H.hrms()
+    n = ex("Proctor cancel! " .. live)
+    T.eq(p.get(live):wait(3000).state, "canceled")
+    T.ok(H.hrms() - t0 < 400, "cancel! kills at once")
+    n = ex("Proctor cancel " .. live)
+    T.match(n[1], "already ended")
+    -- rerun: same command, new id, console opened
+    ex("Proctor rerun " .. id)
+    local new = last_id()
+    T.ok(new > live)
+    T.eq(p.record(new).cmd, p.record(id).cmd)
+    T.eq(require("proctor.console").id_of_buf(0), new)
+    p.input(new, "x\ny\n")
+    p.get(new):wait(3000)
+    -- delete: running -> clear message; finished -> gone, console wiped
+    ex("Proctor run -bg sleep 30")
+    local busy = last_id()
+    n = ex("Proctor delete " .. busy)
+    T.match(n[1], "^%(proctor%) execution " .. busy .. " is still running")
+    p.cancel(busy, true)
+    p.get(busy):wait(3000)
+    local cbuf = require("proctor.console").get(new).buf
+    ex("Proctor delete " .. new)
+    T.eq(p.record(new), nil)
+    T.eq(api.nvim_buf_is_valid(cbuf), false, "console buffer wiped")
+    -- purge
+    n = ex("Proctor purge")
+    T.match(n[1], "purged %d+ finished executions")
+    T.eq(#p.list(), 0)
+    -- info
+    local out = api.nvim_exec("Proctor info", true)
+    T.match(out, "core:%s+proctor%.core %d+%.%d+")
+    T.match(out, "engine:%s+running")
+    T.match(out, "socket:")
+  end)
+
+  test(":Proctor completion of subcommands, ids and run options", function()
+    local comp = function(line) return cmds.complete(line:match("(%S*)$"), line, #line) end
+    T.eq(table.concat(comp("Proctor "), ","), table.concat(cmds.subcommands, ","))
+    T.eq(table.concat(comp("Proctor ca"), ","), "cancel,cancel!")
+    T.eq(table.concat(comp("Proctor r"), ","), "run,rerun")
+    local done = p.run({ cmd = "true" })
+    done:wait(3000)
+    local live = p.run({ cmd = { "sleep", "30" } })
+    H.wait(3000, function() return engine.state[live.id] == "running" end)
+    local ids = comp("Proctor open ")
+    T.eq(ids[1], tostring(live.id), "most recent first")
+    T.ok(vim.tbl_contains(ids, tostring(done.id)))
+    T.eq(table.concat(comp("Proctor cancel "), ","), tostring(live.id), "cancel completes live ids")
+    T.ok(not vim.tbl_contains(comp("Proctor delete "), tostring(live.id)), "delete completes finished ids")
+    T.ok(vim.tbl_contains(comp("Proctor delete "), tostring(done.id)))
+    T.eq(table.concat(comp("Proctor run -l"), ","), "-label=")
+    T.ok(vim.tbl_contains(comp("Proctor run -"), "-nopty"))
+    T.ok(vim.tbl_contains(comp("Proctor run -bg ech"), "echo"), "shell commands")
+    T.eq(#comp("Proctor purge "), 0)
+    -- through Neovim's own completion machinery
+    T.ok(vim.tbl_contains(vim.fn.getcompletion("Proctor li", "cmdline"), "list"))
+    live:cancel(true)
+    live:wait(3000)
+  end)
+
+  test("bad arguments and unknown ids: one (proctor) message, no traceback", function()
+    local cases = {
+      { "Proctor", "a subcommand is needed" },
+      { "Proctor bogus", "unknown subcommand 'bogus'" },
+      { "Proctor open 99999", "no such execution 99999" },
+      { "Proctor open abc", "not an execution id: 'abc'" },
+      { "Proctor cancel #99999", "no such execution 99999" },
+      { "Proctor cancel! 1x", "not an execution id" },
+      { "Proctor delete 424242", "no such execution 424242" },
+      { "Proctor input 424242 hi", "no such execution 424242" },
+      { "Proctor run", "a command is needed" },
+      { "Proctor run -bogus ls", "unknown option '%-bogus'" },
+      { "Proctor run -timeout=soon ls", "bad timeout 'soon'" },
+      { "Proctor run -cwd=/nonexistent/x ls", "no such directory" },
+      { "Proctor text 424242", "no such execution" },
+      { "Proctor qf 424242", "no such execution" },
+      { "Proctor rerun 424242", "no such execution" },
+      { "Proctor purge now", "purge takes no arguments" },
+    }
+    for _, c in ipairs(cases) do
+      local n = ex(c[1])
+      T.eq(#n, 1, c[1] .. ": messages " .. table.concat(n, " | "))
+      T.match(n[1], "^%(proctor%) ", c[1])
+      T.match(n[1], c[2], c[1])
+      T.ok(not n[1]:find("traceback") and not n[1]:find("%.lua:%d+"), c[1] .. ": " .. n[1])
+      T.eq(H.notes[1].level, vim.log.levels.ERROR, c[1])
+    end
+    -- an internal error is still one message (simulated)
+    local orig = cmds._H.sub.info
+    cmds._H.sub.info = function() error("boom") end
+    local n = ex("Proctor info")
+    cmds._H.sub.info = orig
+    T.eq(#n, 1)
+    T.match(n[1], "^%(proctor%) internal error: .*boom")
+    T.ok(not n[1]:find("\n"), "one line")
+  end)
+
+  test("list view shows keys and executions, refreshes, and its keys act", function()
+    vim.cmd("silent! only!")
+    p.purge()
+    local a = p.run({ cmd = { "sleep", "30" }, label = "sleeper" })
+    local b = p.run({ cmd = "exit 7", label = "seven" })
+    b:wait(3000)
+    H.wait(3000, function() return engine.state[a.id] == "running" end)
+    local buf = select(1, require("proctor.list").open())
+    T.eq(api.nvim_buf_get_name(buf), "proctor://list")
+    local head = api.nvim_buf_get_lines(buf, 0, 1, false)[1]
+    for _, k in ipairs({ "<CR> open", "c cancel", "C kill", "d delete", "r rerun", "i input", "P purge", "q close" }) do
+      T.ok(head:find(k, 1, true), "key hint " .. k)
+    end
+    local function line_of(id)
+      for i, l in ipairs(api.nvim_buf_get_lines(buf, 0, -1, false)) do
+        if l:find("^#" .. id .. " ") then return i, l end
+      end
+    end
+    local _, la = line_of(a.id)
+    T.match(la, "running")
+    T.match(la, "sleeper")
+    T.match(la, "nvim")
+    local _, lb = line_of(b.id)
+    T.match(lb, "failed%s+7 ")
+    local function press(id, key)
+      api.nvim_win_set_cursor(0, { line_of(id), 0 })
+      api.nvim_feedkeys(api.nvim_replace_termcodes(key, true, false, true), "x", false)
+    end
+    -- i: input through vim.ui.input
+    local c = p.run({ cmd = "read x; echo \"got $x\"", label = "asker" })
+    H.wait(3000, function() return line_of(c.id) ~= nil end, "list refreshed on a new execution")
+    local orig = vim.ui.input
+    vim.ui.input = function(_, on_confirm) on_confirm("yes") end
+    press(c.id, "i")
+    vim.ui.input = orig
+    T.eq(c:wait(3000).state, "completed")
+    T.match(engine.current():read(c.id, "stdout", 0, 100), "got yes")
+    -- c: cancel
+    press(a.id, "c")
+    T.eq(a:wait(3000).state, "canceled")
+    H.wait(3000, function() return (select(2, line_of(a.id)) or ""):find("canceled") end, "refresh after cancel")
+    -- r: rerun (a new execution appears)
+    local before = #p.list()
+    press(b.id, "r")
+    H.wait(3000, function() return #p.list() == before + 1 end)
+    vim.cmd("silent! only!")
+    require("proctor.list").open()
+    -- d: delete
+    press(b.id, "d")
+    T.eq(p.record(b.id), nil)
+    H.wait(3000, function() return line_of(b.id) == nil end)
+    -- <CR>: open the console
+    press(c.id, "<CR>")
+    T.eq(require("proctor.console").id_of_buf(0), c.id)
+    vim.cmd("silent! only!")
+    require("proctor.list").open()
+    -- C: kill
+    local d = p.run({ cmd = "trap '' TERM; sleep 30" })
+    H.wait(3000, function() return line_of(d.id) and engine.state[d.id] == "running" end)
+    press(d.id, "C")
+    T.eq(d:wait(1000).state, "canceled")
+    -- P: purge; q: close
+    for _, r in ipairs(p.list()) do if not engine.TERMINAL[r.state] then p.get(r.id):wait(3000) end end
+    press(c.id, "P")
+    T.eq(#p.list(), 0)
+    H.wait(3000, function() return api.nvim_buf_get_lines(buf, 2, 3, false)[1]:find("no executions") end)
+    vim.cmd("split")
+    api.nvim_set_current_buf(buf)
+    local wins = #api.nvim_list_wins()
+    api.nvim_feedkeys("q", "x", false)
+    T.eq(#api.nvim_list_wins(), wins - 1, "q closed the window")
+  end)
+
+  test(":checkhealth proctor reports OK", function()
+    vim.cmd("checkhealth proctor")
+    local text = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), "\n")
+    T.ok(not text:find("ERROR"), text)
+    T.match(text, "OK.*proctor%.core")
+    T.match(text, "shepherd starts")
+    T.match(text, "socket directory usable")
+    vim.cmd("bwipeout!")
+  end)
+
+  test("helptags doc runs clean", function()
+    local tmp = vim.fn.tempname()
+    vim.fn.mkdir(tmp, "p")
+    vim.fn.writefile(vim.fn.readfile(H.root .. "/doc/proctor.txt"), tmp .. "/proctor.txt")
+    local out = api.nvim_exec("helptags " .. vim.fn.fnameescape(tmp), true)
+    T.eq(out, "")
+    local tags = table.concat(vim.fn.readfile(tmp .. "/tags"), "\n")
+    for _, tag in ipairs({ "proctor-core", "proctor-rpc", "proctor-config", ":Proctor", "proctor.run()" }) do
+      T.ok(tags:find(vim.pesc(tag) .. "\t"), "tag " .. tag)
+    end
+  end)
+end

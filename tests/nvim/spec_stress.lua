@@ -1,0 +1,164 @@
+-- tests/nvim/spec_stress.lua — flood, coexistence with jobstart/uv.spawn, SIGKILL, :qa.
+return function(test, T, H)
+  local api = vim.api
+  local uv = vim.uv or vim.loop
+  local p = require("proctor")
+  local engine = require("proctor.engine")
+
+  local function pct(t, q)
+    table.sort(t)
+    if #t == 0 then return 0 end
+    return t[math.max(1, math.ceil(#t * q))]
+  end
+
+  test("100 MiB flood into a visible console: true tail shown, skipped bytes reported", function()
+    vim.cmd("silent! only!")
+    local lat = {}
+    local timer = uv.new_timer()
+    local expect = H.hrms() + 10
+    timer:start(10, 10, function()
+      local now = H.hrms()
+      lat[#lat + 1] = now - expect
+      expect = now + 10
+    end)
+    local t0 = H.hrms()
+    -- 1,310,720 lines of 80 bytes = 100 MiB, then a marker
+    local ex = p.run({ cmd = "yes \"$(printf '%079d' 0)\" | head -c 104857600; echo TAIL-MARK", label = "flood" })
+    local buf = ex:open({ enter = false })
+    T.ok(#vim.fn.win_findbuf(buf) > 0, "console visible")
+    -- wait without reading the buffer (that would disturb the measurement)
+    local done = vim.wait(60000, function()
+      return engine.state[ex.id] == "completed" and require("proctor.console").idle(ex.id)
+    end, 5)
+    if not done then
+      local r = ex:record()
+      error(string.format("flood did not end in 60 s: lua state %s, core state %s, stdout bytes %s",
+        tostring(engine.state[ex.id]), r and r.state, r and r.bytes and r.bytes.stdout))
+    end
+    local wall = H.hrms() - t0
+    local final = H.wait_final(buf, 5000)
+    timer:stop()
+    timer:close()
+    T.match(final, "completed: exit 0")
+    local l = H.lines(buf)
+    T.eq(l[#l - 1], "TAIL-MARK", "true tail")
+    T.eq(l[#l - 2], string.rep("0", 79), "line before the tail")
+    local skipped
+    for _, s in ipairs(api.nvim_buf_get_lines(buf, 0, -1, false)) do
+      skipped = skipped or tonumber(s:match("%[proctor%] … skipped (%d+) bytes"))
+    end
+    T.ok(skipped and skipped > 0, "skipped-bytes line present")
+    local rec = ex:record()
+    T.eq(rec.bytes.stdout, 104857600 + #"TAIL-MARK\n", "byte count")
+    T.say(string.format("# flood: 100 MiB in %.2f s, 10 ms timer lateness p50 %.1f ms p99 %.1f ms max %.1f ms",
+      wall / 1000, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 1)))
+    T.ok(wall < 30000, "took " .. wall .. " ms")
+    vim.cmd("silent! only!")
+    p.delete(ex.id)
+  end)
+
+  test("coexistence: 1000 proctor + 1000 jobstart + 200 uv.spawn, exit codes right, no zombie", function()
+    local N1, N2, N3 = 1000, 1000, 200
+    local got1, got2, got3 = {}, {}, {}
+    local n1, n2, n3 = 0, 0, 0
+    local bad = {}
+    local t0 = H.hrms()
+    for i = 1, N1 do
+      local ex, err = p.run({ cmd = { "sh", "-c", "exit " .. (i % 256) }, stdin = false,
+        on_exit = function(_, rec)
+          got1[i] = rec.exit_code
+          n1 = n1 + 1
+        end })
+      if not ex then bad[#bad + 1] = "proctor " .. i .. ": " .. tostring(err) end
+    end
+    for i = 1, N2 do
+      local j = vim.fn.jobstart({ "sh", "-c", "exit " .. (i % 256) }, {
+        on_exit = function(_, code)
+          got2[i] = code
+          n2 = n2 + 1
+        end,
+      })
+      if j <= 0 then bad[#bad + 1] = "jobstart " .. i end
+    end
+    for i = 1, N3 do
+      local h
+      h = uv.spawn("sh", { args = { "-c", "exit " .. (i % 256) } }, function(code)
+        got3[i] = code
+        n3 = n3 + 1
+        h:close()
+      end)
+      if not h then bad[#bad + 1] = "uv.spawn " .. i end
+    end
+    T.eq(#bad, 0, table.concat(bad, "; "))
+    H.wait(60000, function() return n1 == N1 and n2 == N2 and n3 == N3 end, "all exits")
+    local wall = H.hrms() - t0
+    for i = 1, N1 do if got1[i] ~= i % 256 then bad[#bad + 1] = "proctor " .. i .. "=" .. tostring(got1[i]) end end
+    for i = 1, N2 do if got2[i] ~= i % 256 then bad[#bad + 1] = "jobstart " .. i .. "=" .. tostring(got2[i]) end end
+    for i = 1, N3 do if got3[i] ~= i % 256 then bad[#bad + 1] = "spawn " .. i .. "=" .. tostring(got3[i]) end end
+    T.eq(#bad, 0, table.concat(vim.list_slice(bad, 1, 10), "; "))
+    vim.wait(200)
+    local ch = H.children(vim.fn.getpid())
+    T.eq(ch.Z, 0, "zombies under Neovim: " .. table.concat(ch.list, " "))
+    T.say(string.format("# coexistence: 2200 processes in %.2f s", wall / 1000))
+    p.purge()
+  end)
+
+  test("SIGKILL of a Neovim with live executions: all descendants gone within 1 s", function()
+    local mark = "PROCTOR_TEST_MARK=kill" .. uv.hrtime()
+    local k, v = mark:match("^(.-)=(.*)$")
+    local c = H.child({ env = { [k] = v } })
+    c.lua([[
+      local p = require("proctor")
+      p.setup({ notify = "never" })
+      p.run({ cmd = { "sleep", "300" } })
+      p.run({ cmd = { "sleep", "300" }, pty = true })
+      p.run({ cmd = "sleep 300 & sleep 300" })
+      p.run({ cmd = "setsid -f sleep 300; sleep 300" })
+      p.run({ cmd = "sleep 300 & sleep 300", pty = true })
+    ]])
+    c.wait(5000, "#require('proctor').list({ state = 'running' }) == 5", "5 running")
+    H.wait(3000, function() return #H.marked_pids(mark) >= 1 + 1 + 6 + 2 end, "processes up")
+    local before = #H.marked_pids(mark)
+    uv.kill(c.pid, "sigkill")
+    local t0 = H.hrms()
+    local ok = vim.wait(1000, function() return #H.marked_pids(mark) == 0 end, 10)
+    local took = H.hrms() - t0
+    local left = H.marked_pids(mark)
+    T.ok(ok, string.format("%d of %d processes left after 1 s: %s", #left, before, table.concat(left, " ")))
+    T.say(string.format("# sigkill: %d processes gone in %.0f ms", before, took))
+  end)
+
+  test(":qa with 50 live executions returns within grace + 200 ms and leaves nothing", function()
+    local mark = "PROCTOR_TEST_MARK=qa" .. uv.hrtime()
+    local k, v = mark:match("^(.-)=(.*)$")
+    local c = H.child({ env = { [k] = v } })
+    c.lua([[
+      local p = require("proctor")
+      p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+      for i = 1, 50 do
+        if i % 10 == 0 then
+          p.run({ cmd = "trap '' TERM; sleep 300", stdin = false })     -- needs SIGKILL
+        elseif i % 10 == 1 then
+          p.run({ cmd = { "sleep", "300" }, pty = true })
+        else
+          p.run({ cmd = "sleep 300 & sleep 300" })
+        end
+      end
+      p.open(1)
+    ]])
+    c.wait(10000, "#require('proctor').list({ state = 'running' }) == 50", "50 running")
+    local exited
+    local t0 = H.hrms()
+    vim.rpcnotify(c.job, "nvim_command", "qa")
+    local ok = vim.wait(5000, function()
+      if not exited and vim.fn.jobwait({ c.job }, 0)[1] ~= -1 then exited = H.hrms() end
+      return exited ~= nil
+    end, 2)
+    T.ok(ok, "Neovim did not exit")
+    local took = exited - t0
+    T.say(string.format("# :qa with 50 live executions: %.0f ms (grace 500 ms)", took))
+    T.ok(took <= 700, ":qa took " .. took .. " ms")
+    local left = H.marked_pids(mark)
+    T.eq(#left, 0, "processes left: " .. table.concat(left, " "))
+  end)
+end
