@@ -41,7 +41,7 @@ M.defaults = {
     enter         = true,    -- move the cursor into the console window when opening it
     bar           = true,    -- winbar (Neovim 0.8+) or statusline with id, label, state, elapsed, exit
     final_line    = true,    -- print "[proctor] failed: exit 2 after 3.2 s" at the end
-    bytes_per_tick = 65536,  -- bytes handed to the terminal per event-loop tick (all consoles)
+    bytes_per_tick = 16384,  -- bytes handed to the terminal per event-loop tick (all consoles)
     backlog_limit  = 262144, -- when more than this waits to be rendered, skip to the tail ...
     tail_bytes     = 65536,  -- ... keeping this many bytes, and say how many were skipped
   },

@@ -223,7 +223,7 @@ return function(test, T, H)
   end)
 
   test(":checkhealth proctor reports OK", function()
-    vim.cmd("checkhealth proctor")
+    vim.cmd("silent checkhealth proctor")
     local text = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), "\n")
     T.ok(not text:find("ERROR"), text)
     T.match(text, "OK.*proctor%.core")
