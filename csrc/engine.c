@@ -736,7 +736,7 @@ int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg)
   return simple(e, &c);
 }
 
-size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max) {
+size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes) {
   size_t n = 0;
   pthread_mutex_lock(&e->evmu);
   while (n < max && !pr_queue_empty(&e->events)) {
@@ -757,8 +757,8 @@ size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max) {
     pr_event_t *ev = evs[i];
     if (ev->type == PR_EV_OUTPUT) {
       int resume = 0;
-      int rc = pr_ring_take((pr_ring_t *)ev->ring, &ev->data, &ev->len, &ev->offset, &ev->missed,
-                            &resume);
+      int rc = pr_ring_take_tail((pr_ring_t *)ev->ring, max_bytes, &ev->data, &ev->len,
+                                 &ev->offset, &ev->missed, &resume);
       if (resume) { /* back-pressure: the engine paused this stream; read again */
         pr_cmd_t *c = calloc(1, sizeof(*c));
         if (c) {

@@ -188,8 +188,11 @@ int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *
 int pr_engine_fd(const pr_engine_t *e);
 
 /* pr_engine_poll: take up to `max` events without blocking into evs[].
- * Returns how many. */
-size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max);
+ * Returns how many. An output event carries every byte since the previous
+ * one of its stream, or with max_bytes > 0 only the last max_bytes of them
+ * (the rest counts in `missed` and is never copied: a console that can only
+ * show the tail of a flood pays only for the tail). */
+size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes);
 
 /* pr_engine_wait: block until an event is pending or timeout_ms passes
  * (<0: forever). Returns 1 if events are pending, 0 on timeout. */

@@ -12,6 +12,7 @@
 #include "exec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 
 static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);
+static void emit_output_marker(pr_exec_t *x, int stream);
 static void flush_pending_input(pr_exec_t *x);
 static void drop_pending_input(pr_exec_t *x);
 
@@ -112,14 +114,17 @@ static int all_eof(const pr_exec_t *x) {
   return 1;
 }
 
+static int is_pty(const pr_stream_t *s) { return s == &s->exec->streams[PR_PTY]; }
+
 static void stream_close(pr_stream_t *s) {
   if (s->open) {
     s->open = 0;
-    uv_read_stop((uv_stream_t *)&s->pipe);
-    close_handle(s->exec, (uv_handle_t *)&s->pipe);
+    if (is_pty(s)) uv_poll_stop(&s->h.poll);
+    else uv_read_stop((uv_stream_t *)&s->h.pipe);
+    close_handle(s->exec, (uv_handle_t *)&s->h);
   }
   s->eof = 1;
-  if (s == &s->exec->streams[PR_PTY]) s->exec->in_open = 0; /* the master was stdin too */
+  if (is_pty(s)) s->exec->in_open = 0; /* the terminal is gone: no more input */
 }
 
 static void maybe_finish(pr_exec_t *x) {
@@ -128,18 +133,48 @@ static void maybe_finish(pr_exec_t *x) {
 
 /* ---- output -------------------------------------------------------------------- */
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  (void)suggested;
-  pr_stream_t *s = (pr_stream_t *)h; /* pipe is the first member */
-  pr_engine_t *e = s->exec->eng;
-  size_t n = sizeof(e->readbuf);
+/* How many bytes the next read may take (back-pressure: what the ring can
+ * hold before the host has taken what is pending). */
+static size_t read_room(pr_stream_t *s) {
+  size_t n = sizeof(s->exec->eng->readbuf);
   if (s->exec->backpressure) {
     uint64_t pending = pr_ring_undelivered(s->ring);
     size_t room = pending >= s->ring->limit ? 0 : (size_t)(s->ring->limit - pending);
     if (room < n) n = room;
   }
-  buf->base = e->readbuf;
-  buf->len = n;
+  return n;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  pr_stream_t *s = (pr_stream_t *)h; /* the handle is the first member */
+  buf->base = s->exec->eng->readbuf;
+  buf->len = read_room(s);
+}
+
+static void pause_stream(pr_stream_t *s) {
+  if (is_pty(s)) uv_poll_stop(&s->h.poll);
+  else uv_read_stop((uv_stream_t *)&s->h.pipe);
+  s->paused = 1;
+  pthread_mutex_lock(&s->ring->mu);
+  s->ring->paused = 1;
+  pthread_mutex_unlock(&s->ring->mu);
+}
+
+static void timer_start(pr_exec_t *x, uint64_t ms);
+
+/* Bytes arrived on a stream: keep them and tell the host. */
+static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
+  pr_exec_t *x = s->exec;
+  if (x->exited && !x->finished) { /* draining: an idle timeout, not an absolute one */
+    uint64_t now = uv_now(&x->eng->loop), at = now + x->eng->opts.drain_ms;
+    if (at > x->drain_deadline) at = x->drain_deadline;
+    timer_start(x, at > now ? at - now : 0);
+  }
+  pr_ring_write(s->ring, p, n);
+  emit_output_marker(x, (int)(s - x->streams));
+  if (x->eng->rpc) pr_rpc_on_output(x->eng, x, (int)(s - x->streams)); /* RPC subscribers */
+  if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
 }
 
 static void emit_output_marker(pr_exec_t *x, int stream) {
@@ -156,33 +191,51 @@ static void emit_output_marker(pr_exec_t *x, int stream) {
 }
 
 static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
-  pr_stream_t *s = (pr_stream_t *)h; /* pipe is the first member */
-  pr_exec_t *x = s->exec;
+  pr_stream_t *s = (pr_stream_t *)h; /* the handle is the first member */
   if (nread > 0) {
-    pr_ring_write(s->ring, buf->base, (size_t)nread);
-    emit_output_marker(x, (int)(s - x->streams));
-    if (x->eng->rpc) pr_rpc_on_output(x->eng, x, (int)(s - x->streams)); /* RPC subscribers */
-    if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) {
-      uv_read_stop(h);
-      s->paused = 1;
-      pthread_mutex_lock(&s->ring->mu);
-      s->ring->paused = 1;
-      pthread_mutex_unlock(&s->ring->mu);
-    }
+    got_bytes(s, buf->base, (size_t)nread);
     return;
   }
   if (nread == 0) return; /* EAGAIN: nothing to do */
   if (nread == UV_ENOBUFS) { /* back-pressure: on_alloc had no room for this stream */
-    uv_read_stop(h);
-    s->paused = 1;
-    pthread_mutex_lock(&s->ring->mu);
-    s->ring->paused = 1;
-    pthread_mutex_unlock(&s->ring->mu);
+    pause_stream(s);
     return;
   }
-  /* UV_EOF on a pipe, UV_EIO on a pty master once the slave side is gone. */
+  /* UV_EOF (or an error) on a pipe: no writer is left. */
   stream_close(s);
-  maybe_finish(x);
+  maybe_finish(s->exec);
+}
+
+/* The pty master is readable (or hung up): read until EAGAIN. Only EIO (the
+ * slave side is closed and nothing is left) or 0 ends the stream. Bounded per
+ * call so one busy terminal cannot starve the loop; epoll is level-triggered
+ * and calls again. */
+static void on_pty_poll(uv_poll_t *h, int status, int events) {
+  (void)events;
+  pr_stream_t *s = (pr_stream_t *)h;
+  uv_os_fd_t fd;
+  if (status < 0 || uv_fileno((uv_handle_t *)h, &fd) != 0) {
+    stream_close(s);
+    maybe_finish(s->exec);
+    return;
+  }
+  for (int i = 0; i < 64 && s->open; i++) {
+    size_t room = read_room(s);
+    if (room == 0) {
+      pause_stream(s);
+      return;
+    }
+    ssize_t n = read(fd, s->exec->eng->readbuf, room);
+    if (n > 0) {
+      got_bytes(s, s->exec->eng->readbuf, (size_t)n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    stream_close(s); /* EIO: the terminal is closed and drained */
+    maybe_finish(s->exec);
+    return;
+  }
 }
 
 void pr_exec_resume(pr_exec_t *x) {
@@ -190,7 +243,8 @@ void pr_exec_resume(pr_exec_t *x) {
     pr_stream_t *s = &x->streams[i];
     if (s->open && s->paused && pr_ring_undelivered(s->ring) < s->ring->limit) {
       s->paused = 0;
-      uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+      if (is_pty(s)) uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
+      else uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);
     }
   }
 }
@@ -291,17 +345,42 @@ void pr_exec_schedule(pr_engine_t *e) {
 static int open_stream(pr_exec_t *x, int which, int fd) {
   pr_stream_t *s = &x->streams[which];
   s->exec = x;
-  if (uv_pipe_init(&x->eng->loop, &s->pipe, 0) != 0) return -1;
-  s->pipe.data = x;
+  int rc = which == PR_PTY ? uv_poll_init(&x->eng->loop, &s->h.poll, fd)
+                           : uv_pipe_init(&x->eng->loop, &s->h.pipe, 0);
+  if (rc != 0) {
+    close(fd);
+    return -1;
+  }
+  s->h.pipe.data = x; /* same offset in every handle type */
   x->handles++;
   s->open = 1;
-  if (uv_pipe_open(&s->pipe, fd) != 0) {
+  if (which == PR_PTY) {
+    uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
+    return 0;
+  }
+  if (uv_pipe_open(&s->h.pipe, fd) != 0) {
     close(fd);
     stream_close(s);
     return -1;
   }
-  uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+  uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);
   return 0;
+}
+
+/* Open x->in on `fd` for writing input. Takes ownership of fd. */
+static void open_input(pr_exec_t *x, int fd) {
+  if (uv_pipe_init(&x->eng->loop, &x->in, 0) != 0) {
+    close(fd);
+    return;
+  }
+  x->in.data = x;
+  x->handles++;
+  if (uv_pipe_open(&x->in, fd) == 0) {
+    x->in_open = 1;
+  } else {
+    close(fd);
+    close_handle(x, (uv_handle_t *)&x->in);
+  }
 }
 
 void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nfds) {
@@ -314,22 +393,14 @@ void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nf
   x->pid = h->a;
   if ((h->flags & PR_WF_PIDFD) && k < nfds) x->pidfd = fds[k++];
   if (x->pty) {
-    if (k < nfds && open_stream(x, PR_PTY, fds[k++]) == 0) x->in_open = 1;
-  } else {
-    if (x->stdin_pipe && k < nfds) {
-      int fd = fds[k++];
-      if (uv_pipe_init(&e->loop, &x->in, 0) == 0) {
-        x->in.data = x;
-        x->handles++;
-        if (uv_pipe_open(&x->in, fd) == 0) x->in_open = 1;
-        else {
-          close(fd);
-          close_handle(x, (uv_handle_t *)&x->in);
-        }
-      } else {
-        close(fd);
-      }
+    if (k < nfds) {
+      int master = fds[k++];
+      int wfd = fcntl(master, F_DUPFD_CLOEXEC, 3); /* input writes on their own fd */
+      if (open_stream(x, PR_PTY, master) == 0 && wfd >= 0) open_input(x, wfd);
+      else if (wfd >= 0) close(wfd);
     }
+  } else {
+    if (x->stdin_pipe && k < nfds) open_input(x, fds[k++]);
     if (k < nfds) open_stream(x, PR_STDOUT, fds[k++]);
     if (k < nfds) open_stream(x, PR_STDERR, fds[k++]);
   }
@@ -371,6 +442,11 @@ void pr_exec_on_exited(pr_engine_t *e, const pr_wire_hdr_t *h) {
     decide(x, x->exit_code == 0 ? PR_COMPLETED : PR_FAILED, "exit");
   }
   if (x->timer_open) uv_timer_stop(&x->timer);
+  /* Output may still be queued (a big pty backlog) or a background process
+   * may hold a stream open: wait until drain_ms pass without a byte, and
+   * never longer than ten times that (at least 5 s) in all. */
+  uint64_t cap = (uint64_t)e->opts.drain_ms * 10;
+  x->drain_deadline = uv_now(&e->loop) + (cap > 5000 ? cap : 5000);
   if (all_eof(x)) finish(x);
   else timer_start(x, e->opts.drain_ms);
 }
@@ -421,10 +497,8 @@ static void finish(pr_exec_t *x) {
       pr_ring_shrink(x->streams[i].ring);
     }
   }
-  if (x->in_open || x->stdin_pipe) {
-    x->in_open = 0;
-    if (!x->pty && x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
-  }
+  x->in_open = 0;
+  if (x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
   if (x->timer_open) {
     x->timer_open = 0;
     close_handle(x, (uv_handle_t *)&x->timer);
@@ -466,9 +540,7 @@ static void on_write(uv_write_t *req, int status) {
   free(req);
 }
 
-static uv_stream_t *input_stream(pr_exec_t *x) {
-  return x->pty ? (uv_stream_t *)&x->streams[PR_PTY].pipe : (uv_stream_t *)&x->in;
-}
+static uv_stream_t *input_stream(pr_exec_t *x) { return (uv_stream_t *)&x->in; }
 
 static void drop_pending_input(pr_exec_t *x) {
   while (!pr_queue_empty(&x->pending_in)) {
@@ -561,7 +633,7 @@ int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
   x->rows = rows;
   if (x->state != PR_RUNNING || !x->streams[PR_PTY].open) return PR_ENOTRUNNING;
   uv_os_fd_t fd;
-  if (uv_fileno((uv_handle_t *)&x->streams[PR_PTY].pipe, &fd) != 0) return PR_ENOTRUNNING;
+  if (uv_fileno((uv_handle_t *)&x->streams[PR_PTY].h.poll, &fd) != 0) return PR_ENOTRUNNING;
   struct winsize ws = {.ws_row = rows, .ws_col = cols};
   if (ioctl(fd, TIOCSWINSZ, &ws) < 0) return -errno;
   return 0;

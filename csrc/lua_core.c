@@ -499,14 +499,14 @@ static int l_fd(lua_State *L) {
   return 1;
 }
 
-static int push_events(lua_State *L, pr_engine_t *e, lua_Integer max) {
+static int push_events(lua_State *L, pr_engine_t *e, lua_Integer max, lua_Integer max_bytes) {
   size_t cap = max > 256 ? 256 : (size_t)max, got = 0;
   pr_event_t *buf[256];
   lua_newtable(L);
   while (got < (size_t)max) {
     size_t want = (size_t)max - got;
     if (want > cap) want = cap;
-    size_t n = pr_engine_poll(e, buf, want);
+    size_t n = pr_engine_poll(e, buf, want, (size_t)max_bytes);
     for (size_t i = 0; i < n; i++) {
       push_event(L, buf[i]);
       pr_event_free(buf[i]);
@@ -517,26 +517,30 @@ static int push_events(lua_State *L, pr_engine_t *e, lua_Integer max) {
   return 1;
 }
 
-/* eng:poll([max]) -> { event... } (never blocks) */
+/* eng:poll([max[, max_bytes]]) -> { event... } (never blocks) */
 static int l_poll(lua_State *L) {
   lengine_t *le = check_engine(L);
   lua_Integer max = luaL_optinteger(L, 2, 1024);
+  lua_Integer max_bytes = luaL_optinteger(L, 3, 0);
   luaL_argcheck(L, max > 0 && max <= PR_MAX_POLL, 2, "max must be in [1, 65536]");
+  luaL_argcheck(L, max_bytes >= 0, 3, "max_bytes must be >= 0 (0: no cap)");
   if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
-  return push_events(L, le->e, max);
+  return push_events(L, le->e, max, max_bytes);
 }
 
-/* eng:wait([timeout_ms[, max]]) -> { event... } (blocks until one is pending or timeout) */
+/* eng:wait([timeout_ms[, max[, max_bytes]]]) -> { event... }
+ * (blocks until one is pending or timeout) */
 static int l_wait(lua_State *L) {
   lengine_t *le = check_engine(L);
   lua_Integer t = luaL_optinteger(L, 2, -1);
   lua_Integer max = luaL_optinteger(L, 3, 1024);
+  lua_Integer max_bytes = luaL_optinteger(L, 4, 0);
   luaL_argcheck(L, t >= -1 && t <= 0x7fffffff, 2, "timeout_ms must be >= 0 (or -1: forever)");
   luaL_argcheck(L, max > 0 && max <= PR_MAX_POLL, 3, "max must be in [1, 65536]");
+  luaL_argcheck(L, max_bytes >= 0, 4, "max_bytes must be >= 0 (0: no cap)");
   if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (pr_engine_closed(le->e)) return push_events(L, le->e, max); /* what is left, no wait */
-  pr_engine_wait(le->e, (int)t);
-  return push_events(L, le->e, max);
+  if (!pr_engine_closed(le->e)) pr_engine_wait(le->e, (int)t); /* closed: what is left, no wait */
+  return push_events(L, le->e, max, max_bytes);
 }
 
 /* eng:address() -> the RPC socket path, or nil when not listening */

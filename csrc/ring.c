@@ -143,18 +143,30 @@ int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *le
   return rc;
 }
 
-int pr_ring_take(pr_ring_t *r, char **out, size_t *len, uint64_t *from, uint64_t *missed,
-                 int *resume) {
+int pr_ring_take_tail(pr_ring_t *r, size_t max, char **out, size_t *len, uint64_t *from,
+                      uint64_t *missed, int *resume) {
   pthread_mutex_lock(&r->mu);
-  uint64_t next;
   r->marker = 0;
   *resume = r->paused;
   r->paused = 0;
-  *from = r->delivered < r->head ? r->head : r->delivered;
-  int rc = read_locked(r, r->delivered, SIZE_MAX, out, len, &next, missed);
-  if (rc == 0) r->delivered = next;
+  /* First byte handed out: not before the oldest retained one, and not more
+   * than `max` before the tail. Everything in between is reported missed. */
+  uint64_t start = r->delivered < r->head ? r->head : r->delivered;
+  if (max && r->tail - start > max) start = r->tail - max;
+  uint64_t next, dropped;
+  int rc = read_locked(r, start, SIZE_MAX, out, len, &next, &dropped);
+  if (rc == 0) {
+    *missed = start - r->delivered;
+    *from = start;
+    r->delivered = next;
+  }
   pthread_mutex_unlock(&r->mu);
   return rc;
+}
+
+int pr_ring_take(pr_ring_t *r, char **out, size_t *len, uint64_t *from, uint64_t *missed,
+                 int *resume) {
+  return pr_ring_take_tail(r, 0, out, len, from, missed, resume);
 }
 
 int pr_ring_mark(pr_ring_t *r) {

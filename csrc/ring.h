@@ -66,6 +66,12 @@ int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *le
 int pr_ring_take(pr_ring_t *r, char **out, size_t *len, uint64_t *from, uint64_t *missed,
                  int *resume);
 
+/* pr_ring_take_tail: like pr_ring_take but copies at most the last `max`
+ * undelivered bytes; the bytes skipped over (never copied) count as missed.
+ * max == 0 means no cap. */
+int pr_ring_take_tail(pr_ring_t *r, size_t max, char **out, size_t *len, uint64_t *from,
+                      uint64_t *missed, int *resume);
+
 /* pr_ring_mark: set the marker flag; returns 1 when it was clear (the caller
  * must queue a marker), 0 when a marker is already queued. */
 int pr_ring_mark(pr_ring_t *r);

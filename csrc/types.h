@@ -26,7 +26,15 @@ typedef struct pr_exec pr_exec_t;
 
 /* One output stream of an execution. */
 typedef struct {
-  uv_pipe_t pipe;    /* valid while `open` */
+  /* Pipes are read with libuv's stream reader. A pty master is read with a
+   * poll handle and our own read loop: libuv takes POLLHUP after a partial
+   * read as EOF, but a pty master returns at most 4095 bytes per read and
+   * raises POLLHUP as soon as the slave closes, with output still queued —
+   * that is how terminal output loses its tail. Only EIO (or 0) ends it here. */
+  union {
+    uv_pipe_t pipe;  /* pipe streams, valid while `open` */
+    uv_poll_t poll;  /* the pty stream, valid while `open` */
+  } h;               /* first member: a handle pointer is a stream pointer */
   pr_exec_t *exec;
   pr_ring_t *ring;   /* NULL when the execution has no such stream */
   int open;          /* handle initialised, uv_close not yet called */
@@ -63,10 +71,11 @@ struct pr_exec {
   int pidfd;         /* -1 when none */
   uint64_t created_at, started_at, ended_at; /* ms since the epoch */
   uint64_t started_mono;                     /* uv_now at running, for duration */
+  uint64_t drain_deadline;                   /* uv_now after which draining stops, whatever arrives */
   uint64_t duration_ms;
 
   pr_stream_t streams[PR_NSTREAM];
-  uv_pipe_t in;      /* stdin pipe (pipe mode) — the pty master is streams[PR_PTY] */
+  uv_pipe_t in;      /* stdin pipe, or a dup of the pty master used only for writing */
   int in_open;       /* stdin handle usable for writes */
   int in_closing;    /* close_stdin requested */
   pr_queue_t pending_in; /* input given while queued/starting, written once running */

@@ -42,7 +42,7 @@ static int drain(pr_engine_t *e, outcome_t *o, size_t n, int keep, int timeout_m
   pr_event_t *evs[256];
   while (left > 0 && now_ms() < deadline) {
     pr_engine_wait(e, 100);
-    size_t k = pr_engine_poll(e, evs, 256);
+    size_t k = pr_engine_poll(e, evs, 256, 0);
     for (size_t i = 0; i < k; i++) {
       pr_event_t *ev = evs[i];
       if (ev->id >= 1 && ev->id <= n) {
@@ -141,12 +141,12 @@ static void test_sigchld_disposition_unchanged(void) {
   CHECK(waitpid(-1, NULL, WNOHANG) == -1);
 }
 
-static volatile int reaper_stop;
+static int reaper_stop; /* atomic */
 static long reaped;
 
 static void *reaper(void *arg) {
   (void)arg;
-  while (!reaper_stop) {
+  while (!__atomic_load_n(&reaper_stop, __ATOMIC_RELAXED)) {
     if (waitpid(-1, NULL, WNOHANG) > 0) __atomic_add_fetch(&reaped, 1, __ATOMIC_RELAXED);
     usleep(100);
   }
@@ -156,7 +156,7 @@ static void *reaper(void *arg) {
 /* A host thread looping waitpid(-1, WNOHANG) neither loses nor hangs any exit. */
 static void test_host_waitpid_thread(void) {
   pthread_t t;
-  reaper_stop = 0;
+  __atomic_store_n(&reaper_stop, 0, __ATOMIC_RELAXED);
   CHECK(pthread_create(&t, NULL, reaper, NULL) == 0);
   pr_engine_opts_t opts = {.max_running = 40};
   pr_engine_t *e;
@@ -173,7 +173,7 @@ static void test_host_waitpid_thread(void) {
   for (size_t i = 1; i <= n; i++) good += o[i].terminal == 1 && o[i].exit_code == (int)(i % 256);
   free_outcomes(o, n);
   pr_engine_free(e); /* stops its shepherd: a second shepherd start also works */
-  reaper_stop = 1;
+  __atomic_store_n(&reaper_stop, 1, __ATOMIC_RELAXED);
   pthread_join(t, NULL);
   CHECK(ok);
   CHECKF(good == n, "%zu of %zu exits right", good, n);
@@ -187,7 +187,7 @@ static void test_input_roundtrip(void) {
   pr_spec_t s = {.argv = argv, .argc = 1, .stdin_pipe = 1, .kill_grace_ms = -1};
   uint64_t id;
   CHECK(pr_engine_start(e, &s, &id) == 0);
-  size_t total = (size_t)(4 << 20) / (size_t)scale, chunk = 65536;
+  size_t chunk = 65536, total = chunk * (64 / (size_t)scale);
   char *buf = malloc(chunk);
   for (size_t off = 0; off < total; off += chunk) {
     for (size_t i = 0; i < chunk; i++) buf[i] = (char)(((off + i) * 7) % 253);

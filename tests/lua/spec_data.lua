@@ -69,9 +69,10 @@ return function(T, ctx)
     T.ok(rec.bytes.stdout > 64 * 2 ^ 20, "yes produced only " .. rec.bytes.stdout .. " bytes")
     T.eq(eng:cancel(id), "canceling")
     local r = U.collect(eng, { id }, 5000)[id]
-    local got = 0
-    for _, ev in ipairs(r.events) do if ev.type == "output" then got = got + #ev.data end end
-    T.ok(got <= 4 << 20, "delivered more than the ring holds: " .. got)
+    local first
+    for _, ev in ipairs(r.events) do if ev.type == "output" then first = ev; break end end
+    T.ok(first and #first.data <= 4 << 20, "one event carried more than the ring holds")
+    T.ok(first.missed > 0 and first.missed == first.offset, "the dropped head is reported as missed")
     T.ok((peak - before) < (4 << 10) + 8 * 1024, ("host grew %d KiB"):format(peak - before))
     eng:close()
   end)
@@ -91,14 +92,38 @@ return function(T, ctx)
     eng:close()
   end)
 
+  test("poll with max_bytes delivers only the tail and counts the rest as missed", function()
+    local eng = assert(core.new{})
+    local id = assert(eng:start{ cmd = { "sh", "-c", "seq 1 100000" } })
+    U.sleep(300)
+    local data, missed, last = {}, 0, nil
+    local done = false
+    while not done do
+      for _, ev in ipairs(eng:wait(1000, 1024, 1000)) do
+        if ev.type == "output" then
+          T.ok(#ev.data <= 1000, "event larger than max_bytes")
+          data[#data + 1] = ev.data; missed = missed + ev.missed; last = ev
+        elseif U.terminal[ev.state] then done = true end
+      end
+    end
+    local all = table.concat(data)
+    T.eq(#all + missed, 588895)
+    T.eq(all:sub(-7), "100000\n")
+    T.eq(last.offset + #last.data, 588895)
+    eng:close()
+  end)
+
   test("a flood is coalesced into few output events", function()
     local eng = assert(core.new{})
     local id = assert(eng:start{ cmd = { "sh", "-c", "head -c 20000000 /dev/zero" } })
     U.sleep(300)
     local r = U.collect(eng, { id }, 30000)[id]
-    local n, bytes = 0, 0
-    for _, ev in ipairs(r.events) do if ev.type == "output" then n = n + 1; bytes = bytes + #ev.data end end
-    T.eq(bytes, 20000000)
+    local n, bytes, missed = 0, 0, 0
+    for _, ev in ipairs(r.events) do
+      if ev.type == "output" then n = n + 1; bytes = bytes + #ev.data; missed = missed + ev.missed end
+    end
+    T.eq(bytes + missed, 20000000, "delivered + reported missing")
+    T.ok(bytes >= 8 << 20, "the retained tail (8 MiB ring) was delivered")
     T.ok(n < 200, n .. " output events for a 20 MB flood")
     eng:close()
   end)
