@@ -46,17 +46,17 @@ return function(T, ctx)
     T.raises(function() e:start{ cmd = { "true" }, stdn = true } end, "unknown option 'stdn'")
     T.raises(function() core.new{}.start(nil, { cmd = "x" }) end, "engine")
     -- large but valid: 120 KiB strings (Linux caps one string at 128 KiB), 1.2 MiB in all
-    local big = string.rep("y", 120 << 10)
+    local big = string.rep("y", 122880)
     local args = { "sh", "-c", 'printf %s "$1" | wc -c; printf %s "$BIG" | wc -c; echo $#', "sh" }
     for _ = 1, 10 do args[#args + 1] = big end
     local r = U.run(e, { cmd = args, env = { BIG = big } })
     T.eq(r.out.stdout, "122880\n122880\n10\n")
     -- too big for exec: a clear spawn error, not a crash
-    local huge = string.rep("z", 8 << 20)
+    local huge = string.rep("z", 8388608)
     r = U.run(e, { cmd = { "true", huge } })
     T.eq(r.final.state, "failed")
     T.match(r.final.error, "Argument list too long")
-    local id, msg, name = e:start{ cmd = { "true", string.rep("w", 20 << 20) } }
+    local id, msg, name = e:start{ cmd = { "true", string.rep("w", 20971520) } }
     T.eq(id, nil); T.eq(name, "ETOOBIG"); T.match(msg, "^ETOOBIG: ")
     e:close()
   end)

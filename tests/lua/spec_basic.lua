@@ -111,7 +111,7 @@ return function(T, ctx)
     local id = assert(eng:start{ cmd = { "sh", "-c", "exec 0<&-; sleep 0.3" }, stdin = true })
     U.wait_state(eng, id, "running")
     U.sleep(50)
-    local big = string.rep("x", 1 << 20)
+    local big = string.rep("x", 1048576)
     for _ = 1, 4 do eng:input(id, big) end -- may answer true (queued) or an error; never kill us
     local r = U.collect(eng, { id })[id]
     T.eq(r.final.state, "completed")
