@@ -12,7 +12,7 @@ what=${1:-build}
 
 build_pkgs="build-essential pkg-config libuv1-dev libmsgpack-dev liblua5.4-dev lua5.4 libluajit-5.1-dev luajit libcjson-dev"
 test_pkgs="neovim python3 python3-msgpack python3-pynvim clang libclang-rt-dev valgrind procps util-linux"
-bench_pkgs="neovim procps time"
+bench_pkgs="neovim procps time python3 lua-luv"
 demo_pkgs="neovim"
 
 case "$what" in
