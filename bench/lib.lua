@@ -94,17 +94,32 @@ function M.read_pids(path)
   return t
 end
 
---- Of `pids`, those still alive; they are then killed (SIGKILL, by pid) so
---- nothing outlives the measurement. Returns the count.
-function M.survivors(pids)
+--- How many of `pids` are alive (not zombies) right now.
+function M.count_alive(pids)
   local n = 0
+  for _, p in ipairs(pids) do
+    if M.alive(p) then n = n + 1 end
+  end
+  return n
+end
+
+--- Of `pids`, those still alive; they are then killed (SIGKILL, by pid) so
+--- nothing outlives the measurement. Returns the count and a description
+--- ("pid:state:name:ppid ...") of the survivors.
+function M.survivors(pids)
+  local n, desc = 0, {}
   for _, p in ipairs(pids) do
     if M.alive(p) then
       n = n + 1
+      local f = io.open("/proc/" .. p .. "/stat")
+      local s = f and f:read("a") or ""
+      if f then f:close() end
+      local name, st, pp = s:match("%((.-)%) (%a) (%d+)")
+      desc[#desc + 1] = string.format("%d:%s:%s:%s", p, st or "?", name or "?", pp or "?")
       uv.kill(p, "sigkill")
     end
   end
-  return n
+  return n, table.concat(desc, " ")
 end
 
 local function encode(v, out)

@@ -5,8 +5,9 @@
 --   BENCH_PIDFILE   where bench/tree.sh lists its pids
 --
 -- Starts bench/tree.sh, waits until its 4 pids are listed, then measures
--- eng:cancel() -> terminal state event, and counts the tree's processes still
--- alive right after that event (then kills them by pid).
+-- eng:cancel() -> terminal state event, and counts the tree's processes alive
+-- right at that event and still alive 100 ms later ("survived"; then they are
+-- killed by pid).
 
 local lib = dofile(os.getenv("BENCH_ROOT") .. "/bench/lib.lua")
 local core = require("proctor.core")
@@ -31,7 +32,13 @@ while not state do
     end
   end
 end
-local survived = lib.survivors(lib.read_pids(PIDFILE))
+-- A process SIGKILLed a moment ago may still be on its way out (state R);
+-- it counts as surviving only if it is still there 100 ms later.
+local pids = lib.read_pids(PIDFILE)
+local alive_at_end = lib.count_alive(pids)
+lib.uv.sleep(100)
+local survived, who = lib.survivors(pids)
 eng:close()
 lib.result({ tree = TREE, answer = answer, state = state, reason = reason,
-  cancel_ms = t1 - t0, grace_ms = GRACE, survived = survived })
+  cancel_ms = t1 - t0, grace_ms = GRACE, survived = survived, survivors = who, alive_at_end = alive_at_end,
+  over_grace_ms = TREE == "ignore" and t1 - t0 - GRACE or nil })

@@ -174,20 +174,25 @@ function variants.core_open_term(exited)
   eng:start({ cmd = CMD })
 end
 
--- The proctor Neovim layer: run{} and its console shown in the window.
+-- The proctor Neovim layer: run{} and its console shown in the current window.
+-- The console renders at most console.bytes_per_tick per tick and, when more
+-- than backlog_limit waits, skips to the tail and says so in the console
+-- (visible in `gaps`); the engine still got every byte (`record_bytes`).
 function variants.proctor(exited)
   local proctor = require("proctor")
-  if proctor.setup then proctor.setup({}) end
-  local x
-  x = proctor.run({
+  proctor.setup({ notify = "never" })
+  local console = require("proctor.console")
+  local ex
+  ex = assert(proctor.run({
     cmd = CMD,
-    on_exit = function()
-      vim.schedule(function()
-        exited(x.buf or (x.console and x.console.buf) or api.nvim_get_current_buf())
-      end)
+    on_exit = function(_, rec)
+      exited(console.get(ex.id).buf, {
+        record_bytes = rec.bytes and rec.bytes.stdout,
+        missed_bytes = rec.dropped and rec.dropped.stdout or 0,
+      })
     end,
-  })
-  x.open()
+  }))
+  ex:open({ open = "current" })
 end
 
 -- Is the last line shown, and are the lines before it consecutive?
@@ -224,7 +229,15 @@ lib.nvim_main(function(finish)
       res.variant, res.bytes, res.lines = VARIANT, LINES * 80, LINES
       res.wall_ms, res.exit_ms = wall, exit_ms
       res.lines_per_s = LINES / (wall / 1000)
-      res.lost = not shown or (gaps or 0) > 0 or (res.missed_bytes or 0) > 0
+      -- Lost: the last line never showed, the engine did not get every byte, or
+      -- (variants that render every byte) the lines before the last one are not
+      -- consecutive. Not counted as lost, reported apart: the proctor console
+      -- skips to the tail on purpose under a flood and says so (`gaps`), and the
+      -- engine's ring keeps only the newest output_limit bytes for late readers
+      -- (`missed_bytes`: the head dropped while the host was behind).
+      res.lost = not shown
+        or (res.record_bytes ~= nil and res.record_bytes ~= LINES * 80)
+        or (VARIANT ~= "proctor" and ((gaps or 0) > 0 or (res.missed_bytes or 0) > 0))
       res.gaps, res.buf_lines, res.short_bytes = gaps, nlines, short
       res.timer, res.sched = p.timer, p.sched
       finish(res)

@@ -80,22 +80,16 @@ end
 
 function variants.proctor(exited)
   local proctor = require("proctor")
-  if proctor.setup then proctor.setup({}) end
-  proctor.run({
+  proctor.setup({ notify = "never" })
+  assert(proctor.run({
     cmd = CMD,
-    on_output = function(...)
-      local now = lib.now_ns()
-      -- accept (data) or (ev/execution, data) shapes
-      for i = 1, select("#", ...) do
-        local a = select(i, ...)
-        if type(a) == "string" then return record(a, now) end
-        if type(a) == "table" and type(a.data) == "string" then return record(a.data, now) end
-      end
+    on_output = function(_, _, data) -- (execution, stream, data)
+      record(data, lib.now_ns())
     end,
     on_exit = function()
       vim.schedule(exited)
     end,
-  })
+  }))
 end
 
 lib.nvim_main(function(finish)
