@@ -33,7 +33,7 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols fuzz
 .DEFAULT_GOAL := all
 
 help: ## list the targets
@@ -96,7 +96,24 @@ $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(H
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/ring.c csrc/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/ring.c csrc/error.c $(UV_LIBS)
 
-TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan
+# The RPC fuzz target: libFuzzer + ASan/UBSan over the decoder and dispatcher
+# (no socket, no real spawns). `make fuzz` explores; tests/rpc/run replays
+# tests/fuzz/corpus/ with the same binary.
+FUZZ_BIN = $(BUILD)/fuzz_rpc
+$(FUZZ_BIN): tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CLANG) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -DPR_RPC_FUZZ -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
+	  $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+
+fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (default 60)
+	@$(SETUP) fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+	@mkdir -p $(BUILD)/fuzz-corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 $(BUILD)/fuzz-corpus tests/fuzz/corpus
+
+TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(FUZZ_BIN)
 
 test: ## build everything and run every test tier; ends with "N passed, N failed"
 	@$(SETUP) test

@@ -494,6 +494,9 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c) {
     size_t bytes = 0;
     int r = msgpack_unpacker_next_with_size(&c->up, &u, &bytes);
     if (r != MSGPACK_UNPACK_SUCCESS || bytes > c->scan_lead) { /* framing disagreed: never expected */
+#ifdef PR_RPC_FUZZ
+      abort(); /* the fuzz harness wants to know */
+#endif
       msgpack_unpacked_destroy(&u);
       c->bad = PR_EPROTO;
       c->ready = 0;

@@ -1,0 +1,737 @@
+#!/usr/bin/python3
+"""tests/rpc/test_rpc.py — the RPC tier, driven by clients this project did
+not write: python3-msgpack over a raw socket (mpclient.py only keeps msgids),
+pynvim's msgpack-rpc session layer, and Neovim (sockconnect + rpcrequest).
+
+The server under test runs in a Lua 5.4 host (tests/rpc/host.lua) and, for
+one test, inside Neovim itself. Prints "PASS name" / "FAIL name: why";
+exits non-zero when anything failed. Figures go to stdout as "# ..." lines.
+
+    tests/rpc/test_rpc.py [test-name-substring...]
+"""
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import msgpack
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from mpclient import Client, RpcError  # noqa: E402
+
+LUA = os.environ.get("LUA", "lua5.4")
+NVIM = os.environ.get("NVIM", "nvim")
+PY = "/usr/bin/python3"
+results = []
+
+
+def log(msg):
+    print("# " + msg, flush=True)
+
+
+class Host:
+    """A lua5.4 process running core.new{listen=...} (tests/rpc/host.lua)."""
+
+    def __init__(self, output_limit=None):
+        self.dir = tempfile.mkdtemp(prefix="proctor-rpc-")
+        self.ctl = os.path.join(self.dir, "ctl")
+        os.mkdir(self.ctl)
+        self.sockdir = os.path.join(self.dir, "run")  # created by the server, 0700
+        self.path = os.path.join(self.sockdir, "proctor.sock")
+        env = dict(os.environ, LUA_CPATH=os.path.join(ROOT, "build/lua5.4/?.so") + ";;")
+        args = [LUA, os.path.join(HERE, "host.lua"), self.path, self.ctl]
+        if output_limit:
+            args.append(str(output_limit))
+        self.proc = subprocess.Popen(args, env=env, cwd=ROOT)
+        self.wait_file("ready")
+
+    def wait_file(self, name, timeout=10):
+        p = os.path.join(self.ctl, name)
+        deadline = time.time() + timeout
+        while not os.path.exists(p):
+            if self.proc.poll() is not None:
+                raise RuntimeError("host exited with %s" % self.proc.returncode)
+            if time.time() > deadline:
+                raise TimeoutError("host: no " + name)
+            time.sleep(0.01)
+        with open(p) as f:
+            return f.read()
+
+    def dump(self):
+        out = os.path.join(self.ctl, "dump.out")
+        if os.path.exists(out):
+            os.remove(out)
+        open(os.path.join(self.ctl, "dump"), "w").close()
+        rows = []
+        for line in self.wait_file("dump.out").splitlines():
+            i, sess, owner, state = line.split(" ")
+            rows.append({"id": int(i), "session": int(sess), "owner": owner, "state": state})
+        return rows
+
+    def host_start(self, cmd):
+        open(os.path.join(self.ctl, "start.tmp"), "w").write(cmd)
+        os.rename(os.path.join(self.ctl, "start.tmp"), os.path.join(self.ctl, "start"))
+        v = int(self.wait_file("start.out"))
+        os.remove(os.path.join(self.ctl, "start.out"))
+        return v
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            open(os.path.join(self.ctl, "stop"), "w").close()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def test(fn):
+    results.append(fn)
+    return fn
+
+
+def expect(cond, why):
+    if not cond:
+        raise AssertionError(why)
+
+
+def rpc_error(fn, *args):
+    """Run fn(*args); return the error name it raised (or None)."""
+    try:
+        fn(*args)
+    except RpcError as e:
+        return e.name
+    return None
+
+
+def collect(c, ident, timeout=60, start=None):
+    """Notifications for `ident` until its terminal state: (bytes per stream, states, notes).
+    `start`: next expected offset per stream when some output was consumed already."""
+    data, states, notes = {}, [], []
+    nxt = dict(start or {})
+    while True:
+        _, name, params = c.next_note(timeout)
+        ev = params[0]
+        if ev["id"] != ident:
+            continue
+        notes.append((name, ev))
+        if name == "output":
+            s = ev["stream"]
+            expect(ev["offset"] == nxt.get(s, 0) + ev["missed"],
+                   "offset %d after %d with missed %d" % (ev["offset"], nxt.get(s, 0), ev["missed"]))
+            data[s] = data.get(s, b"") + ev["data"]
+            nxt[s] = ev["offset"] + len(ev["data"])
+        else:
+            states.append(ev["state"])
+            if ev["state"] in ("completed", "failed", "canceled", "timed_out"):
+                return data, states, notes
+
+
+# ---------------------------------------------------------------------------------------
+
+@test
+def socket_permissions_and_env(h):
+    st = os.stat(h.path)
+    expect(oct(st.st_mode & 0o777) == oct(0o600), "socket mode %o" % (st.st_mode & 0o777))
+    dst = os.stat(h.sockdir)
+    expect(dst.st_mode & 0o777 == 0o700, "dir mode %o" % (dst.st_mode & 0o777))
+    expect(h.wait_file("ready") == h.path, "eng:address() = %r" % h.wait_file("ready"))
+    c = Client(h.path)
+    i = c.request("start", {"cmd": "printf %s \"$PROCTOR_SOCKET\""})
+    c.request("wait", i, 10000)
+    r = c.request("read", i, "stdout")
+    expect(r["data"] == h.path.encode(), "PROCTOR_SOCKET in the child: %r" % r["data"])
+    c.close()
+
+
+@test
+def full_flow_raw_msgpack(h):
+    c = Client(h.path)
+    hello = c.request("hello", "agent-a")
+    expect(hello["session"] > 0 and "wait" in hello["methods"], "hello: %r" % hello)
+    script = ('printf "Name? "; read name; echo "hello $name"; '
+              'i=0; while [ $i -lt 20000 ]; do echo "line $i of the flow test"; i=$((i+1)); done; '
+              'echo bye >&2; exit 0')
+    i = c.request("start", {"cmd": ["sh", "-c", script], "stdin": True, "label": "flow"})
+    expect(c.request("subscribe", i) == [i], "subscribe")
+    # the prompt arrives, then we answer it
+    got = b""
+    while b"Name? " not in got:
+        _, name, params = c.next_note(10)
+        if name == "output" and params[0]["id"] == i:
+            got += params[0]["data"]
+    expect(c.request("input", i, b"proctor\n") is True, "input")
+    wid = c.request_async("wait", i, 30000)
+    data, states, notes = collect(c, i, start={"stdout": len(got)})
+    rec = c.result(wid)
+    expected = b"Name? hello proctor\n" + b"".join(b"line %d of the flow test\n" % k for k in range(20000))
+    c2 = c.request("read", i, "stdout", 0, 1 << 22)  # the ring has every byte too
+    expect(c2["data"] == expected and c2["missed"] == 0, "read gives every byte")
+    stream = got + data.get("stdout", b"")
+    expect(stream == expected, "notifications carry every byte in order (%d of %d)" % (len(stream), len(expected)))
+    expect(data.get("stderr") == b"bye\n", "stderr %r" % data.get("stderr"))
+    expect(states[-1] == "completed", "states %r" % states)
+    expect(notes[-1][0] == "state", "the terminal state is the last notification")
+    expect(rec["state"] == "completed" and rec["exit_code"] == 0 and rec["owner"] == "agent-a"
+           and rec["label"] == "flow" and rec["bytes"]["stdout"] == len(expected), "record %r" % rec)
+    expect(c.request("delete", i) == "deleted", "delete")
+    c.close()
+
+
+@test
+def pynvim_session_layer(h):
+    from pynvim.msgpack_rpc.async_session import AsyncSession
+    from pynvim.msgpack_rpc.event_loop import EventLoop
+    from pynvim.msgpack_rpc.msgpack_stream import MsgpackStream
+    from pynvim.msgpack_rpc.session import Session
+
+    s = Session(AsyncSession(MsgpackStream(EventLoop("socket", h.path))))
+    s.error_wrapper = lambda err: RuntimeError("%s: %s" % (err[0], err[1]))  # what pynvim.Nvim sets
+    try:
+        expect(s.request("hello", "pynvim")["name"] == "pynvim", "hello")
+        i = s.request("start", {"cmd": ["sh", "-c", "read a; echo got:$a; exit 7"], "stdin": True})
+        s.request("subscribe", [i])
+        s.request("input", i, b"xyz\n")
+        s.request("close_stdin", i)
+        rec = s.request("wait", i, 10000)
+        expect(rec["state"] == "failed" and rec["exit_code"] == 7 and rec["reason"] == "exit", "rec %r" % rec)
+        out, states = b"", []
+        while True:
+            m = s.next_message()
+            expect(m and m[0] == "notification", "notification expected: %r" % (m,))
+            ev = m[2][0]
+            if m[1] == "output":
+                out += ev["data"]
+            else:
+                states.append(ev["state"])
+                if ev["state"] == "failed":
+                    break
+        expect(out == b"got:xyz\n", "output %r" % out)
+        try:
+            s.request("get", i + 1000)
+            raise AssertionError("get of a missing id succeeded")
+        except AssertionError:
+            raise
+        except Exception as e:  # pynvim wraps the [name, message] error
+            expect("ENOENT" in str(e), "error %r" % e)
+    finally:
+        s.close()
+
+
+@test
+def isolation_between_sessions(h):
+    a, b = Client(h.path), Client(h.path)
+    a.request("hello", "client-a")
+    b.request("hello", "client-b")
+    ia = a.request("start", {"cmd": ["sleep", "30"], "stdin": True})
+    ib = b.request("start", {"cmd": ["sleep", "30"]})
+    for name, call in [("get", lambda: b.request("get", ia)),
+                       ("read", lambda: b.request("read", ia, "stdout")),
+                       ("input", lambda: b.request("input", ia, b"x")),
+                       ("close_stdin", lambda: b.request("close_stdin", ia)),
+                       ("subscribe", lambda: b.request("subscribe", ia)),
+                       ("wait", lambda: b.request("wait", ia, 10))]:
+        expect(rpc_error(call) == "ENOENT", "B %s(A's id) must be ENOENT" % name)
+    expect(b.request("cancel", ia) == "not_found", "B cancel")
+    expect(b.request("delete", ia) == "not_found", "B delete")
+    expect([r["id"] for r in b.request("list")] == [ib], "B lists only its own")
+    expect(b.request("purge") == 0, "B purge touches nothing of A's")
+    expect(a.request("get", ia)["state"] in ("starting", "running"), "A still sees its own")
+    rows = {r["id"]: r for r in h.dump()}
+    expect(ia in rows and ib in rows, "the editor sees both")
+    expect(rows[ia]["owner"] == "client-a" and rows[ib]["owner"] == "client-b", "owners %r" % rows)
+    expect(rows[ia]["session"] != rows[ib]["session"] and rows[ia]["session"] > 0, "sessions")
+    # the editor's own executions are invisible to every client
+    hid = h.host_start("sleep 30")
+    expect(rpc_error(lambda: a.request("get", hid)) == "ENOENT", "host execution hidden")
+    expect(a.request("cancel", ia) == "canceling", "A cancels its own")
+    expect(a.request("wait", ia, 10000)["state"] == "canceled", "canceled")
+    expect(b.request("cancel", ib, {"force": True}) == "canceling", "B force-cancel")
+    a.close()
+    b.close()
+
+
+@test
+def wait_does_not_block_and_times_out(h):
+    c = Client(h.path)
+    slow = c.request("start", {"cmd": ["sleep", "3"]})
+    t0 = time.time()
+    w1 = c.request_async("wait", slow, 20000)
+    w2 = c.request_async("wait", slow, 150)
+    quick = c.request("start", {"cmd": ["true"]})
+    expect(c.request("get", quick)["id"] == quick, "get answered while a wait is pending")
+    r2 = c.result(w2)
+    dt = time.time() - t0
+    expect(r2["state"] == "running" and 0.1 <= dt < 2.5, "timed-out wait: %s after %.2fs" % (r2["state"], dt))
+    expect(c.request("cancel", slow) == "canceling", "cancel")
+    r1 = c.result(w1)
+    expect(r1["state"] == "canceled" and r1["reason"] == "canceled", "wait ends with the record %r" % r1)
+    expect(c.request("wait", slow, 0)["state"] == "canceled", "wait on a terminal one answers at once")
+    c.close()
+
+
+@test
+def pty_input_resize_and_subscribe_all(h):
+    c = Client(h.path)
+    expect(c.request("subscribe") == [], "subscribe to all (none yet)")
+    i = c.request("start", {"cmd": ["sh", "-c", "stty size; read x; echo got:$x; stty size"], "pty": True,
+                            "cols": 100, "rows": 30})
+    out = b""
+    states = []
+    while b"30 100" not in out:
+        _, name, p = c.next_note(10)
+        if name == "output":
+            out += p[0]["data"]
+        else:
+            states.append(p[0]["state"])
+    expect(states[:1] == ["queued"], "subscribe-all delivers from queued: %r" % states)
+    expect(c.request("resize", i, 120, 40) is True, "resize")
+    c.request("input", i, "hi\r")  # a str is accepted where bytes are expected
+    data, st, _ = collect(c, i, start={"pty": len(out)})
+    out += data.get("pty", b"")
+    expect(b"got:hi" in out and b"40 120" in out, "pty output %r" % out)
+    c.request("unsubscribe")
+    c.close()
+
+
+@test
+def kill_on_disconnect(h):
+    c = Client(h.path)
+    keep = c.request("start", {"cmd": ["sleep", "30"]})
+    tied = c.request("start", {"cmd": ["sleep", "30"], "kill_on_disconnect": True})
+    time.sleep(0.2)
+    c.close()
+    deadline = time.time() + 10
+    while True:
+        rows = {r["id"]: r for r in h.dump()}
+        if rows[tied]["state"] == "canceled":
+            break
+        expect(time.time() < deadline, "tied execution not canceled: %r" % rows[tied])
+        time.sleep(0.05)
+    expect(rows[keep]["state"] == "running", "the other keeps running after its client left")
+
+
+@test
+def hundred_concurrent_clients(h):
+    errs = []
+
+    def one(k):
+        try:
+            c = Client(h.path)
+            c.request("hello", "c%d" % k)
+            i = c.request("start", {"cmd": ["sh", "-c", "echo client %d" % k]})
+            c.request("subscribe", i)
+            data, states, _ = collect(c, i, 60)
+            if data.get("stdout") != b"client %d\n" % k or states[-1] != "completed":
+                errs.append("client %d got %r %r" % (k, data, states))
+            c.close()
+        except Exception as e:  # noqa
+            errs.append("client %d: %r" % (k, e))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(100)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    log("100 concurrent clients (connect, hello, start, subscribe, all output, end): %.2f s" % (time.time() - t0))
+    expect(not errs, "; ".join(errs[:5]))
+
+
+@test
+def get_round_trip(h):
+    c = Client(h.path)
+    i = c.request("start", {"cmd": ["true"]})
+    c.request("wait", i, 10000)
+    lat = []
+    for _ in range(3000):
+        t0 = time.perf_counter()
+        c.request("get", i)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    lat.sort()
+    p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+    log("get round trip over the socket: p50 %.0f us, p99 %.0f us (3000 requests, python3-msgpack client)" % (p50, p99))
+    expect(p99 < 20000, "p99 %.0f us" % p99)
+    c.close()
+
+
+@test
+def stream_100mib_throughput(h):
+    c = Client(h.path)
+    n = 100 << 20
+    i = c.request("start", {"cmd": ["head", "-c", str(n), "/dev/zero"]})
+    c.request("subscribe", i)
+    t0 = time.time()
+    data_bytes, missed = 0, 0
+    while True:
+        _, name, p = c.next_note(60)
+        ev = p[0]
+        if name == "output":
+            data_bytes += len(ev["data"])
+            missed += ev["missed"]
+        elif ev["state"] == "completed":
+            break
+    dt = time.time() - t0
+    log("100 MiB stream to one subscriber: %.2f s, %.0f MiB/s of notifications (%d bytes delivered, %d missed)"
+        % (dt, data_bytes / dt / 2**20, data_bytes, missed))
+    expect(data_bytes + missed == n, "delivered + missed = %d" % (data_bytes + missed))
+    c.close()
+
+
+@test
+def stalled_client_does_not_slow_others(h):
+    # A subscribes to a 100 MiB flood and never reads its socket.
+    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    a.connect(h.path)
+    pk = lambda *m: msgpack.packb(list(m), use_bin_type=True)
+    a.sendall(pk(0, 1, "start", [{"cmd": ["head", "-c", str(100 << 20), "/dev/zero"]}]))
+    a.sendall(pk(0, 2, "subscribe", [None]))
+    time.sleep(0.2)
+    b = Client(h.path)
+    rss0 = h.rss_kib()
+    # B: a ticker whose every line must arrive promptly while A's flood runs.
+    tick = b.request("start", {"cmd": ["sh", "-c", "for i in $(seq 1 40); do echo $i; sleep 0.025; done"]})
+    b.request("subscribe", tick)
+    gaps, last, rss_max = [], time.time(), rss0
+    got = b""
+    lat = []
+    while True:
+        _, name, p = b.next_note(30)
+        now = time.time()
+        ev = p[0]
+        if name == "output":
+            gaps.append(now - last)
+            last = now
+            got += ev["data"]
+        elif ev["state"] in ("completed", "failed"):
+            break
+        rss_max = max(rss_max, h.rss_kib())
+        t0 = time.perf_counter()
+        b.request("get", tick)
+        lat.append((time.perf_counter() - t0) * 1000)
+    expect(got == b"".join(b"%d\n" % k for k in range(1, 41)), "B got every tick")
+    lat.sort()
+    log("while A stalls on a 100 MiB flood: B's largest gap between ticks %.0f ms (ticks every 25 ms), "
+        "B's get p50 %.2f ms max %.1f ms; host RSS %d -> max %d KiB"
+        % (max(gaps) * 1000, lat[len(lat) // 2], lat[-1], rss0, rss_max))
+    expect(max(gaps) < 0.5, "a tick gap of %.0f ms" % (max(gaps) * 1000))
+    # wait for the flood to finish (the ring drops the head; A's queue is bounded)
+    deadline = time.time() + 60
+    while True:
+        rows = {r["id"]: r for r in h.dump()}
+        flood = [r for r in rows.values() if r["owner"].startswith("rpc-") and r["state"] == "completed"]
+        rss_max = max(rss_max, h.rss_kib())
+        if flood:
+            break
+        expect(time.time() < deadline, "the flood did not finish while A stalled")
+        time.sleep(0.1)
+    log("flood finished while A never read; host RSS max %d KiB" % rss_max)
+    expect(rss_max - rss0 < 96 * 1024, "host memory grew by %d KiB" % (rss_max - rss0))
+    # A finally reads: output with `missed`, then the terminal state.
+    a.settimeout(30)
+    up = msgpack.Unpacker(raw=False, max_buffer_size=64 << 20)
+    delivered = missed = 0
+    done = False
+    while not done:
+        chunk = a.recv(1 << 20)
+        expect(chunk, "A's connection closed")
+        up.feed(chunk)
+        for m in up:
+            if m[0] == 2 and m[1] == "output":
+                delivered += len(m[2][0]["data"])
+                missed += m[2][0]["missed"]
+            elif m[0] == 2 and m[1] == "state" and m[2][0]["state"] == "completed":
+                done = True
+    log("A, once it read: %d bytes delivered, %d reported missed" % (delivered, missed))
+    expect(missed > 0 and delivered + missed == 100 << 20, "missed accounting %d + %d" % (delivered, missed))
+    a.close()
+    b.close()
+
+
+@test
+def other_uid_refused(h):
+    # Plain `nobody` cannot even reach the socket (0700 dir, 0600 socket) ...
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PY, "-c",
+                        "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", h.path],
+                       capture_output=True, text=True)
+    expect(r.returncode != 0 and "Permission" in r.stderr, "nobody connected: %r" % r.stderr[-200:])
+    # ... and `nobody` with CAP_DAC_OVERRIDE reaches it but is refused by the SO_PEERCRED check.
+    probe = ("import socket,sys,msgpack\n"
+             "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5)\n"
+             "try:\n  s.sendall(msgpack.packb([0,1,'list',[]])); d=s.recv(100)\nexcept OSError as e:\n  d=b''\n"
+             "print('CLOSED' if not d else 'ANSWERED')\n")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=+dac_override", "--ambient-caps=+dac_override", PY, "-c", probe, h.path],
+                       capture_output=True, text=True)
+    expect(r.stdout.strip() == "CLOSED", "uid 65534 with dac_override: %r %r" % (r.stdout, r.stderr[-300:]))
+    c = Client(h.path)
+    expect(isinstance(c.request("list"), list), "the server still serves its own user")
+    c.close()
+
+
+@test
+def hostile_input(h):
+    pk = lambda *m: msgpack.packb(list(m), use_bin_type=True)
+    keep = Client(h.path)  # a well-behaved client that must keep working throughout
+    keep.request("hello", "keeper")
+
+    def closed(sock, timeout=5):
+        sock.settimeout(timeout)
+        buf = b""
+        try:
+            while True:
+                d = sock.recv(65536)
+                if not d:
+                    return True, buf
+                buf += d
+        except socket.timeout:
+            return False, buf
+        except ConnectionResetError:
+            return True, buf
+
+    def raw():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(h.path)
+        return s
+
+    # garbage bytes: closed
+    s = raw()
+    s.sendall(b"\xc1\xc1\xc1 GET / HTTP/1.1\r\n\r\n")
+    ok, _ = closed(s)
+    expect(ok, "garbage: connection not closed")
+    # a map instead of a message: closed
+    s = raw()
+    s.sendall(msgpack.packb({"hello": 1}))
+    expect(closed(s)[0], "non-rpc value: connection not closed")
+    # truncated message, then the client goes away: nothing breaks
+    s = raw()
+    s.sendall(pk(0, 1, "start", [{"cmd": ["echo", "x" * 100]}])[:-20])
+    s.close()
+    # oversized: a bin32 header announcing 100 MiB -> ETOOBIG answer to msgid 7, then closed
+    s = raw()
+    s.sendall(b"\x94\x00\x07\xa5input\x92\x01\xc6" + (100 << 20).to_bytes(4, "big"))
+    ok, buf = closed(s)
+    up = msgpack.Unpacker(raw=False)
+    up.feed(buf)
+    msgs = list(up)
+    expect(ok and msgs and msgs[0][1] == 7 and msgs[0][2][0] == "ETOOBIG", "oversized header: %r" % msgs)
+    # oversized for real: 5 MiB of input data
+    s = raw()
+    try:
+        s.sendall(pk(0, 9, "input", [1, b"x" * (5 << 20)]))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    ok, buf = closed(s)
+    up = msgpack.Unpacker(raw=False)
+    up.feed(buf)
+    msgs = list(up)
+    expect(ok and msgs and msgs[0][1] == 9 and msgs[0][2][0] == "ETOOBIG", "5 MiB message: %r" % msgs)
+    # huge declared array / deep nesting: closed (no allocation happens first)
+    s = raw()
+    s.sendall(b"\x94\x00\x05\xa3get\xdd\xff\xff\xff\xff")
+    expect(closed(s)[0], "array32 header: not closed")
+    s = raw()
+    s.sendall(b"\x94\x00\x05\xa3get" + b"\x91" * 100 + b"\xc0")
+    expect(closed(s)[0], "deep nesting: not closed")
+    # wrong types / unknown methods / bad shapes of params: error responses, connection stays
+    c = Client(h.path)
+    cases = [(("get", "x"), "EINVAL"), (("get",), "EINVAL"), (("read", 1, 5), "EINVAL"),
+             (("input", 1, 7), "EINVAL"), (("cancel", 1, "yes"), "EINVAL"),
+             (("list", {"state": "nope"}), "EINVAL"), (("list", {"bogus": 1}), "EINVAL"),
+             (("start", {"cmd": []}), "EINVAL"), (("start", {"cmd": ["a\0b"]}), "EINVAL"),
+             (("start", {"cmd": "x", "owner": "me"}), "EINVAL"), (("start", "ls"), "EINVAL"),
+             (("resize", 1, 0, 10), "EINVAL"), (("subscribe", ["a"]), "EINVAL"),
+             (("purge", {"older_than_ms": -1}), "EINVAL"), (("hello", 5), "EINVAL"),
+             (("wait", 1, -3), "EINVAL"), (("nosuch",), "ENOMETHOD"), (("get", 12345), "ENOENT"),
+             (("input", 12345, b"x"), "ENOENT")]
+    for args, name in cases:
+        got = rpc_error(c.request, *args)
+        expect(got == name, "%r -> %r, expected %s" % (args, got, name))
+    c.send_raw(pk(0, 77, 42, []))  # method not a string
+    expect(rpc_error(c.result, 77) == "EINVAL", "numeric method")
+    c.send_raw(pk(0, 78, "get", {"id": 1}))  # params not an array
+    expect(rpc_error(c.result, 78) == "EINVAL", "params map")
+    c.notify("nosuch", 1, 2)  # notifications are never answered
+    c.notify("start", {"cmd": ["true"]})
+    expect(isinstance(c.request("list"), list), "still serving after all that")
+    c.close()
+    expect(keep.request("hello")["name"] == "keeper", "the other client was never disturbed")
+    expect(h.alive(), "host alive")
+    keep.close()
+
+
+@test
+def neovim_as_client(h):
+    script = os.path.join(h.dir, "client.lua")
+    out = os.path.join(h.dir, "nvim-client.out")
+    with open(script, "w") as f:
+        f.write(r"""
+local ch = vim.fn.sockconnect('pipe', %r, { rpc = true })
+local res = {}
+local hello = vim.fn.rpcrequest(ch, 'hello', 'nvim-client')
+res[#res + 1] = 'hello ' .. hello.name
+local id = vim.fn.rpcrequest(ch, 'start', { cmd = { 'sh', '-c', 'echo from-nvim; exit 3' } })
+local rec = vim.fn.rpcrequest(ch, 'wait', id, 10000)
+res[#res + 1] = 'state ' .. rec.state .. ' ' .. rec.exit_code .. ' ' .. rec.owner
+local r = vim.fn.rpcrequest(ch, 'read', id, 'stdout', 0, 100)
+res[#res + 1] = 'read ' .. vim.trim(r.data)
+local ok, err = pcall(vim.fn.rpcrequest, ch, 'get', 99999)
+res[#res + 1] = 'err ' .. tostring(ok)
+res[#res + 1] = 'delete ' .. vim.fn.rpcrequest(ch, 'delete', id)
+vim.fn.chanclose(ch)
+vim.fn.writefile(res, %r)
+vim.cmd('qa!')
+""" % (h.path, out))
+    r = subprocess.run([NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", "luafile " + script],
+                       capture_output=True, text=True, timeout=60)
+    expect(os.path.exists(out), "nvim wrote nothing: %r %r" % (r.stdout[-300:], r.stderr[-300:]))
+    lines = open(out).read().splitlines()
+    expect(lines == ["hello nvim-client", "state failed 3 nvim-client", "read from-nvim", "err false",
+                     "delete deleted"], "nvim client saw %r" % lines)
+
+
+@test
+def example_agent(h):
+    env = dict(os.environ, PROCTOR_SOCKET=h.path)
+    r = subprocess.run([PY, os.path.join(ROOT, "examples/agent.py")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    expect(r.returncode == 0, "agent.py exit %d: %s" % (r.returncode, (r.stdout + r.stderr)[-600:]))
+    for want in ("answered the prompt", "state=completed", "state=canceled"):
+        expect(want in r.stdout, "agent.py output lacks %r: %s" % (want, r.stdout[-600:]))
+
+
+def neovim_server():
+    """The server inside Neovim (LuaJIT core, msgpack-c hidden inside it while
+    nvim itself links libmsgpackc): a python client drives it; the socket goes
+    away when the engine closes."""
+    d = tempfile.mkdtemp(prefix="proctor-nvim-")
+    path = os.path.join(d, "run", "nvim.sock")
+    done = os.path.join(d, "done")
+    script = os.path.join(d, "server.lua")
+    with open(script, "w") as f:
+        f.write(r"""
+local core = require('proctor.core')
+local eng = assert(core.new({ listen = %r }))
+local timer = (vim.uv or vim.loop).new_timer()
+local seen = {}
+timer:start(0, 20, vim.schedule_wrap(function()
+  for _, ev in ipairs(eng:poll()) do
+    if ev.type == 'state' then seen[#seen + 1] = ev.id .. ':' .. ev.state end
+  end
+  if vim.fn.filereadable(%r) == 1 then
+    timer:stop()
+    local ids = {}
+    for _, r in ipairs(eng:list()) do ids[#ids + 1] = r.id .. ':' .. r.owner .. ':' .. r.state end
+    eng:close()
+    vim.fn.writefile({ table.concat(ids, ' '), eng:address() == nil and 'noaddr' or 'addr' }, %r .. '.out')
+    vim.cmd('qa!')
+  end
+end))
+""" % (path, done, done))
+    p = subprocess.Popen([NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", "set rtp^=" + ROOT,
+                          "-c", "luafile " + script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 10
+        while not os.path.exists(path):
+            if p.poll() is not None:
+                raise AssertionError("nvim exited: %r" % p.stderr.read()[-400:])
+            expect(time.time() < deadline, "nvim never listened")
+            time.sleep(0.02)
+        c = Client(path)
+        c.request("hello", "py-to-nvim")
+        i = c.request("start", {"cmd": ["sh", "-c", "echo inside-nvim"]})
+        c.request("subscribe", i)
+        data, states, _ = collect(c, i)
+        expect(data.get("stdout") == b"inside-nvim\n" and states[-1] == "completed", "via nvim: %r" % data)
+        c.close()
+        open(done, "w").close()
+        p.wait(20)
+        lines = open(done + ".out").read().splitlines()
+        expect(lines[0] == "%d:py-to-nvim:completed" % i, "the editor lists it: %r" % lines)
+        expect(not os.path.exists(path), "socket file removed when the engine closed")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def socket_removed_and_refuses_bad_dirs():
+    h = Host()
+    path = h.path
+    expect(os.path.exists(path), "socket exists")
+    h.stop()
+    expect(not os.path.exists(path), "socket file still there after eng:close()")
+    # a directory with group/other bits, or not ours, is refused
+    d = tempfile.mkdtemp(prefix="proctor-baddir-")
+    os.chmod(d, 0o755)
+    code = ("local core=require('proctor.core'); local e,msg,name=core.new{listen=%r}; "
+            "io.write(tostring(e), ' ', tostring(name))") % os.path.join(d, "x.sock")
+    env = dict(os.environ, LUA_CPATH=os.path.join(ROOT, "build/lua5.4/?.so") + ";;")
+    r = subprocess.run([LUA, "-e", code], env=env, capture_output=True, text=True, timeout=20)
+    expect(r.stdout.strip() == "nil EACCES", "0755 dir accepted: %r %r" % (r.stdout, r.stderr))
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    only = sys.argv[1:]
+    failed = 0
+
+    def run(name, fn, *args):
+        nonlocal failed
+        if only and not any(o in name for o in only):
+            return
+        try:
+            fn(*args)
+            print("PASS rpc/%s" % name, flush=True)
+        except Exception as e:  # noqa
+            failed += 1
+            tb = traceback.format_exc().strip().splitlines()
+            where = [l.strip() for l in tb if "test_rpc.py" in l][-1:]
+            print("FAIL rpc/%s: %s %s" % (name, str(e).replace("\n", " ")[:400], where), flush=True)
+
+    h = Host()
+    try:
+        for fn in results:
+            if fn.__name__ == "stalled_client_does_not_slow_others":
+                continue
+            run(fn.__name__, fn, h)
+            if not h.alive():
+                print("FAIL rpc/host_alive: the host died after %s" % fn.__name__)
+                failed += 1
+                return failed
+    finally:
+        h.stop()
+    # the flood test gets a host of its own (default 8 MiB output limit)
+    h = Host()
+    try:
+        run("stalled_client_does_not_slow_others", stalled_client_does_not_slow_others, h)
+    finally:
+        h.stop()
+    run("socket_removed_and_refuses_bad_dirs", socket_removed_and_refuses_bad_dirs)
+    run("neovim_server", neovim_server)
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main() else 0)
