@@ -5,7 +5,8 @@
 --   BENCH_BYTES    per execution (1 MiB)
 --
 -- wall_ms runs from the first start until every exit is seen and every
--- buffer shows its last line; rss_kib is Neovim's peak RSS.
+-- buffer shows its last line ("lost" if that takes more than 30 s after the
+-- last exit); rss_kib is Neovim's peak RSS.
 --   jobstart_bufs   jobstart, each on_stdout chunk appended to its own buffer
 --   core_open_term  INTERIM, not the proctor layer: proctor.core events fed
 --                   into one nvim_open_term buffer per execution
@@ -111,7 +112,7 @@ lib.nvim_main(function(finish)
         wall_ms = lib.now_ms() - t0, not_shown = lost, missed_bytes = missed_total,
         lost = lost > 0 or missed_total > 0 })
     end
-    lib.wait_until(5, 5000, function()
+    lib.wait_until(5, 30000, function()
       if all_shown() then done(0) return true end
       return false
     end, function()
