@@ -82,8 +82,11 @@ typedef struct job {
   int exit_pending;
   uint32_t exit_flags;
   int64_t exit_value;
+  uint64_t deep;  /* signals (bit n = signal n) still owed to escapees: see hunt() */
   struct job *next_id, *next_pid;
 } job_t;
+
+static int hunt_pending; /* some job has `deep` bits set */
 
 /* Jobs whose exec handshake is open (their ep is in the poll set). */
 static job_t **shaking;
@@ -256,41 +259,76 @@ static size_t scan_proc(proc_t **out) {
   return n;
 }
 
-/* Every descendant of the job: its group and session, their descendants by
- * parent links, and orphans of ours tagged with the job, with their
- * descendants. The leader itself is left to the group kill. */
-static void kill_escapees(job_t *j, int sig) {
-  proc_t *v;
-  size_t n = scan_proc(&v);
-  if (n == 0) { free(v); return; }
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].pgid == j->pid || v[i].sid == j->pid) v[i].mark = 1;
-    else if (v[i].ppid == self && find_pid(v[i].pid) == NULL && read_tag(v[i].pid) == j->id)
-      v[i].mark = 1;
+/* The job a process belongs to, if any: its group or session is a job's, or
+ * it is an orphan of ours tagged with a live job. */
+static job_t *direct_owner(const proc_t *p) {
+  job_t *j = find_pid(p->pgid);
+  if (j == NULL) j = find_pid(p->sid);
+  if (j == NULL && p->ppid == self && find_pid(p->pid) == NULL) {
+    uint64_t tag = read_tag(p->pid);
+    if (tag) j = find_id(tag);
   }
-  /* Close over parent links; the tree is shallow, so iterate to a fixpoint. */
-  for (int changed = 1; changed;) {
-    changed = 0;
-    for (size_t i = 0; i < n; i++) {
-      if (v[i].mark) continue;
-      for (size_t k = 0; k < n; k++)
-        if (v[k].mark && v[k].pid == v[i].ppid) { v[i].mark = 1; changed = 1; break; }
-    }
-  }
-  for (size_t i = 0; i < n; i++)
-    if (v[i].mark && v[i].pid != j->pid && v[i].pgid != j->pid) {
-      signal_verified(&v[i], sig);
-      if (sig != SIGKILL) signal_verified(&v[i], SIGCONT);
-    }
-  free(v);
+  return j;
 }
 
-/* Signal the whole job: its process group (safe: the leader is unreaped), and
- * with `deep` also escapees found in /proc. */
+/* Send every signal owed to escapees (job->deep) with ONE scan of /proc for
+ * all jobs: descendants of a job's group and session by parent links, and
+ * tagged orphans with theirs. Members of a job's own group were signalled
+ * with kill(-pgid) already and are skipped. Cheap when nothing is owed. */
+static void hunt(void) {
+  if (!hunt_pending) return;
+  hunt_pending = 0;
+  proc_t *v;
+  size_t n = scan_proc(&v);
+  size_t hcap = 1;
+  while (hcap < n * 2 + 16) hcap <<= 1;
+  int32_t *hidx = malloc(hcap * sizeof(*hidx)); /* pid -> index, open addressing */
+  job_t **own = calloc(n ? n : 1, sizeof(*own));
+  if (v == NULL || hidx == NULL || own == NULL) goto done;
+  for (size_t i = 0; i < hcap; i++) hidx[i] = -1;
+  for (size_t i = 0; i < n; i++) {
+    size_t h = (size_t)v[i].pid & (hcap - 1);
+    while (hidx[h] >= 0) h = (h + 1) & (hcap - 1);
+    hidx[h] = (int32_t)i;
+    own[i] = direct_owner(&v[i]);
+  }
+  /* Inherit owners down parent links; the tree is shallow: a few passes. */
+  for (int changed = 1, pass = 0; changed && pass < 64; pass++) {
+    changed = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (own[i]) continue;
+      size_t h = (size_t)v[i].ppid & (hcap - 1);
+      for (; hidx[h] >= 0; h = (h + 1) & (hcap - 1)) {
+        if (v[hidx[h]].pid != v[i].ppid) continue;
+        if (own[hidx[h]]) { own[i] = own[hidx[h]]; changed = 1; }
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    job_t *j = own[i];
+    if (j == NULL || j->deep == 0 || v[i].pgid == j->pid) continue;
+    for (int sig = 1; sig < 64; sig++)
+      if (j->deep & (1ull << sig)) signal_verified(&v[i], sig);
+  }
+done:
+  for (int b = 0; b < NBUCKET; b++)
+    for (job_t *j = by_id[b]; j; j = j->next_id) j->deep = 0;
+  free(v);
+  free(hidx);
+  free(own);
+}
+
+/* Signal the whole job: its process group now (safe: the leader is
+ * unreaped), and with `deep` also its escapees at the next hunt(). */
 static void kill_job(job_t *j, int sig, int deep) {
   kill(-j->pid, sig);
   if (sig == SIGTERM || sig == SIGHUP) kill(-j->pid, SIGCONT);
-  if (deep) kill_escapees(j, sig);
+  if (deep && sig > 0 && sig < 64) {
+    j->deep |= 1ull << sig;
+    if (sig == SIGTERM || sig == SIGHUP) j->deep |= 1ull << SIGCONT;
+    hunt_pending = 1;
+  }
 }
 
 /* Read our direct children from /proc. Returns a malloc'd array. */
@@ -625,6 +663,7 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
     job_t *j = find_id(h->job);
     if (j == NULL || !j->exited) return;
     kill_job(j, SIGKILL, 0);
+    hunt(); /* signals still owed to this job's escapees go out while it is known */
     waitpid(j->pid, NULL, 0); /* a zombie already: returns at once */
     remove_job(j);
     sweep_orphans(); /* escapees of this job that were reparented to us */
@@ -648,6 +687,7 @@ static void shutdown_all(int grace_ms) {
       kill_job(j, SIGHUP, 0);
       kill_job(j, SIGTERM, 1);
     }
+  hunt();
   uint64_t deadline = now_ms() + (uint64_t)grace_ms;
   while (njobs > 0 && now_ms() < deadline) {
     reap();
@@ -663,6 +703,7 @@ static void shutdown_all(int grace_ms) {
       kill(j->pid, SIGKILL);
       kill_job(j, SIGKILL, 1);
     }
+  hunt();
   /* Drop the jobs (their leaders are reaped below), then kill whatever
    * reaches us as an orphan until nothing is left or time runs out. */
   for (int b = 0; b < NBUCKET; b++)
@@ -772,6 +813,7 @@ int main(int argc, char **argv) {
         if (h.type == PR_W_RELEASE) { sweeps_left = 5; next_sweep = now_ms() + 40; }
       }
     }
+    hunt(); /* one /proc scan for every signal owed to escapees in this batch */
     if (sweeps_left && now_ms() >= next_sweep) {
       sweeps_left = sweep_orphans() ? 5 : sweeps_left - 1;
       next_sweep = now_ms() + 40;

@@ -50,6 +50,8 @@ M.defaults = {
   },
   notify = "on_failure", -- notify when an execution ends: "never" | "on_failure" | "always"
   events_per_tick = 4096, -- engine events handled per event-loop tick
+  output_max_bytes = 262144, -- bytes of one stream handed to Lua per poll; under a flood the
+                             -- rest is skipped (never copied) and reported as missed. 0: all
 }
 --stylua: ignore end
 
@@ -85,6 +87,7 @@ H.schema = {
   ["list.refresh_ms"] = { "number", "positive integer" },
   ["notify"] = { "string", "enum", { "never", "on_failure", "always" } },
   ["events_per_tick"] = { "number", "positive integer" },
+  ["output_max_bytes"] = { "number", "integer >= 0" },
 }
 
 H.current = nil

@@ -244,9 +244,10 @@ end
 function H.drain_once(max)
   local eng = H.eng
   local want = max == math.huge and 65536 or max
+  local max_bytes = require("proctor.config").get().output_max_bytes
   local got
   repeat
-    local evs = eng:poll(want) or {}
+    local evs = eng:poll(want, max_bytes) or {}
     got = #evs
     for i = 1, got do
       H.qtail = H.qtail + 1

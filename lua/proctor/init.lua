@@ -305,7 +305,9 @@ function H.on_event(ev)
   local id = ev.id
   local w = H.watch[id]
   if ev.type == "output" then
-    if w and w.cbs.on_output then H.call(w.cbs.on_output, "on_output", id, w.exec, ev.stream, ev.data) end
+    if w and w.cbs.on_output then
+      H.call(w.cbs.on_output, "on_output", id, w.exec, ev.stream, ev.data, ev.missed)
+    end
     return
   end
   if ev.state == "running" and H.pending_input[id] then H.flush_input(id) end
