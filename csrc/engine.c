@@ -10,7 +10,9 @@
  * An execution is built on the host thread (argv, env and the spawn payload
  * are prepared there, where the host's environment can be read safely) and
  * handed over whole in a START command; from then on only the engine
- * thread touches it.
+ * thread touches it. RPC starts (rpc_methods.c) use the same builder,
+ * pr_engine_build_exec, on the engine thread with e->rpc_env, the snapshot
+ * of the environment pr_engine_new took, and run the same pr_engine_run_cmd.
  */
 
 #include <errno.h>
