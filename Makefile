@@ -33,7 +33,7 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols fuzz
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols rock install-rock fuzz
 .DEFAULT_GOAL := all
 
 help: ## list the targets
@@ -130,6 +130,29 @@ bench: all ## run the benchmarks and write bench/RESULTS.md
 demo: all ## open Neovim with proctor and a live console
 	@$(SETUP) demo
 	@$(NVIM) --clean -u scripts/demo.lua
+
+# --- luarocks (proctor-scm-1.rockspec) ----------------------------------------------
+# luarocks passes LUA_INCDIR, CFLAGS, LIBFLAG and the install dirs. The rock is
+# the standalone build (links libuv), for scripts under the Lua it was built for.
+LUA_INCDIR ?= /usr/include/lua5.4
+ROCK_OBJ = $(patsubst csrc/%.c,$(BUILD)/rock/obj/%.o,$(CORE_SRC))
+
+$(BUILD)/rock/obj/%.o: csrc/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -I$(LUA_INCDIR) -c $< -o $@
+
+rock: $(ROCK_OBJ) $(SHEPHERD) ## build the core and the shepherd for luarocks
+	@mkdir -p $(BUILD)/rock/proctor
+	$(CC) -shared -pthread -o $(BUILD)/rock/proctor/core.so $(ROCK_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+	cp -f $(SHEPHERD) $(BUILD)/rock/proctor/proctor-shepherd
+
+# The shepherd must sit next to core.so (found with dladdr), or be named by
+# $$PROCTOR_SHEPHERD or core.new{ shepherd = path }.
+install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
+	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor
+	install -m 0755 $(BUILD)/rock/proctor/core.so $(INST_LIBDIR)/proctor/core.so
+	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd $(INST_LIBDIR)/proctor/proctor-shepherd
+	install -m 0644 lua/proctor/*.lua $(INST_LUADIR)/proctor/
 
 clean: ## remove build outputs
 	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd
