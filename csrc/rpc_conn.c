@@ -345,7 +345,21 @@ pr_rpc_sub_t *pr_rpc_sub_new(pr_rpc_conn_t *c, pr_exec_t *x) {
   return s;
 }
 
+void pr_rpc_sub_ended(pr_rpc_sub_t *s) {
+  if (s->ended) return;
+  s->ended = 1;
+  if (++s->conn->nended <= PR_RPC_MAX_ENDED) return;
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (s->ring[i] == NULL) continue;
+    uint64_t head;
+    pr_ring_stats(s->ring[i], &head, &s->end[i]);
+    pr_ring_unref(s->ring[i]);
+    s->ring[i] = NULL;
+  }
+}
+
 void pr_rpc_sub_free(pr_rpc_sub_t *s) {
+  if (s->ended) s->conn->nended--;
   pr_rpc_sub_t **pp = &s->conn->srv->subs[s->id % PR_RPC_SUB_BUCKETS];
   while (*pp && *pp != s) pp = &(*pp)->hnext;
   if (*pp) *pp = s->hnext;
@@ -379,6 +393,15 @@ static size_t room(const pr_rpc_conn_t *c) {
 static int pump_sub(pr_rpc_conn_t *c, pr_rpc_sub_t *s) {
   if (append(c, &s->states) != 0) return 0;
   for (int i = 0; i < PR_NSTREAM; i++) {
+    if (s->ring[i] == NULL && s->end[i] > s->off[i]) { /* released: account for it */
+      if (room(c) == 0) return 0;
+      size_t mark = c->out.size;
+      if (pr_rpc_pack_output(&c->pk, s->id, i, NULL, 0, s->end[i], s->end[i] - s->off[i]) != 0) {
+        c->out.size = mark;
+        return 0;
+      }
+      s->off[i] = s->end[i];
+    }
     if (s->ring[i] == NULL) continue;
     for (;;) {
       size_t max = room(c);

@@ -28,6 +28,7 @@
 #define PR_RPC_BATCH 64                /* requests dispatched per connection per pump turn */
 #define PR_RPC_READ_MAX (4u << 20)     /* most bytes one `read` answers with */
 #define PR_RPC_NAME_MAX 128            /* bytes of a client name (hello) */
+#define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
 #define PR_RPC_SUB_BUCKETS 1024
 
 /* Incremental framing of one msgpack value at a time. Every header is seen
@@ -54,6 +55,7 @@ typedef struct pr_rpc_sub {
   uint64_t id;
   pr_ring_t *ring[PR_NSTREAM]; /* NULL for streams the execution does not have */
   uint64_t off[PR_NSTREAM];    /* next absolute offset to send, per stream */
+  uint64_t end[PR_NSTREAM];    /* rings released early (see pr_rpc_sub_release): their tail */
   msgpack_sbuffer states;      /* packed non-terminal state notifications, unsent */
   msgpack_sbuffer final;       /* packed terminal state notification, once ended */
   int ended;                   /* `final` is filled: send after the output, then drop */
@@ -96,6 +98,7 @@ struct pr_rpc_conn {
   size_t queued;               /* bytes in uv_write requests not yet completed */
   pr_queue_t subs, dirty, waits;
   unsigned nready_waits;       /* waits that may be answerable */
+  unsigned nended;             /* subscriptions whose execution ended, not yet flushed */
   uint64_t *kod;               /* kill_on_disconnect ids */
   size_t nkod, capkod;
 };
@@ -169,6 +172,13 @@ pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id);
 pr_rpc_sub_t *pr_rpc_sub_new(pr_rpc_conn_t *c, pr_exec_t *x);
 void pr_rpc_sub_free(pr_rpc_sub_t *s);
 void pr_rpc_sub_dirty(pr_rpc_sub_t *s);
+
+/* pr_rpc_sub_ended: the execution of `s` ended (its terminal notification is
+ * in s->final). Past PR_RPC_MAX_ENDED such subscriptions on one connection
+ * (a client that does not read while its executions end), this one lets go
+ * of its rings: what it had not sent yet is reported as `missed`. Bounds
+ * what a stalled client pins beyond the engine's own history. */
+void pr_rpc_sub_ended(pr_rpc_sub_t *s);
 
 /* Waits (rpc_conn.c). pr_rpc_wait_new: a wait on `id` answered to `msgid`,
  * timing out after timeout_ms (< 0: never); linked into c->waits. */

@@ -703,7 +703,7 @@ static int subscribe_one(pr_rpc_conn_t *c, pr_exec_t *x) {
     pr_rpc_sub_free(s);
     return PR_ENOMEM;
   }
-  s->ended = term;
+  if (term) pr_rpc_sub_ended(s);
   pr_rpc_sub_dirty(s);
   return 0;
 }

@@ -290,7 +290,7 @@ void pr_rpc_on_state(pr_engine_t *e, pr_exec_t *x, pr_state_t prev) {
     msgpack_packer pk;
     msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
     if (pr_rpc_pack_state(&pk, x, prev) != 0) b->size = mark; /* ENOMEM: this one is lost */
-    if (terminal) s->ended = 1;
+    if (terminal) pr_rpc_sub_ended(s);
     pr_rpc_sub_dirty(s);
   }
   if (!terminal || srv->nwaits == 0) return;

@@ -470,6 +470,45 @@ def stalled_client_does_not_slow_others(h):
 
 
 @test
+def many_executions_end_while_client_stalls(h):
+    # A subscribes to all of its executions, starts 100 that print 256 KiB each
+    # and does not read until they all ended: every one still reports its end,
+    # and its bytes are delivered or counted as missed (rings past the first
+    # 64 ended ones are let go instead of pinned by the stalled connection).
+    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    a.connect(h.path)
+    pk = lambda *m: msgpack.packb(list(m), use_bin_type=True)
+    a.sendall(pk(0, 1, "subscribe", [None]))
+    for k in range(100):
+        a.sendall(pk(0, 2 + k, "start", [{"cmd": ["head", "-c", str(256 << 10), "/dev/zero"]}]))
+    probe = Client(h.path)
+    deadline = time.time() + 60
+    while True:
+        rows = [r for r in h.dump() if r["owner"] == "rpc-%d" % (probe.request("hello")["session"] - 1)]
+        if len(rows) == 100 and all(r["state"] == "completed" for r in rows):
+            break
+        expect(time.time() < deadline, "the 100 executions did not all end")
+        time.sleep(0.1)
+    a.settimeout(30)
+    up = msgpack.Unpacker(raw=False, max_buffer_size=64 << 20)
+    total, ended = {}, set()
+    while len(ended) < 100:
+        chunk = a.recv(1 << 20)
+        expect(chunk, "connection closed")
+        up.feed(chunk)
+        for m in up:
+            if m[0] == 2 and m[1] == "output":
+                ev = m[2][0]
+                total[ev["id"]] = total.get(ev["id"], 0) + len(ev["data"]) + ev["missed"]
+            elif m[0] == 2 and m[1] == "state" and m[2][0]["state"] == "completed":
+                ended.add(m[2][0]["id"])
+    expect(all(total.get(i) == 256 << 10 for i in ended), "accounting: %r" % sorted(set(total.values())))
+    a.close()
+    probe.close()
+
+
+@test
 def other_uid_refused(h):
     # Plain `nobody` cannot even reach the socket (0700 dir, 0600 socket) ...
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PY, "-c",
