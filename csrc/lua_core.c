@@ -44,6 +44,13 @@ static int fail_id(lua_State *L, int err, lua_Integer id) {
   return fail(L, err, err == PR_ENOENT || err == PR_ENOTRUNNING || err == PR_ESTDINCLOSED ? d : "");
 }
 
+/* `true`, or the failure tuple for rc. */
+static int ok_or_fail(lua_State *L, int rc, lua_Integer id) {
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static lengine_t *check_engine(lua_State *L) {
   return (lengine_t *)luaL_checkudata(L, 1, PR_ENGINE_MT);
 }
@@ -346,10 +353,6 @@ static int l_cancel(lua_State *L) {
     else luaL_argerror(L, 3, "boolean or {force = boolean} expected");
   }
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) {
-    lua_pushstring(L, pr_cancel_result_name(PR_CANCEL_NOT_FOUND));
-    return 1;
-  }
   lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel(e, (uint64_t)id, 0, force)));
   return 1;
 }
@@ -359,10 +362,6 @@ static int l_delete(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) {
-    lua_pushstring(L, pr_delete_result_name(PR_DELETE_NOT_FOUND));
-    return 1;
-  }
   lua_pushstring(L, pr_delete_result_name(pr_engine_delete(e, (uint64_t)id, 0)));
   return 1;
 }
@@ -374,11 +373,7 @@ static int l_input(lua_State *L) {
   size_t n;
   const char *data = luaL_checklstring(L, 3, &n);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) return fail_id(L, PR_ENOENT, id);
-  int rc = pr_engine_input(e, (uint64_t)id, 0, data, n);
-  if (rc != 0) return fail_id(L, rc, id);
-  lua_pushboolean(L, 1);
-  return 1;
+  return ok_or_fail(L, pr_engine_input(e, (uint64_t)id, 0, data, n), id);
 }
 
 /* eng:close_stdin(id) -> true | nil, msg, name */
@@ -386,11 +381,7 @@ static int l_close_stdin(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) return fail_id(L, PR_ENOENT, id);
-  int rc = pr_engine_close_stdin(e, (uint64_t)id, 0);
-  if (rc != 0) return fail_id(L, rc, id);
-  lua_pushboolean(L, 1);
-  return 1;
+  return ok_or_fail(L, pr_engine_close_stdin(e, (uint64_t)id, 0), id);
 }
 
 /* eng:resize(id, cols, rows) -> true | nil, msg, name */
@@ -401,11 +392,7 @@ static int l_resize(lua_State *L) {
   luaL_argcheck(L, cols > 0 && cols <= 65535, 3, "cols must be in [1, 65535]");
   luaL_argcheck(L, rows > 0 && rows <= 65535, 4, "rows must be in [1, 65535]");
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) return fail_id(L, PR_ENOENT, id);
-  int rc = pr_engine_resize(e, (uint64_t)id, 0, (uint16_t)cols, (uint16_t)rows);
-  if (rc != 0) return fail_id(L, rc, id);
-  lua_pushboolean(L, 1);
-  return 1;
+  return ok_or_fail(L, pr_engine_resize(e, (uint64_t)id, 0, (uint16_t)cols, (uint16_t)rows), id);
 }
 
 /* eng:get(id) -> record | nil, msg, name */
@@ -413,7 +400,6 @@ static int l_get(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) return fail_id(L, PR_ENOENT, id);
   pr_record_t *r;
   int rc = pr_engine_get(e, (uint64_t)id, 0, &r);
   if (rc != 0) return fail_id(L, rc, id);
@@ -477,7 +463,6 @@ static int l_read(lua_State *L) {
   luaL_argcheck(L, from >= 0, 4, "offset must be >= 0");
   luaL_argcheck(L, max >= 0, 5, "max must be >= 0");
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  if (id <= 0) return fail_id(L, PR_ENOENT, id);
   char *data;
   size_t len;
   uint64_t next, missed;
