@@ -27,7 +27,8 @@
 
 static uint64_t be(const unsigned char *p, int n) {
   uint64_t v = 0;
-  for (int i = 0; i < n; i++) v = v << 8 | p[i];
+  for (int i = 0; i < n; i++)
+    v = v << 8 | p[i];
   return v;
 }
 
@@ -68,9 +69,9 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
       continue;
     }
     unsigned b = p[i];
-    size_t hl = 1;     /* header bytes (whole value for scalars) */
-    int lb = 0;        /* bytes of the big-endian length/count after the type byte */
-    uint64_t len = 0;  /* payload bytes or entries */
+    size_t hl = 1;    /* header bytes (whole value for scalars) */
+    int lb = 0;       /* bytes of the big-endian length/count after the type byte */
+    uint64_t len = 0; /* payload bytes or entries */
     int kind = K_SCALAR, is_uint = 0;
     if (b <= 0x7f) {
       is_uint = 1;
@@ -87,20 +88,56 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
       /* negative fixint */
     } else {
       switch (b) {
-      case 0xc0: case 0xc2: case 0xc3: break;
+      case 0xc0:
+      case 0xc2:
+      case 0xc3: break;
       case 0xc1: rc = PR_EPROTO; goto out;
-      case 0xc4: case 0xd9: kind = K_PAYLOAD; lb = 1; break;
-      case 0xc5: case 0xda: kind = K_PAYLOAD; lb = 2; break;
-      case 0xc6: case 0xdb: kind = K_PAYLOAD; lb = 4; break;
-      case 0xc7: kind = K_PAYLOAD; lb = 1; hl = 1; break; /* + type byte below */
-      case 0xc8: kind = K_PAYLOAD; lb = 2; break;
-      case 0xc9: kind = K_PAYLOAD; lb = 4; break;
+      case 0xc4:
+      case 0xd9:
+        kind = K_PAYLOAD;
+        lb = 1;
+        break;
+      case 0xc5:
+      case 0xda:
+        kind = K_PAYLOAD;
+        lb = 2;
+        break;
+      case 0xc6:
+      case 0xdb:
+        kind = K_PAYLOAD;
+        lb = 4;
+        break;
+      case 0xc7:
+        kind = K_PAYLOAD;
+        lb = 1;
+        hl = 1;
+        break; /* + type byte below */
+      case 0xc8:
+        kind = K_PAYLOAD;
+        lb = 2;
+        break;
+      case 0xc9:
+        kind = K_PAYLOAD;
+        lb = 4;
+        break;
       case 0xca: hl = 5; break;
       case 0xcb: hl = 9; break;
-      case 0xcc: hl = 2; is_uint = 1; break;
-      case 0xcd: hl = 3; is_uint = 1; break;
-      case 0xce: hl = 5; is_uint = 1; break;
-      case 0xcf: hl = 9; is_uint = 1; break;
+      case 0xcc:
+        hl = 2;
+        is_uint = 1;
+        break;
+      case 0xcd:
+        hl = 3;
+        is_uint = 1;
+        break;
+      case 0xce:
+        hl = 5;
+        is_uint = 1;
+        break;
+      case 0xcf:
+        hl = 9;
+        is_uint = 1;
+        break;
       case 0xd0: hl = 2; break;
       case 0xd1: hl = 3; break;
       case 0xd2: hl = 5; break;
@@ -110,10 +147,22 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
       case 0xd6: hl = 6; break;
       case 0xd7: hl = 10; break;
       case 0xd8: hl = 18; break;
-      case 0xdc: kind = K_ARRAY; lb = 2; break;
-      case 0xdd: kind = K_ARRAY; lb = 4; break;
-      case 0xde: kind = K_MAP; lb = 2; break;
-      case 0xdf: kind = K_MAP; lb = 4; break;
+      case 0xdc:
+        kind = K_ARRAY;
+        lb = 2;
+        break;
+      case 0xdd:
+        kind = K_ARRAY;
+        lb = 4;
+        break;
+      case 0xde:
+        kind = K_MAP;
+        lb = 2;
+        break;
+      case 0xdf:
+        kind = K_MAP;
+        lb = 4;
+        break;
       }
       if (lb) {
         hl = 1 + (size_t)lb + (b >= 0xc7 && b <= 0xc9 ? 1 : 0); /* ext: its type byte */
@@ -138,8 +187,10 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
         rc = PR_ETOOBIG;
         goto out;
       }
-      if (len == 0) item_done(s, complete);
-      else s->skip = (uint32_t)len;
+      if (len == 0)
+        item_done(s, complete);
+      else
+        s->skip = (uint32_t)len;
     } else {
       uint64_t cnt = kind == K_MAP ? 2 * len : len;
       if (cnt > budget || s->objects + cnt > PR_RPC_MAX_OBJECTS) {
@@ -361,11 +412,13 @@ void pr_rpc_sub_ended(pr_rpc_sub_t *s) {
 void pr_rpc_sub_free(pr_rpc_sub_t *s) {
   if (s->ended) s->conn->nended--;
   pr_rpc_sub_t **pp = &s->conn->srv->subs[s->id % PR_RPC_SUB_BUCKETS];
-  while (*pp && *pp != s) pp = &(*pp)->hnext;
+  while (*pp && *pp != s)
+    pp = &(*pp)->hnext;
   if (*pp) *pp = s->hnext;
   pr_queue_remove(&s->cnode);
   pr_queue_remove(&s->dnode);
-  for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(s->ring[i]);
+  for (int i = 0; i < PR_NSTREAM; i++)
+    pr_ring_unref(s->ring[i]);
   msgpack_sbuffer_destroy(&s->states);
   msgpack_sbuffer_destroy(&s->final);
   free(s);
@@ -516,7 +569,8 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c) {
     msgpack_unpacked_init(&u);
     size_t bytes = 0;
     int r = msgpack_unpacker_next_with_size(&c->up, &u, &bytes);
-    if (r != MSGPACK_UNPACK_SUCCESS || bytes > c->scan_lead) { /* framing disagreed: never expected */
+    if (r != MSGPACK_UNPACK_SUCCESS ||
+        bytes > c->scan_lead) { /* framing disagreed: never expected */
 #ifdef PR_RPC_FUZZ
       abort(); /* the fuzz harness wants to know */
 #endif
@@ -559,8 +613,10 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c) {
   pr_rpc_conn_flush(c);
   if (c->closing) return 0;
   if (c->eof && c->ready == 0) { /* the client is gone or half-closed: finish and close */
-    if (c->virt || c->queued == 0) pr_rpc_conn_close(c);
-    else c->close_when_flushed = 1;
+    if (c->virt || c->queued == 0)
+      pr_rpc_conn_close(c);
+    else
+      c->close_when_flushed = 1;
     return 0;
   }
   update_reading(c);

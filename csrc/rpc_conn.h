@@ -17,17 +17,17 @@
 #include "rpc.h"
 
 /* Limits (doc/rpc.txt-part, "limits"). */
-#define PR_RPC_MAX_MESSAGE (4u << 20)  /* bytes in one incoming message */
-#define PR_RPC_MAX_OBJECTS 65536       /* array/map entries declared by one message */
-#define PR_RPC_MAX_DEPTH 16            /* nesting of arrays/maps in one message */
-#define PR_RPC_MAX_CONNS 1024          /* connections at once; more are refused */
-#define PR_RPC_CHUNK (256u << 10)      /* most output bytes in one notification */
-#define PR_RPC_SENDQ (1u << 20)        /* stop pulling output while this much is unsent */
-#define PR_RPC_SENDQ_HARD (8u << 20)   /* stop reading requests while this much is unsent */
-#define PR_RPC_BACKLOG (256u << 10)    /* stop reading while this many framed bytes wait */
-#define PR_RPC_BATCH 64                /* requests dispatched per connection per pump turn */
-#define PR_RPC_READ_MAX (4u << 20)     /* most bytes one `read` answers with */
-#define PR_RPC_NAME_MAX 128            /* bytes of a client name (hello) */
+#define PR_RPC_MAX_MESSAGE (4u << 20) /* bytes in one incoming message */
+#define PR_RPC_MAX_OBJECTS 65536      /* array/map entries declared by one message */
+#define PR_RPC_MAX_DEPTH 16           /* nesting of arrays/maps in one message */
+#define PR_RPC_MAX_CONNS 1024         /* connections at once; more are refused */
+#define PR_RPC_CHUNK (256u << 10)     /* most output bytes in one notification */
+#define PR_RPC_SENDQ (1u << 20)       /* stop pulling output while this much is unsent */
+#define PR_RPC_SENDQ_HARD (8u << 20)  /* stop reading requests while this much is unsent */
+#define PR_RPC_BACKLOG (256u << 10)   /* stop reading while this many framed bytes wait */
+#define PR_RPC_BATCH 64               /* requests dispatched per connection per pump turn */
+#define PR_RPC_READ_MAX (4u << 20)    /* most bytes one `read` answers with */
+#define PR_RPC_NAME_MAX 128           /* bytes of a client name (hello) */
 #define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
 #define PR_RPC_SUB_BUCKETS 1024
 
@@ -35,22 +35,22 @@
  * here before msgpack-c may allocate for it, so declared sizes are bounded by
  * the bytes a message may still have. */
 typedef struct {
-  uint64_t msg_bytes;                /* bytes of the current message so far */
-  uint32_t objects;                  /* entries declared so far by the current message */
-  uint32_t skip;                     /* str/bin/ext payload bytes still to pass */
-  int depth;                         /* open containers */
-  uint32_t left[PR_RPC_MAX_DEPTH];   /* entries still expected per open container */
-  uint32_t top_n;                    /* entries of the top-level array (0: not an array) */
-  int64_t msgid;                     /* msgid of the message being framed, -1 unknown */
+  uint64_t msg_bytes;              /* bytes of the current message so far */
+  uint32_t objects;                /* entries declared so far by the current message */
+  uint32_t skip;                   /* str/bin/ext payload bytes still to pass */
+  int depth;                       /* open containers */
+  uint32_t left[PR_RPC_MAX_DEPTH]; /* entries still expected per open container */
+  uint32_t top_n;                  /* entries of the top-level array (0: not an array) */
+  int64_t msgid;                   /* msgid of the message being framed, -1 unknown */
 } pr_rpc_scan_t;
 
 /* A connection's subscription to one execution (at most one per id: only its
  * owner session may subscribe). Holds ring references, so output can still
  * be sent after the execution was deleted. */
 typedef struct pr_rpc_sub {
-  pr_queue_t cnode;            /* conn->subs */
-  pr_queue_t dnode;            /* conn->dirty while there is something to send */
-  struct pr_rpc_sub *hnext;    /* server hash by id */
+  pr_queue_t cnode;         /* conn->subs */
+  pr_queue_t dnode;         /* conn->dirty while there is something to send */
+  struct pr_rpc_sub *hnext; /* server hash by id */
   pr_rpc_conn_t *conn;
   uint64_t id;
   pr_ring_t *ring[PR_NSTREAM]; /* NULL for streams the execution does not have */
@@ -63,43 +63,43 @@ typedef struct pr_rpc_sub {
 
 /* A pending `wait` request. */
 typedef struct pr_rpc_wait {
-  pr_queue_t cnode;  /* conn->waits */
-  uv_timer_t timer;  /* valid while timer_open */
+  pr_queue_t cnode; /* conn->waits */
+  uv_timer_t timer; /* valid while timer_open */
   int timer_open;
   pr_rpc_conn_t *conn;
   uint64_t id, msgid;
-  pr_record_t *rec;  /* the terminal record, once the execution ended */
+  pr_record_t *rec; /* the terminal record, once the execution ended */
   int timed_out;
 } pr_rpc_wait_t;
 
 struct pr_rpc_conn {
-  uv_pipe_t pipe;              /* unused by virtual connections */
-  pr_queue_t node;             /* srv->conns */
-  pr_queue_t pnode;            /* srv->pending while `pending` */
+  uv_pipe_t pipe;   /* unused by virtual connections */
+  pr_queue_t node;  /* srv->conns */
+  pr_queue_t pnode; /* srv->pending while `pending` */
   pr_rpc_t *srv;
-  uint64_t session;            /* > 0, never reused by an engine */
+  uint64_t session;               /* > 0, never reused by an engine */
   char name[PR_RPC_NAME_MAX + 1]; /* owner label of its executions */
-  int handles;                 /* open libuv handles (pipe, wait timers); freed at 0 */
-  int virt;                    /* no socket: output goes to sink */
-  int held;                    /* a virtual connection's feeder still holds it */
+  int handles;                    /* open libuv handles (pipe, wait timers); freed at 0 */
+  int virt;                       /* no socket: output goes to sink */
+  int held;                       /* a virtual connection's feeder still holds it */
   void (*sink)(void *, const char *, size_t);
   void *sink_arg;
   int pending, reading, closing, eof, sub_all;
-  int bad;                     /* PR_E*: close after answering what is framed */
-  int64_t bad_msgid;           /* the msgid an ETOOBIG answer goes to, -1 none */
+  int bad;           /* PR_E*: close after answering what is framed */
+  int64_t bad_msgid; /* the msgid an ETOOBIG answer goes to, -1 none */
   msgpack_unpacker up;
   int up_init;
   pr_rpc_scan_t scan;
-  size_t scan_lead;            /* bytes from up.off already framed */
-  unsigned ready;              /* complete messages framed, not yet dispatched */
-  int close_when_flushed;      /* EOF seen and everything answered: close once written */
-  msgpack_sbuffer out;         /* packed, not yet handed to uv_write */
-  msgpack_packer pk;           /* packs into `out` */
-  size_t queued;               /* bytes in uv_write requests not yet completed */
+  size_t scan_lead;       /* bytes from up.off already framed */
+  unsigned ready;         /* complete messages framed, not yet dispatched */
+  int close_when_flushed; /* EOF seen and everything answered: close once written */
+  msgpack_sbuffer out;    /* packed, not yet handed to uv_write */
+  msgpack_packer pk;      /* packs into `out` */
+  size_t queued;          /* bytes in uv_write requests not yet completed */
   pr_queue_t subs, dirty, waits;
-  unsigned nready_waits;       /* waits that may be answerable */
-  unsigned nended;             /* subscriptions whose execution ended, not yet flushed */
-  uint64_t *kod;               /* kill_on_disconnect ids */
+  unsigned nready_waits; /* waits that may be answerable */
+  unsigned nended;       /* subscriptions whose execution ended, not yet flushed */
+  uint64_t *kod;         /* kill_on_disconnect ids */
   size_t nkod, capkod;
 };
 
@@ -107,18 +107,18 @@ struct pr_rpc {
   pr_engine_t *e;
   uv_pipe_t listener;
   int listening;
-  uv_idle_t idle;              /* runs the pump while `pending` is not empty */
+  uv_idle_t idle; /* runs the pump while `pending` is not empty */
   int idle_on;
-  int handles;                 /* open libuv handles of the server; freed at 0 */
+  int handles; /* open libuv handles of the server; freed at 0 */
   pr_queue_t conns, pending;
   size_t nconns;
   uint64_t next_session;
-  size_t nwaits;               /* pending waits over all connections */
+  size_t nwaits; /* pending waits over all connections */
   pr_rpc_sub_t *subs[PR_RPC_SUB_BUCKETS];
-  char *path;                  /* socket path (NULL: no socket) */
-  dev_t dev;                   /* identity of the socket file we bound */
+  char *path; /* socket path (NULL: no socket) */
+  dev_t dev;  /* identity of the socket file we bound */
   ino_t ino;
-  uint64_t refused;            /* connections refused (other uid, too many) */
+  uint64_t refused; /* connections refused (other uid, too many) */
 };
 
 /* ---- rpc_server.c ------------------------------------------------------------------- */
@@ -197,8 +197,8 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
 int pr_rpc_pack_state(msgpack_packer *pk, const pr_exec_t *x, pr_state_t prev);
 
 /* pr_rpc_pack_output: an `output` notification. Returns 0 or -1. */
-int pr_rpc_pack_output(msgpack_packer *pk, uint64_t id, int stream, const char *data,
-                       size_t len, uint64_t offset, uint64_t missed);
+int pr_rpc_pack_output(msgpack_packer *pk, uint64_t id, int stream, const char *data, size_t len,
+                       uint64_t offset, uint64_t missed);
 
 /* pr_rpc_pack_record: a record map like the Lua core's. Returns 0 or -1. */
 int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r);

@@ -63,15 +63,18 @@ static int pk_kv_bool(msgpack_packer *pk, const char *k, int v) {
 
 static const char *signame(int sig, char *buf, size_t n) {
   const char *abbr = sigabbrev_np(sig);
-  if (abbr) snprintf(buf, n, "SIG%s", abbr);
-  else snprintf(buf, n, "SIG%d", sig);
+  if (abbr)
+    snprintf(buf, n, "SIG%s", abbr);
+  else
+    snprintf(buf, n, "SIG%d", sig);
   return buf;
 }
 
 int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
   char sb[32];
   int nstreams = 0;
-  for (int i = 0; i < PR_NSTREAM; i++) nstreams += r->has_stream[i];
+  for (int i = 0; i < PR_NSTREAM; i++)
+    nstreams += r->has_stream[i];
   uint32_t n = 12 + !!r->label + !!r->reason + !!r->error + (r->exit_code >= 0) + (r->signal > 0) +
                (r->pid > 0) + !!r->started_at + !!r->ended_at;
   if (msgpack_pack_map(pk, n) || pk_kv_int(pk, "id", (int64_t)r->id) ||
@@ -292,7 +295,8 @@ static int arg_map(req_t *q, uint32_t i, const char *name, const char *const *kn
   for (uint32_t k = 0; k < o->via.map.size; k++) {
     const msgpack_object *key = &o->via.map.ptr[k].key;
     int ok = 0;
-    for (const char *const *p = known; *p && !ok; p++) ok = key_is(key, *p);
+    for (const char *const *p = known; *p && !ok; p++)
+      ok = key_is(key, *p);
     if (!ok) {
       char kb[48], w[96];
       snprintf(w, sizeof(w), "unknown key '%s'", key_text(key, kb, sizeof(kb)));
@@ -341,13 +345,15 @@ static int m_hello(req_t *q) {
   if (o) {
     int err = 0;
     char *name = zstr(q, o, &err);
-    if (name == NULL) return err == PR_EINVAL ? bad(q, 0, "name", "string without NUL expected") : err;
+    if (name == NULL)
+      return err == PR_EINVAL ? bad(q, 0, "name", "string without NUL expected") : err;
     if (strlen(name) == 0 || strlen(name) > PR_RPC_NAME_MAX)
       return bad(q, 0, "name", "1 to 128 bytes expected");
     snprintf(q->c->name, sizeof(q->c->name), "%s", name);
   }
   size_t nm = 0;
-  while (methods[nm].name) nm++;
+  while (methods[nm].name)
+    nm++;
   msgpack_packer *pk = q->pk;
   if (msgpack_pack_map(pk, 6) || pk_kv_str(pk, "server", "proctor") ||
       pk_kv_str(pk, "version", PR_VERSION) || pk_kv_int(pk, "session", (int64_t)q->c->session) ||
@@ -371,10 +377,20 @@ static int add_kod(pr_rpc_conn_t *c, uint64_t id) {
   return 0;
 }
 
-static const char *const start_keys[] = {
-    "cmd",        "cwd",           "env",   "clear_env",    "pty",
-    "cols",       "rows",          "stdin", "timeout_ms",   "kill_grace_ms",
-    "label",      "backpressure",  "kill_on_disconnect",    NULL};
+static const char *const start_keys[] = {"cmd",
+                                         "cwd",
+                                         "env",
+                                         "clear_env",
+                                         "pty",
+                                         "cols",
+                                         "rows",
+                                         "stdin",
+                                         "timeout_ms",
+                                         "kill_grace_ms",
+                                         "label",
+                                         "backpressure",
+                                         "kill_on_disconnect",
+                                         NULL};
 
 static int spec_bool(req_t *q, const msgpack_object *sp, const char *key, int *out) {
   const msgpack_object *v = map_get(sp, key);
@@ -424,11 +440,12 @@ static int m_start(req_t *q) {
   int64_t cols = 0, rows = 0, timeout = 0, grace = -1;
   int kod = 0;
   if ((rc = spec_str(q, sp, "cwd", &s.cwd)) || (rc = spec_str(q, sp, "label", &s.label)) ||
-      (rc = spec_bool(q, sp, "clear_env", &s.clear_env)) || (rc = spec_bool(q, sp, "pty", &s.pty)) ||
-      (rc = spec_bool(q, sp, "stdin", &s.stdin_pipe)) ||
+      (rc = spec_bool(q, sp, "clear_env", &s.clear_env)) ||
+      (rc = spec_bool(q, sp, "pty", &s.pty)) || (rc = spec_bool(q, sp, "stdin", &s.stdin_pipe)) ||
       (rc = spec_bool(q, sp, "backpressure", &s.backpressure)) ||
       (rc = spec_bool(q, sp, "kill_on_disconnect", &kod)) ||
-      (rc = spec_int(q, sp, "cols", 65535, &cols)) || (rc = spec_int(q, sp, "rows", 65535, &rows)) ||
+      (rc = spec_int(q, sp, "cols", 65535, &cols)) ||
+      (rc = spec_int(q, sp, "rows", 65535, &rows)) ||
       (rc = spec_int(q, sp, "timeout_ms", (int64_t)1 << 50, &timeout)) ||
       (rc = spec_int(q, sp, "kill_grace_ms", 3600000, &grace)))
     return rc;
@@ -439,22 +456,26 @@ static int m_start(req_t *q) {
   const msgpack_object *cmd = map_get(sp, "cmd");
   if (cmd && is_bytes(cmd)) {
     if ((s.shell = zstr(q, cmd, &err)) == NULL || s.shell[0] == 0)
-      return err == PR_ENOMEM ? err : bad(q, 0, "spec", "'cmd' must be a non-empty string without NUL");
+      return err == PR_ENOMEM ? err
+                              : bad(q, 0, "spec", "'cmd' must be a non-empty string without NUL");
   } else if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY && cmd->via.array.size > 0) {
     uint32_t n = cmd->via.array.size;
     const char **argv = q->zone ? msgpack_zone_malloc(q->zone, n * sizeof(char *)) : NULL;
     if (argv == NULL) return PR_ENOMEM;
     for (uint32_t i = 0; i < n; i++)
       if ((argv[i] = zstr(q, &cmd->via.array.ptr[i], &err)) == NULL)
-        return err == PR_ENOMEM ? err : bad(q, 0, "spec", "'cmd' entries must be strings without NUL");
+        return err == PR_ENOMEM ? err
+                                : bad(q, 0, "spec", "'cmd' entries must be strings without NUL");
     s.argv = argv;
     s.argc = n;
   } else {
-    return bad(q, 0, "spec", "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
+    return bad(q, 0, "spec",
+               "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
   }
   const msgpack_object *env = map_get(sp, "env");
   if (env) {
-    if (env->type != MSGPACK_OBJECT_MAP) return bad(q, 0, "spec", "'env' must be a map of NAME = value");
+    if (env->type != MSGPACK_OBJECT_MAP)
+      return bad(q, 0, "spec", "'env' must be a map of NAME = value");
     uint32_t n = env->via.map.size;
     const char **ev = q->zone ? msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *)) : NULL;
     if (ev == NULL) return PR_ENOMEM;
@@ -474,7 +495,8 @@ static int m_start(req_t *q) {
         vs = NULL;
       }
       if (ks == NULL || vs == NULL || ks[0] == 0 || strchr(ks, '='))
-        return bad(q, 0, "spec", "'env' names must be non-empty without '=' or NUL; values strings without NUL");
+        return bad(q, 0, "spec",
+                   "'env' names must be non-empty without '=' or NUL; values strings without NUL");
       size_t len = strlen(ks) + strlen(vs) + 2;
       char *kv = msgpack_zone_malloc(q->zone, len);
       if (kv == NULL) return PR_ENOMEM;
@@ -537,7 +559,8 @@ static int m_list(req_t *q) {
   if ((rc = run(q, &c)) != 0) return rc;
   pr_record_t **v = (pr_record_t **)c.out;
   rc = msgpack_pack_array(q->pk, c.n) ? PR_ENOMEM : 0;
-  for (size_t i = 0; i < c.n && rc == 0; i++) rc = pr_rpc_pack_record(q->pk, v[i]) ? PR_ENOMEM : 0;
+  for (size_t i = 0; i < c.n && rc == 0; i++)
+    rc = pr_rpc_pack_record(q->pk, v[i]) ? PR_ENOMEM : 0;
   pr_records_free(v, c.n);
   return rc;
 }
@@ -617,7 +640,8 @@ static int m_resize(req_t *q) {
   return done_true(q);
 }
 
-/* cancel [id, force? | {force?}] -> "canceling" | "already_canceling" | "already_terminal" | "not_found" */
+/* cancel [id, force? | {force?}] -> "canceling" | "already_canceling" | "already_terminal" |
+ * "not_found" */
 static int m_cancel(req_t *q) {
   uint64_t id;
   int rc, force = 0;
@@ -719,18 +743,21 @@ static int m_subscribe(req_t *q) {
   if (n == SIZE_MAX) {
     size_t cnt = 0;
     pr_queue_t *k;
-    PR_QUEUE_FOREACH(k, &q->e->order) cnt += PR_QUEUE_DATA(k, pr_exec_t, order)->session == c->session;
+    PR_QUEUE_FOREACH(k, &q->e->order)
+    cnt += PR_QUEUE_DATA(k, pr_exec_t, order)->session == c->session;
     if (msgpack_pack_array(pk, cnt)) return PR_ENOMEM;
     PR_QUEUE_FOREACH(k, &q->e->order) {
       pr_exec_t *x = PR_QUEUE_DATA(k, pr_exec_t, order);
       if (x->session != c->session) continue;
-      if ((rc = subscribe_one(c, x)) != 0 || msgpack_pack_uint64(pk, x->id)) return rc ? rc : PR_ENOMEM;
+      if ((rc = subscribe_one(c, x)) != 0 || msgpack_pack_uint64(pk, x->id))
+        return rc ? rc : PR_ENOMEM;
     }
     c->sub_all = 1;
     return 0;
   }
   for (size_t i = 0; i < n; i++) /* all or nothing */
-    if (ids[i] == 0 || pr_registry_find(q->e, ids[i], c->session) == NULL) return not_found(q, ids[i]);
+    if (ids[i] == 0 || pr_registry_find(q->e, ids[i], c->session) == NULL)
+      return not_found(q, ids[i]);
   if (msgpack_pack_array(pk, n)) return PR_ENOMEM;
   for (size_t i = 0; i < n; i++) {
     if ((rc = subscribe_one(c, pr_registry_find(q->e, ids[i], c->session))) != 0) return rc;
@@ -788,15 +815,21 @@ static int m_wait(req_t *q) {
   return PR_RPC_DEFER;
 }
 
-static const method_t methods[] = {
-    {"hello", m_hello},         {"start", m_start},
-    {"get", m_get},             {"list", m_list},
-    {"read", m_read},           {"input", m_input},
-    {"close_stdin", m_close_stdin}, {"resize", m_resize},
-    {"cancel", m_cancel},       {"delete", m_delete},
-    {"purge", m_purge},         {"subscribe", m_subscribe},
-    {"unsubscribe", m_unsubscribe}, {"wait", m_wait},
-    {NULL, NULL}};
+static const method_t methods[] = {{"hello", m_hello},
+                                   {"start", m_start},
+                                   {"get", m_get},
+                                   {"list", m_list},
+                                   {"read", m_read},
+                                   {"input", m_input},
+                                   {"close_stdin", m_close_stdin},
+                                   {"resize", m_resize},
+                                   {"cancel", m_cancel},
+                                   {"delete", m_delete},
+                                   {"purge", m_purge},
+                                   {"subscribe", m_subscribe},
+                                   {"unsubscribe", m_unsubscribe},
+                                   {"wait", m_wait},
+                                   {NULL, NULL}};
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
@@ -833,7 +866,8 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
     size_t len;
     const char *name = bytes_of(method, &len);
     const method_t *m = methods;
-    while (m->name && !(strlen(m->name) == len && memcmp(m->name, name, len) == 0)) m++;
+    while (m->name && !(strlen(m->name) == len && memcmp(m->name, name, len) == 0))
+      m++;
     q.args = params->via.array.ptr;
     q.nargs = params->via.array.size;
     if (m->name == NULL) {

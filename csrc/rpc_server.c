@@ -182,9 +182,12 @@ static void on_srv_handle_closed(uv_handle_t *h) {
 static int check_dir(const char *path) {
   char dir[PR_LISTEN_MAX + 1];
   const char *slash = strrchr(path, '/');
-  if (slash == NULL) snprintf(dir, sizeof(dir), ".");
-  else if (slash == path) snprintf(dir, sizeof(dir), "/");
-  else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+  if (slash == NULL)
+    snprintf(dir, sizeof(dir), ".");
+  else if (slash == path)
+    snprintf(dir, sizeof(dir), "/");
+  else
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) return -errno;
   struct stat st;
   if (lstat(dir, &st) != 0) return -errno;
@@ -346,6 +349,8 @@ int pr_rpc_virtual_feed(pr_rpc_conn_t *c, const char *data, size_t len) {
 
 void pr_rpc_virtual_close(pr_rpc_conn_t *c) {
   c->held = 0;
-  if (!c->closing) pr_rpc_conn_close(c);
-  else conn_maybe_free(c); /* or once its last wait timer closed */
+  if (!c->closing)
+    pr_rpc_conn_close(c);
+  else
+    conn_maybe_free(c); /* or once its last wait timer closed */
 }
