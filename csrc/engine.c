@@ -399,6 +399,9 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   e->async.data = e;
   uv_timer_init(&e->loop, &e->close_timer);
   e->close_timer.data = e;
+  uv_timer_init(&e->loop, &e->flush_timer);
+  e->flush_timer.data = e;
+  pr_queue_init(&e->deferred);
   /* The loop is not running yet, so this thread may still set up the server. */
   rc = e->listen ? pr_rpc_start(e, e->listen) : 0;
   if (rc == 0) {
@@ -413,6 +416,7 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
     if (e->rpc) pr_rpc_close(e);
     uv_close((uv_handle_t *)&e->async, NULL);
     uv_close((uv_handle_t *)&e->close_timer, NULL);
+    uv_close((uv_handle_t *)&e->flush_timer, NULL);
     uv_run(&e->loop, UV_RUN_DEFAULT);
     uv_loop_close(&e->loop);
     goto fail;
@@ -567,6 +571,7 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   x->pidfd = -1;
   x->verdict = -1;
   pr_queue_init(&x->pending_in);
+  for (int i = 0; i < PR_NSTREAM; i++) pr_queue_init(&x->streams[i].defer);
   x->exit_code = -1;
   x->session = s->session;
   x->pty = s->pty;

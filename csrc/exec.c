@@ -177,8 +177,17 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
   if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
 }
 
-static void emit_output_marker(pr_exec_t *x, int stream) {
+/* Output delivery is adaptive. The first bytes after a quiet period are
+ * signalled to the host at once (a prompt feels instant); bytes that keep
+ * arriving within PR_FLOOD_NS of the last signal wait for the 1 ms flush
+ * timer, so under a flood the host wakes about once a millisecond and takes
+ * everything that arrived meanwhile in one event, instead of once per read.
+ * Every deferred marker is pushed before its execution's terminal event. */
+#define PR_FLOOD_NS 1000000
+
+static void push_marker(pr_exec_t *x, int stream) {
   pr_stream_t *s = &x->streams[stream];
+  s->last_mark_ns = uv_hrtime();
   if (!pr_ring_mark(s->ring)) return; /* a marker is already queued: coalesce */
   pr_event_t *ev = calloc(1, sizeof(*ev));
   if (ev == NULL) return;
@@ -188,6 +197,32 @@ static void emit_output_marker(pr_exec_t *x, int stream) {
   pr_ring_ref(s->ring);
   ev->ring = s->ring;
   pr_emit_event(x->eng, ev);
+}
+
+static void emit_output_marker(pr_exec_t *x, int stream) {
+  pr_stream_t *s = &x->streams[stream];
+  if (!pr_queue_empty(&s->defer)) return; /* the flush timer will signal it */
+  if (s->last_mark_ns && uv_hrtime() - s->last_mark_ns < PR_FLOOD_NS) {
+    pr_engine_t *e = x->eng;
+    pr_queue_push(&e->deferred, &s->defer);
+    if (!uv_is_active((uv_handle_t *)&e->flush_timer))
+      uv_timer_start(&e->flush_timer, pr_exec_on_flush, 1, 0);
+    return;
+  }
+  push_marker(x, stream);
+}
+
+/* Push the deferred marker of `s` now, if it has one. */
+static void flush_stream(pr_stream_t *s) {
+  if (pr_queue_empty(&s->defer)) return;
+  pr_queue_remove(&s->defer);
+  push_marker(s->exec, (int)(s - s->exec->streams));
+}
+
+void pr_exec_on_flush(uv_timer_t *t) {
+  pr_engine_t *e = (pr_engine_t *)t->data;
+  while (!pr_queue_empty(&e->deferred))
+    flush_stream(PR_QUEUE_DATA(pr_queue_head(&e->deferred), pr_stream_t, defer));
 }
 
 static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
@@ -493,6 +528,7 @@ static void finish(pr_exec_t *x) {
   }
   for (int i = 0; i < PR_NSTREAM; i++) {
     if (x->streams[i].ring) {
+      flush_stream(&x->streams[i]); /* every output event precedes the terminal one */
       stream_close(&x->streams[i]);
       pr_ring_shrink(x->streams[i].ring);
     }
@@ -683,7 +719,10 @@ void pr_exec_release(pr_exec_t *x) {
 }
 
 void pr_exec_free(pr_exec_t *x) {
-  for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(x->streams[i].ring);
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (x->streams[i].defer.next) pr_queue_remove(&x->streams[i].defer);
+    pr_ring_unref(x->streams[i].ring);
+  }
   if (x->argv)
     for (size_t i = 0; i < x->argc; i++) free(x->argv[i]);
   free(x->argv);

@@ -57,6 +57,10 @@ void pr_exec_release(pr_exec_t *x);
 /* pr_exec_free: free the memory of `x` (no handle may be open). */
 void pr_exec_free(pr_exec_t *x);
 
+/* pr_exec_on_flush: the engine's flush timer fired: push every deferred
+ * output marker (see emit_output_marker in exec.c). */
+void pr_exec_on_flush(uv_timer_t *t);
+
 /* pr_exec_handle_closed: uv_close callback of every handle an execution owns. */
 void pr_exec_handle_closed(uv_handle_t *h);
 

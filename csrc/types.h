@@ -40,6 +40,8 @@ typedef struct {
   int open;          /* handle initialised, uv_close not yet called */
   int eof;           /* EOF/EIO seen or stream closed by the drain timer */
   int paused;        /* back-pressure: reading stopped until the host catches up */
+  uint64_t last_mark_ns; /* uv_hrtime of the last output marker queued for the host */
+  pr_queue_t defer;  /* on engine->deferred while a marker waits for the flush timer */
 } pr_stream_t;
 
 /* Why the engine decided a terminal state (exec->verdict). */
@@ -157,6 +159,8 @@ struct pr_engine {
   uv_loop_t loop;
   uv_async_t async;
   uv_timer_t close_timer;
+  uv_timer_t flush_timer; /* pushes deferred output markers (flood coalescing) */
+  pr_queue_t deferred;    /* streams whose marker waits for flush_timer */
   int closing;         /* CLOSE received: cancel all, then shut down */
   pr_cmd_t *close_cmd;
   pr_exec_t **buckets; /* registry hash by id */
