@@ -220,6 +220,8 @@ out:
 int pr_rpc_conn_init(pr_rpc_conn_t *c) {
   msgpack_sbuffer_init(&c->out);
   msgpack_packer_init(&c->pk, &c->out, msgpack_sbuffer_write);
+  msgpack_sbuffer_init(&c->resp);
+  msgpack_packer_init(&c->rpk, &c->resp, msgpack_sbuffer_write);
   scan_reset(&c->scan);
   if (!msgpack_unpacker_init(&c->up, 64u << 10)) return PR_ENOMEM;
   c->up_init = 1;
@@ -230,6 +232,7 @@ void pr_rpc_conn_destroy(pr_rpc_conn_t *c) {
   if (c->up_init) msgpack_unpacker_destroy(&c->up);
   c->up_init = 0;
   msgpack_sbuffer_destroy(&c->out);
+  msgpack_sbuffer_destroy(&c->resp);
   free(c->kod);
   c->kod = NULL;
 }

@@ -95,6 +95,8 @@ struct pr_rpc_conn {
   int close_when_flushed; /* EOF seen and everything answered: close once written */
   msgpack_sbuffer out;    /* packed, not yet handed to uv_write */
   msgpack_packer pk;      /* packs into `out` */
+  msgpack_sbuffer resp; /* the response being built by a method (rpc_methods.c) */
+  msgpack_packer rpk;   /* packs into `resp` */
   size_t queued;          /* bytes in uv_write requests not yet completed */
   pr_queue_t subs, dirty, waits;
   unsigned nready_waits; /* waits that may be answerable */

@@ -839,7 +839,11 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
   uint32_t n = msg->via.array.size;
   int64_t type;
   if (n < 3 || !to_int(&a[0], &type)) return PR_EPROTO;
-  req_t q = {.c = c, .e = c->srv->e, .pk = &c->pk, .zone = zone};
+  /* The response is built apart and appended whole: whatever a method
+   * queues on this connection meanwhile (a notification from a hook) lands
+   * before it, never inside it. */
+  c->resp.size = 0;
+  req_t q = {.c = c, .e = c->srv->e, .pk = &c->rpk, .zone = zone};
   const msgpack_object *method, *params;
   if (type == 0 && n == 4 && a[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
     q.msgid = a[1].via.u64;
@@ -852,7 +856,6 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
   } else {
     return PR_EPROTO; /* not a request or notification we could answer */
   }
-  size_t mark = c->out.size;
   int rc;
   if (!q.notify && pack_response_head(q.pk, q.msgid) != 0) {
     rc = PR_ENOMEM;
@@ -878,13 +881,16 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
       rc = m->fn(&q);
     }
   }
-  if (rc == PR_RPC_DEFER || (rc == 0 && q.notify)) {
-    c->out.size = mark;
-    return 0;
-  }
+  if (rc == PR_RPC_DEFER || q.notify) return 0; /* nothing to answer (now) */
   if (rc != 0) {
-    c->out.size = mark;
-    if (!q.notify && pr_rpc_pack_error_response(q.pk, q.msgid, rc, q.msg) != 0) c->out.size = mark;
+    c->resp.size = 0;
+    if (pr_rpc_pack_error_response(q.pk, q.msgid, rc, q.msg) != 0) return PR_ENOMEM;
   }
+  if (msgpack_sbuffer_write(&c->out, c->resp.data, c->resp.size) != 0) return PR_ENOMEM;
+  if (c->resp.alloc > (64u << 10)) { /* do not keep a big response's buffer around */
+    msgpack_sbuffer_destroy(&c->resp);
+    msgpack_sbuffer_init(&c->resp);
+  }
+  c->resp.size = 0;
   return 0;
 }
