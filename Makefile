@@ -25,6 +25,8 @@ ENGINE_SRC = csrc/error.c csrc/ring.c csrc/wire.c csrc/supervisor.c csrc/exec.c 
              csrc/registry.c csrc/engine.c csrc/rpc_server.c csrc/rpc_conn.c csrc/rpc_methods.c
 CORE_SRC   = $(ENGINE_SRC) csrc/lua_core.c
 HDRS       = $(wildcard csrc/*.h)
+# supervised workers (jsonl and msgpack-rpc on stdio)
+ENGINE_SRC += csrc/worker.c csrc/worker_msgpack.c
 
 NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
 LUA54_OBJ = $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(CORE_SRC))

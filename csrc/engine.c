@@ -31,6 +31,7 @@
 #include "supervisor.h"
 
 extern char **environ;
+#include "worker.h"
 
 #define PR_DEFAULT_OUTPUT_LIMIT (8u << 20)
 #define PR_DEFAULT_HISTORY 1000
@@ -98,6 +99,7 @@ void pr_event_free(pr_event_t *ev) {
   pr_ring_unref((pr_ring_t *)ev->ring);
   free(ev);
 }
+  if (ev->chan) pr_worker_chan_done(ev->chan); /* a chunk consumed: back-pressure count */
 
 /* ---- engine thread ------------------------------------------------------------------- */
 
@@ -226,6 +228,11 @@ void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c) {
       x = PR_QUEUE_DATA(q, pr_exec_t, order);
       q = q->next;
       if (!x->finished) pr_exec_cancel(x, 0, "engine_closed");
+  case PR_CMD_WREQUEST:
+    pr_worker_request(e, c->session, c->id, c->u, c->data, c->len, (uint64_t)c->a);
+    break;
+  case PR_CMD_WCANCEL: c->rc = pr_worker_cancel_request(e, c->session, c->u); break;
+  case PR_CMD_WRESTART: c->rc = pr_worker_restart(e, c->session, c->id); break;
     }
     /* Bounded: the largest grace plus a second for draining. */
     uint64_t bound = e->opts.kill_grace_ms;
@@ -595,6 +602,15 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
     x->argc = s->argc;
   }
   x->argv = calloc(x->argc + 1, sizeof(char *));
+  if (s->worker) { /* a supervised worker: requests go to its stdin */
+    if ((rc = pr_worker_new(s->worker, &x->worker)) != 0) goto fail;
+    rc = PR_ENOMEM;
+    x->stdin_pipe = 1;
+    if (x->pty) {
+      rc = PR_EINVAL;
+      goto fail;
+    }
+  }
   if (x->argv == NULL) goto fail;
   for (size_t i = 0; i < x->argc; i++) {
     const char *a = s->shell ? (i == 0 ? "/bin/sh" : i == 1 ? "-c" : s->shell) : s->argv[i];
@@ -750,6 +766,33 @@ size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_b
     pr_queue_t *q = pr_queue_head(&e->events);
     pr_queue_remove(q);
     e->nevents--;
+int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
+                      uint64_t timeout_ms, uint64_t *rid) {
+  if (e->closed) return PR_ECLOSED;
+  pr_cmd_t *c = malloc(sizeof(*c) + len + 1); /* the payload lives in the command */
+  if (c == NULL) return PR_ENOMEM;
+  memset(c, 0, sizeof(*c));
+  memcpy((char *)(c + 1), payload, len);
+  ((char *)(c + 1))[len] = 0;
+  c->type = PR_CMD_WREQUEST;
+  c->id = id;
+  c->data = (const char *)(c + 1);
+  c->len = len;
+  c->a = (int64_t)(timeout_ms > INT64_MAX ? INT64_MAX : timeout_ms);
+  c->u = *rid = pr_worker_next_rid(e);
+  return submit(e, c);
+}
+
+int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid) {
+  pr_cmd_t c = {.type = PR_CMD_WCANCEL, .u = rid};
+  return simple(e, &c);
+}
+
+int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session) {
+  pr_cmd_t c = {.type = PR_CMD_WRESTART, .id = id, .session = session};
+  return simple(e, &c);
+}
+
     evs[n++] = (pr_event_t *)(void *)q;
   }
   if (pr_queue_empty(&e->events)) { /* reset readability */

@@ -62,6 +62,31 @@ typedef struct {
   size_t argc;
   const char *shell;         /* instead of argv: run with /bin/sh -c */
   const char *cwd;           /* NULL = the host's cwd at start time */
+/* A supervised worker (worker.h, doc *proctor-workers*): an execution that
+ * stays up and answers requests on stdio. Zero means "default" for numbers. */
+typedef enum { PR_WP_JSONL = 0, PR_WP_MSGPACK } pr_worker_protocol_t;
+typedef enum { PR_WR_NEVER = 0, PR_WR_ON_FAILURE, PR_WR_ALWAYS } pr_worker_restart_t;
+typedef enum {
+  PR_WS_STARTING = 0, PR_WS_READY, PR_WS_BUSY, PR_WS_BACKOFF, PR_WS_STOPPED, PR_WS_FATAL, PR_NWS
+} pr_worker_state_t;
+typedef struct {
+  pr_worker_protocol_t protocol;
+  pr_worker_restart_t restart;
+  int32_t max_restarts;      /* restarts in a row before fatal; <0 = default 5 */
+  uint32_t backoff_ms;       /* first restart delay, doubled per restart in a row; default 100 */
+  uint32_t backoff_max_ms;   /* cap of the delay; default 30000 */
+  uint32_t healthy_ms;       /* ready this long: the restart count and delay reset; default 10000 */
+  int ready_message;         /* ready at the first protocol message (else at spawn) */
+  const char *ready_stderr;  /* ready when a stderr line matches this POSIX ERE */
+  uint32_t max_chunks;       /* undelivered chunk events per request; default 256 */
+} pr_worker_spec_t;
+
+/* How a worker request ended (pr_event_t.status of PR_EV_REPLY). */
+typedef enum {
+  PR_RS_OK = 0, PR_RS_ERROR, PR_RS_CANCELED, PR_RS_TIMEOUT, PR_RS_WORKER_EXITED, PR_RS_WORKER_FATAL,
+  PR_RS_REJECTED, PR_NRS
+} pr_reply_status_t;
+
   const char *const *env;    /* "K=V" strings, added over the base environment */
   size_t envc;
   int clear_env;             /* base environment empty instead of the host's */
@@ -80,6 +105,7 @@ typedef struct {
 typedef struct {
   uint64_t id, session;
   char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */
+  const pr_worker_spec_t *worker; /* non-NULL: a supervised worker (stdin becomes a pipe) */
   char **argv;                       /* argc strings */
   size_t argc;
   int pty;
@@ -98,7 +124,7 @@ typedef struct {
   int stdin_open;
 } pr_record_t;
 
-typedef enum { PR_EV_STATE = 1, PR_EV_OUTPUT } pr_event_type_t;
+typedef enum { PR_EV_STATE = 1, PR_EV_OUTPUT, PR_EV_WORKER, PR_EV_CHUNK, PR_EV_REPLY } pr_event_type_t;
 
 /* An event taken from the engine, owned by the caller (pr_event_free). */
 typedef struct pr_event {
@@ -107,6 +133,10 @@ typedef struct pr_event {
   uint64_t id;
   /* PR_EV_STATE */
   pr_state_t state, prev;   /* prev == PR_NSTATE for the first event */
+  int worker_state;                  /* pr_worker_state_t, or -1 when not a worker */
+  uint32_t worker_restarts;          /* worker processes started after the first one */
+  uint64_t worker_pending;           /* requests not answered yet */
+  uint64_t worker_stray;             /* stdout lines/messages that were not protocol messages */
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
@@ -131,6 +161,13 @@ void pr_engine_close(pr_engine_t *e);
 /* pr_engine_free: close (if needed) and free. `e` is invalid afterwards. */
 void pr_engine_free(pr_engine_t *e);
 
+  /* PR_EV_WORKER: worker_state, restarts. PR_EV_CHUNK: rid, data = the chunk as JSON text,
+   * missed = chunks dropped before it. PR_EV_REPLY: rid, status, data = the result as JSON
+   * text (PR_RS_OK) or the error message, missed = chunks dropped in all. */
+  uint64_t rid;
+  int status, worker_state;
+  uint32_t restarts;
+  void *chan;               /* engine-private (worker.c) */
 /* pr_engine_closed: 1 once pr_engine_close ran. */
 int pr_engine_closed(const pr_engine_t *e);
 
@@ -212,6 +249,27 @@ const char *pr_stream_name(int stream);
 int pr_stream_from_name(const char *name); /* -1 if unknown */
 const char *pr_cancel_result_name(pr_cancel_result_t r);
 const char *pr_delete_result_name(pr_delete_result_t r);
+/* pr_engine_request: send `payload` (JSON text, copied) to worker `id` as a new
+ * request. Never blocks on the worker; the answer is one PR_EV_REPLY event for
+ * *rid (after any PR_EV_CHUNK events), also for a refusal (PR_RS_REJECTED,
+ * PR_RS_WORKER_FATAL). timeout_ms 0 = none. Returns 0 and *rid, PR_ECLOSED or
+ * PR_ENOMEM. */
+int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
+                      uint64_t timeout_ms, uint64_t *rid);
+
+/* pr_engine_cancel_request: resolve request `rid` as canceled now (its
+ * PR_EV_REPLY is queued before this returns) and tell the worker. Returns 0,
+ * PR_ENOENT (unknown or already answered) or PR_ECLOSED. */
+int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid);
+
+/* pr_engine_worker_restart: replace the worker process of `id` now (SIGTERM,
+ * then a new spawn without backoff; not counted against max_restarts).
+ * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. */
+int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
+
+const char *pr_worker_state_name(int ws);
+const char *pr_reply_status_name(int st);
+
 int pr_state_terminal(pr_state_t s);
 
 #endif

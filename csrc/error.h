@@ -24,7 +24,8 @@
   X(ETOOBIG, -30009, "argument too large")                                       \
   X(ENOSTREAM, -30010, "no such stream for this execution")                      \
   X(EBUSY, -30011, "resource busy")                                              \
-  X(ENOMETHOD, -30012, "no such method")
+  X(ENOMETHOD, -30012, "no such method")                                        \
+  X(ENOTWORKER, -30013, "execution is not a worker")
 
 typedef enum {
 #define X(name, value, msg) PR_##name = value,

@@ -27,6 +27,7 @@
 #include "supervisor.h"
 
 #ifndef SYS_pidfd_send_signal
+#include "worker.h"
 #define SYS_pidfd_send_signal 424
 #endif
 
@@ -180,6 +181,7 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
 /* Output delivery is adaptive. The first bytes after a quiet period are
  * signalled to the host at once (a prompt feels instant); bytes that keep
  * arriving within PR_FLOOD_NS of the last signal wait for the 1 ms flush
+  if (x->worker) pr_worker_on_bytes(x, (int)(s - x->streams), p, n); /* worker protocol */
  * timer, so under a flood the host wakes about once a millisecond and takes
  * everything that arrived meanwhile in one event, instead of once per read.
  * Every deferred marker is pushed before its execution's terminal event. */
@@ -329,11 +331,16 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
   }
   if (x->exited || x->verdict >= 0) return PR_ALREADY_TERMINAL; /* its exit came first */
   decide(x, PR_CANCELED, reason);
-  switch (x->state) {
+  switch (x->respawning ? PR_STARTING : x->state) {
   case PR_QUEUED:
     pr_queue_remove(&x->runq);
     finish(x);
     break;
+  if (x->worker && x->exited && x->verdict < 0) { /* a worker between two processes */
+    decide(x, PR_CANCELED, reason);
+    finish(x);
+    return PR_CANCELING;
+  }
   case PR_STARTING: /* stopped as soon as the shepherd reports the spawn */
     x->stopping = force ? 2 : 0;
     break;
@@ -355,8 +362,10 @@ void pr_exec_begin(pr_exec_t *x) {
     rc = pr_sup_send(e, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
                      x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, x->spawn_msg,
                      x->spawn_len);
-  free(x->spawn_msg);
-  x->spawn_msg = NULL;
+  if (x->worker == NULL) { /* a worker keeps it for its restarts */
+    free(x->spawn_msg);
+    x->spawn_msg = NULL;
+  }
   if (rc != 0) {
     decide(x, PR_FAILED, "spawn_error");
     free(x->error);
@@ -421,7 +430,7 @@ static void open_input(pr_exec_t *x, int fd) {
 void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nfds) {
   pr_exec_t *x = pr_registry_find(e, h->job, 0);
   int k = 0;
-  if (x == NULL || x->state != PR_STARTING) { /* cannot happen; do not leak */
+  if (x == NULL || (x->state != PR_STARTING && !x->respawning)) { /* cannot happen; do not leak */
     for (int i = 0; i < nfds; i++) close(fds[i]);
     return;
   }
@@ -442,17 +451,24 @@ void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nf
   for (; k < nfds; k++) close(fds[k]);
   for (int i = 0; i < PR_NSTREAM; i++) /* a stream that failed to open counts as ended */
     if (x->streams[i].ring && !x->streams[i].open) x->streams[i].eof = 1;
-  x->started_at = pr_now_ms();
-  x->started_mono = uv_now(&e->loop);
-  transition(x, PR_RUNNING);
+  int again = x->respawning;
+  x->respawning = 0;
+  if (!again) {
+    x->started_at = pr_now_ms();
+    x->started_mono = uv_now(&e->loop);
+    transition(x, PR_RUNNING);
+  }
   flush_pending_input(x); /* needs state running */
   if (x->verdict == PR_CANCELED) stop(x, x->stopping == 2);
-  else if (x->timeout_ms) timer_start(x, x->timeout_ms);
+  else if (x->timeout_ms && !again) timer_start(x, x->timeout_ms);
 }
 
 void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h) {
   pr_exec_t *x = pr_registry_find(e, h->job, 0);
-  if (x == NULL || x->state != PR_STARTING) return;
+  if (x == NULL || (x->state != PR_STARTING && !x->respawning)) return;
+  x->respawning = 0;
+  x->exited = 1; /* no process (a worker's restart failed) */
+  if (x->worker) pr_worker_on_spawned(x);
   decide(x, PR_FAILED, "spawn_error");
   const char *cmd = x->argv && x->argv[0] ? x->argv[0] : "?";
   const char *what = h->b == PR_STAGE_CHDIR ? x->cwd : cmd;
@@ -522,11 +538,62 @@ static void finish(pr_exec_t *x) {
   if (x->finished) return;
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
+/* ---- workers: one execution, several processes ------------------------------------ */
+
+void pr_exec_park(pr_exec_t *x) {
+  if (x->timer_open) uv_timer_stop(&x->timer);
+  if (!x->released && pr_sup_alive(x->eng))
+    pr_sup_send(x->eng, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+  x->released = 1;
+  x->exited = 1;
+  x->respawning = 0;
+  x->in_open = 0;
+  if (x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
+  if (x->pidfd >= 0) {
+    close(x->pidfd);
+    x->pidfd = -1;
+  }
+  drop_pending_input(x);
+  x->verdict = -1;
+  free(x->reason);
+  x->reason = NULL;
+  x->stopping = 0;
+  x->in_closing = 0;
+  x->pid = 0;
+}
+
+void pr_exec_respawn(pr_exec_t *x) {
+  pr_engine_t *e = x->eng;
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    x->streams[i].eof = 0;
+    x->streams[i].paused = 0;
+  }
+  x->exited = 0;
+  x->released = 0;
+  x->respawning = 1;
+  x->exit_code = -1;
+  x->signal = 0;
+  int rc = x->spawn_msg ? pr_sup_ensure(e) : PR_ENOMEM;
+  if (rc == 0)
+    rc = pr_sup_send(e, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
+                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, x->spawn_msg,
+                     x->spawn_len);
+  if (rc != 0) {
+    x->respawning = 0;
+    x->exited = 1;
+    x->released = 1;
+    for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
+    decide(x, PR_FAILED, "spawn_error");
+    finish(x);
+  }
+}
+
   if (x->state == PR_RUNNING && !x->released && pr_sup_alive(e)) {
     pr_sup_send(e, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
     x->released = 1;
   }
   for (int i = 0; i < PR_NSTREAM; i++) {
+  if (x->worker && pr_worker_on_end(x)) return; /* the worker restarts: still running */
     if (x->streams[i].ring) {
       flush_stream(&x->streams[i]); /* every output event precedes the terminal one */
       stream_close(&x->streams[i]);
@@ -717,6 +784,8 @@ void pr_exec_release(pr_exec_t *x) {
   x->dead = 1;
   if (x->handles == 0) pr_exec_free(x);
 }
+  r->worker_state = -1;
+  if (x->worker) pr_worker_snapshot(x, r);
 
 void pr_exec_free(pr_exec_t *x) {
   for (int i = 0; i < PR_NSTREAM; i++) {
@@ -737,3 +806,4 @@ void pr_exec_free(pr_exec_t *x) {
   if (x->pending_in.next) drop_pending_input(x);
   free(x);
 }
+  pr_worker_free(x->worker);

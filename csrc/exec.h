@@ -47,6 +47,17 @@ void pr_exec_resume(pr_exec_t *x);
  * close its streams and emit its terminal event (state from the verdict). */
 void pr_exec_abandon(pr_exec_t *x);
 
+/* pr_exec_park: the process of worker `x` ended (exited, streams at EOF) and
+ * will be replaced: release its shepherd job and forget its verdict; `x`
+ * stays running without a process (exited = 1, verdict = -1) until
+ * pr_exec_respawn. Only from pr_worker_on_end. */
+void pr_exec_park(pr_exec_t *x);
+
+/* pr_exec_respawn: spawn a new process for parked worker `x` with the same
+ * spawn payload; its SPAWNED opens new streams into the same rings. A failure
+ * ends it like an exit (finish, so pr_worker_on_end decides again). */
+void pr_exec_respawn(pr_exec_t *x);
+
 /* pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM). */
 pr_record_t *pr_exec_snapshot(const pr_exec_t *x);
 

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "compat.h"
 #include "engine.h"
 
@@ -149,6 +151,9 @@ static void set_int(lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
+static void push_worker_fields(lua_State *L, const pr_record_t *r);
+static void push_json(lua_State *L, const char *text, size_t len);
+
 static void push_record(lua_State *L, const pr_record_t *r) {
   char sb[32];
   lua_createtable(L, 0, 24);
@@ -192,12 +197,19 @@ static void push_record(lua_State *L, const pr_record_t *r) {
   lua_setfield(L, -2, "bytes");
   lua_pushboolean(L, r->stdin_open);
   lua_setfield(L, -2, "stdin_open");
+  if (r->worker_state >= 0) push_worker_fields(L, r);
 }
+
+static void push_worker_event(lua_State *L, const pr_event_t *ev);
 
 static void push_event(lua_State *L, const pr_event_t *ev) {
   char sb[32];
   lua_createtable(L, 0, 8);
   set_int(L, "id", (lua_Integer)ev->id);
+  if (ev->type >= PR_EV_WORKER) {
+    push_worker_event(L, ev);
+    return;
+  }
   if (ev->type == PR_EV_OUTPUT) {
     set_str(L, "type", "output");
     set_str(L, "stream", pr_stream_name(ev->stream));
@@ -253,7 +265,9 @@ static int l_new(lua_State *L) {
 
 static const char *const start_keys[] = {
     "cmd",   "cwd",        "env",           "clear_env", "pty",   "cols",         "rows",
-    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", NULL};
+    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", "worker", NULL};
+
+static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws);
 
 /* eng:start(spec) -> id | nil, msg, name */
 static int l_start(lua_State *L) {
@@ -299,6 +313,8 @@ static int l_start(lua_State *L) {
   s.backpressure = opt_bool(L, 2, "backpressure", 0);
   s.label = opt_str(L, 2, "label");
   s.owner = opt_str(L, 2, "owner");
+  pr_worker_spec_t ws;
+  s.worker = check_worker_spec(L, 2, &ws); /* strings stay anchored in the spec table */
   lua_getfield(L, 2, "env");
   if (!lua_isnil(L, -1)) {
     if (!lua_istable(L, -1)) luaL_argerror(L, 2, "'env' must be a table of NAME = value");
@@ -572,13 +588,350 @@ static int l_hrtime(lua_State *L) {
   return 1;
 }
 
+/* ---- supervised workers (doc *proctor-workers*) --------------------------------- */
+
+/* Lua value -> JSON text, into a malloc'd growing buffer (no Lua stack
+ * slots are held by the buffer, so encoding may push and pop freely). */
+typedef struct {
+  char *p;
+  size_t n, cap;
+  const char *err;
+} jbuf_t;
+
+static void jb_add(jbuf_t *b, const char *s, size_t n) {
+  if (b->err) return;
+  if (b->n + n > b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 256;
+    while (nc < b->n + n) nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (np == NULL) {
+      b->err = "out of memory";
+      return;
+    }
+    b->p = np;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+static void jb_str(jbuf_t *b, const char *s, size_t n) {
+  jb_add(b, "\"", 1);
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    jb_add(b, s + run, i - run);
+    run = i + 1;
+    char esc[8];
+    switch (c) {
+    case '"': jb_add(b, "\\\"", 2); break;
+    case '\\': jb_add(b, "\\\\", 2); break;
+    case '\n': jb_add(b, "\\n", 2); break;
+    case '\r': jb_add(b, "\\r", 2); break;
+    case '\t': jb_add(b, "\\t", 2); break;
+    default: jb_add(b, esc, (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c)); break;
+    }
+  }
+  jb_add(b, s + run, n - run);
+  jb_add(b, "\"", 1);
+}
+
+static void jb_num(jbuf_t *b, lua_State *L, int i) {
+  char nb[40];
+#if LUA_VERSION_NUM >= 503
+  if (lua_isinteger(L, i)) {
+    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)lua_tointeger(L, i)));
+    return;
+  }
+#endif
+  double d = (double)lua_tonumber(L, i);
+  if (d != d || d > 1.7976931348623157e308 || d < -1.7976931348623157e308) {
+    b->err = "cannot encode NaN or infinity";
+    return;
+  }
+  if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
+    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)d));
+  else
+    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%.17g", d));
+}
+
+static void jb_value(jbuf_t *b, lua_State *L, int i, int depth) {
+  if (b->err) return;
+  if (depth > 64) {
+    b->err = "payload nested too deeply (or a cycle)";
+    return;
+  }
+  if (i < 0) i = lua_gettop(L) + i + 1;
+  switch (lua_type(L, i)) {
+  case LUA_TNIL: jb_add(b, "null", 4); return;
+  case LUA_TBOOLEAN: lua_toboolean(L, i) ? jb_add(b, "true", 4) : jb_add(b, "false", 5); return;
+  case LUA_TNUMBER: jb_num(b, L, i); return;
+  case LUA_TSTRING: {
+    size_t n;
+    const char *s = lua_tolstring(L, i, &n);
+    jb_str(b, s, n);
+    return;
+  }
+  case LUA_TLIGHTUSERDATA: /* vim.NIL */
+    if (lua_touserdata(L, i) == NULL) jb_add(b, "null", 4);
+    else b->err = "cannot encode a userdata value";
+    return;
+  case LUA_TTABLE: break;
+  default:
+    b->err = "payload values must be nil, booleans, numbers, strings or tables";
+    return;
+  }
+  if (!lua_checkstack(L, 4)) {
+    b->err = "payload nested too deeply";
+    return;
+  }
+  size_t count = 0;
+  int array = 1;
+  lua_Number max = 0;
+  lua_pushnil(L);
+  while (lua_next(L, i) != 0) {
+    lua_pop(L, 1);
+    count++;
+    if (array) {
+      lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+      if (k < 1 || k != (lua_Number)(long long)k) array = 0;
+      else if (k > max) max = k;
+    }
+  }
+  if (count == 0) {
+    jb_add(b, "{}", 2);
+    return;
+  }
+  if (array && max == (lua_Number)count) {
+    jb_add(b, "[", 1);
+    for (size_t k = 1; k <= count && !b->err; k++) {
+      if (k > 1) jb_add(b, ",", 1);
+      lua_rawgeti(L, i, (int)k);
+      jb_value(b, L, -1, depth + 1);
+      lua_pop(L, 1);
+    }
+    jb_add(b, "]", 1);
+    return;
+  }
+  jb_add(b, "{", 1);
+  int first = 1;
+  lua_pushnil(L);
+  while (!b->err && lua_next(L, i) != 0) {
+    if (!first) jb_add(b, ",", 1);
+    first = 0;
+    int kt = lua_type(L, -2);
+    if (kt == LUA_TSTRING) {
+      size_t n;
+      const char *k = lua_tolstring(L, -2, &n);
+      jb_str(b, k, n);
+    } else if (kt == LUA_TNUMBER) {
+      jbuf_t kb = {0};
+      jb_num(&kb, L, -2);
+      if (kb.err) b->err = kb.err;
+      else jb_str(b, kb.p, kb.n);
+      free(kb.p);
+    } else {
+      b->err = "table keys must be strings or numbers";
+    }
+    jb_add(b, ":", 1);
+    jb_value(b, L, -1, depth + 1);
+    lua_pop(L, 1);
+  }
+  if (b->err) lua_pop(L, 1); /* the key left by the interrupted lua_next */
+  jb_add(b, "}", 1);
+}
+
+/* JSON text -> Lua value (cJSON). null is nil; integers within 2^53 are
+ * integers. Text that does not parse is pushed as a string. */
+static void push_cjson(lua_State *L, const cJSON *j, int depth) {
+  luaL_checkstack(L, 4, "JSON value nested too deeply");
+  if (cJSON_IsFalse(j) || cJSON_IsTrue(j)) {
+    lua_pushboolean(L, cJSON_IsTrue(j));
+  } else if (cJSON_IsNumber(j)) {
+    double d = j->valuedouble;
+    if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
+      lua_pushinteger(L, (lua_Integer)d);
+    else
+      lua_pushnumber(L, (lua_Number)d);
+  } else if (cJSON_IsString(j)) {
+    lua_pushstring(L, j->valuestring);
+  } else if (cJSON_IsArray(j)) {
+    lua_createtable(L, cJSON_GetArraySize(j), 0);
+    int k = 1;
+    for (const cJSON *c = j->child; c; c = c->next, k++) {
+      push_cjson(L, c, depth + 1);
+      lua_rawseti(L, -2, k);
+    }
+  } else if (cJSON_IsObject(j)) {
+    lua_createtable(L, 0, cJSON_GetArraySize(j));
+    for (const cJSON *c = j->child; c; c = c->next) {
+      push_cjson(L, c, depth + 1);
+      lua_setfield(L, -2, c->string ? c->string : "");
+    }
+  } else {
+    lua_pushnil(L);
+  }
+}
+
+static void push_json(lua_State *L, const char *text, size_t len) {
+  cJSON *j = text && len ? cJSON_ParseWithLength(text, len) : NULL;
+  if (j == NULL) {
+    if (text && len) lua_pushlstring(L, text, len);
+    else lua_pushnil(L);
+    return;
+  }
+  push_cjson(L, j, 0);
+  cJSON_Delete(j);
+}
+
+static void push_worker_fields(lua_State *L, const pr_record_t *r) {
+  set_str(L, "worker_state", pr_worker_state_name(r->worker_state));
+  set_int(L, "worker_restarts", (lua_Integer)r->worker_restarts);
+  set_int(L, "worker_pending", (lua_Integer)r->worker_pending);
+  set_int(L, "worker_stray", (lua_Integer)r->worker_stray);
+}
+
+static void push_worker_event(lua_State *L, const pr_event_t *ev) {
+  if (ev->type == PR_EV_WORKER) {
+    set_str(L, "type", "worker");
+    set_str(L, "worker_state", pr_worker_state_name(ev->worker_state));
+    set_int(L, "restarts", (lua_Integer)ev->restarts);
+    return;
+  }
+  set_int(L, "rid", (lua_Integer)ev->rid);
+  if (ev->missed) set_int(L, "missed", (lua_Integer)ev->missed);
+  if (ev->type == PR_EV_CHUNK) {
+    set_str(L, "type", "chunk");
+    push_json(L, ev->data, ev->len);
+    lua_setfield(L, -2, "data");
+    return;
+  }
+  set_str(L, "type", "reply");
+  int ok = ev->status == PR_RS_OK;
+  lua_pushboolean(L, ok);
+  lua_setfield(L, -2, "ok");
+  set_str(L, "status", pr_reply_status_name(ev->status));
+  if (ok) {
+    push_json(L, ev->data, ev->len);
+    lua_setfield(L, -2, "result");
+  } else {
+    lua_pushlstring(L, ev->data ? ev->data : "", ev->len);
+    lua_setfield(L, -2, "error");
+  }
+}
+
+static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws) {
+  static const char *const keys[] = {"protocol",   "restart",        "max_restarts", "backoff_ms",
+                                     "backoff_max_ms", "healthy_ms", "ready",        "max_chunks",
+                                     NULL};
+  static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
+  static const char *const restarts[] = {"never", "on-failure", "always", NULL};
+  memset(ws, 0, sizeof(*ws));
+  lua_getfield(L, t, "worker");
+  if (lua_isnil(L, -1) || (lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
+    lua_pop(L, 1);
+    return NULL;
+  }
+  ws->max_restarts = -1;
+  ws->restart = PR_WR_ON_FAILURE;
+  if (lua_isboolean(L, -1)) { /* worker = true: every default */
+    lua_pop(L, 1);
+    return ws;
+  }
+  if (!lua_istable(L, -1)) luaL_argerror(L, t, "'worker' must be a table (or true)");
+  int w = lua_gettop(L);
+  check_table_keys(L, w, keys);
+  const char *p = opt_str(L, w, "protocol"), *r = opt_str(L, w, "restart");
+  for (int i = 0; p && protos[i]; i++)
+    if (strcmp(p, protos[i]) == 0) ws->protocol = (pr_worker_protocol_t)i, p = NULL;
+  if (p) luaL_argerror(L, t, "worker.protocol must be \"jsonl\" or \"msgpack-rpc\"");
+  for (int i = 0; r && restarts[i]; i++)
+    if (strcmp(r, restarts[i]) == 0) ws->restart = (pr_worker_restart_t)i, r = NULL;
+  if (r) luaL_argerror(L, t, "worker.restart must be \"never\", \"on-failure\" or \"always\"");
+  ws->max_restarts = (int32_t)opt_nonneg(L, w, "max_restarts", -1, 1000000);
+  ws->backoff_ms = (uint32_t)opt_nonneg(L, w, "backoff_ms", 0, 3600000);
+  ws->backoff_max_ms = (uint32_t)opt_nonneg(L, w, "backoff_max_ms", 0, 3600000);
+  ws->healthy_ms = (uint32_t)opt_nonneg(L, w, "healthy_ms", 0, 86400000);
+  ws->max_chunks = (uint32_t)opt_nonneg(L, w, "max_chunks", 0, 1000000);
+  lua_getfield(L, w, "ready");
+  if (!lua_isnil(L, -1)) {
+    static const char *const rkeys[] = {"message", "stderr_pattern", NULL};
+    if (!lua_istable(L, -1)) luaL_argerror(L, t, "worker.ready must be a table");
+    int rt = lua_gettop(L);
+    check_table_keys(L, rt, rkeys);
+    ws->ready_message = opt_bool(L, rt, "message", 0);
+    ws->ready_stderr = opt_str(L, rt, "stderr_pattern"); /* anchored in the ready table */
+  }
+  lua_pop(L, 2); /* ready, worker: both stay referenced by the spec table */
+  return ws;
+}
+
+/* eng:request(id, payload[, {timeout_ms = N}]) -> rid | nil, msg, name */
+static int l_request(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  luaL_checkany(L, 3);
+  uint64_t timeout = 0;
+  if (!lua_isnoneornil(L, 4)) {
+    static const char *const keys[] = {"timeout_ms", NULL};
+    luaL_checktype(L, 4, LUA_TTABLE);
+    check_table_keys(L, 4, keys);
+    timeout = (uint64_t)opt_nonneg(L, 4, "timeout_ms", 0, (lua_Integer)1 << 40);
+  }
+  jbuf_t b = {0};
+  jb_value(&b, L, 3, 0);
+  if (b.err) {
+    free(b.p);
+    return luaL_argerror(L, 3, b.err);
+  }
+  if (e == NULL) {
+    free(b.p);
+    return fail(L, PR_ECLOSED, NULL);
+  }
+  uint64_t rid;
+  int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, b.p, b.n, timeout, &rid);
+  free(b.p);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_pushinteger(L, (lua_Integer)rid);
+  return 1;
+}
+
+/* eng:cancel_request(rid) -> true | nil, msg, name */
+static int l_cancel_request(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer rid = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  int rc = rid > 0 ? pr_engine_cancel_request(e, (uint64_t)rid) : PR_ENOENT;
+  if (rc != 0) {
+    char d[48];
+    snprintf(d, sizeof(d), "(request %lld)", (long long)rid);
+    return fail(L, rc, rc == PR_ENOENT ? d : NULL);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* eng:restart(id) -> true | nil, msg, name */
+static int l_restart(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  int rc = id > 0 ? pr_engine_worker_restart(e, (uint64_t)id, 0) : PR_ENOENT;
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg engine_methods[] = {
     {"start", l_start},   {"cancel", l_cancel}, {"delete", l_delete},
     {"input", l_input},   {"close_stdin", l_close_stdin},
     {"resize", l_resize}, {"get", l_get},       {"list", l_list},
     {"purge", l_purge},   {"read", l_read},     {"fd", l_fd},
     {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
-    {"closed", l_closed}, {"address", l_address}, {NULL, NULL}};
+    {"closed", l_closed}, {"address", l_address},
+    {"request", l_request}, {"cancel_request", l_cancel_request}, {"restart", l_restart},
+    {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   if (luaL_newmetatable(L, PR_ENGINE_MT)) {

@@ -45,6 +45,16 @@ void pr_rpc_on_output(pr_engine_t *e, pr_exec_t *x, int stream);
  * the answers of `wait` requests. Engine thread, only when e->rpc. */
 void pr_rpc_on_state(pr_engine_t *e, pr_exec_t *x, pr_state_t prev);
 
+/* pr_rpc_on_worker_chunk / pr_rpc_on_worker_reply: a chunk of, or the answer
+ * to, worker request `rid` made by RPC session `session` (worker.c). Queued
+ * as a worker_chunk / worker_reply notification to that session (dropped
+ * when it is gone). `text`: JSON text (chunk, ok result) or the error message;
+ * borrowed. Engine thread, only when e->rpc (rpc_methods.c). */
+void pr_rpc_on_worker_chunk(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
+                            const char *text, size_t len);
+void pr_rpc_on_worker_reply(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
+                            int status, const char *text, size_t len);
+
 /* ---- connections without a socket (fuzz harness, tests) ---------------- */
 
 /* pr_rpc_virtual_open: a session fed by pr_rpc_virtual_feed whose outgoing

@@ -21,6 +21,7 @@
 #include "exec.h"
 #include "registry.h"
 #include "rpc_conn.h"
+#include "worker.h"
 
 #define PR_RPC_DEFER 1 /* a method result: the response is sent later (wait) */
 #define PR_VERSION "0.1.0"
@@ -893,4 +894,52 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
   }
   c->resp.size = 0;
   return 0;
+}
+
+/* ---- worker notifications (worker.c) ----------------------------------------------- */
+
+static pr_rpc_conn_t *session_conn(pr_engine_t *e, uint64_t session) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &e->rpc->conns) {
+    pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
+    if (c->session == session) return c->closing ? NULL : c;
+  }
+  return NULL;
+}
+
+/* A JSON text as a msgpack value; text that is not JSON goes as a string. */
+static int pk_json(msgpack_packer *pk, const char *text, size_t len) {
+  int rc = pr_wmp_pack_json(pk, text, len);
+  if (rc == PR_EINVAL) return msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, text, len);
+  return rc;
+}
+
+void pr_rpc_on_worker_chunk(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
+                            const char *text, size_t len) {
+  pr_rpc_conn_t *c = session_conn(e, session);
+  if (c == NULL) return;
+  msgpack_packer *pk = &c->pk;
+  size_t mark = c->out.size;
+  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "worker_chunk") ||
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) || pk_kv_int(pk, "id", (int64_t)id) ||
+      pk_kv_int(pk, "rid", (int64_t)rid) || pk_str(pk, "chunk") || pk_json(pk, text, len))
+    c->out.size = mark;
+  pr_rpc_kick(c);
+}
+
+void pr_rpc_on_worker_reply(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
+                            int status, const char *text, size_t len) {
+  pr_rpc_conn_t *c = session_conn(e, session);
+  if (c == NULL) return;
+  msgpack_packer *pk = &c->pk;
+  size_t mark = c->out.size;
+  int ok = status == PR_RS_OK;
+  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "worker_reply") ||
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pk_kv_int(pk, "id", (int64_t)id) ||
+      pk_kv_int(pk, "rid", (int64_t)rid) || pk_kv_bool(pk, "ok", ok) ||
+      pk_kv_str(pk, "status", pr_reply_status_name(status)) || pk_str(pk, ok ? "result" : "error") ||
+      (ok ? pk_json(pk, text, len)
+          : msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, text ? text : "", len)))
+    c->out.size = mark;
+  pr_rpc_kick(c);
 }

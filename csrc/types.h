@@ -75,6 +75,8 @@ struct pr_exec {
   uint64_t started_mono;                     /* uv_now at running, for duration */
   uint64_t drain_deadline;                   /* uv_now after which draining stops, whatever arrives */
   uint64_t duration_ms;
+  struct pr_worker *worker; /* supervised-worker state (worker.c), NULL for plain executions */
+  int respawning;    /* worker: a replacement process was asked for; SPAWNED not seen yet */
 
   pr_stream_t streams[PR_NSTREAM];
   uv_pipe_t in;      /* stdin pipe, or a dup of the pty master used only for writing */
@@ -108,6 +110,9 @@ typedef enum {
 
 typedef struct pr_cmd {
   pr_queue_t node;
+  PR_CMD_WREQUEST,   /* worker request (async): id = worker, u = rid, a = timeout_ms, data/len owned */
+  PR_CMD_WCANCEL,    /* cancel worker request u (sync) */
+  PR_CMD_WRESTART,   /* restart worker id now (sync) */
   pr_cmd_type_t type;
   int sync;
   int done;          /* locked by engine->mu */
@@ -154,6 +159,7 @@ struct pr_engine {
   pthread_mutex_t evmu;
   pr_queue_t events;
   size_t nevents;
+  uint64_t next_rid;   /* worker request ids (worker.c); atomic, any thread */
   int wakefd;          /* eventfd: readable while events is non-empty */
   /* engine thread */
   uv_loop_t loop;

@@ -1,0 +1,384 @@
+-- tests/worker/spec_core.lua — supervised workers through the Lua core (lua5.4).
+--
+-- Run by tests/worker/run with LUA_CPATH=build/lua5.4/?.so;; and
+-- LUA_PATH=tests/lua/?.lua;; from the repository root.
+
+local T = require("harness")
+local core = require("proctor.core")
+
+local PY = "/usr/bin/python3"
+local WORKER = "examples/worker.py"
+local MPWORKER = "tests/worker/mp_worker.py"
+
+local function now_ms() return core.hrtime() / 1e6 end
+
+-- Pump events of `eng` into handlers until done() or timeout_ms passes.
+local function pump(eng, h, done, timeout_ms)
+  local deadline = now_ms() + (timeout_ms or 10000)
+  while not done() do
+    if now_ms() > deadline then error("timed out waiting", 2) end
+    for _, ev in ipairs(eng:wait(50, 4096)) do
+      local f = h[ev.type]
+      if f then f(ev) end
+    end
+  end
+end
+
+local function start_worker(eng, args, worker)
+  local cmd = { PY, WORKER }
+  for _, a in ipairs(args or {}) do cmd[#cmd + 1] = a end
+  return assert(eng:start { cmd = cmd, worker = worker or { protocol = "jsonl" } })
+end
+
+-- Pump for `ms` milliseconds whatever happens.
+local function drain_for(eng, h, ms)
+  local deadline = now_ms() + ms
+  while now_ms() < deadline do
+    for _, ev in ipairs(eng:wait(10, 4096)) do
+      local f = h[ev.type]
+      if f then f(ev) end
+    end
+  end
+end
+
+local function wait_state(eng, id, ws, timeout_ms)
+  local seen
+  pump(eng, { worker = function(ev) if ev.id == id then seen = ev.worker_state end end },
+    function() return seen == ws end, timeout_ms)
+end
+
+local function pct(t, p)
+  table.sort(t)
+  return t[math.max(1, math.ceil(#t * p))]
+end
+
+T.test("pipelined 10000 requests answered out of order reach their requests", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng)
+  wait_state(eng, id, "ready")
+  local want, order = {}, {}
+  local t0 = now_ms()
+  for i = 1, 10000 do
+    local rid = assert(eng:request(id, { op = "echo", value = { n = i, s = "v" .. i }, ms = (i * 7) % 4 }))
+    want[rid] = i
+  end
+  local got, bad = 0, 0
+  pump(eng, { reply = function(ev)
+    got = got + 1
+    order[#order + 1] = want[ev.rid]
+    if not ev.ok or type(ev.result) ~= "table" or ev.result.n ~= want[ev.rid] or ev.result.s ~= "v" .. want[ev.rid] then
+      bad = bad + 1
+    end
+    want[ev.rid] = nil
+  end }, function() return got == 10000 end, 60000)
+  local dt = now_ms() - t0
+  T.eq(bad, 0, "replies matching their requests")
+  T.eq(next(want), nil, "every request answered")
+  local inversions = 0
+  for i = 2, #order do if order[i] < order[i - 1] then inversions = inversions + 1 end end
+  T.ok(inversions > 100, "answered out of order (" .. inversions .. " inversions)")
+  T.say(string.format("# pipelined: 10000 requests in %.0f ms (%.0f req/s, %d out of order)", dt, 10000 / dt * 1000, inversions))
+  eng:close()
+end)
+
+T.test("round trip of small requests (p50/p99, sequential)", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng)
+  wait_state(eng, id, "ready")
+  local lat = {}
+  for i = 1, 2000 do
+    local t0 = core.hrtime()
+    local rid = eng:request(id, { op = "echo", value = i })
+    local done = false
+    pump(eng, { reply = function(ev) if ev.rid == rid then done = ev.ok end end }, function() return done end)
+    lat[#lat + 1] = (core.hrtime() - t0) / 1e3
+  end
+  T.say(string.format("# round trip: p50 %.0f us, p99 %.0f us, %.0f req/s sequential", pct(lat, 0.5), pct(lat, 0.99),
+    1e6 / (function() local s = 0 for _, v in ipairs(lat) do s = s + v end return s / #lat end)()))
+  eng:close()
+end)
+
+T.test("chunks arrive in order and before the final reply", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng)
+  local a = eng:request(id, { op = "stream", n = 200, value = "a" })
+  local b = eng:request(id, { op = "stream", n = 50, ms = 1, value = "b" })
+  local chunks, replies = { [a] = {}, [b] = {} }, {}
+  pump(eng, {
+    chunk = function(ev)
+      T.ok(not replies[ev.rid], "chunk after the reply")
+      table.insert(chunks[ev.rid], ev.data.i)
+    end,
+    reply = function(ev) replies[ev.rid] = ev end,
+  }, function() return replies[a] and replies[b] end)
+  T.eq(#chunks[a], 200); T.eq(#chunks[b], 50)
+  for i, v in ipairs(chunks[a]) do T.eq(v, i - 1, "order of a") end
+  for i, v in ipairs(chunks[b]) do T.eq(v, i - 1, "order of b") end
+  T.eq(replies[a].result.chunks, 200)
+  eng:close()
+end)
+
+T.test("cancel of one in-flight request resolves canceled within 10 ms; the others complete", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng)
+  wait_state(eng, id, "ready")
+  local rids = {}
+  for i = 1, 5 do rids[i] = eng:request(id, { op = "echo", value = i, ms = 300 }) end
+  local replies, t_resolved = {}, nil
+  local h = { reply = function(ev)
+    replies[ev.rid] = (replies[ev.rid] or 0) + 1
+    if ev.rid == rids[3] then
+      T.eq(ev.status, "canceled"); T.eq(ev.ok, false)
+      t_resolved = now_ms()
+    else
+      T.eq(ev.ok, true); T.eq(ev.result, (function() for k, r in ipairs(rids) do if r == ev.rid then return k end end end)())
+    end
+  end }
+  drain_for(eng, h, 50)
+  local t0 = now_ms()
+  T.eq(eng:cancel_request(rids[3]), true)
+  pump(eng, h, function() return t_resolved ~= nil end, 1000)
+  local dt = t_resolved - t0
+  T.ok(dt <= 10, string.format("canceled after %.2f ms", dt))
+  T.say(string.format("# cancel resolved after %.2f ms", dt))
+  local r, _, name = eng:cancel_request(rids[3])
+  T.eq(r, nil); T.eq(name, "ENOENT")
+  pump(eng, h, function() local n = 0 for _ in pairs(replies) do n = n + 1 end return n == 5 end, 3000)
+  drain_for(eng, h, 100) -- a late reply for rids[3] would arrive now: it must be dropped
+  T.eq(replies[rids[3]], 1, "one reply for the canceled request")
+  -- a canceled stream stops (the worker got the cancel message)
+  local s = eng:request(id, { op = "stream", n = 100000, ms = 1 })
+  local nchunks, sreply = 0, nil
+  local hs = { chunk = function(ev) if ev.rid == s then nchunks = nchunks + 1 end end,
+               reply = function(ev) if ev.rid == s then sreply = ev end end }
+  pump(eng, hs, function() return nchunks >= 5 end)
+  eng:cancel_request(s)
+  pump(eng, hs, function() return sreply ~= nil end, 1000)
+  T.eq(sreply.status, "canceled")
+  local before = nchunks
+  drain_for(eng, hs, 100)
+  T.ok(nchunks - before <= 2, "chunks stop after cancel")
+  eng:close()
+end)
+
+T.test("request timeout resolves timeout", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng)
+  local slow = eng:request(id, { op = "echo", value = 1, ms = 2000 }, { timeout_ms = 50 })
+  local fast = eng:request(id, { op = "echo", value = 2 }, { timeout_ms = 5000 })
+  local rep = {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[slow] and rep[fast] end, 3000)
+  T.eq(rep[slow].status, "timeout"); T.eq(rep[fast].result, 2)
+  eng:close()
+end)
+
+T.test("worker killed mid-request: pending fail worker_exited, restart with backoff, new requests succeed", function()
+  local eng = assert(core.new())
+  local pidf = os.tmpname()
+  local id = start_worker(eng, { "--pid-file", pidf },
+    { protocol = "jsonl", restart = "on-failure", backoff_ms = 200, max_restarts = 3 })
+  wait_state(eng, id, "ready")
+  local p1 = eng:request(id, { op = "echo", value = 1, ms = 5000 })
+  local p2 = eng:request(id, { op = "stream", n = 100, ms = 100 })
+  local rep, states, t_backoff, t_ready = {}, {}, nil, nil
+  local h = {
+    reply = function(ev) rep[ev.rid] = ev end,
+    worker = function(ev)
+      states[#states + 1] = ev.worker_state
+      if ev.worker_state == "backoff" then t_backoff = now_ms() end
+      if ev.worker_state == "ready" and t_backoff then t_ready = now_ms() end
+    end,
+  }
+  drain_for(eng, h, 100)
+  local f = io.open(pidf); local pid = f:read("a"); f:close()
+  local t_kill = now_ms()
+  os.execute("kill -9 " .. pid)
+  pump(eng, h, function() return rep[p1] and rep[p2] end, 3000)
+  local t_failed = now_ms()
+  T.eq(rep[p1].status, "worker_exited"); T.eq(rep[p2].status, "worker_exited")
+  pump(eng, h, function() return t_ready ~= nil end, 5000)
+  T.ok(t_ready - t_backoff >= 195, string.format("backoff respected (%.0f ms)", t_ready - t_backoff))
+  T.say(string.format("# kill -9 -> pending failed %.1f ms, -> restarted and ready %.0f ms (backoff 200 ms)",
+    t_failed - t_kill, t_ready - t_kill))
+  local r = eng:get(id)
+  T.eq(r.state, "running"); T.eq(r.worker_restarts, 1)
+  local q = eng:request(id, { op = "echo", value = "again" })
+  pump(eng, h, function() return rep[q] end)
+  T.eq(rep[q].result, "again")
+  -- a crash through the protocol, backoff doubles (400 ms for the second in a row)
+  t_backoff, t_ready = nil, nil
+  local c = eng:request(id, { op = "crash" })
+  pump(eng, h, function() return rep[c] and t_ready end, 5000)
+  T.eq(rep[c].status, "worker_exited")
+  T.ok(t_ready - t_backoff >= 395, string.format("second backoff doubled (%.0f ms)", t_ready - t_backoff))
+  eng:restart(id) -- restart(): no backoff, not counted in the streak
+  t_backoff, t_ready = nil, nil
+  pump(eng, h, function() return t_ready end, 5000)
+  T.ok(t_ready - t_backoff < 150, "restart() is immediate")
+  T.eq(eng:get(id).worker_restarts, 3)
+  os.remove(pidf)
+  eng:close()
+end)
+
+T.test("crash-time restart figure: crash -> ready (backoff 1 ms)", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng, {}, { restart = "always", backoff_ms = 1, max_restarts = 100, healthy_ms = 1 })
+  wait_state(eng, id, "ready")
+  local times = {}
+  for i = 1, 10 do
+    local t0, ready = now_ms(), false
+    eng:request(id, { op = "crash" })
+    local went = false
+    pump(eng, { worker = function(ev)
+      if ev.worker_state == "backoff" then went = true end
+      if went and ev.worker_state == "ready" then ready = true end
+    end }, function() return ready end, 5000)
+    times[#times + 1] = now_ms() - t0
+  end
+  T.say(string.format("# crash -> restarted worker ready: p50 %.1f ms, max %.1f ms (python3 start included)",
+    pct(times, 0.5), pct(times, 1)))
+  eng:close()
+end)
+
+T.test("a worker crashing at start reaches fatal after max_restarts; new requests fail at once", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng, { "--crash-at-start" },
+    { protocol = "jsonl", restart = "on-failure", backoff_ms = 10, max_restarts = 3, ready = { message = true } })
+  local early = eng:request(id, { op = "echo", value = 1 })
+  local st, rep, ws = nil, {}, {}
+  pump(eng, {
+    state = function(ev) if ev.id == id then st = ev end end,
+    reply = function(ev) rep[ev.rid] = ev end,
+    worker = function(ev) ws[#ws + 1] = ev.worker_state end,
+  }, function() return st and st.state == "failed" end, 10000)
+  T.eq(st.reason, "worker_fatal")
+  T.eq(ws[#ws], "fatal")
+  T.eq(rep[early] and rep[early].status, "worker_fatal", "queued request")
+  local r = eng:get(id)
+  T.eq(r.worker_state, "fatal"); T.eq(r.worker_restarts, 3)
+  local t0 = now_ms()
+  local late = eng:request(id, { op = "echo", value = 2 })
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[late] end)
+  T.ok(now_ms() - t0 < 50, "fails at once")
+  T.eq(rep[late].status, "worker_fatal"); T.ok(rep[late].error:find("restart limit"), rep[late].error)
+  eng:close()
+end)
+
+T.test("garbage, invalid JSON and a 17 MiB line keep the engine alive and show in the console", function()
+  local eng = assert(core.new { output_limit = 64 << 20 })
+  local id = start_worker(eng)
+  local g = eng:request(id, { op = "garbage" })
+  local rep = {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[g] end, 20000)
+  T.eq(rep[g].result, "after garbage")
+  local out = eng:read(id, "stdout", 0, 4096)
+  T.ok(out:find("this is not json at all", 1, true), "garbage in the ring")
+  T.ok(out:find('{"id": "unterminated"', 1, true), "invalid JSON in the ring")
+  local r = eng:get(id)
+  T.ok(r.bytes.stdout > 17 << 20, "the huge line was kept")
+  T.ok(r.worker_stray >= 5, "stray lines counted: " .. r.worker_stray)
+  local q = eng:request(id, { op = "echo", value = "still here" })
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[q] end)
+  T.eq(rep[q].result, "still here"); T.eq(r.state, "running")
+  eng:close()
+end)
+
+T.test("readiness: requests wait for the ready message / stderr pattern", function()
+  local eng = assert(core.new())
+  local a = start_worker(eng, { "--start-delay", "150", "--ready" }, { ready = { message = true } })
+  local b = start_worker(eng, { "--start-delay", "150", "--ready-stderr" }, { ready = { stderr_pattern = "listen(ing)?$" } })
+  local ra, rb = eng:request(a, { value = "A" }), eng:request(b, { value = "B" })
+  local ws, rep = {}, {}
+  pump(eng, {
+    worker = function(ev) ws[ev.id] = ev.worker_state end,
+    reply = function(ev) rep[ev.rid] = ev end,
+  }, function() return rep[ra] and rep[rb] end)
+  T.eq(rep[ra].result, "A"); T.eq(rep[rb].result, "B")
+  eng:close()
+end)
+
+T.test("payload conversion: nested tables, integers, floats, strings with escapes", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng)
+  local v = { list = { 1, 2, 3 }, map = { a = true, b = false }, f = 1.5, big = 2 ^ 40, s = 'q"\\n\n\t\1x', empty = {} }
+  local rid = eng:request(id, { op = "echo", value = v })
+  local rep
+  pump(eng, { reply = function(ev) if ev.rid == rid then rep = ev end end }, function() return rep end)
+  local r = rep.result
+  T.eq(r.list[3], 3); T.eq(r.map.a, true); T.eq(r.map.b, false); T.eq(r.f, 1.5); T.eq(r.big, 2 ^ 40); T.eq(r.s, v.s)
+  T.eq(type(r.empty), "table")
+  T.ok(not pcall(eng.request, eng, id, { f = print }), "functions are refused")
+  local x = eng:request(99999, "x")
+  local rx
+  pump(eng, { reply = function(ev) if ev.rid == x then rx = ev end end }, function() return rx end)
+  T.eq(rx.status, "rejected"); T.ok(rx.error:find("ENOENT"))
+  eng:close()
+end)
+
+T.test("cancel stops a worker for good; a plain execution is not a worker", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng, {}, { restart = "always" })
+  wait_state(eng, id, "ready")
+  local p = eng:request(id, { op = "echo", value = 1, ms = 5000 })
+  T.eq(eng:cancel(id), "canceling")
+  local st, rep, ws = nil, {}, nil
+  pump(eng, { state = function(ev) if ev.id == id and ev.state == "canceled" then st = ev end end,
+              reply = function(ev) rep[ev.rid] = ev end,
+              worker = function(ev) ws = ev.worker_state end }, function() return st and rep[p] end, 5000)
+  T.eq(rep[p].status, "worker_exited"); T.eq(ws, "stopped")
+  local plain = assert(eng:start { cmd = "sleep 5" })
+  local x = eng:request(plain, 1)
+  local rx
+  pump(eng, { reply = function(ev) if ev.rid == x then rx = ev end end }, function() return rx end)
+  T.eq(rx.status, "rejected"); T.ok(rx.error:find("ENOTWORKER"), rx.error)
+  local ok, _, name = eng:restart(plain)
+  T.eq(ok, nil); T.eq(name, "ENOTWORKER")
+  eng:close()
+end)
+
+T.test("slow consumer: chunks past max_chunks are dropped for that request only, counted in missed", function()
+  local eng = assert(core.new())
+  local id = start_worker(eng, {}, { max_chunks = 16 })
+  local big = eng:request(id, { op = "stream", n = 2000 })
+  local rep
+  -- do not poll while the worker streams
+  local t0 = now_ms()
+  while now_ms() - t0 < 800 do end
+  local nchunks, missed = 0, 0
+  local other = eng:request(id, { op = "stream", n = 10, ms = 1 })
+  local on = 0
+  pump(eng, {
+    chunk = function(ev) if ev.rid == big then nchunks = nchunks + 1; missed = missed + (ev.missed or 0) else on = on + 1 end end,
+    reply = function(ev) if ev.rid == big then rep = ev end end,
+  }, function() return rep and on == 10 end, 10000)
+  T.ok(nchunks >= 16 and nchunks < 2000, "bounded delivery: " .. nchunks)
+  T.eq(nchunks + rep.missed, 2000, "delivered + missed")
+  T.eq(on, 10, "the other request lost nothing")
+  eng:close()
+end)
+
+T.test("msgpack-rpc worker: requests, chunks as notifications, cancel, errors", function()
+  local eng = assert(core.new())
+  local id = assert(eng:start { cmd = { PY, MPWORKER }, worker = { protocol = "msgpack-rpc", ready = { message = true } } })
+  local a = eng:request(id, { method = "add", params = { 2, 40 } })
+  local b = eng:request(id, { method = "stream", params = { 5 } })
+  local c = eng:request(id, { method = "nope", params = {} })
+  local d = eng:request(id, { hello = "world" })
+  local slow = eng:request(id, { method = "sleep", params = { 5000 } })
+  local rep, chunks = {}, {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end,
+              chunk = function(ev) chunks[#chunks + 1] = ev.data end }, function() return rep[a] and rep[b] and rep[c] and rep[d] end)
+  T.eq(rep[a].result, 42)
+  T.eq(#chunks, 5); T.eq(chunks[5], 4); T.eq(rep[b].result, "done")
+  T.eq(rep[c].ok, false); T.ok(rep[c].error:find("no method"), rep[c].error)
+  T.eq(rep[d].result.hello, "world")
+  eng:cancel_request(slow)
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[slow] end)
+  T.eq(rep[slow].status, "canceled")
+  local e2 = eng:request(id, { method = "cancelled_count", params = {} })
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[e2] end)
+  T.eq(rep[e2].result, 1, "the worker saw the cancel notification")
+  eng:close()
+end)
+
+os.exit(T.finish() and 0 or 1)
