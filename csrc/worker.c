@@ -531,6 +531,7 @@ int pr_worker_restart(pr_engine_t *e, uint64_t session, uint64_t id) {
     return 0;
   }
   w->restart_now = 1;
+  set_state(x, PR_WS_STARTING); /* new requests wait for the new process */
   pr_sup_send(e, PR_W_SIGNAL, 0, x->id, SIGTERM, 0, NULL, 0);
   return 0;
 }
@@ -619,7 +620,8 @@ void pr_worker_snapshot(const pr_exec_t *x, pr_record_t *r) {
 void pr_worker_message(pr_exec_t *x, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len) {
   pr_worker_t *w = x->worker;
   if (kind >= PR_WM_STRAY) w->stray++;
-  if (w->state == PR_WS_STARTING && w->spec.ready_message && kind <= PR_WM_STRAY) mark_ready(x);
+  if (w->state == PR_WS_STARTING && w->spec.ready_message && kind <= PR_WM_STRAY && !w->restart_now)
+    mark_ready(x);
   if (kind == PR_WM_READY || kind >= PR_WM_STRAY) {
     free(text);
     return;

@@ -249,6 +249,11 @@ function M.status()
   return r
 end
 
+--- Start a supervised worker (:help proctor-workers): returns an object with
+--- request(payload, opts), cancel(rid), restart(), stop(), record().
+---@return proctor.Worker|nil, string|nil
+function M.worker(spec) return require("proctor.worker").start(spec) end
+
 --- A short string for 'statusline': "⏵2 ✓5 ✗1" style, ASCII: "proctor: 2 running, 5 ok, 1 failed".
 --- Empty when nothing ran yet.
 function M.statusline()
