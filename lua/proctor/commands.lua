@@ -218,6 +218,7 @@ end
 --- The lines :Proctor info shows.
 function M.info_lines()
   local lines = { "proctor" }
+  local c = require("proctor.config").get()
   local core, err = engine.load_core()
   lines[#lines + 1] = "  core:      " .. (core and ("proctor.core " .. core.version) or ("not loaded: " .. err))
   lines[#lines + 1] = "  lua layer: needs core " .. engine.core_version
@@ -229,9 +230,17 @@ function M.info_lines()
   else
     lines[#lines + 1] = "  engine:    not started (starts on first use)"
   end
-  local c = require("proctor.config").get()
   lines[#lines + 1] = "  shepherd:  " .. (c.engine.shepherd or ((engine.root() or "?") .. "/lua/proctor/proctor-shepherd"))
-  lines[#lines + 1] = "  socket:    " .. (vim.env.PROCTOR_SOCKET or "none (the RPC socket is described in :help proctor-rpc)")
+  local addr = eng and eng.address and eng:address()
+  if addr then
+    lines[#lines + 1] = "  socket:    " .. addr .. "  (PROCTOR_SOCKET of every execution; :help proctor-rpc)"
+  elseif engine.rpc_error() then
+    lines[#lines + 1] = "  socket:    disabled: " .. engine.rpc_error()
+  elseif not c.rpc.enabled then
+    lines[#lines + 1] = "  socket:    off (setup{ rpc = { enabled = false } })"
+  else
+    lines[#lines + 1] = "  socket:    " .. (engine.socket_path() or "?") .. " (when the engine starts)"
+  end
   lines[#lines + 1] = string.format("  config:    notify=%s, kill_grace_ms=%d, output_limit=%d, console.open=%s",
     c.notify, c.engine.kill_grace_ms, c.engine.output_limit, c.console.open)
   return lines

@@ -21,6 +21,11 @@ M.defaults = {
     drain_ms      = 500,             -- after exit, how long output of background grandchildren is awaited
     shepherd      = nil,             -- path of proctor-shepherd (nil: next to core.so)
   },
+  -- The msgpack-rpc socket agents and scripts drive executions through (:help proctor-rpc).
+  rpc = {
+    enabled = true, -- listen when the engine starts; children get PROCTOR_SOCKET
+    path    = nil,  -- nil: $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock
+  },
   -- Defaults of proctor.run(spec) (every field can be given in the spec).
   run = {
     pty        = false, -- run under a pseudo-terminal (one "pty" stream) instead of pipes
@@ -83,6 +88,9 @@ H.schema = {
   ["console.bytes_per_tick"] = { "number", "positive integer" },
   ["console.backlog_limit"] = { "number", "positive integer" },
   ["console.tail_bytes"] = { "number", "positive integer" },
+  ["rpc"] = { "table" },
+  ["rpc.enabled"] = { "boolean" },
+  ["rpc.path"] = { "string,nil" },
   ["list"] = { "table" },
   ["list.refresh_ms"] = { "number", "positive integer" },
   ["notify"] = { "string", "enum", { "never", "on_failure", "always" } },

@@ -91,14 +91,24 @@ function M.get()
   local core, err = M.load_core()
   if not core then return nil, err end
   local c = require("proctor.config").get().engine
-  local eng, msg = core.new({
+  local opts = {
     output_limit = c.output_limit,
     history_limit = c.history_limit,
     max_running = c.max_running,
     kill_grace_ms = c.kill_grace_ms,
     drain_ms = c.drain_ms,
     shepherd = c.shepherd,
-  })
+  }
+  opts.listen = M.socket_path()
+  local eng, msg = core.new(opts)
+  if not eng and opts.listen then
+    -- The socket could not be set up (a refused directory, a path too long):
+    -- say so once and run without it rather than without proctor.
+    H.rpc_error = tostring(msg)
+    require("proctor.util").notify("RPC socket disabled: " .. H.rpc_error, vim.log.levels.WARN)
+    opts.listen = nil
+    eng, msg = core.new(opts)
+  end
   if not eng then return nil, "the engine did not start: " .. tostring(msg) end
   H.eng = eng
   H.poll = uv.new_poll(eng:fd())
@@ -111,6 +121,26 @@ function M.get()
   H.schedule()
   return eng
 end
+
+--- Where the RPC socket goes (nil when disabled): setup{ rpc = { path } }, else
+--- $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock (the
+--- core creates the last directory with mode 0700 and refuses one it does not own).
+---@return string|nil
+function M.socket_path()
+  local r = require("proctor.config").get().rpc
+  if not r.enabled then return nil end
+  if r.path then return r.path end
+  local pid = vim.fn.getpid()
+  local xdg = vim.env.XDG_RUNTIME_DIR
+  if xdg and xdg ~= "" and vim.fn.isdirectory(xdg) == 1 then
+    return string.format("%s/proctor/%d.sock", xdg, pid)
+  end
+  local uid = (uv.getuid and uv.getuid()) or tonumber(vim.fn.system({ "id", "-u" })) or 0
+  return string.format("/tmp/proctor-%d/%d.sock", uid, pid)
+end
+
+--- Why the socket is off, when it failed to start (nil otherwise).
+function M.rpc_error() return H.rpc_error end
 
 --- The engine if it exists, without creating it.
 function M.current() return not H.closing and H.eng or nil end
@@ -204,6 +234,7 @@ function M._reset()
   end
   H.eng, H.poll, H.timer, H.closing, H.scheduled = nil, nil, nil, false, false
   H.queue, H.qhead, H.qtail = {}, 1, 0
+  H.rpc_error = nil
   M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
 end
 

@@ -2,7 +2,7 @@
 ---
 --- Checks: the C core loads (and if not, why and what to run), its version
 --- matches this Lua layer, the shepherd starts (a real execution runs), the
---- Neovim version is supported, and the socket directory is usable.
+--- Neovim version is supported, and the RPC socket and its directory are usable.
 --- Works with vim.health (0.8: report_*, 0.10+: start/ok/…) and with the
 --- health#report_* functions of Neovim 0.7.
 
@@ -64,25 +64,45 @@ function M.check()
     eng:close()
   end
 
-  r.start("proctor: socket directory")
-  local base = vim.env.XDG_RUNTIME_DIR
-  if not base or base == "" or vim.fn.isdirectory(base) == 0 then base = vim.env.TMPDIR or "/tmp" end
-  local st = vim.loop.fs_stat(base)
-  if not st then
-    r.error("socket base directory does not exist: " .. base)
-  elseif vim.fn.filewritable(base) ~= 2 then
-    r.error("socket base directory is not writable: " .. base)
-  else
-    local probe = base .. "/proctor-health-" .. vim.loop.os_getpid()
-    local ok = vim.loop.fs_mkdir(probe, 448) -- 0700
-    if ok then
-      vim.loop.fs_rmdir(probe)
-      r.ok("socket directory usable: " .. base .. " (a 0700 directory can be created there)")
+  r.start("proctor: RPC socket")
+  local path = engine.socket_path()
+  local eng = engine.current()
+  if not path then
+    r.info("the RPC socket is off (setup{ rpc = { enabled = false } })")
+  elseif engine.rpc_error() then
+    r.error("the RPC socket did not start: " .. engine.rpc_error(),
+      { "fix the directory below, or set setup{ rpc = { path = ... } }" })
+  elseif eng and eng.address and eng:address() then
+    r.ok("listening on " .. eng:address() .. " (PROCTOR_SOCKET of every execution)")
+  end
+  if path then
+    local dir = vim.fn.fnamemodify(path, ":h")
+    local st = vim.loop.fs_stat(dir)
+    local uid = vim.loop.getuid and vim.loop.getuid() or nil
+    if #path > 107 then
+      r.error("socket path is longer than 107 bytes: " .. path, { "set setup{ rpc = { path = <shorter> } }" })
+    elseif st then
+      local mode = st.mode % 512
+      if st.type ~= "directory" then
+        r.error(dir .. " exists and is not a directory")
+      elseif (uid and st.uid ~= uid) or mode ~= 448 then
+        r.error(string.format("%s must be a directory of yours with mode 0700 (it has uid %d, mode %o); the core refuses it",
+          dir, st.uid, mode), { "run: chmod 700 " .. dir .. "  (or remove it: it is created on start)" })
+      else
+        r.ok("socket directory usable: " .. dir .. " (yours, mode 0700)")
+      end
     else
-      r.error("cannot create a 0700 directory in " .. base)
+      local parent = vim.fn.fnamemodify(dir, ":h")
+      if vim.fn.isdirectory(parent) == 0 then
+        r.error("the socket directory's parent does not exist: " .. parent)
+      elseif vim.fn.filewritable(parent) ~= 2 then
+        r.error("cannot create the socket directory " .. dir .. ": " .. parent .. " is not writable")
+      else
+        r.ok("socket directory " .. dir .. " will be created (mode 0700) when the engine starts")
+      end
     end
   end
-  if vim.env.PROCTOR_SOCKET then r.info("PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET) end
+  if vim.env.PROCTOR_SOCKET then r.info("this Neovim runs under proctor: PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET) end
 end
 
 -- Helpers --------------------------------------------------------------------------
