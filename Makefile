@@ -15,6 +15,8 @@ LUA54_INC  ?= $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/incl
 UV_LIBS    ?= $(shell pkg-config --libs libuv 2>/dev/null || echo -luv)
 # msgpack-c is linked statically and its symbols stay hidden inside the core.
 MSGPACK_LIBS ?= -l:libmsgpackc.a -Wl,--exclude-libs,ALL
+# cJSON formats the audit log (csrc/audit.c).
+CJSON_LIBS ?= -lcjson
 FUZZ_SECONDS ?= 60
 BUILD     ?= build
 SETUP     ?= scripts/setup.sh
@@ -23,10 +25,12 @@ BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(WARN)
 
 ENGINE_SRC = csrc/error.c csrc/ring.c csrc/wire.c csrc/supervisor.c csrc/exec.c \
              csrc/registry.c csrc/engine.c csrc/rpc_server.c csrc/rpc_conn.c csrc/rpc_methods.c
-CORE_SRC   = $(ENGINE_SRC) csrc/lua_core.c
-HDRS       = $(wildcard csrc/*.h)
+# durable history, audit log, secrets and environment policy
+ENGINE_SRC += csrc/secrets.c csrc/journal.c csrc/history.c csrc/audit.c
 # supervised workers (jsonl and msgpack-rpc on stdio)
 ENGINE_SRC += csrc/worker.c csrc/worker_msgpack.c
+CORE_SRC   = $(ENGINE_SRC) csrc/lua_core.c
+HDRS       = $(wildcard csrc/*.h)
 
 NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
 LUA54_OBJ = $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(CORE_SRC))
@@ -64,7 +68,7 @@ $(BUILD)/nvim/%.o: csrc/%.c $(HDRS)
 	$(CC) $(CFLAGS) $(BASE_CFLAGS) $(LUAJIT_INC) -c $< -o $@
 
 $(BUILD)/nvim/core.so: $(NVIM_OBJ)
-	$(CC) -shared -pthread -o $@ $(NVIM_OBJ) $(MSGPACK_LIBS) -ldl
+	$(CC) -shared -pthread -o $@ $(NVIM_OBJ) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(NVIM_SO): $(BUILD)/nvim/core.so
 	cp -f $< $@.tmp && mv -f $@.tmp $@
@@ -76,7 +80,7 @@ $(BUILD)/lua5.4/obj/%.o: csrc/%.c $(HDRS)
 
 $(LUA54_SO): $(LUA54_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -pthread -o $@.tmp $(LUA54_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+	$(CC) -shared -pthread -o $@.tmp $(LUA54_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 	mv -f $@.tmp $@
 
 $(BUILD):
@@ -90,10 +94,10 @@ TSAN_CC    ?= gcc
 TSAN_FLAGS = -O1 -g -fsanitize=thread
 
 $(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(TSAN_CC) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+	$(TSAN_CC) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/ring.c csrc/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/ring.c csrc/error.c $(UV_LIBS)
@@ -106,7 +110,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CLANG) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -DPR_RPC_FUZZ -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
-	  $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+	  $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (default 60)
 	@$(SETUP) fuzz
@@ -145,7 +149,7 @@ $(BUILD)/rock/obj/%.o: csrc/%.c $(HDRS)
 
 rock: $(ROCK_OBJ) $(SHEPHERD) ## build the core and the shepherd for luarocks
 	@mkdir -p $(BUILD)/rock/proctor
-	$(CC) -shared -pthread -o $(BUILD)/rock/proctor/core.so $(ROCK_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) -ldl
+	$(CC) -shared -pthread -o $(BUILD)/rock/proctor/core.so $(ROCK_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 	cp -f $(SHEPHERD) $(BUILD)/rock/proctor/proctor-shepherd
 
 # The shepherd must sit next to core.so (found with dladdr), or be named by

@@ -28,6 +28,8 @@
 #include "exec.h"
 #include "registry.h"
 #include "rpc.h"
+#include "journal.h"
+#include "secrets.h"
 #include "supervisor.h"
 
 extern char **environ;
@@ -130,6 +132,7 @@ static void run_start(pr_engine_t *e, pr_cmd_t *c) {
     ev->exit_code = -1;
     pr_emit_event(e, ev);
   }
+  if (e->journal) pr_journal_on_state(x, PR_NSTATE); /* history and audit: queued */
   if (e->closing) {
     pr_exec_cancel(x, 1, "engine_closed");
     return;
@@ -178,6 +181,7 @@ void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c) {
     else {
       pr_registry_remove(e, x);
       c->rc = PR_DELETED;
+      pr_journal_compact(e); /* the history file shrinks too */
     }
     break;
   case PR_CMD_INPUT:
@@ -198,7 +202,10 @@ void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c) {
     else if ((c->out = pr_exec_snapshot(x)) == NULL) c->rc = PR_ENOMEM;
     break;
   case PR_CMD_LIST: run_list(e, c); break;
-  case PR_CMD_PURGE: c->n = pr_registry_purge(e, c->session, c->u); break;
+  case PR_CMD_PURGE:
+    c->n = pr_registry_purge(e, c->session, c->u);
+    if (c->n) pr_journal_compact(e); /* the history file shrinks too */
+    break;
   case PR_CMD_READ: {
     x = find_cmd_exec(e, c);
     if (x == NULL) {
@@ -411,6 +418,7 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   pr_queue_init(&e->deferred);
   /* The loop is not running yet, so this thread may still set up the server. */
   rc = e->listen ? pr_rpc_start(e, e->listen) : 0;
+  if (rc == 0) rc = pr_journal_open(e); /* history (loaded into the registry) and audit files */
   if (rc == 0) {
     /* The engine thread must not take the host's signals. */
     sigset_t all, old;
@@ -420,6 +428,8 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
   if (rc != 0) {
+    pr_journal_close(e);
+    pr_registry_destroy(e); /* records loaded from the history */
     if (e->rpc) pr_rpc_close(e);
     uv_close((uv_handle_t *)&e->async, NULL);
     uv_close((uv_handle_t *)&e->close_timer, NULL);
@@ -480,6 +490,7 @@ void pr_engine_close(pr_engine_t *e) {
     pthread_join(e->thread, NULL);
     e->thread_started = 0;
   }
+  pr_journal_close(e); /* writes what is queued, then stops the writer thread */
   pr_sup_destroy(e);
 }
 
@@ -549,7 +560,7 @@ static void build_env(sbuf_t *b, const pr_spec_t *s, char *const *base, const ch
   if (!s->clear_env && base) {
     for (char *const *ep = base; *ep; ep++) {
       size_t kl = key_len(*ep);
-      int over = 0;
+      int over = !pr_env_inherits(s, *ep, kl); /* secrets.c: env_allow, secret names */
       for (size_t i = 0; i < s->envc && !over; i++) over = same_key(s->env[i], *ep, kl);
       for (size_t i = 0; i < nextra && !over; i++) over = same_key(extra[i], *ep, kl);
       if (!over) sb_add(b, *ep);
@@ -561,6 +572,7 @@ static void build_env(sbuf_t *b, const pr_spec_t *s, char *const *base, const ch
     for (size_t k = 0; k < nextra && !over; k++) over = same_key(extra[k], s->env[i], kl);
     if (!over) sb_add(b, s->env[i]);
   }
+  for (size_t i = 0; i < s->nsecrets; i++) sb_add(b, s->secrets[i]); /* checked: not in env */
   for (size_t i = 0; i < nextra; i++) sb_add(b, extra[i]);
 }
 
@@ -571,6 +583,7 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   for (size_t i = 0; i < s->envc; i++)
     if (s->env[i] == NULL || strchr(s->env[i], '=') == NULL || s->env[i][0] == '=')
       return PR_EINVAL;
+  if (pr_secrets_check(s) != 0) return PR_EINVAL; /* secrets.c: secrets, env_allow */
   pr_exec_t *x = calloc(1, sizeof(*x));
   sbuf_t b = {0};
   int rc = PR_ENOMEM;
@@ -652,6 +665,9 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
     rc = b.err;
     goto fail;
   }
+  if ((rc = pr_env_keys(b.p, b.len, 1 + x->argc, &x->env_keys, &x->env_keys_len)) != 0 ||
+      (rc = pr_secrets_new(s, &x->secrets)) != 0) /* secrets.c: keys for the record, masker */
+    goto fail;
   x->spawn_msg = b.p;
   x->spawn_len = b.len;
   b.p = NULL;
@@ -846,6 +862,7 @@ void pr_record_free(pr_record_t *r) {
   free(r->shell);
   free(r->reason);
   free(r->error);
+  free(r->env_keys);
   free(r);
 }
 

@@ -54,6 +54,12 @@ typedef struct {
   uint32_t drain_ms;         /* how long output may still arrive after exit; default 500 */
   const char *shepherd_path; /* proctor-shepherd binary; NULL = next to this library */
   const char *listen;        /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
+  /* Durable files (journal.h, history.h, audit.h); NULL = off. */
+  const char *history_file;   /* append-only msgpack history, loaded by pr_engine_new */
+  size_t history_output_bytes; /* tail bytes kept per stream in the history; default 64 KiB */
+  const char *audit_file;     /* JSON lines audit log */
+  uint64_t audit_max_bytes;   /* rotate when the log would grow past this; default 10 MiB */
+  uint32_t audit_keep;        /* rotated files kept (audit.1 .. audit.K); default 3 */
 } pr_engine_opts_t;
 
 /* What to run. Strings are copied by pr_engine_start. */
@@ -99,6 +105,11 @@ typedef enum {
   const char *label;
   const char *owner;         /* free-form owner label ("nvim", a client name) */
   uint64_t session;          /* 0 = host */
+  /* Environment policy and secrets (secrets.h). */
+  const char *const *secrets; /* "K=V": in the child's env only; V masked as *** in output */
+  size_t nsecrets;
+  const char *const *env_allow; /* non-NULL: inherit only these keys from the base env */
+  size_t nallow;
 } pr_spec_t;
 
 /* A snapshot of one execution, owned by the caller (pr_record_free). */
@@ -122,6 +133,9 @@ typedef struct {
   uint64_t bytes[PR_NSTREAM];        /* bytes read per stream */
   uint64_t dropped[PR_NSTREAM];      /* bytes no longer retained per stream */
   int stdin_open;
+  char *env_keys;                    /* keys of the child's environment, each NUL-terminated */
+  size_t env_keys_len;               /* bytes in env_keys (0: none known) */
+  int previous_session;              /* loaded from the history file of an earlier engine */
 } pr_record_t;
 
 typedef enum { PR_EV_STATE = 1, PR_EV_OUTPUT, PR_EV_WORKER, PR_EV_CHUNK, PR_EV_REPLY } pr_event_type_t;

@@ -24,6 +24,8 @@
 
 #include "registry.h"
 #include "rpc.h"
+#include "journal.h"
+#include "secrets.h"
 #include "supervisor.h"
 
 #ifndef SYS_pidfd_send_signal
@@ -85,6 +87,7 @@ static int transition(pr_exec_t *x, pr_state_t to) {
   x->state = to;
   emit_state(x, from);
   if (x->eng->rpc) pr_rpc_on_state(x->eng, x, from); /* RPC subscribers and waiters */
+  if (x->eng->journal) pr_journal_on_state(x, from); /* history and audit files */
   return 0;
 }
 
@@ -117,7 +120,10 @@ static int all_eof(const pr_exec_t *x) {
 
 static int is_pty(const pr_stream_t *s) { return s == &s->exec->streams[PR_PTY]; }
 
+static void got_bytes(pr_stream_t *s, const char *p, size_t n);
+
 static void stream_close(pr_stream_t *s) {
+  if (s->exec->secrets && !s->eof) got_bytes(s, NULL, 0); /* secrets.c: release held-back bytes */
   if (s->open) {
     s->open = 0;
     if (is_pty(s)) uv_poll_stop(&s->h.poll);
@@ -167,6 +173,7 @@ static void timer_start(pr_exec_t *x, uint64_t ms);
 /* Bytes arrived on a stream: keep them and tell the host. */
 static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
   pr_exec_t *x = s->exec;
+  if (x->secrets && !(p = pr_secrets_mask(x->secrets, (int)(s - x->streams), p, &n))) return; /* *** */
   if (x->exited && !x->finished) { /* draining: an idle timeout, not an absolute one */
     uint64_t now = uv_now(&x->eng->loop), at = now + x->eng->opts.drain_ms;
     if (at > x->drain_deadline) at = x->drain_deadline;
@@ -777,6 +784,9 @@ pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
     pr_ring_stats(x->streams[i].ring, &r->dropped[i], &r->bytes[i]);
   }
   r->stdin_open = x->in_open && !x->in_closing;
+  r->previous_session = x->previous_session;
+  if (x->env_keys && (r->env_keys = malloc(x->env_keys_len))) /* keys only (secrets.h) */
+    memcpy(r->env_keys, x->env_keys, r->env_keys_len = x->env_keys_len);
   return r;
 }
 
@@ -788,6 +798,8 @@ void pr_exec_release(pr_exec_t *x) {
   if (x->worker) pr_worker_snapshot(x, r);
 
 void pr_exec_free(pr_exec_t *x) {
+  free(x->env_keys);
+  pr_secrets_free(x->secrets);
   for (int i = 0; i < PR_NSTREAM; i++) {
     if (x->streams[i].defer.next) pr_queue_remove(&x->streams[i].defer);
     pr_ring_unref(x->streams[i].ring);

@@ -18,6 +18,7 @@
 
 #include "compat.h"
 #include "engine.h"
+#include "journal.h"
 
 #define PR_ENGINE_MT "proctor.core.engine"
 #define PR_VERSION "0.1.0"
@@ -154,6 +155,8 @@ static void set_int(lua_State *L, const char *k, lua_Integer v) {
 static void push_worker_fields(lua_State *L, const pr_record_t *r);
 static void push_json(lua_State *L, const char *text, size_t len);
 
+static void push_env_keys(lua_State *L, const pr_record_t *r);
+
 static void push_record(lua_State *L, const pr_record_t *r) {
   char sb[32];
   lua_createtable(L, 0, 24);
@@ -197,10 +200,96 @@ static void push_record(lua_State *L, const pr_record_t *r) {
   lua_setfield(L, -2, "bytes");
   lua_pushboolean(L, r->stdin_open);
   lua_setfield(L, -2, "stdin_open");
+  push_env_keys(L, r); /* env_keys, previous_session */
   if (r->worker_state >= 0) push_worker_fields(L, r);
 }
 
 static void push_worker_event(lua_State *L, const pr_event_t *ev);
+
+/* The record's env_keys list (keys only) and previous_session flag. */
+static void push_env_keys(lua_State *L, const pr_record_t *r) {
+  lua_newtable(L);
+  int i = 0;
+  for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) {
+    lua_pushstring(L, r->env_keys + at);
+    lua_rawseti(L, -2, ++i);
+  }
+  lua_setfield(L, -2, "env_keys");
+  lua_pushboolean(L, r->previous_session);
+  lua_setfield(L, -2, "previous_session");
+}
+
+/* core.new options for the durable files (journal.h). */
+static void opt_files(lua_State *L, pr_engine_opts_t *o) {
+  o->history_file = opt_str(L, 1, "history_file");
+  o->audit_file = opt_str(L, 1, "audit_file");
+  if ((o->history_file && !*o->history_file) || (o->audit_file && !*o->audit_file))
+    luaL_argerror(L, 1, "'history_file' and 'audit_file' must be non-empty paths");
+  o->history_output_bytes =
+      (size_t)opt_nonneg(L, 1, "history_output_bytes", 0, (lua_Integer)1 << 30);
+  o->audit_max_bytes = (uint64_t)opt_nonneg(L, 1, "audit_max_bytes", 0, (lua_Integer)1 << 50);
+  o->audit_keep = (uint32_t)opt_nonneg(L, 1, "audit_keep", 0, 1000);
+}
+
+/* start{ secrets = {NAME = value}, env_allow = {"NAME", ...} } into s. The
+ * strings stay anchored in values left on the stack (the caller returns
+ * without popping). A secret value is never part of an error message. */
+static void opt_env_policy(lua_State *L, int t, pr_spec_t *s) {
+  lua_getfield(L, t, "secrets");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) luaL_argerror(L, t, "'secrets' must be a table of NAME = value");
+    int st = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, st) != 0) {
+      lua_pop(L, 1);
+      n++;
+    }
+    const char **v = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
+    lua_newtable(L); /* anchors the "K=V" strings */
+    int anchor = lua_gettop(L);
+    size_t i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, st) != 0) {
+      size_t kl, vl;
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        luaL_argerror(L, t, "'secrets' must map string names to string values");
+      const char *k = lua_tolstring(L, -2, &kl);
+      const char *val = lua_tolstring(L, -1, &vl);
+      if (kl == 0 || strlen(k) != kl || strchr(k, '='))
+        luaL_argerror(L, t, "'secrets' names must be non-empty without '=' or NUL");
+      if (vl == 0 || strlen(val) != vl || vl > 4096)
+        luaL_argerror(L, t, "'secrets' values must be 1 to 4096 bytes without NUL");
+      for (size_t e = 0; e < s->envc; e++)
+        if (strncmp(s->env[e], k, kl) == 0 && s->env[e][kl] == '=')
+          luaL_argerror(L, t, "'secrets' names must not also be in 'env'");
+      lua_pushfstring(L, "%s=%s", k, val);
+      v[i] = lua_tostring(L, -1);
+      lua_rawseti(L, anchor, (int)++i);
+      lua_pop(L, 1);
+    }
+    s->secrets = v;
+    s->nsecrets = i;
+  }
+  lua_getfield(L, t, "env_allow");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) luaL_argerror(L, t, "'env_allow' must be a list of names");
+    int at = lua_gettop(L);
+    size_t n = pr_rawlen(L, at);
+    const char **v = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+      lua_rawgeti(L, at, (int)i + 1);
+      size_t kl;
+      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &kl) : NULL;
+      if (k == NULL || kl == 0 || strlen(k) != kl || strchr(k, '='))
+        luaL_argerror(L, t, "'env_allow' entries must be non-empty names without '=' or NUL");
+      v[i] = k; /* anchored by the env_allow table, itself on the stack */
+      lua_pop(L, 1);
+    }
+    s->env_allow = v;
+    s->nallow = n;
+  }
+}
 
 static void push_event(lua_State *L, const pr_event_t *ev) {
   char sb[32];
@@ -236,7 +325,9 @@ static void push_event(lua_State *L, const pr_event_t *ev) {
 
 static const char *const new_keys[] = {"output_limit", "history_limit", "history_age_ms",
                                        "max_running",  "kill_grace_ms", "drain_ms",
-                                       "shepherd",     "listen",        NULL};
+                                       "shepherd",     "listen",        "history_file",
+                                       "history_output_bytes", "audit_file", "audit_max_bytes",
+                                       "audit_keep",   NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -254,6 +345,7 @@ static int l_new(lua_State *L) {
     o.listen = opt_str(L, 1, "listen");
     if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
       luaL_argerror(L, 1, "'listen' must be a socket path of 1 to 107 bytes");
+    opt_files(L, &o); /* history_file, audit_file and their limits */
   }
   lengine_t *le = (lengine_t *)pr_newuserdata(L, sizeof(*le));
   le->e = NULL;
@@ -265,7 +357,8 @@ static int l_new(lua_State *L) {
 
 static const char *const start_keys[] = {
     "cmd",   "cwd",        "env",           "clear_env", "pty",   "cols",         "rows",
-    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", "worker", NULL};
+    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", "worker",
+    "secrets", "env_allow", NULL};
 
 static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws);
 
@@ -350,6 +443,7 @@ static int l_start(lua_State *L) {
     s.env = env;
     s.envc = i;
   }
+  opt_env_policy(L, 2, &s); /* secrets, env_allow (anchored on the stack) */
   if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
   uint64_t id;
   int rc = pr_engine_start(le->e, &s, &id);
@@ -567,6 +661,23 @@ static int l_gc(lua_State *L) {
     le->e = NULL;
   }
   return 0;
+}
+
+/* eng:warnings() -> { message... }: what the history and audit files reported
+ * (torn record skipped, file in use, disk behind...); each is returned once. */
+static int l_warnings(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  char **v = NULL;
+  size_t n = 0;
+  if (le->e) pr_journal_warnings(le->e, &v, &n);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, v[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+    free(v[i]);
+  }
+  free(v);
+  return 1;
 }
 
 static int l_closed(lua_State *L) {
@@ -929,7 +1040,7 @@ static const luaL_Reg engine_methods[] = {
     {"resize", l_resize}, {"get", l_get},       {"list", l_list},
     {"purge", l_purge},   {"read", l_read},     {"fd", l_fd},
     {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
-    {"closed", l_closed}, {"address", l_address},
+    {"closed", l_closed}, {"address", l_address}, {"warnings", l_warnings},
     {"request", l_request}, {"cancel_request", l_cancel_request}, {"restart", l_restart},
     {NULL, NULL}};
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "exec.h"
+#include "journal.h"
 
 int pr_registry_init(pr_engine_t *e) {
   e->nbuckets = 256;
@@ -64,6 +65,7 @@ void pr_registry_remove(pr_engine_t *e, pr_exec_t *x) {
   pr_queue_remove(&x->order);
   e->count--;
   if (x->finished) e->nterminal--;
+  if (e->journal) pr_journal_on_remove(e, x); /* the history forgets it too */
   pr_exec_release(x);
 }
 

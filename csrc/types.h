@@ -85,6 +85,10 @@ struct pr_exec {
   pr_queue_t pending_in; /* input given while queued/starting, written once running */
   uv_timer_t timer;  /* timeout, then kill grace, then drain: one phase at a time */
   int timer_open;
+  char *env_keys;    /* keys the child got, NUL-separated (secrets.c), or NULL */
+  size_t env_keys_len;
+  int previous_session; /* loaded from history (history.c): no process, no handles */
+  struct pr_secrets *secrets; /* values masked in output (secrets.c), or NULL */
   int handles;       /* open libuv handles; the record is freed when 0 and `dead` */
   int dead;          /* removed from the registry */
 };
@@ -178,6 +182,7 @@ struct pr_engine {
   struct pr_rpc *rpc;  /* the msgpack-rpc server (rpc_server.c), NULL when not listening */
   char *listen;        /* socket path, immutable after pr_engine_new (host may read it) */
   char **rpc_env;      /* environ snapshot taken by pr_engine_new for RPC starts */
+  struct pr_journal *journal; /* durable files (journal.c), NULL when none is configured */
   char readbuf[65536];
 };
 

@@ -1,0 +1,144 @@
+-- tests/lua/spec_secrets.lua — secrets are masked everywhere; env_allow and
+-- clear_env give the child exactly the documented environment.
+local U = require("util")
+local core = U.core
+
+return function(T, opts)
+  local test = T.test
+  local dir = os.tmpname()
+  os.remove(dir)
+  os.execute("mkdir -p " .. dir)
+  local SECRET = "hunter2-Zq9"
+
+  -- Everything a file, list or record could leak, as one string.
+  local function dump(v, seen)
+    seen = seen or {}
+    if type(v) ~= "table" then return tostring(v) end
+    if seen[v] then return "" end
+    seen[v] = true
+    local parts = {}
+    for k, x in pairs(v) do parts[#parts + 1] = tostring(k) .. "=" .. dump(x, seen) end
+    return table.concat(parts, ",")
+  end
+
+  test("a secret is masked whole, split across two writes, repeated and at the very end", function()
+    local hist, audit = dir .. "/h1.mpk", dir .. "/a1.log"
+    local eng = assert(core.new{ history_file = hist, audit_file = audit })
+    -- split: "hunter" then (pause) "2-Zq9"; repeated; adjacent; the last bytes of the output
+    local script = [[printf "a %s b\n"; printf 'split hunter'; sleep 0.3; printf '2-Zq9 c\n'; ]] ..
+      [[printf "%s%s|%s\n"; printf "err %s\n" >&2; sleep 0.1; printf "%s"]]
+    script = script:gsub("%%s", "$TOKEN")
+    for _, pty in ipairs({ false, true }) do
+      local r, id = U.run(eng, { cmd = script, secrets = { TOKEN = SECRET }, pty = pty })
+      T.eq(r.final.state, "completed")
+      local out = (r.out.stdout or "") .. (r.out.stderr or "") .. (r.out.pty or "")
+      T.ok(not out:find("hunter", 1, true), "secret in events: " .. out)
+      T.ok(not out:find("Zq9", 1, true), "secret tail in events: " .. out)
+      local crlf = pty and "\r\n" or "\n"
+      T.ok(out:find("a *** b" .. crlf, 1, true), out)
+      T.ok(out:find("split *** c" .. crlf, 1, true), out)
+      T.ok(out:find("******|***" .. crlf, 1, true), out)
+      T.ok(out:find("err ***" .. crlf, 1, true), out)
+      T.eq((r.out.stdout or r.out.pty):sub(-4), "\n***", "the very end of the output")
+      for _, s in ipairs(pty and { "pty" } or { "stdout", "stderr" }) do
+        local data = eng:read(id, s)
+        T.ok(not data:find("hunter", 1, true) and not data:find("Zq9", 1, true), "read: " .. data)
+      end
+      local rec = eng:get(id)
+      T.ok(not dump(rec):find(SECRET, 1, true), "record")
+      T.ok(dump(rec.env_keys):find("TOKEN", 1, true), "the key is listed")
+      T.ok(not dump(eng:list()):find(SECRET, 1, true), "list")
+    end
+    eng:close()
+    local h, a = U.read_file(hist), U.read_file(audit)
+    T.ok(#h > 0 and #a > 0)
+    T.ok(not h:find(SECRET, 1, true) and not h:find("hunter2", 1, true), "history file")
+    T.ok(not a:find(SECRET, 1, true), "audit file")
+    T.ok(h:find("a *** b", 1, true), "masked output is in the history")
+    -- and after a reload
+    local e2 = assert(core.new{ history_file = hist })
+    T.ok(not dump(e2:list()):find(SECRET, 1, true))
+    e2:close()
+  end)
+
+  test("the masking is what makes the difference (control: no secrets)", function()
+    local eng = assert(core.new{})
+    local r = U.run(eng, { cmd = "printf \"a $TOKEN b\"", env = { TOKEN = SECRET } })
+    T.eq(r.out.stdout, "a " .. SECRET .. " b")
+    r = U.run(eng, { cmd = "printf \"a $TOKEN b\"", secrets = { TOKEN = SECRET } })
+    T.eq(r.out.stdout, "a *** b")
+    eng:close()
+  end)
+
+  test("a prefix of a secret at the end of the output is released, not swallowed", function()
+    local eng = assert(core.new{})
+    local r = U.run(eng, { cmd = "printf 'x hunt'", secrets = { TOKEN = SECRET } })
+    T.eq(r.out.stdout, "x hunt")
+    eng:close()
+  end)
+
+  test("secrets never reach error messages; bad secrets raise naming the option", function()
+    local eng = assert(core.new{})
+    T.raises(function() eng:start{ cmd = "true", secrets = "x" } end, "'secrets'")
+    T.raises(function() eng:start{ cmd = "true", secrets = { A = "" } } end, "'secrets'")
+    T.raises(function() eng:start{ cmd = "true", secrets = { A = 1 } } end, "'secrets'")
+    T.raises(function() eng:start{ cmd = "true", secrets = { [1] = "v" } } end, "'secrets'")
+    local ok, err = pcall(eng.start, eng, { cmd = "true", env = { A = "1" }, secrets = { A = SECRET } })
+    T.ok(not ok and not tostring(err):find(SECRET, 1, true), tostring(err))
+    T.raises(function() eng:start{ cmd = "true", env_allow = "PATH" } end, "'env_allow'")
+    T.raises(function() eng:start{ cmd = "true", env_allow = { "A=B" } } end, "'env_allow'")
+    -- a spawn error mentions the command, never the environment
+    local r = U.run(eng, { cmd = { "/nonexistent/x" }, secrets = { TOKEN = SECRET } })
+    T.eq(r.final.state, "failed")
+    T.ok(not dump(r.final):find(SECRET, 1, true))
+    eng:close()
+  end)
+
+  local function child_env(eng, spec)
+    spec.cmd = { "env", "-0" }
+    local r = U.run(eng, spec)
+    T.eq(r.final.state, "completed")
+    local env = {}
+    for kv in (r.out.stdout or r.out.pty):gmatch("([^%z]*)%z") do
+      local k, v = kv:match("^([^=]*)=(.*)$")
+      env[k] = v
+    end
+    return env
+  end
+
+  local function keys(t)
+    local v = {}
+    for k in pairs(t) do v[#v + 1] = k end
+    table.sort(v)
+    return table.concat(v, ",")
+  end
+
+  test("env_allow inherits only the listed keys; env, secrets and PROCTOR_* are added", function()
+    local eng = assert(core.new{})
+    local env = child_env(eng, { env_allow = { "PATH", "HOME", "NO_SUCH_VAR_X" }, env = { A = "1" },
+                                 secrets = { S = "sv" } })
+    T.eq(keys(env), "A,HOME,PATH,PROCTOR_EXECUTION_ID,PROCTOR_JOB,S")
+    T.eq(env.PATH, os.getenv("PATH"))
+    T.eq(env.S, "***", "the child has it; its output is masked")
+    local id = eng:list()[#eng:list()].id
+    local rk = eng:get(id).env_keys
+    table.sort(rk)
+    T.eq(table.concat(rk, ","), "A,HOME,PATH,PROCTOR_EXECUTION_ID,PROCTOR_JOB,S", "the record lists the keys")
+    -- an empty list inherits nothing
+    env = child_env(eng, { env_allow = {} })
+    T.eq(keys(env), "PROCTOR_EXECUTION_ID,PROCTOR_JOB")
+    -- clear_env wins over env_allow; pty adds TERM
+    env = child_env(eng, { clear_env = true, env_allow = { "PATH" }, env = { B = "2" } })
+    T.eq(keys(env), "B,PROCTOR_EXECUTION_ID,PROCTOR_JOB")
+    env = child_env(eng, { clear_env = true, pty = true })
+    T.eq(keys(env), "PROCTOR_EXECUTION_ID,PROCTOR_JOB,TERM")
+    -- without a policy the host's environment is inherited, and a secret
+    -- replaces a host variable of the same name
+    env = child_env(eng, { secrets = { HOME = "elsewhere" } })
+    T.eq(env.PATH, os.getenv("PATH"))
+    T.eq(env.HOME, "***")
+    eng:close()
+  end)
+
+  os.execute("rm -rf " .. dir)
+end
