@@ -786,9 +786,16 @@ int main(int argc, char **argv) {
     pfd[1] = (struct pollfd){sfd, POLLIN, 0};
     size_t nsh = nshaking;
     for (size_t i = 0; i < nsh; i++) pfd[2 + i] = (struct pollfd){shaking[i]->ep, POLLIN, 0};
-    int timeout = sweeps_left ? 40 : -1;
+    /* Escapee hunting (a /proc scan) waits until nothing else is ready:
+     * exits are reaped and reported first, so a cancel ends as soon as the
+     * process group is gone. */
+    int timeout = hunt_pending ? 0 : sweeps_left ? 40 : -1;
     int r = poll(pfd, (nfds_t)(2 + nsh), timeout);
     if (r < 0 && errno != EINTR) break;
+    if (r == 0 && hunt_pending) {
+      hunt(); /* one /proc scan for every signal owed to escapees so far */
+      continue;
+    }
     /* handshakes first (from the end: finish_handshake moves the last entry) */
     for (size_t i = nsh; i-- > 0;)
       if (pfd[2 + i].revents) finish_handshake(i);
@@ -813,7 +820,6 @@ int main(int argc, char **argv) {
         if (h.type == PR_W_RELEASE) { sweeps_left = 5; next_sweep = now_ms() + 40; }
       }
     }
-    hunt(); /* one /proc scan for every signal owed to escapees in this batch */
     if (sweeps_left && now_ms() >= next_sweep) {
       sweeps_left = sweep_orphans() ? 5 : sweeps_left - 1;
       next_sweep = now_ms() + 40;
