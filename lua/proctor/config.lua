@@ -85,7 +85,8 @@ H.schema = {
   ["console.enter"] = { "boolean" },
   ["console.bar"] = { "boolean" },
   ["console.final_line"] = { "boolean" },
-  ["console.bytes_per_tick"] = { "number", "positive integer" },
+  -- capped: one nvim_chan_send of a few MiB overflows libvterm's stack in Neovim 0.7 (#16040)
+  ["console.bytes_per_tick"] = { "number", "positive integer", 1048576 },
   ["console.backlog_limit"] = { "number", "positive integer" },
   ["console.tail_bytes"] = { "number", "positive integer" },
   ["rpc"] = { "table" },
@@ -154,6 +155,9 @@ function H.check(t, prefix, warnings)
         local int = v == math.floor(v)
         local okv = int and ((hint:find("positive") and v > 0) or (hint:find(">= 0") and v >= 0))
         if not okv then return string.format("option '%s' must be a %s, got %s", path, hint, tostring(v)) end
+        if type(enum) == "number" and v > enum then
+          return string.format("option '%s' must be at most %d, got %s", path, enum, tostring(v))
+        end
       elseif type(v) == "table" then
         local e = H.check(v, path .. ".", warnings)
         if e then return e end

@@ -12,6 +12,10 @@
 ---                                    keep tail_bytes,        nvim_chan_send
 ---                                    count skipped bytes     (pipe: \n → \r\n)
 ---
+--- Only consoles shown in a window are rendered: feeding a terminal emulator
+--- is the expensive part, so a hidden console keeps its bounded backlog and
+--- renders it when a window shows it again (BufWinEnter).
+---
 --- Opening a console replays what the ring buffer holds and then follows the
 --- events; it works for executions started anywhere (the core, an RPC client).
 --- Closing the window never stops the process. Requiring this module has no
@@ -38,6 +42,7 @@ local util = require("proctor.util")
 ---@field final_done boolean
 ---@field at_bol boolean the last byte sent ended a line
 ---@field line string pipe consoles: the line being typed
+---@field parked boolean|nil not shown in any window: output waits in the backlog
 
 H.consoles = {} ---@type table<integer, proctor.Console>
 H.dirty = {} -- ids with something to render, in order
@@ -233,7 +238,13 @@ function H.create(eng, rec)
   })
   api.nvim_create_autocmd("BufWinEnter", {
     buffer = buf,
-    callback = function() H.set_bar(api.nvim_get_current_win()) end,
+    callback = function()
+      H.set_bar(api.nvim_get_current_win())
+      if c.parked then -- shown again: render what waited
+        c.parked = false
+        H.mark(c)
+      end
+    end,
   })
   -- Replay the ring buffer: at most backlog_limit bytes per stream, the tail.
   local cfg = require("proctor.config").get().console
@@ -332,7 +343,11 @@ function H.render()
     local id = list[i]
     i = i + 1
     local c = H.consoles[id]
-    if c and api.nvim_buf_is_valid(c.buf) then
+    if c and api.nvim_buf_is_valid(c.buf) and #vim.fn.win_findbuf(c.buf) == 0 then
+      -- Not shown anywhere: the terminal emulator is the costly part, so a
+      -- hidden console only keeps its (bounded) backlog; BufWinEnter resumes it.
+      c.parked = true
+    elseif c and api.nvim_buf_is_valid(c.buf) then
       if budget > 0 then
         budget = budget - H.render_one(c, budget)
         if c.n > 0 or c.skipped > 0 or (c.ended and not c.final_done) then again[#again + 1] = id end
