@@ -2,7 +2,7 @@
 ---
 ---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
 ---   :Proctor list | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
----   :Proctor purge | rerun [id] | text [id] | qf [id] | info
+---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id]
 ---
 --- Where an id is optional it defaults to the execution of the console (or list
 --- line) under the cursor, then to the most recent execution. Every problem is
@@ -209,9 +209,42 @@ function H.sub.qf(rest)
   return n
 end
 
-function H.sub.info()
-  local lines = M.info_lines()
+function H.sub.info(rest)
+  local lines
+  if rest and rest:match("%S") then
+    lines = M.execution_lines(H.id(rest, false))
+  else
+    lines = M.info_lines()
+  end
   vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
+  return lines
+end
+
+--- The lines :Proctor info {id} shows: the record, with the environment keys
+--- the child got (keys only; values, and secrets, are never shown).
+function M.execution_lines(id)
+  local rec = H.check(H.engine():get(id))
+  local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
+  local function add(k, v) if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end end
+  add("command", util.cmd_string(rec.cmd))
+  add("cwd", rec.cwd)
+  add("state", rec.state .. (rec.reason and (" (" .. rec.reason .. ")") or ""))
+  add("exit", rec.exit_code or rec.signal)
+  add("error", rec.error)
+  add("pid", rec.pid)
+  add("owner", rec.owner .. (rec.session and rec.session > 0 and (" (rpc session " .. rec.session .. ")") or ""))
+  add("pty", rec.pty)
+  add("duration", util.duration(util.elapsed_ms(rec)))
+  local bytes = {}
+  for s, n in pairs(rec.bytes or {}) do bytes[#bytes + 1] = string.format("%s %d (dropped %d)", s, n, rec.dropped[s] or 0) end
+  table.sort(bytes)
+  add("output", table.concat(bytes, ", "))
+  if rec.previous_session then add("history", "from an earlier session") end
+  if rec.env_keys then
+    local keys = vim.deepcopy(rec.env_keys)
+    table.sort(keys)
+    add("env keys", #keys .. ": " .. table.concat(keys, " "))
+  end
   return lines
 end
 
@@ -309,7 +342,7 @@ function H.parse_duration(v)
 end
 
 H.id_subs = { open = true, input = true, cancel = true, ["cancel!"] = true, delete = true, rerun = true,
-  text = true, qf = true }
+  text = true, qf = true, info = true }
 
 function H.complete(arglead, cmdline)
   local words = vim.split(cmdline:gsub("^%s*%S+", "", 1), "%s+", { trimempty = false })

@@ -21,6 +21,18 @@ M.defaults = {
     drain_ms      = 500,             -- after exit, how long output of background grandchildren is awaited
     shepherd      = nil,             -- path of proctor-shepherd (nil: next to core.so)
   },
+  -- Durable history of finished executions across sessions (:help proctor-history).
+  history = {
+    enabled      = false, -- keep records (and output tails) in a file, loaded on the next start
+    file         = nil,   -- nil: stdpath("state") .. "/proctor/history.mpk" ("data" on Neovim 0.7)
+    output_bytes = 65536, -- last bytes of each stream kept per execution
+  },
+  -- Audit log: one JSON line per lifecycle event, never shortened by purge (:help proctor-audit).
+  audit = {
+    file      = nil,      -- path; nil: no audit log
+    max_bytes = 10485760, -- rotate at this size ...
+    keep      = 3,        -- ... keeping this many old files (file.1 .. file.N)
+  },
   -- The msgpack-rpc socket agents and scripts drive executions through (:help proctor-rpc).
   rpc = {
     enabled = true, -- listen when the engine starts; children get PROCTOR_SOCKET
@@ -89,6 +101,14 @@ H.schema = {
   ["console.bytes_per_tick"] = { "number", "positive integer", 1048576 },
   ["console.backlog_limit"] = { "number", "positive integer" },
   ["console.tail_bytes"] = { "number", "positive integer" },
+  ["history"] = { "table" },
+  ["history.enabled"] = { "boolean" },
+  ["history.file"] = { "string,nil" },
+  ["history.output_bytes"] = { "number", "positive integer" },
+  ["audit"] = { "table" },
+  ["audit.file"] = { "string,nil" },
+  ["audit.max_bytes"] = { "number", "positive integer" },
+  ["audit.keep"] = { "number", "positive integer" },
   ["rpc"] = { "table" },
   ["rpc.enabled"] = { "boolean" },
   ["rpc.path"] = { "string,nil" },

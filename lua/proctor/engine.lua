@@ -100,6 +100,19 @@ function M.get()
     shepherd = c.shepherd,
   }
   opts.listen = M.socket_path()
+  local cfg = require("proctor.config").get()
+  if cfg.history.enabled then
+    local file = cfg.history.file or (M.state_dir() .. "/proctor/history.mpk")
+    vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
+    opts.history_file = file
+    opts.history_output_bytes = cfg.history.output_bytes
+  end
+  if cfg.audit.file then
+    vim.fn.mkdir(vim.fn.fnamemodify(cfg.audit.file, ":h"), "p")
+    opts.audit_file = cfg.audit.file
+    opts.audit_max_bytes = cfg.audit.max_bytes
+    opts.audit_keep = cfg.audit.keep
+  end
   local eng, msg = core.new(opts)
   if not eng and opts.listen then
     -- The socket could not be set up (a refused directory, a path too long):
@@ -110,6 +123,10 @@ function M.get()
     eng, msg = core.new(opts)
   end
   if not eng then return nil, "the engine did not start: " .. tostring(msg) end
+  -- What the history/audit files had to say (a torn tail, a refused file): once each.
+  for _, w in ipairs(eng.warnings and eng:warnings() or {}) do
+    require("proctor.util").notify(w, vim.log.levels.WARN)
+  end
   H.eng = eng
   H.poll = uv.new_poll(eng:fd())
   H.timer = uv.new_timer()
@@ -137,6 +154,12 @@ function M.socket_path()
   end
   local uid = (uv.getuid and uv.getuid()) or tonumber(vim.fn.system({ "id", "-u" })) or 0
   return string.format("/tmp/proctor-%d/%d.sock", uid, pid)
+end
+
+--- stdpath("state") (Neovim 0.8+), or stdpath("data") on 0.7.
+function M.state_dir()
+  local ok, dir = pcall(vim.fn.stdpath, "state")
+  return ok and dir or vim.fn.stdpath("data")
 end
 
 --- Why the socket is off, when it failed to start (nil otherwise).

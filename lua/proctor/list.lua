@@ -80,8 +80,12 @@ function M.refresh()
       exit = "-"
     end
     local started = r.started_at and os.date("%H:%M:%S", math.floor(r.started_at / 1000)) or "-"
+    if r.previous_session and r.started_at then -- from the history file: show the day too
+      started = os.date("%m-%d", math.floor(r.started_at / 1000)) .. "*"
+    end
     local title = util.title(r)
     if r.label and r.label ~= "" then title = r.label .. ": " .. util.cmd_string(r.cmd) end
+    if r.previous_session then title = "(earlier session) " .. title end
     lines[#lines + 1] = string.format("#%-5d %-10s %-9s %-10s %-8s %-6s %s", r.id, r.state, exit,
       util.duration(util.elapsed_ms(r)), started, tostring(r.owner or "-"), title:gsub("\n", " "))
     rows[#lines] = r.id
