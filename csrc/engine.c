@@ -31,9 +31,9 @@
 #include "journal.h"
 #include "secrets.h"
 #include "supervisor.h"
+#include "worker.h"
 
 extern char **environ;
-#include "worker.h"
 
 #define PR_DEFAULT_OUTPUT_LIMIT (8u << 20)
 #define PR_DEFAULT_HISTORY 1000
@@ -99,9 +99,9 @@ void pr_event_free(pr_event_t *ev) {
   free(ev->error);
   free(ev->data);
   pr_ring_unref((pr_ring_t *)ev->ring);
+  if (ev->chan) pr_worker_chan_done(ev->chan); /* a chunk consumed: back-pressure count */
   free(ev);
 }
-  if (ev->chan) pr_worker_chan_done(ev->chan); /* a chunk consumed: back-pressure count */
 
 /* ---- engine thread ------------------------------------------------------------------- */
 
@@ -228,6 +228,11 @@ void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c) {
     if (x) pr_exec_resume(x);
     break;
   case PR_CMD_CALL: c->fn(e, c->out); break;
+  case PR_CMD_WREQUEST:
+    pr_worker_request(e, c->session, c->id, c->u, c->data, c->len, (uint64_t)c->a);
+    break;
+  case PR_CMD_WCANCEL: c->rc = pr_worker_cancel_request(e, c->session, c->u); break;
+  case PR_CMD_WRESTART: c->rc = pr_worker_restart(e, c->session, c->id); break;
   case PR_CMD_CLOSE: {
     e->closing = 1;
     pr_queue_t *q = pr_queue_head(&e->order);
@@ -235,11 +240,6 @@ void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c) {
       x = PR_QUEUE_DATA(q, pr_exec_t, order);
       q = q->next;
       if (!x->finished) pr_exec_cancel(x, 0, "engine_closed");
-  case PR_CMD_WREQUEST:
-    pr_worker_request(e, c->session, c->id, c->u, c->data, c->len, (uint64_t)c->a);
-    break;
-  case PR_CMD_WCANCEL: c->rc = pr_worker_cancel_request(e, c->session, c->u); break;
-  case PR_CMD_WRESTART: c->rc = pr_worker_restart(e, c->session, c->id); break;
     }
     /* Bounded: the largest grace plus a second for draining. */
     uint64_t bound = e->opts.kill_grace_ms;
@@ -602,6 +602,15 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   x->timeout_ms = s->timeout_ms;
   x->grace_ms = s->kill_grace_ms >= 0 ? (uint32_t)s->kill_grace_ms : e->opts.kill_grace_ms;
   x->created_at = pr_now_ms();
+  if (s->worker) { /* a supervised worker: requests go to its stdin */
+    if ((rc = pr_worker_new(s->worker, &x->worker)) != 0) goto fail;
+    rc = PR_ENOMEM;
+    x->stdin_pipe = 1;
+    if (x->pty) {
+      rc = PR_EINVAL;
+      goto fail;
+    }
+  }
   if (s->label && (x->label = strdup(s->label)) == NULL) goto fail;
   if ((x->owner = strdup(s->owner ? s->owner : "host")) == NULL) goto fail;
   char here[4096]; /* not getcwd(NULL, 0): its buffer bypasses ASan's malloc */
@@ -615,15 +624,6 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
     x->argc = s->argc;
   }
   x->argv = calloc(x->argc + 1, sizeof(char *));
-  if (s->worker) { /* a supervised worker: requests go to its stdin */
-    if ((rc = pr_worker_new(s->worker, &x->worker)) != 0) goto fail;
-    rc = PR_ENOMEM;
-    x->stdin_pipe = 1;
-    if (x->pty) {
-      rc = PR_EINVAL;
-      goto fail;
-    }
-  }
   if (x->argv == NULL) goto fail;
   for (size_t i = 0; i < x->argc; i++) {
     const char *a = s->shell ? (i == 0 ? "/bin/sh" : i == 1 ? "-c" : s->shell) : s->argv[i];
@@ -766,22 +766,6 @@ int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, ui
   return rc;
 }
 
-int pr_engine_fd(const pr_engine_t *e) { return e->wakefd; }
-
-const char *pr_engine_address(const pr_engine_t *e) { return e->listen; }
-
-int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg) {
-  pr_cmd_t c = {.type = PR_CMD_CALL, .fn = fn, .out = arg};
-  return simple(e, &c);
-}
-
-size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes) {
-  size_t n = 0;
-  pthread_mutex_lock(&e->evmu);
-  while (n < max && !pr_queue_empty(&e->events)) {
-    pr_queue_t *q = pr_queue_head(&e->events);
-    pr_queue_remove(q);
-    e->nevents--;
 int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
                       uint64_t timeout_ms, uint64_t *rid) {
   if (e->closed) return PR_ECLOSED;
@@ -809,6 +793,22 @@ int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session) {
   return simple(e, &c);
 }
 
+int pr_engine_fd(const pr_engine_t *e) { return e->wakefd; }
+
+const char *pr_engine_address(const pr_engine_t *e) { return e->listen; }
+
+int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg) {
+  pr_cmd_t c = {.type = PR_CMD_CALL, .fn = fn, .out = arg};
+  return simple(e, &c);
+}
+
+size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes) {
+  size_t n = 0;
+  pthread_mutex_lock(&e->evmu);
+  while (n < max && !pr_queue_empty(&e->events)) {
+    pr_queue_t *q = pr_queue_head(&e->events);
+    pr_queue_remove(q);
+    e->nevents--;
     evs[n++] = (pr_event_t *)(void *)q;
   }
   if (pr_queue_empty(&e->events)) { /* reset readability */

@@ -62,12 +62,6 @@ typedef struct {
   uint32_t audit_keep;        /* rotated files kept (audit.1 .. audit.K); default 3 */
 } pr_engine_opts_t;
 
-/* What to run. Strings are copied by pr_engine_start. */
-typedef struct {
-  const char *const *argv;   /* argv[0..argc) */
-  size_t argc;
-  const char *shell;         /* instead of argv: run with /bin/sh -c */
-  const char *cwd;           /* NULL = the host's cwd at start time */
 /* A supervised worker (worker.h, doc *proctor-workers*): an execution that
  * stays up and answers requests on stdio. Zero means "default" for numbers. */
 typedef enum { PR_WP_JSONL = 0, PR_WP_MSGPACK } pr_worker_protocol_t;
@@ -93,6 +87,12 @@ typedef enum {
   PR_RS_REJECTED, PR_NRS
 } pr_reply_status_t;
 
+/* What to run. Strings are copied by pr_engine_start. */
+typedef struct {
+  const char *const *argv;   /* argv[0..argc) */
+  size_t argc;
+  const char *shell;         /* instead of argv: run with /bin/sh -c */
+  const char *cwd;           /* NULL = the host's cwd at start time */
   const char *const *env;    /* "K=V" strings, added over the base environment */
   size_t envc;
   int clear_env;             /* base environment empty instead of the host's */
@@ -105,6 +105,7 @@ typedef enum {
   const char *label;
   const char *owner;         /* free-form owner label ("nvim", a client name) */
   uint64_t session;          /* 0 = host */
+  const pr_worker_spec_t *worker; /* non-NULL: a supervised worker (stdin becomes a pipe) */
   /* Environment policy and secrets (secrets.h). */
   const char *const *secrets; /* "K=V": in the child's env only; V masked as *** in output */
   size_t nsecrets;
@@ -116,7 +117,6 @@ typedef enum {
 typedef struct {
   uint64_t id, session;
   char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */
-  const pr_worker_spec_t *worker; /* non-NULL: a supervised worker (stdin becomes a pipe) */
   char **argv;                       /* argc strings */
   size_t argc;
   int pty;
@@ -133,6 +133,10 @@ typedef struct {
   uint64_t bytes[PR_NSTREAM];        /* bytes read per stream */
   uint64_t dropped[PR_NSTREAM];      /* bytes no longer retained per stream */
   int stdin_open;
+  int worker_state;                  /* pr_worker_state_t, or -1 when not a worker */
+  uint32_t worker_restarts;          /* worker processes started after the first one */
+  uint64_t worker_pending;           /* requests not answered yet */
+  uint64_t worker_stray;             /* stdout lines/messages that were not protocol messages */
   char *env_keys;                    /* keys of the child's environment, each NUL-terminated */
   size_t env_keys_len;               /* bytes in env_keys (0: none known) */
   int previous_session;              /* loaded from the history file of an earlier engine */
@@ -147,10 +151,6 @@ typedef struct pr_event {
   uint64_t id;
   /* PR_EV_STATE */
   pr_state_t state, prev;   /* prev == PR_NSTATE for the first event */
-  int worker_state;                  /* pr_worker_state_t, or -1 when not a worker */
-  uint32_t worker_restarts;          /* worker processes started after the first one */
-  uint64_t worker_pending;           /* requests not answered yet */
-  uint64_t worker_stray;             /* stdout lines/messages that were not protocol messages */
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
@@ -161,6 +161,13 @@ typedef struct pr_event {
   uint64_t offset;          /* absolute offset of data[0] in the stream */
   uint64_t missed;          /* bytes dropped before data[0] since the last output event */
   void *ring;               /* engine-private */
+  /* PR_EV_WORKER: worker_state, restarts. PR_EV_CHUNK: rid, data = the chunk as JSON text,
+   * missed = chunks dropped before it. PR_EV_REPLY: rid, status, data = the result as JSON
+   * text (PR_RS_OK) or the error message, missed = chunks dropped in all. */
+  uint64_t rid;
+  int status, worker_state;
+  uint32_t restarts;
+  void *chan;               /* engine-private (worker.c) */
 } pr_event_t;
 
 /* pr_engine_new: start an engine thread (and, lazily, its shepherd).
@@ -175,13 +182,6 @@ void pr_engine_close(pr_engine_t *e);
 /* pr_engine_free: close (if needed) and free. `e` is invalid afterwards. */
 void pr_engine_free(pr_engine_t *e);
 
-  /* PR_EV_WORKER: worker_state, restarts. PR_EV_CHUNK: rid, data = the chunk as JSON text,
-   * missed = chunks dropped before it. PR_EV_REPLY: rid, status, data = the result as JSON
-   * text (PR_RS_OK) or the error message, missed = chunks dropped in all. */
-  uint64_t rid;
-  int status, worker_state;
-  uint32_t restarts;
-  void *chan;               /* engine-private (worker.c) */
 /* pr_engine_closed: 1 once pr_engine_close ran. */
 int pr_engine_closed(const pr_engine_t *e);
 
@@ -249,20 +249,6 @@ size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_b
  * (<0: forever). Returns 1 if events are pending, 0 on timeout. */
 int pr_engine_wait(pr_engine_t *e, int timeout_ms);
 
-void pr_event_free(pr_event_t *ev);
-void pr_record_free(pr_record_t *r);
-void pr_records_free(pr_record_t **v, size_t n);
-
-/* pr_hrtime: monotonic clock in nanoseconds. Any thread. */
-uint64_t pr_hrtime(void);
-
-/* Names used in every surface. */
-const char *pr_state_name(pr_state_t s);
-int pr_state_from_name(const char *name); /* -1 if unknown */
-const char *pr_stream_name(int stream);
-int pr_stream_from_name(const char *name); /* -1 if unknown */
-const char *pr_cancel_result_name(pr_cancel_result_t r);
-const char *pr_delete_result_name(pr_delete_result_t r);
 /* pr_engine_request: send `payload` (JSON text, copied) to worker `id` as a new
  * request. Never blocks on the worker; the answer is one PR_EV_REPLY event for
  * *rid (after any PR_EV_CHUNK events), also for a refusal (PR_RS_REJECTED,
@@ -284,6 +270,20 @@ int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
 const char *pr_worker_state_name(int ws);
 const char *pr_reply_status_name(int st);
 
+void pr_event_free(pr_event_t *ev);
+void pr_record_free(pr_record_t *r);
+void pr_records_free(pr_record_t **v, size_t n);
+
+/* pr_hrtime: monotonic clock in nanoseconds. Any thread. */
+uint64_t pr_hrtime(void);
+
+/* Names used in every surface. */
+const char *pr_state_name(pr_state_t s);
+int pr_state_from_name(const char *name); /* -1 if unknown */
+const char *pr_stream_name(int stream);
+int pr_stream_from_name(const char *name); /* -1 if unknown */
+const char *pr_cancel_result_name(pr_cancel_result_t r);
+const char *pr_delete_result_name(pr_delete_result_t r);
 int pr_state_terminal(pr_state_t s);
 
 #endif

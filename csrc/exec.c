@@ -27,9 +27,9 @@
 #include "journal.h"
 #include "secrets.h"
 #include "supervisor.h"
+#include "worker.h"
 
 #ifndef SYS_pidfd_send_signal
-#include "worker.h"
 #define SYS_pidfd_send_signal 424
 #endif
 
@@ -181,6 +181,7 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
   }
   pr_ring_write(s->ring, p, n);
   emit_output_marker(x, (int)(s - x->streams));
+  if (x->worker) pr_worker_on_bytes(x, (int)(s - x->streams), p, n); /* worker protocol */
   if (x->eng->rpc) pr_rpc_on_output(x->eng, x, (int)(s - x->streams)); /* RPC subscribers */
   if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
 }
@@ -188,7 +189,6 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
 /* Output delivery is adaptive. The first bytes after a quiet period are
  * signalled to the host at once (a prompt feels instant); bytes that keep
  * arriving within PR_FLOOD_NS of the last signal wait for the 1 ms flush
-  if (x->worker) pr_worker_on_bytes(x, (int)(s - x->streams), p, n); /* worker protocol */
  * timer, so under a flood the host wakes about once a millisecond and takes
  * everything that arrived meanwhile in one event, instead of once per read.
  * Every deferred marker is pushed before its execution's terminal event. */
@@ -336,6 +336,11 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
     if (force && x->state == PR_RUNNING) stop(x, 1);
     return PR_ALREADY_CANCELING;
   }
+  if (x->worker && x->exited && x->verdict < 0) { /* a worker between two processes */
+    decide(x, PR_CANCELED, reason);
+    finish(x);
+    return PR_CANCELING;
+  }
   if (x->exited || x->verdict >= 0) return PR_ALREADY_TERMINAL; /* its exit came first */
   decide(x, PR_CANCELED, reason);
   switch (x->respawning ? PR_STARTING : x->state) {
@@ -343,11 +348,6 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
     pr_queue_remove(&x->runq);
     finish(x);
     break;
-  if (x->worker && x->exited && x->verdict < 0) { /* a worker between two processes */
-    decide(x, PR_CANCELED, reason);
-    finish(x);
-    return PR_CANCELING;
-  }
   case PR_STARTING: /* stopped as soon as the shepherd reports the spawn */
     x->stopping = force ? 2 : 0;
     break;
@@ -466,6 +466,7 @@ void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nf
     transition(x, PR_RUNNING);
   }
   flush_pending_input(x); /* needs state running */
+  if (x->worker) pr_worker_on_spawned(x);
   if (x->verdict == PR_CANCELED) stop(x, x->stopping == 2);
   else if (x->timeout_ms && !again) timer_start(x, x->timeout_ms);
 }
@@ -475,7 +476,6 @@ void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h) {
   if (x == NULL || (x->state != PR_STARTING && !x->respawning)) return;
   x->respawning = 0;
   x->exited = 1; /* no process (a worker's restart failed) */
-  if (x->worker) pr_worker_on_spawned(x);
   decide(x, PR_FAILED, "spawn_error");
   const char *cmd = x->argv && x->argv[0] ? x->argv[0] : "?";
   const char *what = h->b == PR_STAGE_CHDIR ? x->cwd : cmd;
@@ -538,13 +538,6 @@ void pr_exec_on_supervisor_lost(pr_engine_t *e) {
   }
 }
 
-/* ---- the end ------------------------------------------------------------------------ */
-
-static void finish(pr_exec_t *x) {
-  pr_engine_t *e = x->eng;
-  if (x->finished) return;
-  x->finished = 1;
-  int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
 /* ---- workers: one execution, several processes ------------------------------------ */
 
 void pr_exec_park(pr_exec_t *x) {
@@ -595,12 +588,19 @@ void pr_exec_respawn(pr_exec_t *x) {
   }
 }
 
+/* ---- the end ------------------------------------------------------------------------ */
+
+static void finish(pr_exec_t *x) {
+  pr_engine_t *e = x->eng;
+  if (x->finished) return;
+  if (x->worker && pr_worker_on_end(x)) return; /* the worker restarts: still running */
+  x->finished = 1;
+  int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
   if (x->state == PR_RUNNING && !x->released && pr_sup_alive(e)) {
     pr_sup_send(e, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
     x->released = 1;
   }
   for (int i = 0; i < PR_NSTREAM; i++) {
-  if (x->worker && pr_worker_on_end(x)) return; /* the worker restarts: still running */
     if (x->streams[i].ring) {
       flush_stream(&x->streams[i]); /* every output event precedes the terminal one */
       stream_close(&x->streams[i]);
@@ -787,6 +787,8 @@ pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
   r->previous_session = x->previous_session;
   if (x->env_keys && (r->env_keys = malloc(x->env_keys_len))) /* keys only (secrets.h) */
     memcpy(r->env_keys, x->env_keys, r->env_keys_len = x->env_keys_len);
+  r->worker_state = -1;
+  if (x->worker) pr_worker_snapshot(x, r);
   return r;
 }
 
@@ -794,8 +796,6 @@ void pr_exec_release(pr_exec_t *x) {
   x->dead = 1;
   if (x->handles == 0) pr_exec_free(x);
 }
-  r->worker_state = -1;
-  if (x->worker) pr_worker_snapshot(x, r);
 
 void pr_exec_free(pr_exec_t *x) {
   free(x->env_keys);
@@ -814,8 +814,8 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->reason);
   free(x->error);
   free(x->spawn_msg);
+  pr_worker_free(x->worker);
   if (x->pidfd >= 0) close(x->pidfd);
   if (x->pending_in.next) drop_pending_input(x);
   free(x);
 }
-  pr_worker_free(x->worker);

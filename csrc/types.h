@@ -110,13 +110,13 @@ typedef enum {
   PR_CMD_RESUME,
   PR_CMD_CLOSE,
   PR_CMD_CALL,       /* run fn(engine, out) on the engine thread (tests, fuzzing) */
+  PR_CMD_WREQUEST,   /* worker request (async): id = worker, u = rid, a = timeout_ms, data/len owned */
+  PR_CMD_WCANCEL,    /* cancel worker request u (sync) */
+  PR_CMD_WRESTART,   /* restart worker id now (sync) */
 } pr_cmd_type_t;
 
 typedef struct pr_cmd {
   pr_queue_t node;
-  PR_CMD_WREQUEST,   /* worker request (async): id = worker, u = rid, a = timeout_ms, data/len owned */
-  PR_CMD_WCANCEL,    /* cancel worker request u (sync) */
-  PR_CMD_WRESTART,   /* restart worker id now (sync) */
   pr_cmd_type_t type;
   int sync;
   int done;          /* locked by engine->mu */
@@ -159,11 +159,11 @@ struct pr_engine {
   pr_queue_t cmds;
   int loop_done;       /* the engine thread has left its loop */
   uint64_t next_id;    /* ids handed out by pr_engine_start */
+  uint64_t next_rid;   /* worker request ids (worker.c); atomic, any thread */
   /* locked by evmu */
   pthread_mutex_t evmu;
   pr_queue_t events;
   size_t nevents;
-  uint64_t next_rid;   /* worker request ids (worker.c); atomic, any thread */
   int wakefd;          /* eventfd: readable while events is non-empty */
   /* engine thread */
   uv_loop_t loop;
