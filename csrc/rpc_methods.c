@@ -77,7 +77,7 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
   for (int i = 0; i < PR_NSTREAM; i++)
     nstreams += r->has_stream[i];
   uint32_t n = 14 + !!r->label + !!r->reason + !!r->error + (r->exit_code >= 0) + (r->signal > 0) +
-               (r->pid > 0) + !!r->started_at + !!r->ended_at;
+               (r->pid > 0) + !!r->started_at + !!r->ended_at + (r->worker_state >= 0 ? 4 : 0);
   if (msgpack_pack_map(pk, n) || pk_kv_int(pk, "id", (int64_t)r->id) ||
       pk_kv_int(pk, "session", (int64_t)r->session) ||
       (r->label && pk_kv_str(pk, "label", r->label)) ||
@@ -116,6 +116,12 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
   for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
     if (pk_str(pk, r->env_keys + at)) return -1;
   if (pk_kv_bool(pk, "previous_session", r->previous_session)) return -1;
+  if (r->worker_state >= 0 && /* supervised workers: worker.h */
+      (pk_kv_str(pk, "worker_state", pr_worker_state_name(r->worker_state)) ||
+       pk_kv_int(pk, "worker_restarts", r->worker_restarts) ||
+       pk_kv_int(pk, "worker_pending", (int64_t)r->worker_pending) ||
+       pk_kv_int(pk, "worker_stray", (int64_t)r->worker_stray)))
+    return -1;
   /* 14 fixed keys: id session owner cwd cmd pty state created_at duration_ms bytes dropped
    * stdin_open env_keys previous_session + the conditional ones counted above. */
   return 0;
@@ -397,6 +403,9 @@ static const char *const start_keys[] = {"cmd",
                                          "label",
                                          "backpressure",
                                          "kill_on_disconnect",
+                                         "secrets",
+                                         "env_allow",
+                                         "worker",
                                          NULL};
 
 static int spec_bool(req_t *q, const msgpack_object *sp, const char *key, int *out) {
@@ -433,6 +442,93 @@ static int spec_str(req_t *q, const msgpack_object *sp, const char *key, const c
     char w[96];
     snprintf(w, sizeof(w), "field '%s' must be a string without NUL bytes", key);
     return bad(q, 0, "spec", w);
+  }
+  return 0;
+}
+
+/* A map of NAME = value (strings; numbers are written out) as "NAME=value"
+ * strings in the request's zone. Error messages never quote a value: for
+ * `secrets` they are secret. */
+static int kv_list(req_t *q, const msgpack_object *m, const char *field, const char *const **out,
+                   size_t *n_out) {
+  if (m == NULL) return 0;
+  char w[128];
+  snprintf(w, sizeof(w), "'%s' must be a map of NAME = value (names without '=' or NUL)", field);
+  if (m->type != MSGPACK_OBJECT_MAP) return bad(q, 0, "spec", w);
+  uint32_t n = m->via.map.size;
+  const char **kvs = msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *));
+  if (kvs == NULL) return PR_ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
+    char num[32];
+    int err = 0;
+    const char *ks = zstr(q, k, &err), *vs = NULL;
+    if (ks == NULL && err == PR_ENOMEM) return err;
+    int64_t iv;
+    if (is_bytes(v)) {
+      vs = zstr(q, v, &err);
+      if (vs == NULL && err == PR_ENOMEM) return err;
+    } else if (to_int(v, &iv)) {
+      snprintf(num, sizeof(num), "%lld", (long long)iv);
+      vs = num;
+    }
+    if (ks == NULL || vs == NULL || ks[0] == 0 || strchr(ks, '=')) return bad(q, 0, "spec", w);
+    size_t len = strlen(ks) + strlen(vs) + 2;
+    char *kv = msgpack_zone_malloc(q->zone, len);
+    if (kv == NULL) return PR_ENOMEM;
+    snprintf(kv, len, "%s=%s", ks, vs);
+    kvs[i] = kv;
+  }
+  *out = kvs;
+  *n_out = n;
+  return 0;
+}
+
+/* The `worker` field of a start spec: true (every default) or a map like the
+ * Lua core's (doc *proctor-workers*). */
+static int worker_spec(req_t *q, const msgpack_object *w, pr_worker_spec_t *ws) {
+  static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
+  static const char *const restarts[] = {"never", "on-failure", "always", NULL};
+  static const char *const keys[] = {"protocol",   "restart", "max_restarts", "backoff_ms",
+                                     "backoff_max_ms", "healthy_ms", "ready", "max_chunks",
+                                     NULL};
+  memset(ws, 0, sizeof(*ws));
+  ws->max_restarts = -1;
+  ws->restart = PR_WR_ON_FAILURE;
+  if (w->type == MSGPACK_OBJECT_BOOLEAN) return 0;
+  if (w->type != MSGPACK_OBJECT_MAP) return bad(q, 0, "spec", "'worker' must be a map (or true)");
+  for (uint32_t i = 0; i < w->via.map.size; i++) {
+    int known = 0;
+    for (const char *const *k = keys; *k && !known; k++) known = key_is(&w->via.map.ptr[i].key, *k);
+    if (!known) return bad(q, 0, "spec", "unknown key in 'worker'");
+  }
+  const char *p = NULL, *r = NULL;
+  int64_t mr = -1, bo = 0, bmax = 0, healthy = 0, chunks = 0;
+  int rc;
+  if ((rc = spec_str(q, w, "protocol", &p)) || (rc = spec_str(q, w, "restart", &r)) ||
+      (rc = spec_int(q, w, "max_restarts", 1000000, &mr)) ||
+      (rc = spec_int(q, w, "backoff_ms", 3600000, &bo)) ||
+      (rc = spec_int(q, w, "backoff_max_ms", 3600000, &bmax)) ||
+      (rc = spec_int(q, w, "healthy_ms", 86400000, &healthy)) ||
+      (rc = spec_int(q, w, "max_chunks", 1000000, &chunks)))
+    return rc;
+  for (int i = 0; p && protos[i]; i++)
+    if (strcmp(p, protos[i]) == 0) ws->protocol = (pr_worker_protocol_t)i, p = NULL;
+  if (p) return bad(q, 0, "spec", "worker.protocol must be \"jsonl\" or \"msgpack-rpc\"");
+  for (int i = 0; r && restarts[i]; i++)
+    if (strcmp(r, restarts[i]) == 0) ws->restart = (pr_worker_restart_t)i, r = NULL;
+  if (r) return bad(q, 0, "spec", "worker.restart must be \"never\", \"on-failure\" or \"always\"");
+  ws->max_restarts = (int32_t)mr;
+  ws->backoff_ms = (uint32_t)bo;
+  ws->backoff_max_ms = (uint32_t)bmax;
+  ws->healthy_ms = (uint32_t)healthy;
+  ws->max_chunks = (uint32_t)chunks;
+  const msgpack_object *ready = map_get(w, "ready");
+  if (ready) {
+    if (ready->type != MSGPACK_OBJECT_MAP) return bad(q, 0, "spec", "worker.ready must be a map");
+    if ((rc = spec_bool(q, ready, "message", &ws->ready_message)) ||
+        (rc = spec_str(q, ready, "stderr_pattern", &ws->ready_stderr)))
+      return rc;
   }
   return 0;
 }
@@ -479,39 +575,28 @@ static int m_start(req_t *q) {
     return bad(q, 0, "spec",
                "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
   }
-  const msgpack_object *env = map_get(sp, "env");
-  if (env) {
-    if (env->type != MSGPACK_OBJECT_MAP)
-      return bad(q, 0, "spec", "'env' must be a map of NAME = value");
-    uint32_t n = env->via.map.size;
-    const char **ev = q->zone ? msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *)) : NULL;
-    if (ev == NULL) return PR_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-      const msgpack_object *k = &env->via.map.ptr[i].key, *v = &env->via.map.ptr[i].val;
-      char num[32];
-      const char *ks = zstr(q, k, &err), *vs;
-      if (ks == NULL && err == PR_ENOMEM) return err;
-      int64_t iv;
-      if (is_bytes(v)) {
-        vs = zstr(q, v, &err);
-        if (vs == NULL && err == PR_ENOMEM) return err;
-      } else if (to_int(v, &iv)) {
-        snprintf(num, sizeof(num), "%lld", (long long)iv);
-        vs = num;
-      } else {
-        vs = NULL;
-      }
-      if (ks == NULL || vs == NULL || ks[0] == 0 || strchr(ks, '='))
-        return bad(q, 0, "spec",
-                   "'env' names must be non-empty without '=' or NUL; values strings without NUL");
-      size_t len = strlen(ks) + strlen(vs) + 2;
-      char *kv = msgpack_zone_malloc(q->zone, len);
-      if (kv == NULL) return PR_ENOMEM;
-      snprintf(kv, len, "%s=%s", ks, vs);
-      ev[i] = kv;
-    }
-    s.env = ev;
-    s.envc = n;
+  if ((rc = kv_list(q, map_get(sp, "env"), "env", &s.env, &s.envc)) != 0 ||
+      (rc = kv_list(q, map_get(sp, "secrets"), "secrets", &s.secrets, &s.nsecrets)) != 0)
+    return rc;
+  const msgpack_object *allow = map_get(sp, "env_allow");
+  if (allow) {
+    if (allow->type != MSGPACK_OBJECT_ARRAY)
+      return bad(q, 0, "spec", "'env_allow' must be a list of variable names");
+    uint32_t n = allow->via.array.size;
+    const char **names = msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *));
+    if (names == NULL) return PR_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+      if ((names[i] = zstr(q, &allow->via.array.ptr[i], &err)) == NULL || names[i][0] == 0 ||
+          strchr(names[i], '='))
+        return err == PR_ENOMEM ? err : bad(q, 0, "spec", "'env_allow' entries must be names");
+    s.env_allow = names;
+    s.nallow = n;
+  }
+  pr_worker_spec_t ws;
+  const msgpack_object *wk = map_get(sp, "worker");
+  if (wk && !(wk->type == MSGPACK_OBJECT_BOOLEAN && !wk->via.boolean)) {
+    if ((rc = worker_spec(q, wk, &ws)) != 0) return rc;
+    s.worker = &ws;
   }
   s.session = q->c->session;
   s.owner = q->c->name;
@@ -822,6 +907,48 @@ static int m_wait(req_t *q) {
   return PR_RPC_DEFER;
 }
 
+/* worker_request [id, payload, opts?] -> rid. The answer comes later as one
+ * `worker_reply` notification (and `worker_chunk`s before it). */
+static int m_worker_request(req_t *q) {
+  static const char *const keys[] = {"timeout_ms", NULL};
+  uint64_t id;
+  int rc;
+  if ((rc = arg_id(q, 0, &id)) != 0) return rc;
+  const msgpack_object *payload = arg(q, 1), *opts;
+  if (payload == NULL) return bad(q, 1, "payload", "a value expected");
+  if ((rc = arg_map(q, 2, "opts", keys, &opts)) != 0) return rc;
+  int64_t timeout = 0;
+  if (opts && (rc = spec_int(q, opts, "timeout_ms", (int64_t)1 << 50, &timeout)) != 0) return rc;
+  pr_exec_t *x = pr_registry_find(q->e, id, q->c->session);
+  if (x == NULL) return not_found(q, id);
+  if (x->worker == NULL) return fail_id(q, PR_ENOTWORKER, id);
+  size_t n;
+  char *json = pr_wmp_obj_to_json(payload, &n);
+  if (json == NULL) return bad(q, 1, "payload", "a value JSON can hold (maps need string keys)");
+  uint64_t rid = pr_worker_next_rid(q->e);
+  pr_worker_request(q->e, q->c->session, id, rid, json, n, (uint64_t)timeout);
+  free(json);
+  return msgpack_pack_uint64(q->pk, rid) ? PR_ENOMEM : 0;
+}
+
+/* worker_cancel [rid] -> true: the request resolves `canceled` now. */
+static int m_worker_cancel(req_t *q) {
+  uint64_t rid;
+  int rc;
+  if ((rc = arg_id(q, 0, &rid)) != 0) return rc;
+  if ((rc = pr_worker_cancel_request(q->e, q->c->session, rid)) != 0) return fail_id(q, rc, rid);
+  return done_true(q);
+}
+
+/* worker_restart [id] -> true: replace the worker's process now. */
+static int m_worker_restart(req_t *q) {
+  uint64_t id;
+  int rc;
+  if ((rc = arg_id(q, 0, &id)) != 0) return rc;
+  if ((rc = pr_worker_restart(q->e, q->c->session, id)) != 0) return fail_id(q, rc, id);
+  return done_true(q);
+}
+
 static const method_t methods[] = {{"hello", m_hello},
                                    {"start", m_start},
                                    {"get", m_get},
@@ -836,6 +963,9 @@ static const method_t methods[] = {{"hello", m_hello},
                                    {"subscribe", m_subscribe},
                                    {"unsubscribe", m_unsubscribe},
                                    {"wait", m_wait},
+                                   {"worker_request", m_worker_request},
+                                   {"worker_cancel", m_worker_cancel},
+                                   {"worker_restart", m_worker_restart},
                                    {NULL, NULL}};
 
 /* ---- dispatch ----------------------------------------------------------------------- */
@@ -924,6 +1054,9 @@ void pr_rpc_on_worker_chunk(pr_engine_t *e, uint64_t session, uint64_t id, uint6
                             const char *text, size_t len) {
   pr_rpc_conn_t *c = session_conn(e, session);
   if (c == NULL) return;
+  /* A client that does not read must not grow our memory: past the hard send
+   * limit its chunks are dropped (the final worker_reply is always sent). */
+  if (c->out.size >= PR_RPC_SENDQ_HARD) return;
   msgpack_packer *pk = &c->pk;
   size_t mark = c->out.size;
   if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "worker_chunk") ||

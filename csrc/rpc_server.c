@@ -24,6 +24,7 @@
 #include "exec.h"
 #include "registry.h"
 #include "rpc_conn.h"
+#include "worker.h"
 
 /* ---- scheduling -------------------------------------------------------------------- */
 
@@ -118,6 +119,7 @@ void pr_rpc_conn_close(pr_rpc_conn_t *c) {
     pr_exec_t *x = pr_registry_find(srv->e, c->kod[i], c->session);
     if (x) pr_exec_cancel(x, 0, "disconnected");
   }
+  pr_worker_session_closed(srv->e, c->session); /* its requests: dropped, workers told */
   if (!c->virt) {
     if (c->reading) uv_read_stop((uv_stream_t *)&c->pipe);
     c->reading = 0;

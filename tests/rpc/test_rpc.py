@@ -732,6 +732,92 @@ def socket_removed_and_refuses_bad_dirs():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def worker_notes(c, rids, timeout=20):
+    """worker_chunk / worker_reply notifications until every rid in `rids` is answered."""
+    chunks, replies = {}, {}
+    while len(replies) < len(rids):
+        _, name, params = c.next_note(timeout)
+        ev = params[0]
+        if name == "worker_chunk" and ev["rid"] in rids:
+            expect(ev["rid"] not in replies, "a chunk after the reply of %d" % ev["rid"])
+            chunks.setdefault(ev["rid"], []).append(ev["chunk"])
+        elif name == "worker_reply" and ev["rid"] in rids:
+            expect(ev["rid"] not in replies, "two replies for %d" % ev["rid"])
+            replies[ev["rid"]] = ev
+    return chunks, replies
+
+
+@test
+def workers_over_rpc(h):
+    """A supervised worker driven from a client: pipelined requests answered out
+    of order, streamed chunks before the reply, cancel, restart, isolation."""
+    c = Client(h.path)
+    c.request("hello", "agent-w")
+    wid = c.request("start", {"cmd": ["/usr/bin/python3", os.path.join(ROOT, "examples/worker.py"), "--ready"],
+                              "worker": {"protocol": "jsonl", "ready": {"message": True}, "backoff_ms": 50}})
+    rids = [c.request("worker_request", wid, {"op": "echo", "value": k, "ms": (50 - k) % 7})
+            for k in range(50)]
+    _, replies = worker_notes(c, set(rids))
+    for k, rid in enumerate(rids):
+        r = replies[rid]
+        expect(r["ok"] and r["status"] == "ok" and r["result"] == k and r["id"] == wid,
+               "reply of request %d: %r" % (k, r))
+    s = c.request("worker_request", wid, {"op": "stream", "n": 5, "ms": 5, "value": "v"})
+    chunks, replies = worker_notes(c, {s})
+    expect([ch["i"] for ch in chunks.get(s, [])] == list(range(5)), "chunks in order: %r" % chunks.get(s))
+    expect(replies[s]["result"] == {"chunks": 5}, "stream reply %r" % replies[s])
+    slow = c.request("worker_request", wid, {"op": "echo", "value": "late", "ms": 3000})
+    t0 = time.monotonic()
+    expect(c.request("worker_cancel", slow) is True, "worker_cancel")
+    _, replies = worker_notes(c, {slow})
+    expect(replies[slow]["status"] == "canceled" and time.monotonic() - t0 < 1.0, "cancel %r" % replies[slow])
+    expect(rpc_error(c.request, "worker_cancel", slow) == "ENOENT", "cancel of an answered request")
+    expect(c.request("worker_restart", wid) is True, "worker_restart")
+    r2 = c.request("worker_request", wid, {"op": "echo", "value": "after"})
+    _, replies = worker_notes(c, {r2})
+    expect(replies[r2]["result"] == "after", "request after restart %r" % replies[r2])
+    rec = c.request("get", wid)
+    expect(rec.get("worker_state") in ("ready", "busy") and rec.get("worker_restarts", 0) >= 1, "record %r" % rec)
+    # another session sees neither the worker nor its requests
+    b = Client(h.path)
+    expect(rpc_error(b.request, "worker_request", wid, {"op": "echo", "value": 1}) == "ENOENT", "isolation")
+    plain = b.request("start", {"cmd": ["sleep", "5"]})
+    expect(rpc_error(b.request, "worker_request", plain, {}) == "ENOTWORKER", "not a worker")
+    expect(rpc_error(b.request, "start", {"cmd": ["true"], "worker": {"protocol": "xml"}}) == "EINVAL", "bad spec")
+    b.request("cancel", plain)
+    b.close()
+    expect(c.request("cancel", wid) == "canceling", "cancel the worker")
+    c.request("wait", wid, 10000)
+    c.close()
+
+
+@test
+def secrets_and_env_policy_over_rpc(h):
+    """secrets = {...} reach the child's env only and are masked as *** in the
+    output notifications, the ring, and the record; env_allow limits the env."""
+    c = Client(h.path)
+    secret = "s3cr3t-value-42"
+    # whole, inside a line, then split across two writes 0.3 s apart at the very end
+    script = ('printf %s "$TOKEN"; sleep 0.2; printf "\\n[%s]\\n" "$TOKEN"; '
+              'printf %.6s "$TOKEN"; sleep 0.3; printf %s "${TOKEN#??????}"')
+    i = c.request("start", {"cmd": ["sh", "-c", script], "secrets": {"TOKEN": secret}})
+    expect(c.request("subscribe", i) == [i], "subscribe")
+    data, states, _ = collect(c, i)
+    out = data.get("stdout", b"")
+    expect(secret.encode() not in out and b"***" in out, "notifications mask the secret: %r" % out)
+    expect(out == b"***\n[***]\n***", "every occurrence masked, also split at the end: %r" % out)
+    r = c.request("read", i, "stdout")
+    expect(secret.encode() not in r["data"], "read masks the secret")
+    rec = c.request("get", i)
+    expect(secret not in repr(rec) and "TOKEN" in rec["env_keys"], "record: keys only, no value")
+    j = c.request("start", {"cmd": ["/usr/bin/env"], "env_allow": ["PATH"], "env": {"ONE": "1"}})
+    c.request("wait", j, 10000)
+    keys = sorted(l.split(b"=", 1)[0].decode() for l in c.request("read", j, "stdout")["data"].splitlines())
+    expect("PATH" in keys and "ONE" in keys and "HOME" not in keys, "env_allow: %r" % keys)
+    expect(rpc_error(c.request, "start", {"cmd": ["true"], "secrets": {"A": {"x": 1}}}) == "EINVAL", "bad secrets")
+    c.close()
+
+
 def main():
     only = sys.argv[1:]
     failed = 0
