@@ -85,7 +85,7 @@ function M.run(spec)
   local cfg = require("proctor.config").get().run
   local s = {}
   for _, k in ipairs({ "cmd", "cwd", "env", "clear_env", "pty", "cols", "rows", "stdin", "timeout_ms",
-    "kill_grace_ms", "label", "owner", "backpressure" }) do
+    "kill_grace_ms", "label", "owner", "backpressure", "secrets", "env_allow" }) do
     s[k] = spec[k]
   end
   local cbs = {}

@@ -86,7 +86,11 @@ function M.refresh()
     local title = util.title(r)
     if r.label and r.label ~= "" then title = r.label .. ": " .. util.cmd_string(r.cmd) end
     if r.previous_session then title = "(earlier session) " .. title end
-    lines[#lines + 1] = string.format("#%-5d %-10s %-9s %-10s %-8s %-6s %s", r.id, r.state, exit,
+    local state = r.state
+    if r.worker_state and not engine.TERMINAL[r.state] then
+      state = "w:" .. r.worker_state -- a supervised worker: its own state (ready, busy, backoff…)
+    end
+    lines[#lines + 1] = string.format("#%-5d %-10s %-9s %-10s %-8s %-6s %s", r.id, state, exit,
       util.duration(util.elapsed_ms(r)), started, tostring(r.owner or "-"), title:gsub("\n", " "))
     rows[#lines] = r.id
     hl[#lines] = r.state

@@ -38,4 +38,35 @@ return function(test, T, H)
     engine._reset()
     assert(p.setup({ notify = "never" }))
   end)
+
+  test("history: survives a restart of Neovim itself; secrets show as *** in a console", function()
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    local setup = string.format([[require("proctor").setup({ notify = "never",
+      history = { enabled = true, file = %q } })]], dir .. "/h.mpk")
+    local a = H.child()
+    a.lua(setup)
+    local id = a.lua([[
+      local ex = require("proctor").run({ cmd = "printf 'token=%s\n' \"$TOKEN\"; printf 'done\n'",
+        secrets = { TOKEN = "hunter2-very-secret" }, label = "first-nvim" })
+      ex:open()
+      _G.ex = ex
+      return ex.id
+    ]])
+    a.wait(10000, "_G.has_line(vim.api.nvim_get_current_buf(), '^%[proctor%] completed')", "console final line")
+    local console = table.concat(a.lua("return _G.lines(vim.api.nvim_get_current_buf())"), "\n")
+    T.match(console, "token=%*%*%*")
+    T.ok(not console:find("hunter2", 1, true), "the secret is in the console: " .. console)
+    vim.rpcnotify(a.job, "nvim_command", "qa!") -- the child exits: no answer comes
+    vim.wait(5000, function() return vim.fn.jobwait({ a.job }, 0)[1] ~= -1 end, 20)
+    local b = H.child()
+    b.lua(setup)
+    local rec = b.lua("return require('proctor').record(...)", id)
+    T.ok(rec, "the first Neovim's execution is not in the second's history")
+    T.eq(rec.label, "first-nvim")
+    T.eq(rec.previous_session, true)
+    local out = b.lua("return (require('proctor.engine').current():read(...))", id, "stdout", 0, 4096)
+    T.eq(out, "token=***\ndone\n")
+    b.stop()
+  end)
 end
