@@ -209,7 +209,10 @@ def pynvim_session_layer(h):
     s.error_wrapper = lambda err: RuntimeError("%s: %s" % (err[0], err[1]))  # what pynvim.Nvim sets
     try:
         expect(s.request("hello", "pynvim")["name"] == "pynvim", "hello")
-        i = s.request("start", {"cmd": ["sh", "-c", "read a; echo got:$a; exit 7"], "stdin": True})
+        # `read b` waits for the EOF that close_stdin sends, so the exit cannot
+        # race ahead of close_stdin (which answers ENOTRUNNING after an exit).
+        i = s.request("start", {"cmd": ["sh", "-c", "read a; read b; echo got:$a; exit 7"],
+                                "stdin": True})
         s.request("subscribe", [i])
         s.request("input", i, b"xyz\n")
         s.request("close_stdin", i)
