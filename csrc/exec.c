@@ -299,6 +299,19 @@ static void on_timer(uv_timer_t *t) {
   pr_exec_t *x = (pr_exec_t *)t->data;
   if (x->finished) return;
   if (x->exited) { /* drain deadline: whatever still holds a pipe open is cut off */
+    /* ... except a stream paused by back-pressure: the bytes still in its
+     * pipe are owed to a consumer that asked to keep everything, so it is
+     * the consumer's pace that ends it. Time spent paused does not count
+     * against the drain cap (that cap is for grandchildren holding a pipe). */
+    uint64_t now = uv_now(&x->eng->loop);
+    for (int i = 0; i < PR_NSTREAM; i++) {
+      if (x->streams[i].open && x->streams[i].paused) {
+        uint64_t cap = (uint64_t)x->eng->opts.drain_ms * 10;
+        x->drain_deadline = now + (cap > 5000 ? cap : 5000);
+        timer_start(x, x->eng->opts.drain_ms);
+        return;
+      }
+    }
     for (int i = 0; i < PR_NSTREAM; i++)
       if (x->streams[i].ring) stream_close(&x->streams[i]);
     maybe_finish(x);

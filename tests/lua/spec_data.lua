@@ -92,6 +92,21 @@ return function(T, ctx)
     eng:close()
   end)
 
+  test("back-pressure keeps what is still in the pipe after the exit, however late the consumer", function()
+    -- The leader exits with bytes still in its (paused) pipe; nobody polls for
+    -- longer than the drain time. Those bytes must still all arrive.
+    local eng = assert(core.new{ output_limit = 65536, drain_ms = 200 })
+    local id = assert(eng:start{ cmd = { "head", "-c", "120000", "/dev/zero" }, backpressure = true })
+    U.sleep(1500)
+    local r = U.collect(eng, { id }, 30000)[id]
+    T.eq(#r.out.stdout, 120000, "bytes delivered")
+    for _, ev in ipairs(r.events) do if ev.type == "output" then T.eq(ev.missed, 0) end end
+    local rec = eng:get(id)
+    T.eq(rec.state, "completed")
+    T.eq(rec.bytes.stdout, 120000, "bytes counted in the record")
+    eng:close()
+  end)
+
   test("poll with max_bytes delivers only the tail and counts the rest as missed", function()
     local eng = assert(core.new{})
     local id = assert(eng:start{ cmd = { "sh", "-c", "seq 1 100000" } })
