@@ -7,6 +7,10 @@
 -- wall_ms runs from the first start until every exit is seen and every
 -- buffer shows its last line ("lost" if that takes more than 30 s after the
 -- last exit); rss_kib is Neovim's peak RSS.
+-- A proctor console renders only while a window shows it (hidden consoles
+-- park their bounded backlog), so for the proctor variant each console is
+-- shown in the window in turn after the exits, and the time it takes until
+-- each one displays its true last line is part of wall_ms.
 --   jobstart_bufs   jobstart, each on_stdout chunk appended to its own buffer
 --   core_open_term  INTERIM, not the proctor layer: proctor.core events fed
 --                   into one nvim_open_term buffer per execution
@@ -100,6 +104,11 @@ lib.nvim_main(function(finish)
     if n_exited < N then return end
     local exit_ms = lib.now_ms() - t0
     local function all_shown()
+      -- Proctor consoles: show the first pending one that no window shows yet.
+      if VARIANT == "proctor" and pending[1] and api.nvim_buf_is_valid(pending[1])
+          and #vim.fn.win_findbuf(pending[1]) == 0 then
+        api.nvim_win_set_buf(0, pending[1])
+      end
       for i = #pending, 1, -1 do
         if pending[i] and api.nvim_buf_is_valid(pending[i]) and shows_last(pending[i]) then
           table.remove(pending, i)
