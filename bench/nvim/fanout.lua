@@ -4,13 +4,20 @@
 --   BENCH_N        how many at once (200)
 --   BENCH_BYTES    per execution (1 MiB)
 --
--- wall_ms runs from the first start until every exit is seen and every
--- buffer shows its last line ("lost" if that takes more than 30 s after the
--- last exit); rss_kib is Neovim's peak RSS.
--- A proctor console renders only while a window shows it (hidden consoles
--- park their bounded backlog), so for the proctor variant each console is
--- shown in the window in turn after the exits, and the time it takes until
--- each one displays its true last line is part of wall_ms.
+-- Two phases, each timed:
+--   1. fan-out (the target): from the first start until every exit is seen and
+--      every buffer is ready to show its true last line. wall_ms ends there and
+--      rss_kib is Neovim's peak RSS at that moment. During the run the window
+--      shows the first buffer (a user watching one of them).
+--      A plain buffer is ready when it holds the last line. A proctor console
+--      renders only while a window shows it (a hidden one parks the bounded
+--      tail it will render when shown), so it is ready when the execution's end
+--      is known and its backlog (or, for the shown one, its buffer) ends with
+--      the true last line.
+--   2. show each in turn (a check, and its cost): every buffer is put in the
+--      window one after another until it displays its true last line; show_ms
+--      is that phase's time, show_rss_kib the peak RSS at the end. A buffer
+--      that does not display its last line within 30 s counts as lost.
 --   jobstart_bufs   jobstart, each on_stdout chunk appended to its own buffer
 --   core_open_term  INTERIM, not the proctor layer: proctor.core events fed
 --                   into one nvim_open_term buffer per execution
@@ -42,9 +49,10 @@ end
 
 local variants = {}
 
-function variants.jobstart_bufs(exited)
+function variants.jobstart_bufs(exited, started)
   for _ = 1, N do
     local buf = api.nvim_create_buf(true, true)
+    started(buf)
     vim.fn.jobstart(CMD, {
       on_stdout = function(_, data)
         local n = api.nvim_buf_line_count(buf)
@@ -58,7 +66,7 @@ function variants.jobstart_bufs(exited)
   end
 end
 
-function variants.core_open_term(exited)
+function variants.core_open_term(exited, started)
   local chans, bufs, missed = {}, {}, 0
   local eng
   eng = lib.nvim_engine({}, function(evs)
@@ -75,10 +83,11 @@ function variants.core_open_term(exited)
     local buf = api.nvim_create_buf(true, true)
     local id = eng:start({ cmd = CMD })
     bufs[id], chans[id] = buf, api.nvim_open_term(buf, {})
+    started(buf)
   end
 end
 
-function variants.proctor(exited)
+function variants.proctor(exited, started)
   local proctor = require("proctor")
   proctor.setup({ notify = "never" })
   local console = require("proctor.console")
@@ -91,42 +100,72 @@ function variants.proctor(exited)
         exited(console.get(ex.id).buf, rec.dropped and rec.dropped.stdout or 0)
       end,
     }))
+    started(console.get(ex.id).buf)
   end
+end
+
+-- The proctor console of the execution shown in `buf` holds its true tail.
+local function console_ready(buf)
+  local console = require("proctor.console")
+  local c = console.get(console.id_of_buf(buf))
+  if not c or not c.ended or (c.next.stdout or 0) < LINES * 80 then return false end
+  if c.n == 0 then return shows_last(buf) end
+  local tail, k = "", #c.chunks
+  while #tail < #LAST + 1 and k >= 1 do
+    tail = c.chunks[k] .. tail
+    k = k - 1
+  end
+  return tail:sub(-(#LAST + 1)) == LAST .. "\n"
 end
 
 lib.nvim_main(function(finish)
   local t0 = lib.now_ms()
-  local pending, n_exited, missed_total = {}, 0, 0
+  local bufs, n_exited, missed_total, first = {}, 0, 0, true
   local function exited(buf, missed)
     n_exited = n_exited + 1
     missed_total = math.max(missed_total, missed or 0)
-    pending[#pending + 1] = buf
+    bufs[#bufs + 1] = buf
     if n_exited < N then return end
     local exit_ms = lib.now_ms() - t0
-    local function all_shown()
-      -- Proctor consoles: show the first pending one that no window shows yet.
-      if VARIANT == "proctor" and pending[1] and api.nvim_buf_is_valid(pending[1])
-          and #vim.fn.win_findbuf(pending[1]) == 0 then
-        api.nvim_win_set_buf(0, pending[1])
+    local ready = VARIANT == "proctor" and console_ready or shows_last
+    local wall_ms, rss_kib
+    -- Phase 2: show each buffer in the window in turn.
+    local function show_all()
+      local t1 = lib.now_ms()
+      local pending = vim.list_extend({}, bufs)
+      local function done(lost)
+        finish({ variant = VARIANT, n = N, bytes = LINES * 80, exit_ms = exit_ms,
+          wall_ms = wall_ms, rss_kib = rss_kib, show_ms = lib.now_ms() - t1,
+          total_ms = lib.now_ms() - t0,
+          show_rss_kib = lib.mem().VmHWM, not_shown = lost, missed_bytes = missed_total,
+          lost = lost > 0 or missed_total > 0 })
       end
-      for i = #pending, 1, -1 do
-        if pending[i] and api.nvim_buf_is_valid(pending[i]) and shows_last(pending[i]) then
-          table.remove(pending, i)
+      lib.wait_until(1, 30000, function()
+        while pending[1] and api.nvim_buf_is_valid(pending[1]) and shows_last(pending[1]) do
+          table.remove(pending, 1)
         end
+        if not pending[1] then done(0) return true end
+        if api.nvim_win_get_buf(0) ~= pending[1] then api.nvim_win_set_buf(0, pending[1]) end
+        return false
+      end, function()
+        done(#pending)
+      end)
+    end
+    -- Phase 1 ends when every buffer is ready.
+    lib.wait_until(1, 30000, function()
+      for _, b in ipairs(bufs) do
+        if not (api.nvim_buf_is_valid(b) and ready(b)) then return false end
       end
-      return #pending == 0
-    end
-    local function done(lost)
-      finish({ variant = VARIANT, n = N, bytes = LINES * 80, exit_ms = exit_ms,
-        wall_ms = lib.now_ms() - t0, not_shown = lost, missed_bytes = missed_total,
-        lost = lost > 0 or missed_total > 0 })
-    end
-    lib.wait_until(5, 30000, function()
-      if all_shown() then done(0) return true end
-      return false
+      wall_ms, rss_kib = lib.now_ms() - t0, lib.mem().VmHWM
+      show_all()
+      return true
     end, function()
-      done(#pending)
+      wall_ms, rss_kib = lib.now_ms() - t0, lib.mem().VmHWM
+      show_all()
     end)
   end
-  assert(variants[VARIANT], "unknown variant " .. VARIANT)(exited)
+  local function started(buf)
+    if first then api.nvim_win_set_buf(0, buf) first = false end
+  end
+  assert(variants[VARIANT], "unknown variant " .. VARIANT)(exited, started)
 end)

@@ -240,8 +240,10 @@ function H.create(eng, rec)
     buffer = buf,
     callback = function()
       H.set_bar(api.nvim_get_current_win())
-      if c.parked then -- shown again: render what waited
+      if c.parked then -- shown again: render what waited (its tail)
         c.parked = false
+        local tail = require("proctor.config").get().console.tail_bytes
+        if c.n > tail then H.trim(c, tail) end
         H.mark(c)
       end
     end,
@@ -285,37 +287,45 @@ function H.keymaps(c)
     "proctor: plain-text view of the output")
 end
 
--- Append `data` to the backlog; past backlog_limit keep only the tail.
+-- Append `data` to the backlog; past backlog_limit keep only the tail. A
+-- parked console (no window shows it) keeps at most twice tail_bytes: that is
+-- all it will render when shown, so 200 hidden consoles cost 200 small tails.
 function H.enqueue(c, data)
   local chunks = c.chunks
   chunks[#chunks + 1] = data
   c.n = c.n + #data
   local cfg = require("proctor.config").get().console
-  if c.n > cfg.backlog_limit then
-    local keep = cfg.tail_bytes
-    local drop = c.n - keep
-    local i = 1
-    while i <= #chunks and #chunks[i] <= drop do
-      drop = drop - #chunks[i]
-      c.skipped = c.skipped + #chunks[i]
-      c.n = c.n - #chunks[i]
-      i = i + 1
-    end
-    local rest = {}
-    for j = i, #chunks do rest[#rest + 1] = chunks[j] end
-    if drop > 0 and rest[1] then
-      -- Cut the head chunk, then start at the next line so no escape sequence
-      -- or UTF-8 character is cut in half (when a newline is near).
-      local head = rest[1]
-      local nl = head:find("\n", drop + 1, true)
-      if nl and nl - drop <= 4096 then drop = nl end
-      rest[1] = head:sub(drop + 1)
-      c.skipped = c.skipped + drop
-      c.n = c.n - drop
-    end
-    c.chunks = rest
-  end
+  local limit = cfg.backlog_limit
+  if c.parked then limit = math.min(limit, 2 * cfg.tail_bytes) end
+  if c.n > limit then H.trim(c, cfg.tail_bytes) end
   H.mark(c)
+end
+
+-- Drop the head of the backlog so that about `keep` bytes remain, counting the
+-- dropped bytes as skipped.
+function H.trim(c, keep)
+  local chunks = c.chunks
+  local drop = c.n - keep
+  local i = 1
+  while i <= #chunks and #chunks[i] <= drop do
+    drop = drop - #chunks[i]
+    c.skipped = c.skipped + #chunks[i]
+    c.n = c.n - #chunks[i]
+    i = i + 1
+  end
+  local rest = {}
+  for j = i, #chunks do rest[#rest + 1] = chunks[j] end
+  if drop > 0 and rest[1] then
+    -- Cut the head chunk, then start at the next line so no escape sequence
+    -- or UTF-8 character is cut in half (when a newline is near).
+    local head = rest[1]
+    local nl = head:find("\n", drop + 1, true)
+    if nl and nl - drop <= 4096 then drop = nl end
+    rest[1] = head:sub(drop + 1)
+    c.skipped = c.skipped + drop
+    c.n = c.n - drop
+  end
+  c.chunks = rest
 end
 
 function H.mark(c)

@@ -67,6 +67,49 @@ return function(test, T, H)
     T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
   end)
 
+  test("a hidden console parks a bounded tail and shows the true end when opened", function()
+    close_others()
+    local console = require("proctor.console")
+    local cfg = require("proctor.config").get().console
+    -- A visible console would keep up to 8 MiB; a parked one at most twice the
+    -- 16 KiB tail. About 1.3 MB are printed.
+    local saved = { cfg.backlog_limit, cfg.tail_bytes }
+    cfg.backlog_limit, cfg.tail_bytes = 8 * 2 ^ 20, 16384
+    local ok, err = pcall(function()
+      local ex = p.run({ cmd = "seq 1 200000; echo last-line", open = { open = "none" } })
+      local c = console.get(ex.id)
+      T.ok(c, "run{} with open = none still creates the console")
+      ex:wait(10000)
+      H.wait(3000, function() return c.ended ~= nil and (c.next.stdout or 0) >= 1288895 + 10 end, "all output seen")
+      T.eq(#vim.fn.win_findbuf(c.buf), 0, "hidden")
+      T.ok(c.parked, "parked")
+      T.ok(c.n <= 2 * cfg.tail_bytes, "parked backlog is bounded: " .. c.n)
+      T.ok(not H.has_line(c.buf, "last%-line"), "nothing rendered while hidden")
+      local buf = ex:open()
+      T.eq(buf, c.buf, "same buffer")
+      local final = H.wait_final(buf, 5000)
+      T.match(final, "completed: exit 0")
+      local l = body(buf)
+      T.eq(l[#l], "last-line")
+      -- a skipped line, then a contiguous tail of the numbers up to 200000
+      local skip
+      for i, line in ipairs(l) do
+        if line:find("^%[proctor%] … skipped %d+ bytes") then skip = i end
+      end
+      T.ok(skip, "the skipped-bytes line is shown")
+      local first = tonumber(l[skip + 1])
+      T.ok(first and first > 100000, "the tail starts late: " .. tostring(l[skip + 1]))
+      for i = skip + 1, #l - 1 do
+        if tonumber(l[i]) ~= first + (i - skip - 1) then error("line " .. i .. " is " .. l[i]) end
+      end
+      T.eq(tonumber(l[#l - 1]), 200000)
+      -- at most tail_bytes (plus the line it starts on) were rendered
+      T.ok((#l - skip - 1) * 7 <= cfg.tail_bytes + 4096, "rendered lines: " .. (#l - skip - 1))
+    end)
+    cfg.backlog_limit, cfg.tail_bytes = saved[1], saved[2]
+    if not ok then error(err, 0) end
+  end)
+
   test("console: winbar/statusline shows id, label, state, elapsed, exit", function()
     close_others()
     local ex = p.run({ cmd = "sleep 0.3; exit 2", label = "barred" })
