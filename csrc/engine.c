@@ -153,7 +153,7 @@ static void run_list(pr_engine_t *e, pr_cmd_t *c) {
     pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
     if (c->session && x->session != c->session) continue;
     if (c->a >= 0 && (int64_t)x->state != c->a) continue;
-    pr_record_t *r = pr_exec_snapshot(x);
+    pr_record_t *r = pr_exec_snapshot_brief(x);
     if (r == NULL) {
       pr_records_free(v, n);
       c->rc = PR_ENOMEM;

@@ -140,6 +140,7 @@ typedef struct {
   char *env_keys;                    /* keys of the child's environment, each NUL-terminated */
   size_t env_keys_len;               /* bytes in env_keys (0: none known) */
   int previous_session;              /* loaded from the history file of an earlier engine */
+  int brief;                         /* a list entry: env_keys left out (get has them) */
 } pr_record_t;
 
 typedef enum { PR_EV_STATE = 1, PR_EV_OUTPUT, PR_EV_WORKER, PR_EV_CHUNK, PR_EV_REPLY } pr_event_type_t;

@@ -764,7 +764,7 @@ int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
 
 /* ---- records ---------------------------------------------------------------------------- */
 
-pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
+static pr_record_t *snapshot(const pr_exec_t *x, int brief) {
   pr_record_t *r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
   r->id = x->id;
@@ -798,12 +798,17 @@ pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
   }
   r->stdin_open = x->in_open && !x->in_closing;
   r->previous_session = x->previous_session;
-  if (x->env_keys && (r->env_keys = malloc(x->env_keys_len))) /* keys only (secrets.h) */
+  r->brief = brief;
+  if (!brief && x->env_keys && (r->env_keys = malloc(x->env_keys_len))) /* keys only (secrets.h) */
     memcpy(r->env_keys, x->env_keys, r->env_keys_len = x->env_keys_len);
   r->worker_state = -1;
   if (x->worker) pr_worker_snapshot(x, r);
   return r;
 }
+
+pr_record_t *pr_exec_snapshot(const pr_exec_t *x) { return snapshot(x, 0); }
+
+pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x) { return snapshot(x, 1); }
 
 void pr_exec_release(pr_exec_t *x) {
   x->dead = 1;

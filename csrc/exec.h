@@ -58,8 +58,11 @@ void pr_exec_park(pr_exec_t *x);
  * ends it like an exit (finish, so pr_worker_on_end decides again). */
 void pr_exec_respawn(pr_exec_t *x);
 
-/* pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM). */
+/* pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM).
+ * pr_exec_snapshot_brief: the same for a list, without env_keys (`brief` set):
+ * listing 1000 executions must not copy and push 1000 environments. */
 pr_record_t *pr_exec_snapshot(const pr_exec_t *x);
+pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x);
 
 /* pr_exec_release: drop a dead execution once its handles are closed. Called
  * by the registry when it forgets `x`. */

@@ -206,15 +206,20 @@ static void push_record(lua_State *L, const pr_record_t *r) {
 
 static void push_worker_event(lua_State *L, const pr_event_t *ev);
 
-/* The record's env_keys list (keys only) and previous_session flag. */
+/* The record's env_keys list (keys only; not in a list entry) and
+ * previous_session flag. */
 static void push_env_keys(lua_State *L, const pr_record_t *r) {
-  lua_newtable(L);
-  int i = 0;
-  for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) {
-    lua_pushstring(L, r->env_keys + at);
-    lua_rawseti(L, -2, ++i);
+  if (!r->brief) {
+    lua_newtable(L);
+    int i = 0;
+    for (size_t at = 0; at < r->env_keys_len;) {
+      size_t len = strlen(r->env_keys + at);
+      lua_pushlstring(L, r->env_keys + at, len);
+      lua_rawseti(L, -2, ++i);
+      at += len + 1;
+    }
+    lua_setfield(L, -2, "env_keys");
   }
-  lua_setfield(L, -2, "env_keys");
   lua_pushboolean(L, r->previous_session);
   lua_setfield(L, -2, "previous_session");
 }

@@ -76,7 +76,7 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
   int nstreams = 0;
   for (int i = 0; i < PR_NSTREAM; i++)
     nstreams += r->has_stream[i];
-  uint32_t n = 14 + !!r->label + !!r->reason + !!r->error + (r->exit_code >= 0) + (r->signal > 0) +
+  uint32_t n = 14 - !!r->brief + !!r->label + !!r->reason + !!r->error + (r->exit_code >= 0) + (r->signal > 0) +
                (r->pid > 0) + !!r->started_at + !!r->ended_at + (r->worker_state >= 0 ? 4 : 0);
   if (msgpack_pack_map(pk, n) || pk_kv_int(pk, "id", (int64_t)r->id) ||
       pk_kv_int(pk, "session", (int64_t)r->session) ||
@@ -110,10 +110,10 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
         return -1;
   }
   if (pk_kv_bool(pk, "stdin_open", r->stdin_open)) return -1;
-  size_t nkeys = 0; /* env_keys (keys only) and previous_session: history.h, secrets.h */
+  size_t nkeys = 0; /* env_keys (keys only; not in a list entry): history.h, secrets.h */
   for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) nkeys++;
-  if (pk_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys)) return -1;
-  for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
+  if (!r->brief && (pk_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys))) return -1;
+  for (size_t at = 0; !r->brief && at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
     if (pk_str(pk, r->env_keys + at)) return -1;
   if (pk_kv_bool(pk, "previous_session", r->previous_session)) return -1;
   if (r->worker_state >= 0 && /* supervised workers: worker.h */
@@ -123,7 +123,8 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
        pk_kv_int(pk, "worker_stray", (int64_t)r->worker_stray)))
     return -1;
   /* 14 fixed keys: id session owner cwd cmd pty state created_at duration_ms bytes dropped
-   * stdin_open env_keys previous_session + the conditional ones counted above. */
+   * stdin_open env_keys (not when brief) previous_session + the conditional ones counted
+   * above. */
   return 0;
 }
 

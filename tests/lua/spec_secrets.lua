@@ -124,6 +124,10 @@ return function(T, opts)
     local rk = eng:get(id).env_keys
     table.sort(rk)
     T.eq(table.concat(rk, ","), "A,HOME,PATH,PROCTOR_EXECUTION_ID,PROCTOR_JOB,S", "the record lists the keys")
+    local entry = eng:list()[#eng:list()]
+    T.eq(entry.id, id)
+    T.eq(entry.env_keys, nil, "list entries leave env_keys out (get has them)")
+    T.eq(entry.previous_session, false, "the rest of the record is there")
     -- an empty list inherits nothing
     env = child_env(eng, { env_allow = {} })
     T.eq(keys(env), "PROCTOR_EXECUTION_ID,PROCTOR_JOB")

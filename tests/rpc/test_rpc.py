@@ -813,6 +813,9 @@ def secrets_and_env_policy_over_rpc(h):
     expect(secret.encode() not in r["data"], "read masks the secret")
     rec = c.request("get", i)
     expect(secret not in repr(rec) and "TOKEN" in rec["env_keys"], "record: keys only, no value")
+    entry = [r for r in c.request("list") if r["id"] == i][0]
+    expect("env_keys" not in entry and entry["state"] == rec["state"],
+           "list entries leave env_keys out (get has them): %r" % sorted(entry))
     j = c.request("start", {"cmd": ["/usr/bin/env"], "env_allow": ["PATH"], "env": {"ONE": "1"}})
     c.request("wait", j, 10000)
     keys = sorted(l.split(b"=", 1)[0].decode() for l in c.request("read", j, "stdout")["data"].splitlines())
