@@ -126,9 +126,18 @@ static void stream_close(pr_stream_t *s) {
   if (s->exec->secrets && !s->eof) got_bytes(s, NULL, 0); /* secrets.c: release held-back bytes */
   if (s->open) {
     s->open = 0;
-    if (is_pty(s)) uv_poll_stop(&s->h.poll);
-    else uv_read_stop((uv_stream_t *)&s->h.pipe);
-    close_handle(s->exec, (uv_handle_t *)&s->h);
+    if (is_pty(s)) {
+      /* A poll handle does not own its fd: close the pty master ourselves,
+       * after uv_close has taken it out of the loop's epoll set. */
+      uv_os_fd_t fd = -1;
+      uv_fileno((uv_handle_t *)&s->h.poll, &fd);
+      uv_poll_stop(&s->h.poll);
+      close_handle(s->exec, (uv_handle_t *)&s->h);
+      if (fd >= 0) close(fd);
+    } else {
+      uv_read_stop((uv_stream_t *)&s->h.pipe);
+      close_handle(s->exec, (uv_handle_t *)&s->h);
+    }
   }
   s->eof = 1;
   if (is_pty(s)) s->exec->in_open = 0; /* the terminal is gone: no more input */

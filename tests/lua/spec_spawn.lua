@@ -1,0 +1,101 @@
+-- spec_spawn.lua — what a child starts with. The shepherd starts children with
+-- clone(CLONE_VM | CLONE_VFORK) on a stack of its own (csrc/shepherd.c): these
+-- show the child gets its own PATH, signal state and descriptors, and that
+-- nothing it does leaks back into the shepherd or the next child.
+local U = require("util")
+local core = U.core
+
+return function(T, ctx)
+  local P = ctx and ctx.nvim and "nvim: " or ""
+  local function test(name, fn) T.test(P .. "spawn: " .. name, fn) end
+
+  test("the child's PATH finds its program; the next child uses the host's PATH again", function()
+    local eng = assert(core.new{})
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/proctor-only-here", "w"))
+    f:write("#!/bin/sh\necho found-in-child-path\n")
+    f:close()
+    assert(os.execute("chmod 755 " .. dir .. "/proctor-only-here"))
+    local r = U.run(eng, { cmd = { "proctor-only-here" }, env = { PATH = dir .. ":/usr/bin:/bin" } })
+    T.eq(r.final.state, "completed", tostring(r.final.error))
+    T.eq(r.out.stdout, "found-in-child-path\n")
+    r = U.run(eng, { cmd = { "proctor-only-here" } })
+    T.eq(r.final.reason, "spawn_error", "the shepherd's own environment was not changed")
+    T.match(r.final.error, "No such file")
+    r = U.run(eng, { cmd = { "sh", "-c", "echo $PATH" } })
+    T.eq(r.out.stdout, os.getenv("PATH") .. "\n")
+    os.execute("rm -rf " .. dir)
+    eng:close()
+  end)
+
+  test("children start with default signal dispositions and an empty signal mask", function()
+    local eng = assert(core.new{})
+    for _, pty in ipairs({ false, true }) do
+      local r = U.run(eng, { cmd = { "sh", "-c", "exec cat /proc/self/status" }, pty = pty })
+      local out = r.out.stdout or r.out.pty
+      T.match(out, "SigBlk:%s+0000000000000000", "mask, pty=" .. tostring(pty))
+      -- SIGPIPE, and glibc's internal 32 and 33 that posix_spawn leaves ignored
+      T.match(out, "SigIgn:%s+0000000000000000", "ignored, pty=" .. tostring(pty))
+      T.match(out, "SigCgt:%s+0000000000000000", "caught, pty=" .. tostring(pty))
+    end
+    eng:close()
+  end)
+
+  test("300 children of every kind in a burst each get their own descriptors and session", function()
+    local eng = assert(core.new{ max_running = 40 })
+    local ids, want = {}, {}
+    for i = 1, 300 do
+      local kind = i % 3
+      local spec
+      if kind == 0 then
+        spec = { cmd = { "sh", "-c", "echo n" .. i .. " $(ls /proc/self/fd | wc -l) $(ps -o sid= -p $$ | tr -d ' ')=$$" } }
+      elseif kind == 1 then
+        spec = { cmd = { "sh", "-c", "read x; echo $x $(ps -o sid= -p $$ | tr -d ' ')=$$" }, stdin = true }
+      else
+        spec = { cmd = { "sh", "-c", "echo n" .. i .. " $(tty | cut -c1-8) $(ps -o sid= -p $$ | tr -d ' ')=$$" }, pty = true }
+      end
+      ids[i] = assert(eng:start(spec))
+      if kind == 1 then assert(eng:input(ids[i], "n" .. i .. "\n")) end
+      want[ids[i]] = { i = i, kind = kind }
+    end
+    local res = U.collect(eng, ids, 60000)
+    for _, id in ipairs(ids) do
+      local w, r = want[id], res[id]
+      T.eq(r.final.state, "completed", "#" .. w.i .. ": " .. tostring(r.final.error))
+      local out = (r.out.stdout or r.out.pty or ""):gsub("\r", "")
+      local sid, pid = out:match("(%d+)=(%d+)\n$")
+      T.ok(sid and sid == pid, "#" .. w.i .. " leads its own session: " .. out)
+      T.eq(out:match("^(n%d+)"), "n" .. w.i, "its own output")
+      -- ls itself opens its directory: 0, 1, 2 and that one (plus the pipe of $(...))
+      if w.kind == 0 then T.match(out, "^n%d+ [45] ", "only 0, 1, 2 inherited: " .. out) end
+      if w.kind == 2 then T.match(out, "^n%d+ /dev/pts ", "the pty is its terminal: " .. out) end
+    end
+    eng:close()
+  end)
+
+  test("finished executions of every kind leave no descriptor open in the host", function()
+    local pid = io.open("/proc/self/stat"):read("l"):match("^(%d+)")
+    local function fds()
+      collectgarbage() -- engines of earlier tests that nothing references close now
+      collectgarbage()
+      local p = io.popen("ls /proc/" .. pid .. "/fd")
+      local n = 0
+      for _ in p:lines() do n = n + 1 end
+      p:close()
+      return n
+    end
+    local eng = assert(core.new{ max_running = 20 })
+    U.run(eng, { cmd = { "true" }, pty = true }) -- the shepherd and its socket exist now
+    local before = fds()
+    local ids = {}
+    for i = 1, 60 do
+      local kind = i % 3
+      ids[i] = assert(eng:start{ cmd = { "sh", "-c", "echo x" }, pty = kind == 0, stdin = kind == 1 })
+    end
+    U.collect(eng, ids, 30000)
+    T.eq(fds(), before, "descriptors in the host after 60 executions (20 of them pty)")
+    eng:close()
+  end)
+end
