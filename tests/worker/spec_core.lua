@@ -189,8 +189,14 @@ T.test("worker killed mid-request: pending fail worker_exited, restart with back
       if ev.worker_state == "ready" and t_backoff then t_ready = now_ms() end
     end,
   }
-  drain_for(eng, h, 100)
-  local f = io.open(pidf); local pid = f:read("a"); f:close()
+  -- Without a ready message a worker is ready once it runs; python3 writes
+  -- its pid a little later (more than 100 ms on a loaded machine).
+  local pid
+  pump(eng, h, function()
+    local f = io.open(pidf); pid = f:read("a"); f:close()
+    return pid:match("^%d+$") ~= nil
+  end, 5000)
+  drain_for(eng, h, 50)
   local t_kill = now_ms()
   os.execute("kill -9 " .. pid)
   pump(eng, h, function() return rep[p1] and rep[p2] end, 3000)
