@@ -39,12 +39,7 @@ typedef struct {
   int fd;
 } conn_t;
 
-static char last_error[256];
-
-const char *pr_sup_last_error(const pr_engine_t *e) {
-  (void)e;
-  return last_error;
-}
+const char *pr_sup_last_error(const pr_engine_t *e) { return e->sup.last_error; }
 
 /* The directory of the shared object (or program) that contains this code. */
 static char *self_dir(void) {
@@ -60,6 +55,7 @@ static char *self_dir(void) {
 int pr_sup_init(pr_engine_t *e) {
   pr_supervisor_t *s = &e->sup;
   s->fd = -1;
+  s->last_error[0] = 0;
   pr_queue_init(&s->sendq);
   s->recvbuf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (s->recvbuf == NULL) return PR_ENOMEM;
@@ -193,7 +189,7 @@ int pr_sup_ensure(pr_engine_t *e) {
   int fa_ok = 0, attr_ok = 0;
   conn_t *c = NULL;
   if (access(s->path, X_OK) != 0) {
-    snprintf(last_error, sizeof(last_error), "%s: %s", s->path, strerror(errno));
+    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", s->path, strerror(errno));
     return PR_ESHEPHERD;
   }
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) goto fail_errno;
@@ -245,11 +241,11 @@ int pr_sup_ensure(pr_engine_t *e) {
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   update_poll(e);
-  last_error[0] = 0;
+  s->last_error[0] = 0;
   return 0;
 
 fail_errno:
-  snprintf(last_error, sizeof(last_error), "%s: %s", s->path, strerror(errno));
+  snprintf(s->last_error, sizeof(s->last_error), "%s: %s", s->path, strerror(errno));
   if (fa_ok) posix_spawn_file_actions_destroy(&fa);
   if (attr_ok) posix_spawnattr_destroy(&attr);
   if (sv[0] >= 0) close(sv[0]);

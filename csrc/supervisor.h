@@ -33,7 +33,9 @@ void pr_sup_shutdown(pr_engine_t *e, int grace_ms);
 /* pr_sup_destroy: free what pr_sup_init allocated (after the loop ended). */
 void pr_sup_destroy(pr_engine_t *e);
 
-/* pr_sup_last_error: a message describing the last failed start, or "". */
+/* pr_sup_last_error: a message describing the last failed start of this
+ * engine's shepherd, or "". Engine thread; the string lives in `e` and is
+ * overwritten by the next pr_sup_ensure. */
 const char *pr_sup_last_error(const pr_engine_t *e);
 
 #endif

@@ -145,6 +145,8 @@ typedef struct {
   int64_t pid;       /* shepherd pid (after its own fork: unknown, 0) */
   char *path;        /* binary */
   char *recvbuf;     /* PR_WIRE_MAX_PAYLOAD bytes */
+  char last_error[256]; /* why the last shepherd start failed ("" after a success); per
+                         * engine: each engine starts its shepherd on its own thread */
 } pr_supervisor_t;
 
 struct pr_engine {

@@ -291,6 +291,49 @@ static void test_flood_coalesced(void) {
   CHECK(!late);
 }
 
+/* Two engines whose shepherd cannot start, failing at the same time on their
+ * own threads: each spawn error names its own engine's shepherd path (the
+ * message buffer is per engine; under TSan a shared one is a reported race). */
+static void test_spawn_error_per_engine(void) {
+  enum { NE = 2 };
+  size_t rounds = 20 / (size_t)scale;
+  size_t wrong = 0, unanswered = 0;
+  for (size_t r = 0; r < rounds; r++) {
+    pr_engine_t *e[NE];
+    char path[NE][64];
+    for (int k = 0; k < NE; k++) {
+      snprintf(path[k], sizeof(path[k]), "/nonexistent/proctor-shepherd-%d-%zu", k, r);
+      pr_engine_opts_t opts = {.shepherd_path = path[k]};
+      CHECK(pr_engine_new(&opts, &e[k]) == 0);
+    }
+    /* start on every engine before polling any: nothing orders their threads */
+    for (int k = 0; k < NE; k++)
+      for (int i = 0; i < 4; i++) CHECK(start_sh(e[k], "true") != 0);
+    for (int k = 0; k < NE; k++) {
+      int seen = 0;
+      uint64_t deadline = now_ms() + 5000;
+      pr_event_t *evs[64];
+      while (seen < 4 && now_ms() < deadline) {
+        pr_engine_wait(e[k], 100);
+        size_t n = pr_engine_poll(e[k], evs, 64, 0);
+        for (size_t i = 0; i < n; i++) {
+          if (evs[i]->type == PR_EV_STATE && pr_state_terminal(evs[i]->state)) {
+            seen++;
+            if (evs[i]->state != PR_FAILED || evs[i]->error == NULL ||
+                strstr(evs[i]->error, path[k]) == NULL)
+              wrong++;
+          }
+          pr_event_free(evs[i]);
+        }
+      }
+      unanswered += (size_t)(4 - seen);
+    }
+    for (int k = 0; k < NE; k++) pr_engine_free(e[k]);
+  }
+  CHECKF(unanswered == 0, "%zu executions never ended", unanswered);
+  CHECKF(wrong == 0, "%zu spawn errors name another engine's shepherd", wrong);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_and_output);
@@ -300,5 +343,6 @@ int main(int argc, char **argv) {
   RUN(test_cancel_races);
   RUN(test_close_with_live_jobs);
   RUN(test_flood_coalesced);
+  RUN(test_spawn_error_per_engine);
   return TAP_END();
 }
