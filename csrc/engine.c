@@ -335,6 +335,7 @@ static void on_close_timer(uv_timer_t *t) { finish_close((pr_engine_t *)t->data)
 
 static void *thread_main(void *arg) {
   pr_engine_t *e = (pr_engine_t *)arg;
+  pr_registry_prune(e); /* arms the age timer for records loaded from the history */
   uv_run(&e->loop, UV_RUN_DEFAULT);
   /* Every execution's handles are closed: free the registry here, on the
    * thread that owns it. */
@@ -415,6 +416,8 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   e->close_timer.data = e;
   uv_timer_init(&e->loop, &e->flush_timer);
   e->flush_timer.data = e;
+  uv_timer_init(&e->loop, &e->prune_timer);
+  e->prune_timer.data = e;
   pr_queue_init(&e->deferred);
   /* The loop is not running yet, so this thread may still set up the server. */
   rc = e->listen ? pr_rpc_start(e, e->listen) : 0;
@@ -434,6 +437,7 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
     uv_close((uv_handle_t *)&e->async, NULL);
     uv_close((uv_handle_t *)&e->close_timer, NULL);
     uv_close((uv_handle_t *)&e->flush_timer, NULL);
+    uv_close((uv_handle_t *)&e->prune_timer, NULL);
     uv_run(&e->loop, UV_RUN_DEFAULT);
     uv_loop_close(&e->loop);
     goto fail;

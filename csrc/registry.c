@@ -69,18 +69,37 @@ void pr_registry_remove(pr_engine_t *e, pr_exec_t *x) {
   pr_exec_release(x);
 }
 
+/* The age timer is armed for the earliest expiry, but ended_at is wall-clock
+ * time and the timer is monotonic: never sleep longer than this, so a clock
+ * that jumps forward delays pruning by at most this much. */
+#define PR_PRUNE_MAX_SLEEP_MS 60000
+
+static void on_prune_timer(uv_timer_t *t) {
+  pr_engine_t *e = (pr_engine_t *)t->data;
+  if (!e->closing) pr_registry_prune(e);
+}
+
 void pr_registry_prune(pr_engine_t *e) {
-  uint64_t now = pr_now_ms();
+  uint64_t now = pr_now_ms(), age = e->opts.history_age_ms;
+  uint64_t next = UINT64_MAX; /* earliest expiry among the records kept */
   pr_queue_t *q = pr_queue_head(&e->order);
   while (q != &e->order) {
     pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
     q = q->next;
     if (!x->finished) continue;
     int over = e->opts.history_limit && e->nterminal > e->opts.history_limit;
-    int old = e->opts.history_age_ms && x->ended_at + e->opts.history_age_ms <= now;
+    int old = age && x->ended_at + age <= now;
     if (over || old) pr_registry_remove(e, x);
-    else if (!e->opts.history_age_ms) break; /* oldest first: nothing more is over the limit */
+    else if (!age) break; /* oldest first: nothing more is over the limit */
+    else if (x->ended_at + age < next) next = x->ended_at + age;
   }
+  if (!age || e->closing) return;
+  if (next == UINT64_MAX) {
+    uv_timer_stop(&e->prune_timer);
+    return;
+  }
+  uint64_t ms = next - now; /* > 0: every record at or past its expiry is gone */
+  uv_timer_start(&e->prune_timer, on_prune_timer, ms < PR_PRUNE_MAX_SLEEP_MS ? ms : PR_PRUNE_MAX_SLEEP_MS, 0);
 }
 
 size_t pr_registry_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms) {

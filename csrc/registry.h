@@ -21,7 +21,12 @@ pr_exec_t *pr_registry_find(pr_engine_t *e, uint64_t id, uint64_t session);
 /* pr_registry_remove: forget a terminal execution and release it. */
 void pr_registry_remove(pr_engine_t *e, pr_exec_t *x);
 
-/* pr_registry_prune: apply history_limit and history_age_ms to terminal records. */
+/* pr_registry_prune: apply history_limit and history_age_ms to terminal
+ * records (each removed one leaves the history file too, see
+ * pr_registry_remove). With history_age_ms it (re)arms e->prune_timer for
+ * the earliest expiry of the records kept, so an idle engine forgets old
+ * records on time without another execution finishing. Engine thread, after
+ * e->prune_timer was initialised; the timer is not armed while closing. */
 void pr_registry_prune(pr_engine_t *e);
 
 /* pr_registry_purge: remove terminal records of `session` (0: all) that ended

@@ -173,6 +173,7 @@ struct pr_engine {
   uv_timer_t close_timer;
   uv_timer_t flush_timer; /* pushes deferred output markers (flood coalescing) */
   pr_queue_t deferred;    /* streams whose marker waits for flush_timer */
+  uv_timer_t prune_timer; /* history_age_ms: fires at the oldest terminal record's expiry */
   int closing;         /* CLOSE received: cancel all, then shut down */
   pr_cmd_t *close_cmd;
   pr_exec_t **buckets; /* registry hash by id */
