@@ -594,7 +594,6 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   if (x == NULL) goto fail;
   x->pidfd = -1;
   x->verdict = -1;
-  pr_queue_init(&x->pending_in);
   for (int i = 0; i < PR_NSTREAM; i++) pr_queue_init(&x->streams[i].defer);
   x->exit_code = -1;
   x->session = s->session;

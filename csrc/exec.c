@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,14 +40,17 @@ static void emit_output_marker(pr_exec_t *x, int stream);
 static void flush_pending_input(pr_exec_t *x);
 static void drop_pending_input(pr_exec_t *x);
 
-/* A write request owns its bytes. While an execution is queued or starting,
- * input waits on x->pending_in in the same structs (node unused by libuv). */
+/* A write request owns its bytes. */
 typedef struct {
   uv_write_t req;
-  pr_queue_t node;
-  size_t len;
   char data[];
 } write_t;
+
+/* One uv_buf_t holds at most this many bytes (its length is an unsigned int,
+ * uv_try_write answers an int): a larger input is written as several. */
+#ifndef PR_INPUT_CHUNK
+#define PR_INPUT_CHUNK ((size_t)1 << 30)
+#endif
 
 uint64_t pr_now_ms(void) {
   struct timespec ts;
@@ -675,53 +679,74 @@ static void on_write(uv_write_t *req, int status) {
 static uv_stream_t *input_stream(pr_exec_t *x) { return (uv_stream_t *)&x->in; }
 
 static void drop_pending_input(pr_exec_t *x) {
-  while (!pr_queue_empty(&x->pending_in)) {
-    pr_queue_t *q = pr_queue_head(&x->pending_in);
-    pr_queue_remove(q);
-    free(PR_QUEUE_DATA(q, write_t, node));
-  }
+  free(x->pending_in);
+  x->pending_in = NULL;
+  x->pending_len = x->pending_cap = 0;
 }
 
 /* Input given before the process existed goes out first, in order. */
 static void flush_pending_input(pr_exec_t *x) {
   int close_after = x->in_closing;
   x->in_closing = 0;
-  while (!pr_queue_empty(&x->pending_in)) {
-    pr_queue_t *q = pr_queue_head(&x->pending_in);
-    pr_queue_remove(q);
-    write_t *w = PR_QUEUE_DATA(q, write_t, node);
-    if (x->in_open) pr_exec_input(x, w->data, w->len);
-    free(w);
-  }
+  char *p = x->pending_in;
+  size_t n = x->pending_len;
+  x->pending_in = NULL;
+  x->pending_len = x->pending_cap = 0;
+  if (n && x->in_open) pr_exec_input(x, p, n);
+  free(p);
   if (close_after && x->in_open) pr_exec_close_stdin(x);
   else if (close_after) x->in_closing = 1;
+}
+
+/* Keep input given while queued or starting, at most PR_PENDING_INPUT_MAX bytes. */
+static int keep_pending_input(pr_exec_t *x, const char *data, size_t len) {
+  if (len > PR_PENDING_INPUT_MAX - x->pending_len) return PR_EBUSY;
+  if (x->pending_len + len > x->pending_cap) {
+    size_t cap = x->pending_cap ? x->pending_cap : 4096;
+    while (cap < x->pending_len + len) cap *= 2;
+    if (cap > PR_PENDING_INPUT_MAX) cap = PR_PENDING_INPUT_MAX;
+    char *p = realloc(x->pending_in, cap);
+    if (p == NULL) return PR_ENOMEM;
+    x->pending_in = p;
+    x->pending_cap = cap;
+  }
+  memcpy(x->pending_in + x->pending_len, data, len);
+  x->pending_len += len;
+  return 0;
 }
 
 int pr_exec_input(pr_exec_t *x, const char *data, size_t len) {
   if ((x->state == PR_QUEUED || x->state == PR_STARTING) && x->verdict < 0) {
     if (!x->stdin_pipe || x->in_closing) return PR_ESTDINCLOSED;
-    write_t *w = malloc(sizeof(*w) + len);
-    if (w == NULL) return PR_ENOMEM;
-    w->len = len;
-    memcpy(w->data, data, len);
-    pr_queue_push(&x->pending_in, &w->node);
-    return 0;
+    return len ? keep_pending_input(x, data, len) : 0;
   }
   if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
   if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
   if (len == 0) return 0;
   uv_stream_t *s = input_stream(x);
-  uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
-  /* Try the fast path first; queue what the pipe would not take now. */
+  /* Try the fast path first (one buffer; libuv refuses it while writes are
+   * queued, so order holds); queue what the pipe would not take now. */
+  size_t first = len < PR_INPUT_CHUNK ? len : PR_INPUT_CHUNK;
+  uv_buf_t b = uv_buf_init((char *)data, (unsigned)first);
   int n = uv_try_write(s, &b, 1);
-  if (n == (int)len) return 0;
   if (n < 0 && n != UV_EAGAIN) return n == UV_EPIPE ? PR_ESTDINCLOSED : n;
   size_t done = n > 0 ? (size_t)n : 0;
-  write_t *w = malloc(sizeof(*w) + (len - done));
-  if (w == NULL) return PR_ENOMEM;
-  memcpy(w->data, data + done, len - done);
-  b = uv_buf_init(w->data, (unsigned)(len - done));
-  int rc = uv_write(&w->req, s, &b, 1, on_write);
+  if (done == len) return 0;
+  size_t rest = len - done, nbufs = (rest + PR_INPUT_CHUNK - 1) / PR_INPUT_CHUNK;
+  write_t *w = malloc(sizeof(*w) + rest);
+  uv_buf_t small[4], *bufs = nbufs <= 4 ? small : malloc(nbufs * sizeof(*bufs));
+  if (w == NULL || bufs == NULL || nbufs > UINT_MAX) {
+    free(w);
+    if (bufs != small) free(bufs);
+    return PR_ENOMEM;
+  }
+  memcpy(w->data, data + done, rest);
+  for (size_t i = 0; i < nbufs; i++) {
+    size_t off = i * PR_INPUT_CHUNK, k = rest - off < PR_INPUT_CHUNK ? rest - off : PR_INPUT_CHUNK;
+    bufs[i] = uv_buf_init(w->data + off, (unsigned)k);
+  }
+  int rc = uv_write(&w->req, s, bufs, (unsigned)nbufs, on_write); /* copies bufs[] */
+  if (bufs != small) free(bufs);
   if (rc != 0) {
     free(w);
     return rc == UV_EPIPE ? PR_ESTDINCLOSED : rc;
@@ -843,6 +868,6 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->spawn_msg);
   pr_worker_free(x->worker);
   if (x->pidfd >= 0) close(x->pidfd);
-  if (x->pending_in.next) drop_pending_input(x);
+  free(x->pending_in);
   free(x);
 }

@@ -381,7 +381,6 @@ static pr_exec_t *loaded_exec(pr_engine_t *e, const msgpack_object *m, char kind
   if (x == NULL) return NULL;
   x->eng = e;
   x->pidfd = -1;
-  pr_queue_init(&x->pending_in);
   x->id = (uint64_t)get_int(m, "id", 0);
   x->finished = x->exited = x->released = x->previous_session = 1;
   x->label = get_str(m, "label");

@@ -82,7 +82,8 @@ struct pr_exec {
   uv_pipe_t in;      /* stdin pipe, or a dup of the pty master used only for writing */
   int in_open;       /* stdin handle usable for writes */
   int in_closing;    /* close_stdin requested */
-  pr_queue_t pending_in; /* input given while queued/starting, written once running */
+  char *pending_in;  /* input given while queued/starting, written once running */
+  size_t pending_len, pending_cap; /* bytes in / allocated for pending_in; len <= PR_PENDING_INPUT_MAX */
   uv_timer_t timer;  /* timeout, then kill grace, then drain: one phase at a time */
   int timer_open;
   char *env_keys;    /* keys the child got, NUL-separated (secrets.c), or NULL */
