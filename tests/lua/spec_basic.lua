@@ -139,12 +139,21 @@ return function(T, ctx)
   end)
 
   test("pty: TERM is xterm-256color and the job has a controlling terminal", function()
-    local r = U.run(eng, { cmd = { "sh", "-c", "echo $TERM; tty; ps -o stat= -p $$" }, pty = true })
+    local r = U.run(eng, { cmd = { "sh", "-c",
+      "echo TERM=$TERM; echo TTY=$(tty); ps -o pid=,sid=,pgid=,tpgid=,tty=,stat= -p $$ | sed 's/^/PS=/'" }, pty = true })
     local out = r.out.pty:gsub("\r", "")
-    T.match(out, "xterm%-256color")
-    T.match(out, "/dev/pts/%d+")
-    T.match(out, "s", "session leader")
-    T.match(out, "%+", "foreground process group")
+    T.match(out, "TERM=xterm%-256color\n")
+    local tty = out:match("TTY=(/dev/pts/%d+)\n")
+    T.ok(tty, "stdin is not a pty: " .. out)
+    local pid, sid, pgid, tpgid, ctty, stat =
+      out:match("PS=%s*(%d+)%s+(%d+)%s+(%d+)%s+(%-?%d+)%s+(%S+)%s+(%S+)")
+    T.ok(pid, "no ps line: " .. out)
+    T.eq("/dev/" .. ctty, tty, "the controlling terminal is the pty on stdin")
+    T.eq(sid, pid, "session leader")
+    T.eq(pgid, pid, "process group leader")
+    T.eq(tpgid, pgid, "foreground process group of its terminal")
+    T.match(stat, "^%a[^%s]*s", "ps: session leader")
+    T.match(stat, "%+", "ps: foreground process group")
   end)
 
   test("read: absolute offsets, ranges and late attach", function()
@@ -309,11 +318,31 @@ return function(T, ctx)
     local e2 = assert(core.new{})
     local fd = e2:fd()
     T.ok(type(fd) == "number" and fd > 2)
+    -- The eventfd's counter as the kernel reports it: a poll() finds the fd
+    -- readable exactly when it is above zero.
     local function readable()
-      return U.sh("timeout 1 python3 -c 'import select,sys; r,_,_=select.select([" .. fd .. "],[],[],0); print(1 if r else 0)' 2>/dev/null") -- not inheritable: fallback below
+      local info = U.read_file("/proc/self/fdinfo/" .. fd) or ""
+      local n = info:match("eventfd%-count:%s*(%x+)")
+      T.ok(n, "fd " .. fd .. " is not an eventfd: " .. info)
+      return tonumber(n, 16) > 0
     end
-    local id = assert(e2:start{ cmd = { "true" } })
-    local r = U.collect(e2, { id })
+    T.eq(readable(), false, "readable before any event")
+    local id = assert(e2:start{ cmd = { "true" } }) -- no output: every event is a state event
+    T.ok(U.wait_until(readable, 3000), "not readable while events are pending")
+    U.sleep(100) -- nobody takes them: it stays readable
+    T.eq(readable(), true, "readable went away by itself")
+    local evs = e2:poll(1)
+    T.eq(#evs, 1); T.eq(evs[1].id, id); T.eq(evs[1].state, "queued")
+    T.eq(readable(), true, "one event taken, others (starting, ...) still pending")
+    local final
+    local deadline = U.now() + 5000
+    while not final and U.now() < deadline do
+      for _, ev in ipairs(e2:wait(100)) do
+        if ev.type == "state" and U.terminal[ev.state] then final = ev end
+      end
+    end
+    T.ok(final, "no terminal event")
+    T.eq(readable(), false, "readable with nothing pending")
     T.eq(#e2:poll(), 0)
     e2:close()
   end)

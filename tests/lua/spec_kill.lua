@@ -207,15 +207,24 @@ return function(T, ctx)
     T.ok(f, "needs root to recycle a pid (/proc/sys/kernel/ns_last_pid)")
     local victim
     for _ = 1, 300 do -- other processes on the machine may take it first: retry
-      -- popen's sh takes pid-1, its background sleep the pid we want
+      -- popen's sh takes pid-1, its background child the pid we want. That
+      -- child is not a group leader, so setsid(1) calls setsid() without
+      -- forking: the victim leads its own process group (pgid = pid), just as
+      -- the ended job did, and a stray kill(-pgid) would reach it.
       f = io.open("/proc/sys/kernel/ns_last_pid", "w")
       f:write(tostring(pid - 2)); f:close()
-      local p = io.popen("sleep 30 >/dev/null 2>&1 & echo $!")
+      local p = io.popen("setsid sleep 30 >/dev/null 2>&1 & echo $!")
       victim = tonumber(p:read("a")); p:close()
       if victim == pid then break end
       os.execute("kill " .. victim)
     end
     T.eq(victim, pid, "could not make the kernel reuse pid " .. pid)
+    local function pgrp(p)
+      local st = U.read_file("/proc/" .. p .. "/stat")
+      return st and tonumber(st:match("%) %a %d+ (%d+)"))
+    end
+    T.ok(U.wait_until(function() return pgrp(victim) == victim end, 2000),
+      "the victim does not lead its process group (pgid " .. tostring(pgrp(victim)) .. ")")
     local target = victim
     T.eq(eng:cancel(id), "already_terminal")
     T.eq(eng:cancel(id, true), "already_terminal")
