@@ -44,6 +44,36 @@ return function(T, ctx)
     T.ok(dt >= 380 and dt < 1500, "took " .. dt .. " ms for a 400 ms grace")
   end)
 
+  test("the leader exits while stopping: the rest of its group is killed at once, not at the grace", function()
+    -- drain_ms longer than the grace: were the TERM-ignoring grandchild left
+    -- alive, it would hold stdout open and the end would wait for the drain
+    -- (or the grace); only the immediate group kill ends it early.
+    local e2 = assert(core.new{ drain_ms = 8000 })
+    local tag = U.tag()
+    local id = assert(e2:start{ cmd = { "sh", "-c", "trap 'exit 0' TERM; (trap '' TERM; exec sleep 1000) & echo ready; wait" },
+      env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = 5000 })
+    U.wait_output(e2, id, "ready")
+    local leader = e2:get(id).pid
+    local grandchild
+    T.ok(U.wait_until(function() -- exec'd: its TERM is ignored
+      for _, p in ipairs(U.tagged(tag)) do
+        if p ~= leader and U.read_file("/proc/" .. p .. "/comm") == "sleep\n" then grandchild = p end
+      end
+      return grandchild
+    end, 3000), "the TERM-ignoring grandchild did not start")
+    T.eq(U.read_file("/proc/" .. grandchild .. "/stat"):match("%) %a %d+ (%d+)"), tostring(leader), "in the leader's group")
+    local t0 = U.now()
+    T.eq(e2:cancel(id), "canceling")
+    local r = U.collect(e2, { id }, 10000)[id]
+    local dt = U.now() - t0
+    T.eq(r.final.state, "canceled")
+    T.eq(r.final.exit_code, 0, "the leader ended through its TERM trap")
+    T.ok(dt < 1500, "ended after " .. dt .. " ms; grace 5000 ms, drain 8000 ms")
+    T.ok(U.wait_until(function() return not U.alive(grandchild) end, 500), "the grandchild outlived its leader")
+    T.eq(#U.tagged(tag), 0)
+    e2:close()
+  end)
+
   test("per-execution kill_grace_ms", function()
     local _, dt = cancel_tree({ "sh", "-c", "trap '' TERM; sleep 1000" }, 2, { kill_grace_ms = 100 })
     T.ok(dt >= 90 and dt < 800, "took " .. dt .. " ms for a 100 ms grace")
