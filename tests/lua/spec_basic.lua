@@ -89,7 +89,9 @@ return function(T, ctx)
   end)
 
   test("stdin pipe: input, close_stdin, and its errors", function()
-    local id = assert(eng:start{ cmd = { "cat" }, stdin = true })
+    -- It outlives its stdin by 0.5 s: input after close_stdin meets a running
+    -- process (ESTDINCLOSED); once it has exited that would be ENOTRUNNING.
+    local id = assert(eng:start{ cmd = { "sh", "-c", "cat; sleep 0.5" }, stdin = true })
     T.eq(eng:input(id, "hello "), true)
     T.eq(eng:input(id, "world\n"), true)
     T.eq(eng:close_stdin(id), true)

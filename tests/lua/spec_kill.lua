@@ -235,6 +235,11 @@ return function(T, ctx)
     -- Make the kernel hand `pid` to an unrelated process (root only: ns_last_pid).
     local f = io.open("/proc/sys/kernel/ns_last_pid", "w")
     T.ok(f, "needs root to recycle a pid (/proc/sys/kernel/ns_last_pid)")
+    f:close()
+    -- The shepherd holds the ended leader as a zombie until the engine
+    -- releases the job: only then is the pid free for the kernel to reuse.
+    T.ok(U.wait_until(function() return U.read_file("/proc/" .. pid .. "/stat") == nil end, 5000),
+      "the ended leader " .. pid .. " was never reaped")
     local victim
     for _ = 1, 300 do -- other processes on the machine may take it first: retry
       -- popen's sh takes pid-1, its background child the pid we want. That
