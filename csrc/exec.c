@@ -724,6 +724,7 @@ int pr_exec_input(pr_exec_t *x, const char *data, size_t len) {
   if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
   if (len == 0) return 0;
   uv_stream_t *s = input_stream(x);
+  if (s->write_queue_size >= PR_PENDING_INPUT_MAX) return PR_EBUSY; /* it does not read */
   /* Try the fast path first (one buffer; libuv refuses it while writes are
    * queued, so order holds); queue what the pipe would not take now. */
   size_t first = len < PR_INPUT_CHUNK ? len : PR_INPUT_CHUNK;

@@ -35,13 +35,18 @@ void pr_exec_on_supervisor_lost(pr_engine_t *e);
 pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
 
 /* Input given while an execution is queued or starting is kept (and written
- * once it runs) up to this many bytes in all; more is refused with PR_EBUSY. */
+ * once it runs) up to this many bytes in all; more is refused with PR_EBUSY.
+ * While it runs, a new input is refused with PR_EBUSY once this many bytes of
+ * earlier input wait for the child to read them (one input of any size is
+ * taken while less waits): a child that never reads cannot make the host
+ * hold unbounded memory. */
 #define PR_PENDING_INPUT_MAX ((size_t)16 << 20)
 
 /* pr_exec_input: write `len` bytes (any size: a write is split into buffers
  * libuv can describe) or keep them while queued/starting. Returns 0,
  * PR_ENOTRUNNING, PR_ESTDINCLOSED, PR_EBUSY (more than PR_PENDING_INPUT_MAX
- * bytes would wait for the process to start), PR_ENOMEM, or a UV_E* code.
+ * bytes would wait for the process to start, or already wait for it to read),
+ * PR_ENOMEM, or a UV_E* code.
  * close_stdin / resize: 0 or PR_ENOTRUNNING / PR_ESTDINCLOSED / PR_EINVAL. */
 int pr_exec_input(pr_exec_t *x, const char *data, size_t len);
 int pr_exec_close_stdin(pr_exec_t *x);

@@ -18,7 +18,7 @@ return function(T, ctx)
     local ids = {}
     for i = 1, N do ids[i] = assert(eng:start{ cmd = { "cat", "/tmp/proctor-test-20k" }, pty = true }) end
     local res = U.collect(eng, ids, 120000)
-    local bad = 0
+    local bad, first_bad = 0, nil
     for _, id in ipairs(ids) do
       local r = res[id]
       local seen_terminal = false
@@ -27,9 +27,13 @@ return function(T, ctx)
         if ev.type == "output" then T.ok(not seen_terminal, "output after the terminal event") end
       end
       local got = (r.out.pty or ""):gsub("\r\n", "\n")
-      if got ~= payload or r.final.state ~= "completed" then bad = bad + 1 end
+      if got ~= payload or r.final.state ~= "completed" then
+        bad = bad + 1
+        first_bad = first_bad or string.format("#%d %s (%s%s), %d of %d bytes, ends %q", id, r.final.state,
+          tostring(r.final.reason), r.final.error and (": " .. r.final.error) or "", #got, #payload, got:sub(-40))
+      end
     end
-    T.eq(bad, 0, "runs with missing bytes")
+    T.eq(bad, 0, "runs with missing bytes; the first: " .. tostring(first_bad))
     eng:close()
   end)
 
@@ -43,12 +47,50 @@ return function(T, ctx)
     local expect = U.sh("for i in $(seq 100); do cat /tmp/proctor-test-1m; done | sha256sum"):match("^(%x+)")
     local id = assert(eng:start{ cmd = { "sha256sum" }, stdin = true })
     for _ = 1, 100 do
-      T.eq(eng:input(id, block), true)
+      local ok, _, name = eng:input(id, block)
+      while not ok and name == "EBUSY" do -- 16 MiB wait for sha256sum: let it read
+        U.pump(eng, 5)
+        ok, _, name = eng:input(id, block)
+      end
+      T.eq(ok, true, tostring(name))
       U.pump(eng, 0)
     end
     T.eq(eng:close_stdin(id), true)
     local r = U.collect(eng, { id }, 60000)[id]
     T.eq(r.out.stdout:match("^(%x+)"), expect)
+    eng:close()
+  end)
+
+  test("a running child that does not read: at most 16 MiB of input wait in the host (EBUSY), then it catches up", function()
+    local eng = assert(core.new{})
+    local MiB = 1024 * 1024
+    local block = ("b"):rep(MiB)
+    local id = assert(eng:start{ cmd = { "sh", "-c", "sleep 1; exec wc -c" }, stdin = true })
+    U.wait_state(eng, id, "running")
+    local accepted, name = 0, nil
+    for _ = 1, 40 do
+      local ok, msg, n = eng:input(id, block)
+      if not ok then
+        name = n
+        T.match(msg, "^EBUSY: ")
+        break
+      end
+      accepted = accepted + 1
+    end
+    T.eq(name, "EBUSY", "refused once 16 MiB wait")
+    -- 16 MiB queued in the host, the pipe's 64 KiB, and the input that crossed the line
+    T.ok(accepted >= 16 and accepted <= 18, "accepted " .. accepted .. " MiB before EBUSY")
+    local t0 = U.now()
+    local ok
+    repeat -- once wc reads, input is taken again
+      U.pump(eng, 20)
+      ok = eng:input(id, block)
+    until ok or U.now() - t0 > 10000
+    T.eq(ok, true, "taken again once the child reads")
+    accepted = accepted + 1
+    T.eq(eng:close_stdin(id), true)
+    local r = U.collect(eng, { id }, 20000)[id]
+    T.eq(tonumber(r.out.stdout), accepted * MiB, "every accepted byte arrived, nothing refused did")
     eng:close()
   end)
 
