@@ -54,7 +54,9 @@ end
 function Execution:__tostring() return "proctor.Execution(" .. self.id .. ")" end
 
 H.watch = {} -- id -> { exec, on_output, on_state, on_exit }
-H.pending_input = {} -- id -> list of data strings (and false = close stdin) waiting for "running"
+H.pending_input = {} -- id -> list of data strings (and false = close stdin) waiting for "running";
+                     -- .bytes: their total, at most H.PENDING_MAX
+H.PENDING_MAX = 16 * 1024 * 1024
 H.ended = {} -- terminal records collected during a batch, for notifications
 H.hooked = false
 
@@ -199,17 +201,21 @@ function M.input(id, data)
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   if type(data) ~= "string" then return H.fail("EINVAL", "input data must be a string") end
-  if H.pending_input[id] then
-    table.insert(H.pending_input[id], data)
-    return true
-  end
-  local ok, msg, name = eng:input(id, data)
-  if not ok and name == "ENOTRUNNING" and H.early(eng, id) then
+  local q = H.pending_input[id]
+  if not q then
+    local ok, msg, name = eng:input(id, data)
+    if ok or name ~= "ENOTRUNNING" or not H.early(eng, id) then return ok, msg, name end
     H.hook()
-    H.pending_input[id] = { data }
-    return true
+    q = { bytes = 0 }
+    H.pending_input[id] = q
   end
-  return ok, msg, name
+  -- the core's bound for input waiting for a start (|proctor-core-input|)
+  if q.bytes + #data > H.PENDING_MAX then
+    return H.fail("EBUSY", "more than 16 MiB of input would wait for execution " .. id .. " to start")
+  end
+  q[#q + 1] = data
+  q.bytes = q.bytes + #data
+  return true
 end
 
 --- Close the process's stdin (pty: send ^D).
@@ -223,7 +229,7 @@ function M.close_stdin(id)
   local ok, msg, name = eng:close_stdin(id)
   if not ok and name == "ENOTRUNNING" and H.early(eng, id) then
     H.hook()
-    H.pending_input[id] = { false }
+    H.pending_input[id] = { false, bytes = 0 }
     return true
   end
   return ok, msg, name
