@@ -112,12 +112,14 @@ end
 
 -- A child Neovim with proctor on 'runtimepath', driven over msgpack-rpc.
 -- `listen`: also listen on this address (for tests that SIGKILL it).
+-- `init`: start it as `nvim --clean -u <init>` instead (the init loads proctor).
 function M.child(opts)
   opts = opts or {}
   local cmd = { vim.v.progpath, "--embed", "--headless", "-u", "NONE", "-i", "NONE", "-n",
     "--cmd", "set rtp^=" .. M.root }
+  if opts.init then cmd = { vim.v.progpath, "--embed", "--headless", "--clean", "-n", "-u", opts.init } end
   if M.core_rtp then vim.list_extend(cmd, { "--cmd", "set rtp^=" .. M.core_rtp }) end
-  vim.list_extend(cmd, { "--cmd", "runtime plugin/proctor.lua" })
+  if not opts.init then vim.list_extend(cmd, { "--cmd", "runtime plugin/proctor.lua" }) end
   local job = vim.fn.jobstart(cmd, { rpc = true, env = opts.env })
   assert(job > 0, "could not start a child nvim")
   local c = { job = job, pid = vim.fn.jobpid(job) }

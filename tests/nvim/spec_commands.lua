@@ -243,4 +243,34 @@ return function(test, T, H)
       T.ok(tags:find(vim.pesc(tag) .. "\t"), "tag " .. tag)
     end
   end)
+
+  test("make demo: scripts/demo.lua runs the build, takes a typed answer, opens the list view", function()
+    local c = H.child({ init = H.root .. "/scripts/demo.lua" })
+    local ok, err = pcall(function()
+      c.lua([[
+        _G.buf_named = function(pat)
+          for _, b in ipairs(vim.api.nvim_list_bufs()) do
+            if vim.api.nvim_buf_get_name(b):find(pat) then return b end
+          end
+        end
+        _G.last_line = function(pat)
+          local b = buf_named(pat)
+          local l = b and lines(b) or {}
+          return l[#l] or ""
+        end
+      ]])
+      c.wait(10000, "last_line('proctor://%d+/build$'):find('^%[proctor%] completed') ~= nil", "the build console ends completed")
+      c.wait(3000, "has_line(buf_named('proctor://%d+/build$'), 'all steps passed')", "the build's last line")
+      c.wait(5000, "buf_named('proctor://%d+/prompt$') and has_line(buf_named('proctor://%d+/prompt$'), 'What is your name%?')", "the prompt")
+      c.wait(3000, "vim.api.nvim_get_mode().mode == 't'", "Terminal mode in the prompt's console")
+      c.input("Ada<CR>")
+      c.wait(5000, "has_line(buf_named('proctor://%d+/prompt$'), 'Hello, Ada!')", "the answer reached the process")
+      c.wait(5000, "vim.bo.filetype == 'proctor-list'", "the list view opens")
+      c.wait(3000, "has_line(0, 'build') and has_line(0, 'prompt')", "both executions are listed")
+      T.eq(c.lua("return _G.notes and #vim.tbl_filter(function(n) return tostring(n):find('rror') end, _G.notes) or 0"), 0,
+        "no error notifications")
+    end)
+    c.stop()
+    if not ok then error(err, 0) end
+  end)
 end
