@@ -241,7 +241,8 @@ return function(T, ctx)
     T.ok(U.wait_until(function() return U.read_file("/proc/" .. pid .. "/stat") == nil end, 5000),
       "the ended leader " .. pid .. " was never reaped")
     local victim
-    for _ = 1, 300 do -- other processes on the machine may take it first: retry
+    local t_end = U.now() + 15000
+    while U.now() < t_end do -- other processes on the machine may take it first: retry
       -- popen's sh takes pid-1, its background child the pid we want. That
       -- child is not a group leader, so setsid(1) calls setsid() without
       -- forking: the victim leads its own process group (pgid = pid), just as
