@@ -263,36 +263,40 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
   maybe_finish(s->exec);
 }
 
-/* The pty master is readable (or hung up): read until EAGAIN. Only EIO (the
- * slave side is closed and nothing is left) or 0 ends the stream. Bounded per
- * call so one busy terminal cannot starve the loop; epoll is level-triggered
- * and calls again. */
-static void on_pty_poll(uv_poll_t *h, int status, int events) {
-  (void)events;
-  pr_stream_t *s = (pr_stream_t *)h;
-  uv_os_fd_t fd;
-  if (status < 0 || uv_fileno((uv_handle_t *)h, &fd) != 0) {
-    stream_close(s);
-    maybe_finish(s->exec);
-    return;
-  }
+/* Read what the kernel holds for `s` until EAGAIN, at most 64 reads so one
+ * busy terminal cannot starve the loop. Returns the bytes taken; the stream
+ * is closed when it ended (EOF, or EIO: a pty whose slave side is closed and
+ * drained) and paused when back-pressure leaves no room. */
+static size_t read_ready(pr_stream_t *s, uv_os_fd_t fd) {
+  size_t got = 0;
   for (int i = 0; i < 64 && s->open; i++) {
     size_t room = read_room(s);
     if (room == 0) {
       pause_stream(s);
-      return;
+      break;
     }
     ssize_t n = read(fd, s->exec->eng->readbuf, room);
     if (n > 0) {
       got_bytes(s, s->exec->eng->readbuf, (size_t)n);
+      got += (size_t)n;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    stream_close(s); /* EIO: the terminal is closed and drained */
-    maybe_finish(s->exec);
-    return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    stream_close(s);
   }
+  return got;
+}
+
+/* The pty master is readable (or hung up). epoll is level-triggered: if
+ * read_ready stopped at its bound, the loop calls again. */
+static void on_pty_poll(uv_poll_t *h, int status, int events) {
+  (void)events;
+  pr_stream_t *s = (pr_stream_t *)h;
+  uv_os_fd_t fd;
+  if (status < 0 || uv_fileno((uv_handle_t *)h, &fd) != 0) stream_close(s);
+  else read_ready(s, fd);
+  if (!s->open) maybe_finish(s->exec);
 }
 
 void pr_exec_resume(pr_exec_t *x) {
@@ -317,6 +321,26 @@ static void on_timer(uv_timer_t *t) {
      * the consumer's pace that ends it. Time spent paused does not count
      * against the drain cap (that cap is for grandchildren holding a pipe). */
     uint64_t now = uv_now(&x->eng->loop);
+    /* A starved loop runs its timers before it polls: bytes that reached the
+     * kernel within the idle window may not have been seen yet. Take them
+     * first; if there were any, the idle window starts again, up to the
+     * drain cap. */
+    size_t late = 0;
+    for (int i = 0; i < PR_NSTREAM; i++) {
+      pr_stream_t *s = &x->streams[i];
+      uv_os_fd_t fd;
+      if (s->open && !s->paused && uv_fileno((uv_handle_t *)&s->h, &fd) == 0)
+        late += read_ready(s, fd);
+    }
+    if (all_eof(x)) {
+      finish(x);
+      return;
+    }
+    if (late > 0 && now < x->drain_deadline) {
+      uint64_t left = x->drain_deadline - now;
+      timer_start(x, left < x->eng->opts.drain_ms ? left : x->eng->opts.drain_ms);
+      return;
+    }
     for (int i = 0; i < PR_NSTREAM; i++) {
       if (x->streams[i].open && x->streams[i].paused) {
         uint64_t cap = (uint64_t)x->eng->opts.drain_ms * 10;

@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "tap.h"
+#include "types.h" /* the engine's event lock, to stall its thread */
 
 static int scale = 1; /* divisor for counts under TSan */
 
@@ -291,6 +292,44 @@ static void test_flood_coalesced(void) {
   CHECK(!late);
 }
 
+/* The engine thread stalls past an execution's drain deadline while the
+ * last bytes of a grandchild (written well inside the drain window) wait in
+ * the pipe. When the loop goes on, its timers run before it polls again: the
+ * drain timer must take those bytes, not cut the stream off without them.
+ * The stall is real: this thread holds the event queue lock, so the engine
+ * blocks as soon as another execution has output to signal. */
+static void test_drain_after_stall(void) {
+  pr_engine_opts_t opts = {.drain_ms = 1500};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  uint64_t t0 = now_ms();
+  /* 1: exits at once; a background subshell holds stdout and writes at +1 s */
+  CHECK(start_sh(e, "(sleep 1; printf tail-bytes) & exit 0") == 1);
+  /* 2: its output at +0.5 s is what stalls the engine thread */
+  CHECK(start_sh(e, "sleep 0.5; echo stall") == 2);
+  /* 3: as 1, on a terminal (the subshell outlives the leader's hangup) */
+  pr_spec_t s = {.shell = "trap '' HUP; (sleep 1; printf tail-bytes) & exit 0", .pty = 1, .kill_grace_ms = -1};
+  uint64_t id3 = 0;
+  CHECK(pr_engine_start(e, &s, &id3) == 0 && id3 == 3);
+  usleep(200000); /* 1 has exited and its drain timer runs (deadline ~ +1.5 s) */
+  pthread_mutex_lock(&e->evmu);
+  usleep(3000000); /* past the deadline; the tail has been in the pipe since +1 s */
+  pthread_mutex_unlock(&e->evmu);
+  outcome_t *o = calloc(4, sizeof(*o));
+  int ok = drain(e, o, 3, 1, 10000);
+  uint64_t dt = now_ms() - t0;
+  int got = o[1].data && strcmp(o[1].data, "tail-bytes") == 0;
+  int got_pty = o[3].data && strcmp(o[3].data, "tail-bytes") == 0;
+  int state = o[1].state, state_pty = o[3].state;
+  free_outcomes(o, 3);
+  pr_engine_free(e);
+  CHECK(ok);
+  CHECKF(state == PR_COMPLETED && state_pty == PR_COMPLETED, "states %d %d", state, state_pty);
+  CHECKF(got, "pipe: the tail written inside the drain window was cut off");
+  CHECKF(got_pty, "pty: the tail written inside the drain window was cut off");
+  CHECKF(dt < 3200 + 1500 + 2000, "ended after %llu ms", (unsigned long long)dt);
+}
+
 /* Two engines whose shepherd cannot start, failing at the same time on their
  * own threads: each spawn error names its own engine's shepherd path (the
  * message buffer is per engine; under TSan a shared one is a reported race). */
@@ -344,5 +383,6 @@ int main(int argc, char **argv) {
   RUN(test_close_with_live_jobs);
   RUN(test_flood_coalesced);
   RUN(test_spawn_error_per_engine);
+  RUN(test_drain_after_stall);
   return TAP_END();
 }
