@@ -110,11 +110,13 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
         return -1;
   }
   if (pk_kv_bool(pk, "stdin_open", r->stdin_open)) return -1;
-  size_t nkeys = 0; /* env_keys (keys only; not in a list entry): history.h, secrets.h */
-  for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) nkeys++;
-  if (!r->brief && (pk_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys))) return -1;
-  for (size_t at = 0; !r->brief && at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
-    if (pk_str(pk, r->env_keys + at)) return -1;
+  if (!r->brief) { /* env_keys (keys only; not in a list entry): history.h, secrets.h */
+    size_t nkeys = 0;
+    for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) nkeys++;
+    if (pk_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys)) return -1;
+    for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
+      if (pk_str(pk, r->env_keys + at)) return -1;
+  }
   if (pk_kv_bool(pk, "previous_session", r->previous_session)) return -1;
   if (r->worker_state >= 0 && /* supervised workers: worker.h */
       (pk_kv_str(pk, "worker_state", pr_worker_state_name(r->worker_state)) ||

@@ -211,7 +211,8 @@ function M.input(id, data)
   end
   -- the core's bound for input waiting for a start (|proctor-core-input|)
   if q.bytes + #data > H.PENDING_MAX then
-    return H.fail("EBUSY", "more than 16 MiB of input would wait for execution " .. id .. " to start")
+    return H.fail("EBUSY", ("more than %d MiB of input would wait for execution %d to start")
+      :format(H.PENDING_MAX / 1048576, id))
   end
   q[#q + 1] = data
   q.bytes = q.bytes + #data
