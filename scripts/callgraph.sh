@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# scripts/callgraph.sh — the file call graph of csrc/ and its cycles.
+#
+# Every csrc/**/*.c is compiled on its own at -O0 (nothing inlined across a
+# call, nothing dropped) into a private temp dir. nm then gives, per object,
+# the global functions it defines (T) and the symbols it uses but does not
+# define (U). An arrow A -> B means: A uses a non-static pr_* function that
+# B defines. Static functions and static inline helpers in headers make no
+# arrows. The same arrows between folders (csrc/base, csrc/engine, ...; the
+# top-level csrc/*.c count as the folder ".") make the folder graph.
+#
+# Printed: every arrow with the functions it stands for, the strongly
+# connected components (circles) of files and of folders, and the C files
+# over 800 lines.
+#
+#   scripts/callgraph.sh           print
+#   scripts/callgraph.sh --check   print, and fail when a circle has more than
+#                                  three files or spans two folders, when the
+#                                  folders form a circle, or a C file is over
+#                                  800 lines
+#
+# Environment: CC (default cc), PYTHON (default /usr/bin/python3),
+# CALLGRAPH_CFLAGS (include flags; default: -Icsrc and LuaJIT's headers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CC=${CC:-cc}
+PYTHON=${PYTHON:-/usr/bin/python3}
+LUA_INC=$(pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
+CFLAGS_CG=${CALLGRAPH_CFLAGS:--Icsrc $LUA_INC}
+check=0
+[ "${1:-}" = "--check" ] && check=1
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+mapfile -t files < <(find csrc -name '*.c' | sort)
+for f in "${files[@]}"; do
+  o="$tmp/$(echo "$f" | tr '/' '@').o"
+  # shellcheck disable=SC2086
+  "$CC" -O0 -std=c11 -D_GNU_SOURCE -pthread -w $CFLAGS_CG -c "$f" -o "$o"
+  nm --defined-only -g "$o" | awk -v f="$f" '$2 == "T" { print "D", f, $3 }'
+  nm -u "$o" | awk -v f="$f" '{ print "U", f, $2 }'
+done >"$tmp/syms"
+for f in "${files[@]}"; do echo "L $f $(wc -l <"$f")"; done >>"$tmp/syms"
+
+"$PYTHON" - "$tmp/syms" "$check" <<'EOF'
+import sys, collections, os
+
+syms_path, check = sys.argv[1], sys.argv[2] == "1"
+defined, used, lines = {}, collections.defaultdict(set), {}
+for line in open(syms_path):
+    kind, f, s = line.split()
+    if kind == "D":
+        defined[s] = f
+    elif kind == "U":
+        used[f].add(s)
+    else:
+        lines[f] = int(s)
+
+files = sorted(lines)
+edges = collections.defaultdict(lambda: collections.defaultdict(set))
+for f in files:
+    for s in used[f]:
+        g = defined.get(s)
+        if g and g != f and s.startswith("pr_"):
+            edges[f][g].add(s)
+
+def folder(f):
+    d = os.path.dirname(f)
+    return "." if d == "csrc" else d[len("csrc/"):]
+
+def sccs(nodes, succ):
+    """Tarjan's algorithm; components in reverse topological order."""
+    index, low, on, stack, out, n = {}, {}, set(), [], [], [0]
+    def visit(v):
+        index[v] = low[v] = n[0]; n[0] += 1
+        stack.append(v); on.add(v)
+        for w in sorted(succ.get(v, ())):
+            if w not in index:
+                visit(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == v: break
+            out.append(sorted(comp))
+    sys.setrecursionlimit(10000)
+    for v in nodes:
+        if v not in index: visit(v)
+    return out
+
+print("# file graph: A -> B when A uses a non-static pr_* function defined in B")
+for f in files:
+    for g in sorted(edges[f]):
+        print(f"{f} -> {g}: {' '.join(sorted(edges[f][g]))}")
+
+bad = []
+print("\n# circles of files (strongly connected components with more than one file)")
+comps = [c for c in sccs(files, edges) if len(c) > 1]
+for c in sorted(comps, key=lambda c: (-len(c), c)):
+    print(f"{len(c)} files: {' '.join(c)}")
+    if len(c) > 3:
+        bad.append(f"a circle of {len(c)} files")
+    if len({folder(f) for f in c}) > 1:
+        bad.append(f"a circle across folders: {' '.join(c)}")
+if not comps:
+    print("none")
+
+fedges = collections.defaultdict(set)
+for f in files:
+    for g in edges[f]:
+        if folder(f) != folder(g):
+            fedges[folder(f)].add(folder(g))
+folders = sorted({folder(f) for f in files})
+print("\n# folder graph (. = csrc/*.c)")
+for d in folders:
+    print(f"{d} -> {' '.join(sorted(fedges[d])) or '(nothing)'}")
+print("\n# circles of folders")
+fcomps = [c for c in sccs(folders, fedges) if len(c) > 1]
+for c in fcomps:
+    print(f"{len(c)} folders: {' '.join(c)}")
+    bad.append(f"a circle of folders: {' '.join(c)}")
+if not fcomps:
+    print("none")
+
+print("\n# C files over 800 lines")
+big = [f for f in files if lines[f] > 800]
+for f in big:
+    print(f"{lines[f]} {f}")
+    bad.append(f"{f} has {lines[f]} lines")
+if not big:
+    print("none")
+
+if check and bad:
+    print("\ncallgraph: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+EOF
