@@ -21,16 +21,16 @@ FUZZ_SECONDS ?= 60
 BUILD     ?= build
 SETUP     ?= scripts/setup.sh
 
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread $(WARN)
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread -Icsrc $(WARN)
 
-ENGINE_SRC = csrc/error.c csrc/ring.c csrc/wire.c csrc/supervisor.c csrc/exec.c \
-             csrc/registry.c csrc/engine.c csrc/rpc_server.c csrc/rpc_conn.c csrc/rpc_methods.c
+ENGINE_SRC = csrc/base/error.c csrc/base/ring.c csrc/base/wire.c csrc/engine/supervisor.c csrc/engine/exec.c \
+             csrc/engine/registry.c csrc/proctor.c csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c
 # durable history, audit log, secrets and environment policy
-ENGINE_SRC += csrc/secrets.c csrc/journal.c csrc/history.c csrc/audit.c
+ENGINE_SRC += csrc/engine/secrets.c csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
 # supervised workers (jsonl and msgpack-rpc on stdio)
-ENGINE_SRC += csrc/worker.c csrc/worker_msgpack.c
-CORE_SRC   = $(ENGINE_SRC) csrc/lua_core.c
-HDRS       = $(wildcard csrc/*.h)
+ENGINE_SRC += csrc/engine/worker.c csrc/engine/worker_msgpack.c
+CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c
+HDRS       = $(wildcard csrc/*/*.h)
 
 NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
 LUA54_OBJ = $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(CORE_SRC))
@@ -51,8 +51,8 @@ setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
 
 # --- the shepherd: a plain program, shared by both builds -----------------------
-$(SHEPHERD): csrc/shepherd.c csrc/wire.c csrc/wire.h | $(BUILD)
-	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE $(WARN) -o $@.tmp csrc/shepherd.c csrc/wire.c
+$(SHEPHERD): csrc/shepherd/shepherd.c csrc/base/wire.c csrc/base/wire.h | $(BUILD)
+	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -o $@.tmp csrc/shepherd/shepherd.c csrc/base/wire.c
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)
@@ -101,8 +101,8 @@ $(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(H
 $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
 	$(TSAN_CC) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
-$(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/ring.c csrc/error.c $(HDRS)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/ring.c csrc/error.c $(UV_LIBS)
+$(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
 # The RPC fuzz target: libFuzzer + ASan/UBSan over the decoder and dispatcher
 # (no socket, no real spawns). `make fuzz` explores; tests/rpc/run replays

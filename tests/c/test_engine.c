@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "include/proctor.h"
 #include "tap.h"
-#include "types.h" /* the engine's event lock, to stall its thread */
+#include "engine/types.h" /* the engine's event lock, to stall its thread */
 
 static int scale = 1; /* divisor for counts under TSan */
 

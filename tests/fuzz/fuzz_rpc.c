@@ -19,7 +19,7 @@
 
 #include <msgpack.h>
 
-#include "rpc.h"
+#include "rpc/rpc.h"
 
 static pr_engine_t *eng;
 

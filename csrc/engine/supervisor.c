@@ -1,0 +1,312 @@
+/* supervisor.c — start the shepherd and speak the wire protocol with it.
+ *
+ * Thread: engine. The host never has a long-lived child: the shepherd is
+ * started with posix_spawn (vfork-like, safe in a threaded host) and forks
+ * once more at once; the host reaps that first process by its pid — never
+ * waitpid(-1) — and the real shepherd is adopted by init.
+ *
+ *   engine ── socketpair(SEQPACKET) ──► proctor-shepherd --daemon 3
+ *   uv_poll_t on our end: readable → pr_wire_recv → exec.c handlers
+ *                          writable → flush sendq (only while it is non-empty)
+ */
+
+#include "engine/supervisor.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/exec.h"
+#include "base/wire.h"
+
+typedef struct {
+  pr_queue_t node;
+  pr_wire_hdr_t h;
+  char payload[];
+} packet_t;
+
+typedef struct {
+  uv_poll_t poll;
+  int fd;
+} conn_t;
+
+const char *pr_sup_last_error(const pr_engine_t *e) { return e->sup.last_error; }
+
+/* The directory of the shared object (or program) that contains this code. */
+static char *self_dir(void) {
+  Dl_info info;
+  if (dladdr((void *)&pr_sup_init, &info) == 0 || info.dli_fname == NULL) return NULL;
+  char *p = realpath(info.dli_fname, NULL);
+  if (p == NULL) return NULL;
+  char *slash = strrchr(p, '/');
+  if (slash) *slash = 0;
+  return p;
+}
+
+int pr_sup_init(pr_engine_t *e) {
+  pr_supervisor_t *s = &e->sup;
+  s->fd = -1;
+  s->last_error[0] = 0;
+  pr_queue_init(&s->sendq);
+  s->recvbuf = malloc(PR_WIRE_MAX_PAYLOAD);
+  if (s->recvbuf == NULL) return PR_ENOMEM;
+  const char *p = e->opts.shepherd_path;
+  if (p == NULL || *p == 0) p = getenv("PROCTOR_SHEPHERD");
+  if (p != NULL && *p) {
+    s->path = strdup(p);
+  } else {
+    char *dir = self_dir();
+    if (dir != NULL) {
+      size_t n = strlen(dir) + sizeof("/proctor-shepherd");
+      s->path = malloc(n);
+      if (s->path) snprintf(s->path, n, "%s/proctor-shepherd", dir);
+      free(dir);
+    } else {
+      s->path = strdup("proctor-shepherd");
+    }
+  }
+  return s->path ? 0 : PR_ENOMEM;
+}
+
+void pr_sup_destroy(pr_engine_t *e) {
+  pr_supervisor_t *s = &e->sup;
+  while (!pr_queue_empty(&s->sendq)) {
+    pr_queue_t *q = pr_queue_head(&s->sendq);
+    pr_queue_remove(q);
+    free(PR_QUEUE_DATA(q, packet_t, node));
+  }
+  free(s->recvbuf);
+  free(s->path);
+  s->recvbuf = NULL;
+  s->path = NULL;
+}
+
+int pr_sup_alive(const pr_engine_t *e) { return e->sup.fd >= 0; }
+
+static void on_conn_closed(uv_handle_t *h) {
+  conn_t *c = (conn_t *)h;
+  close(c->fd);
+  free(c);
+}
+
+/* Drop the connection (poll handle closed, fd closed in its callback). */
+static void drop(pr_engine_t *e) {
+  pr_supervisor_t *s = &e->sup;
+  if (s->fd < 0) return;
+  conn_t *c = (conn_t *)s->poll.data;
+  s->fd = -1;
+  s->writable_wait = 0;
+  if (c != NULL) uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+  s->poll.data = NULL;
+  while (!pr_queue_empty(&s->sendq)) {
+    pr_queue_t *q = pr_queue_head(&s->sendq);
+    pr_queue_remove(q);
+    free(PR_QUEUE_DATA(q, packet_t, node));
+  }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static void update_poll(pr_engine_t *e) {
+  pr_supervisor_t *s = &e->sup;
+  conn_t *c = (conn_t *)s->poll.data;
+  if (c == NULL) return;
+  int want = UV_READABLE | (pr_queue_empty(&s->sendq) ? 0 : UV_WRITABLE);
+  uv_poll_start(&c->poll, want, on_poll);
+}
+
+static int flush(pr_engine_t *e) {
+  pr_supervisor_t *s = &e->sup;
+  while (!pr_queue_empty(&s->sendq)) {
+    pr_queue_t *q = pr_queue_head(&s->sendq);
+    packet_t *p = PR_QUEUE_DATA(q, packet_t, node);
+    int rc = pr_wire_send(s->fd, &p->h, p->payload, NULL, 0, 1);
+    if (rc == -EAGAIN) break;
+    pr_queue_remove(q);
+    free(p);
+    if (rc < 0) return rc;
+  }
+  update_poll(e);
+  return 0;
+}
+
+static void lost(pr_engine_t *e) {
+  drop(e);
+  pr_exec_on_supervisor_lost(e);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  pr_engine_t *e = (pr_engine_t *)h->loop->data;
+  pr_supervisor_t *s = &e->sup;
+  if (status < 0) {
+    lost(e);
+    return;
+  }
+  if (events & UV_WRITABLE) {
+    if (flush(e) < 0) {
+      lost(e);
+      return;
+    }
+  }
+  if (!(events & UV_READABLE)) return;
+  /* Bounded batch per wake so one busy shepherd cannot starve the loop. */
+  for (int i = 0; i < 256 && s->fd >= 0; i++) {
+    pr_wire_hdr_t ph;
+    int fds[PR_WIRE_MAX_FDS], nfds = 0;
+    int rc = pr_wire_recv(s->fd, &ph, s->recvbuf, fds, &nfds, 1);
+    if (rc == -EAGAIN) return;
+    if (rc == -EPROTO) continue;
+    if (rc <= 0) {
+      lost(e);
+      return;
+    }
+    switch (ph.type) {
+    case PR_W_SPAWNED: pr_exec_on_spawned(e, &ph, fds, nfds); break;
+    case PR_W_FAILED: pr_exec_on_failed(e, &ph); break;
+    case PR_W_EXITED: pr_exec_on_exited(e, &ph); break;
+    default:
+      for (int k = 0; k < nfds; k++) close(fds[k]);
+      break;
+    }
+  }
+}
+
+int pr_sup_ensure(pr_engine_t *e) {
+  pr_supervisor_t *s = &e->sup;
+  if (s->fd >= 0) return 0;
+  int sv[2] = {-1, -1}, child = -1, rc = PR_ESHEPHERD;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  int fa_ok = 0, attr_ok = 0;
+  conn_t *c = NULL;
+  if (access(s->path, X_OK) != 0) {
+    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", s->path, strerror(errno));
+    return PR_ESHEPHERD;
+  }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) goto fail_errno;
+  /* The child end must not already be fd 3 (dup2 onto itself would keep
+   * FD_CLOEXEC): move it high first. */
+  child = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+  if (child < 0) goto fail_errno;
+  close(sv[1]);
+  sv[1] = -1;
+  int big = 1 << 20;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+  setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+  if (posix_spawn_file_actions_init(&fa) != 0) goto fail_errno;
+  fa_ok = 1;
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, child, 3);
+  if (posix_spawnattr_init(&attr) != 0) goto fail_errno;
+  attr_ok = 1;
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char *argv[] = {s->path, "--daemon", "3", NULL};
+  char *envp[] = {NULL};
+  pid_t pid;
+  int err = posix_spawn(&pid, s->path, &fa, &attr, argv, envp);
+  if (err != 0) {
+    errno = err;
+    goto fail_errno;
+  }
+  /* Reap the first process (it forks the real shepherd and exits at once).
+   * ECHILD: another thread of the host reaped it; that is fine. */
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  close(child);
+  child = -1;
+  c = calloc(1, sizeof(*c));
+  if (c == NULL) goto fail_errno;
+  c->fd = sv[0];
+  if (uv_poll_init(&e->loop, &c->poll, sv[0]) != 0) goto fail_errno;
+  c->poll.data = NULL;
+  s->fd = sv[0];
+  s->poll.data = c; /* s->poll is only used as a slot for the live conn */
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  update_poll(e);
+  s->last_error[0] = 0;
+  return 0;
+
+fail_errno:
+  snprintf(s->last_error, sizeof(s->last_error), "%s: %s", s->path, strerror(errno));
+  if (fa_ok) posix_spawn_file_actions_destroy(&fa);
+  if (attr_ok) posix_spawnattr_destroy(&attr);
+  if (sv[0] >= 0) close(sv[0]);
+  if (sv[1] >= 0) close(sv[1]);
+  if (child >= 0) close(child);
+  free(c);
+  return rc;
+}
+
+static int enqueue(pr_engine_t *e, const pr_wire_hdr_t *h, const char *payload) {
+  packet_t *p = malloc(sizeof(*p) + h->len);
+  if (p == NULL) return PR_ENOMEM;
+  p->h = *h;
+  if (h->len) memcpy(p->payload, payload, h->len);
+  pr_queue_push(&e->sup.sendq, &p->node);
+  return 0;
+}
+
+int pr_sup_send(pr_engine_t *e, uint32_t type, uint32_t flags, uint64_t job, int64_t a,
+                int64_t b, const char *payload, size_t len) {
+  pr_supervisor_t *s = &e->sup;
+  if (s->fd < 0) return PR_ESHEPHERD;
+  int queued = 0;
+  size_t off = 0;
+  do {
+    size_t n = len - off;
+    if (n > PR_WIRE_MAX_PAYLOAD) n = PR_WIRE_MAX_PAYLOAD;
+    pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b,
+                       .len = (uint32_t)n};
+    if (off + n < len) h.flags |= PR_WF_MORE;
+    const char *p = payload ? payload + off : NULL; /* no arithmetic on NULL */
+    int rc = -EAGAIN;
+    if (pr_queue_empty(&s->sendq)) rc = pr_wire_send(s->fd, &h, p, NULL, 0, 1);
+    if (rc == -EAGAIN) {
+      if (enqueue(e, &h, p) != 0) return PR_ENOMEM;
+      queued = 1;
+    } else if (rc < 0) {
+      return PR_ESHEPHERD; /* EOF handling in on_poll reports the loss */
+    }
+    off += n;
+  } while (off < len);
+  if (queued) update_poll(e);
+  return 0;
+}
+
+void pr_sup_shutdown(pr_engine_t *e, int grace_ms) {
+  pr_supervisor_t *s = &e->sup;
+  if (s->fd < 0) return;
+  /* Best effort, blocking briefly: flush what is queued, then SHUTDOWN. */
+  int fl = fcntl(s->fd, F_GETFL);
+  fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK);
+  struct timeval tv = {1, 0};
+  setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  while (!pr_queue_empty(&s->sendq)) {
+    pr_queue_t *q = pr_queue_head(&s->sendq);
+    packet_t *p = PR_QUEUE_DATA(q, packet_t, node);
+    pr_wire_send(s->fd, &p->h, p->payload, NULL, 0, 0);
+    pr_queue_remove(q);
+    free(p);
+  }
+  pr_wire_hdr_t h = {.type = PR_W_SHUTDOWN, .a = grace_ms};
+  pr_wire_send(s->fd, &h, NULL, NULL, 0, 0);
+  drop(e);
+}

@@ -1,0 +1,772 @@
+/* worker.c — supervised workers: worker state, requests, the JSON lines
+ * protocol, readiness, restarts with backoff. See worker.h for the flow.
+ *
+ * Thread: engine, except pr_worker_new/free (any thread), pr_worker_next_rid
+ * (any thread) and pr_worker_chan_done (host).
+ *
+ * Requests live in the worker of their execution: a hash by request id plus
+ * one of two FIFO lists, `unsent` (the worker is not ready yet, or restarting)
+ * and `inflight` (written to its stdin). Each host request has a `chan`, the
+ * only object shared with the host: two atomic counters, references and chunk
+ * events not consumed yet. A request whose consumer lags max_chunks events
+ * behind has its newer chunks dropped and counted (the pipe is shared by every
+ * request, so holding it back would stall the others); the next chunk that is
+ * delivered and the final reply say how many were dropped (`missed`).
+ */
+#include "engine/worker.h"
+
+#include <cjson/cJSON.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/exec.h"
+#include "engine/registry.h"
+#include "rpc/rpc.h"
+#include "engine/supervisor.h"
+
+#define DEF_MAX_RESTARTS 5
+#define DEF_BACKOFF 100
+#define DEF_BACKOFF_MAX 30000
+#define DEF_HEALTHY 10000
+#define DEF_MAX_CHUNKS 256
+
+typedef struct {
+  int refs;    /* atomic: the request + each chunk event not freed yet */
+  int pending; /* atomic: chunk events emitted and not freed by the host yet */
+} chan_t;
+
+typedef struct wreq {
+  pr_queue_t node;     /* w->unsent or w->inflight */
+  struct wreq *hnext;  /* hash chain */
+  uint64_t rid, session;
+  uint64_t deadline;   /* uv_now ms; 0 = none */
+  uint64_t timeout_ms;
+  int sent;
+  char *msg;           /* the encoded request while unsent */
+  size_t len;
+  chan_t *chan;        /* host requests only */
+  uint64_t missed, missed_total; /* chunks dropped since the last delivered one / in all */
+} wreq_t;
+
+struct pr_worker {
+  pr_worker_spec_t spec; /* ready_stderr is not kept (compiled into re) */
+  regex_t re;
+  int has_re;
+  pr_worker_state_t state;
+  uint32_t restarts;   /* processes started after the first */
+  uint32_t streak;     /* restarts since the worker was last healthy */
+  int restart_now;     /* pr_worker_restart: the next end restarts at once */
+  uint64_t ready_at;   /* uv_now when it became ready; 0 = not ready */
+  pr_queue_t unsent, inflight;
+  size_t ninflight, count;
+  wreq_t **buckets;
+  size_t nbuckets;
+  char *line;          /* jsonl: the incomplete stdout line */
+  size_t llen, lcap;
+  int skipping;        /* jsonl: inside an oversize line */
+  char eline[4096];    /* stderr line for the ready pattern */
+  size_t elen;
+  void *mp;            /* msgpack-rpc unpacker */
+  uv_timer_t backoff, deadline;
+  int backoff_open, deadline_open;
+  uint64_t stray;      /* non-protocol lines/messages, invalid and oversize included */
+  uint64_t late;       /* replies/chunks for unknown (canceled, timed out) requests */
+};
+
+static const char *ws_names[PR_NWS] = {"starting", "ready", "busy", "backoff", "stopped", "fatal"};
+static const char *rs_names[PR_NRS] = {"ok",           "error",         "canceled", "timeout",
+                                       "worker_exited", "worker_fatal", "rejected"};
+
+const char *pr_worker_state_name(int ws) {
+  return ws >= 0 && ws < PR_NWS ? ws_names[ws] : "unknown";
+}
+const char *pr_reply_status_name(int st) {
+  return st >= 0 && st < PR_NRS ? rs_names[st] : "unknown";
+}
+
+/* ---- life -------------------------------------------------------------------------- */
+
+int pr_worker_new(const pr_worker_spec_t *s, pr_worker_t **out) {
+  *out = NULL;
+  if ((unsigned)s->protocol > PR_WP_MSGPACK || (unsigned)s->restart > PR_WR_ALWAYS) return PR_EINVAL;
+  pr_worker_t *w = calloc(1, sizeof(*w));
+  if (w == NULL) return PR_ENOMEM;
+  w->spec = *s;
+  w->spec.ready_stderr = NULL;
+  if (w->spec.max_restarts < 0) w->spec.max_restarts = DEF_MAX_RESTARTS;
+  if (!w->spec.backoff_ms) w->spec.backoff_ms = DEF_BACKOFF;
+  if (!w->spec.backoff_max_ms) w->spec.backoff_max_ms = DEF_BACKOFF_MAX;
+  if (!w->spec.healthy_ms) w->spec.healthy_ms = DEF_HEALTHY;
+  if (!w->spec.max_chunks) w->spec.max_chunks = DEF_MAX_CHUNKS;
+  pr_queue_init(&w->unsent);
+  pr_queue_init(&w->inflight);
+  w->state = PR_WS_STARTING;
+  if (s->ready_stderr) {
+    if (regcomp(&w->re, s->ready_stderr, REG_EXTENDED | REG_NOSUB) != 0) {
+      free(w);
+      return PR_EINVAL;
+    }
+    w->has_re = 1;
+  }
+  if (s->protocol == PR_WP_MSGPACK && (w->mp = pr_wmp_new()) == NULL) {
+    pr_worker_free(w);
+    return PR_ENOMEM;
+  }
+  *out = w;
+  return 0;
+}
+
+static void chan_unref(chan_t *c) {
+  if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free(c);
+}
+
+void pr_worker_chan_done(void *chan) {
+  chan_t *c = chan;
+  __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
+  chan_unref(c);
+}
+
+static void req_free(wreq_t *r) {
+  free(r->msg);
+  chan_unref(r->chan);
+  free(r);
+}
+
+void pr_worker_free(pr_worker_t *w) {
+  if (w == NULL) return;
+  pr_queue_t *lists[2] = {&w->unsent, &w->inflight};
+  for (int i = 0; i < 2; i++)
+    while (!pr_queue_empty(lists[i])) {
+      pr_queue_t *q = pr_queue_head(lists[i]);
+      pr_queue_remove(q);
+      req_free(PR_QUEUE_DATA(q, wreq_t, node));
+    }
+  if (w->has_re) regfree(&w->re);
+  pr_wmp_free(w->mp);
+  free(w->buckets);
+  free(w->line);
+  free(w);
+}
+
+uint64_t pr_worker_next_rid(pr_engine_t *e) {
+  return __atomic_add_fetch(&e->next_rid, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the request table ------------------------------------------------------------- */
+
+static wreq_t **slot(pr_worker_t *w, uint64_t rid) {
+  return &w->buckets[(rid * 0x9E3779B97F4A7C15ull >> 20) & (w->nbuckets - 1)];
+}
+
+static wreq_t *find(pr_worker_t *w, uint64_t rid) {
+  if (w->nbuckets == 0) return NULL;
+  for (wreq_t *r = *slot(w, rid); r; r = r->hnext)
+    if (r->rid == rid) return r;
+  return NULL;
+}
+
+static int insert(pr_worker_t *w, wreq_t *r) {
+  if (w->count + 1 > w->nbuckets) {
+    size_t nb = w->nbuckets ? w->nbuckets * 2 : 64;
+    wreq_t **old = w->buckets, **nbk = calloc(nb, sizeof(*nbk));
+    if (nbk == NULL) return PR_ENOMEM;
+    size_t on = w->nbuckets;
+    w->buckets = nbk;
+    w->nbuckets = nb;
+    for (size_t i = 0; i < on; i++)
+      for (wreq_t *p = old[i], *n; p; p = n) {
+        n = p->hnext;
+        wreq_t **s = slot(w, p->rid);
+        p->hnext = *s;
+        *s = p;
+      }
+    free(old);
+  }
+  wreq_t **s = slot(w, r->rid);
+  r->hnext = *s;
+  *s = r;
+  w->count++;
+  return 0;
+}
+
+/* Take `r` out of the table and its list. */
+static void unlink_req(pr_worker_t *w, wreq_t *r) {
+  for (wreq_t **p = slot(w, r->rid); *p; p = &(*p)->hnext)
+    if (*p == r) {
+      *p = r->hnext;
+      break;
+    }
+  w->count--;
+  pr_queue_remove(&r->node);
+  if (r->sent) w->ninflight--;
+}
+
+/* ---- delivery ---------------------------------------------------------------------- */
+
+static void emit(pr_engine_t *e, pr_event_type_t type, uint64_t id, uint64_t rid, int status,
+                 char *data, size_t len, uint64_t missed, chan_t *chan) {
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) {
+    free(data);
+    return;
+  }
+  ev->type = type;
+  ev->id = id;
+  ev->rid = rid;
+  ev->status = status;
+  ev->data = data;
+  ev->len = len;
+  ev->missed = missed;
+  ev->chan = chan;
+  pr_emit_event(e, ev);
+}
+
+static void set_state(pr_exec_t *x, pr_worker_state_t st) {
+  pr_worker_t *w = x->worker;
+  if (w->state == st) return;
+  w->state = st;
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = PR_EV_WORKER;
+  ev->id = x->id;
+  ev->worker_state = st;
+  ev->restarts = w->restarts;
+  pr_emit_event(x->eng, ev);
+}
+
+static void update_busy(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  if (w->state == PR_WS_READY || w->state == PR_WS_BUSY)
+    set_state(x, w->ninflight ? PR_WS_BUSY : PR_WS_READY);
+}
+
+/* Answer one request (to the host or its RPC session). Takes `text`. */
+static void answer(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid, int status,
+                   char *text, size_t len, uint64_t missed) {
+  if (session == 0) {
+    emit(e, PR_EV_REPLY, id, rid, status, text, len, missed, NULL);
+    return;
+  }
+  if (e->rpc) pr_rpc_on_worker_reply(e, session, id, rid, status, text, len);
+  free(text);
+}
+
+static char *fmt(size_t *n, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static char *fmt(size_t *n, const char *f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  int k = vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  if (k < 0) k = 0;
+  if ((size_t)k >= sizeof(buf)) k = sizeof(buf) - 1;
+  *n = (size_t)k;
+  return strndup(buf, (size_t)k);
+}
+
+/* Resolve and free request `r` of worker `x`. Takes `text`. */
+static void resolve(pr_exec_t *x, wreq_t *r, int status, char *text, size_t len) {
+  unlink_req(x->worker, r);
+  answer(x->eng, r->session, x->id, r->rid, status, text, len, r->missed_total);
+  req_free(r);
+}
+
+static void resolve_all(pr_exec_t *x, pr_queue_t *list, int status, const char *why) {
+  while (!pr_queue_empty(list)) {
+    wreq_t *r = PR_QUEUE_DATA(pr_queue_head(list), wreq_t, node);
+    size_t n;
+    char *t = fmt(&n, "%s: %s", rs_names[status], why);
+    resolve(x, r, status, t, n);
+  }
+}
+
+/* ---- writing to the worker --------------------------------------------------------- */
+
+static int process_up(const pr_exec_t *x) {
+  return x->state == PR_RUNNING && !x->exited && !x->respawning && x->verdict < 0;
+}
+
+static void send_req(pr_exec_t *x, wreq_t *r) {
+  pr_worker_t *w = x->worker;
+  pr_queue_remove(&r->node);
+  pr_queue_push(&w->inflight, &r->node);
+  r->sent = 1;
+  w->ninflight++;
+  pr_exec_input(x, r->msg, r->len); /* failing: the process is ending; its end fails r */
+  free(r->msg);
+  r->msg = NULL;
+}
+
+static void send_cancel(pr_exec_t *x, uint64_t rid) {
+  if (!process_up(x)) return;
+  size_t n;
+  char *m;
+  if (x->worker->spec.protocol == PR_WP_MSGPACK) m = pr_wmp_cancel(rid, &n);
+  else m = fmt(&n, "{\"id\":\"%llu\",\"type\":\"cancel\"}\n", (unsigned long long)rid);
+  if (m) pr_exec_input(x, m, n);
+  free(m);
+}
+
+static void flush_unsent(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  while (!pr_queue_empty(&w->unsent) && process_up(x))
+    send_req(x, PR_QUEUE_DATA(pr_queue_head(&w->unsent), wreq_t, node));
+  update_busy(x);
+}
+
+static void mark_ready(pr_exec_t *x) {
+  x->worker->ready_at = uv_now(&x->eng->loop);
+  set_state(x, PR_WS_READY);
+  flush_unsent(x);
+}
+
+/* ---- timers ------------------------------------------------------------------------- */
+
+static int timer_open(pr_exec_t *x, uv_timer_t *t, int *open) {
+  if (*open) return 0;
+  if (uv_timer_init(&x->eng->loop, t) != 0) return -1;
+  t->data = x; /* closed with pr_exec_handle_closed, like every handle of x */
+  x->handles++;
+  *open = 1;
+  return 0;
+}
+
+static void timers_close(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  if (w->backoff_open) {
+    w->backoff_open = 0;
+    uv_close((uv_handle_t *)&w->backoff, pr_exec_handle_closed);
+  }
+  if (w->deadline_open) {
+    w->deadline_open = 0;
+    uv_close((uv_handle_t *)&w->deadline, pr_exec_handle_closed);
+  }
+}
+
+static void arm_deadline(pr_exec_t *x);
+
+static void on_deadline(uv_timer_t *t) {
+  pr_exec_t *x = t->data;
+  pr_worker_t *w = x->worker;
+  uint64_t now = uv_now(&x->eng->loop);
+  pr_queue_t *lists[2] = {&w->inflight, &w->unsent};
+  for (int i = 0; i < 2; i++) {
+    pr_queue_t *q = pr_queue_head(lists[i]);
+    while (q != lists[i]) {
+      wreq_t *r = PR_QUEUE_DATA(q, wreq_t, node);
+      q = q->next;
+      if (r->deadline == 0 || r->deadline > now) continue;
+      if (r->sent) send_cancel(x, r->rid);
+      size_t n;
+      char *m = fmt(&n, "timeout: no reply within %llu ms", (unsigned long long)r->timeout_ms);
+      resolve(x, r, PR_RS_TIMEOUT, m, n);
+    }
+  }
+  update_busy(x);
+  arm_deadline(x);
+}
+
+/* Run the deadline timer for the earliest deadline (O(requests), only for
+ * workers whose requests have timeouts). */
+static void arm_deadline(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  uint64_t min = 0;
+  pr_queue_t *q, *lists[2] = {&w->inflight, &w->unsent};
+  for (int i = 0; i < 2; i++)
+    PR_QUEUE_FOREACH(q, lists[i]) {
+      wreq_t *r = PR_QUEUE_DATA(q, wreq_t, node);
+      if (r->deadline && (min == 0 || r->deadline < min)) min = r->deadline;
+    }
+  if (min == 0) {
+    if (w->deadline_open) uv_timer_stop(&w->deadline);
+    return;
+  }
+  if (timer_open(x, &w->deadline, &w->deadline_open) != 0) return;
+  uint64_t now = uv_now(&x->eng->loop);
+  uv_timer_start(&w->deadline, on_deadline, min > now ? min - now : 0, 0);
+}
+
+/* ---- commands ------------------------------------------------------------------------ */
+
+void pr_worker_request(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
+                       const char *json, size_t len, uint64_t timeout_ms) {
+  pr_exec_t *x = pr_registry_find(e, id, session);
+  size_t n;
+  char *m;
+  if (x == NULL || x->worker == NULL) {
+    int err = x ? PR_ENOTWORKER : PR_ENOENT;
+    m = fmt(&n, "%s: %s %llu", pr_err_name(err), pr_strerror(err), (unsigned long long)id);
+    answer(e, session, id, rid, PR_RS_REJECTED, m, n, 0);
+    return;
+  }
+  pr_worker_t *w = x->worker;
+  if (x->finished || x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) {
+    int fatal = w->state == PR_WS_FATAL;
+    if (fatal)
+      m = fmt(&n, "worker_fatal: worker %llu reached its restart limit (%d in a row)",
+              (unsigned long long)id, (int)w->spec.max_restarts);
+    else
+      m = fmt(&n, "worker_stopped: worker %llu has ended (%s)", (unsigned long long)id,
+              x->reason ? x->reason : "stopping");
+    answer(e, session, id, rid, fatal ? PR_RS_WORKER_FATAL : PR_RS_REJECTED, m, n, 0);
+    return;
+  }
+  wreq_t *r = calloc(1, sizeof(*r));
+  int err = PR_ENOMEM;
+  if (r == NULL) goto fail;
+  r->rid = rid;
+  r->session = session;
+  if (w->spec.protocol == PR_WP_MSGPACK) {
+    r->msg = pr_wmp_request(rid, json, len, &r->len, &err);
+  } else {
+    r->len = len + 64;
+    if ((r->msg = malloc(r->len)) != NULL) {
+      int k = snprintf(r->msg, 64, "{\"id\":\"%llu\",\"type\":\"request\",\"payload\":",
+                       (unsigned long long)rid);
+      memcpy(r->msg + k, len ? json : "null", len ? len : 4);
+      k += (int)(len ? len : 4);
+      memcpy(r->msg + k, "}\n", 2);
+      r->len = (size_t)k + 2;
+    }
+  }
+  if (r->msg == NULL) goto fail;
+  if (session == 0) {
+    if ((r->chan = calloc(1, sizeof(chan_t))) == NULL) goto fail;
+    r->chan->refs = 1;
+  }
+  if (insert(w, r) != 0) goto fail;
+  pr_queue_push(&w->unsent, &r->node);
+  if (timeout_ms) {
+    r->timeout_ms = timeout_ms;
+    r->deadline = uv_now(&e->loop) + timeout_ms;
+    if (!w->deadline_open || uv_timer_get_due_in(&w->deadline) == 0 ||
+        uv_timer_get_due_in(&w->deadline) > timeout_ms)
+      arm_deadline(x);
+  }
+  if (w->state == PR_WS_READY || w->state == PR_WS_BUSY) {
+    send_req(x, r);
+    update_busy(x);
+  }
+  return;
+fail:
+  if (r) req_free(r);
+  m = fmt(&n, "%s: %s", pr_err_name(err), err == PR_EINVAL ? "payload is not valid JSON" : pr_strerror(err));
+  answer(e, session, id, rid, PR_RS_REJECTED, m, n, 0);
+}
+
+/* The live worker holding request `rid`, or NULL. */
+static pr_exec_t *owner_of(pr_engine_t *e, uint64_t rid, wreq_t **out) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &e->order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (x->worker == NULL || x->finished) continue;
+    if ((*out = find(x->worker, rid)) != NULL) return x;
+  }
+  return NULL;
+}
+
+int pr_worker_cancel_request(pr_engine_t *e, uint64_t session, uint64_t rid) {
+  wreq_t *r;
+  pr_exec_t *x = owner_of(e, rid, &r);
+  if (x == NULL || (session && r->session != session)) return PR_ENOENT;
+  if (r->sent) send_cancel(x, rid);
+  size_t n;
+  char *m = fmt(&n, "canceled");
+  resolve(x, r, PR_RS_CANCELED, m, n);
+  update_busy(x);
+  return 0;
+}
+
+void pr_worker_session_closed(pr_engine_t *e, uint64_t session) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &e->order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (x->worker == NULL || x->finished) continue;
+    pr_worker_t *w = x->worker;
+    pr_queue_t *lists[2] = {&w->inflight, &w->unsent};
+    for (int i = 0; i < 2; i++) {
+      pr_queue_t *k = pr_queue_head(lists[i]);
+      while (k != lists[i]) {
+        wreq_t *r = PR_QUEUE_DATA(k, wreq_t, node);
+        k = k->next;
+        if (r->session != session) continue;
+        if (r->sent) send_cancel(x, r->rid);
+        unlink_req(w, r);
+        req_free(r);
+      }
+    }
+    update_busy(x);
+  }
+}
+
+static void respawn(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  w->ready_at = 0;
+  set_state(x, PR_WS_STARTING);
+  pr_exec_respawn(x); /* may end x at once (no shepherd): pr_worker_on_end runs */
+}
+
+static void on_backoff(uv_timer_t *t) {
+  pr_exec_t *x = t->data;
+  if (x->finished || !x->exited || x->verdict >= 0) return;
+  x->worker->restarts++;
+  respawn(x);
+}
+
+int pr_worker_restart(pr_engine_t *e, uint64_t session, uint64_t id) {
+  pr_exec_t *x = pr_registry_find(e, id, session);
+  if (x == NULL) return PR_ENOENT;
+  if (x->worker == NULL) return PR_ENOTWORKER;
+  pr_worker_t *w = x->worker;
+  if (x->finished || x->state != PR_RUNNING || x->verdict >= 0) return PR_ENOTRUNNING;
+  if (x->respawning) return 0; /* a new process is on its way */
+  if (x->exited) {             /* in backoff: now */
+    if (w->backoff_open) uv_timer_stop(&w->backoff);
+    w->restarts++;
+    respawn(x);
+    return 0;
+  }
+  w->restart_now = 1;
+  set_state(x, PR_WS_STARTING); /* new requests wait for the new process */
+  pr_sup_send(e, PR_W_SIGNAL, 0, x->id, SIGTERM, 0, NULL, 0);
+  return 0;
+}
+
+/* ---- hooks from exec.c -------------------------------------------------------------- */
+
+void pr_worker_on_spawned(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  w->llen = 0;
+  w->skipping = 0;
+  w->elen = 0;
+  if (w->mp) {
+    pr_wmp_free(w->mp);
+    w->mp = pr_wmp_new();
+  }
+  w->state = PR_WS_BACKOFF; /* force the event below, also for the first process */
+  set_state(x, PR_WS_STARTING);
+  if (!w->spec.ready_message && !w->has_re) mark_ready(x);
+}
+
+int pr_worker_on_end(pr_exec_t *x) {
+  pr_worker_t *w = x->worker;
+  pr_engine_t *e = x->eng;
+  w->llen = 0;
+  w->skipping = 0;
+  resolve_all(x, &w->inflight, PR_RS_WORKER_EXITED, "the worker process ended");
+  int ran = x->state == PR_RUNNING;
+  int ended = x->verdict == PR_COMPLETED || x->verdict == PR_FAILED;
+  int lost = x->reason && strcmp(x->reason, "supervisor_lost") == 0;
+  int restart = 0;
+  if (ran && ended && !lost && !e->closing) {
+    restart = w->restart_now || w->spec.restart == PR_WR_ALWAYS ||
+              (w->spec.restart == PR_WR_ON_FAILURE && x->verdict == PR_FAILED);
+  }
+  uint64_t now = uv_now(&e->loop);
+  if (restart && !w->restart_now) {
+    if (w->ready_at && now - w->ready_at >= w->spec.healthy_ms) w->streak = 0;
+    if (w->streak >= (uint32_t)w->spec.max_restarts) { /* fatal: the execution ends */
+      set_state(x, PR_WS_FATAL);
+      resolve_all(x, &w->unsent, PR_RS_WORKER_FATAL, "the worker reached its restart limit");
+      x->verdict = PR_FAILED;
+      free(x->reason);
+      x->reason = strdup("worker_fatal");
+      size_t n;
+      free(x->error);
+      x->error = fmt(&n, "worker_fatal: %u restarts in a row without %u ms of healthy running",
+                     w->streak, w->spec.healthy_ms);
+      timers_close(x);
+      return 0;
+    }
+  }
+  if (!restart) {
+    int fatal = !ran && x->verdict == PR_FAILED; /* it never ran (spawn error) */
+    set_state(x, fatal ? PR_WS_FATAL : PR_WS_STOPPED);
+    resolve_all(x, &w->unsent, fatal ? PR_RS_WORKER_FATAL : PR_RS_REJECTED,
+                "the worker has ended");
+    timers_close(x);
+    return 0;
+  }
+  uint64_t delay = 1; /* >= 1 ms: the old stream handles finish closing first */
+  if (!w->restart_now) {
+    delay = w->spec.backoff_ms;
+    for (uint32_t i = 0; i < w->streak && delay < w->spec.backoff_max_ms; i++) delay *= 2;
+    if (delay > w->spec.backoff_max_ms) delay = w->spec.backoff_max_ms;
+    if (delay == 0) delay = 1;
+    w->streak++;
+  }
+  w->restart_now = 0;
+  pr_exec_park(x);
+  set_state(x, PR_WS_BACKOFF);
+  if (timer_open(x, &w->backoff, &w->backoff_open) == 0)
+    uv_timer_start(&w->backoff, on_backoff, delay, 0);
+  return 1;
+}
+
+void pr_worker_snapshot(const pr_exec_t *x, pr_record_t *r) {
+  const pr_worker_t *w = x->worker;
+  r->worker_state = w->state;
+  r->worker_restarts = w->restarts;
+  r->worker_pending = w->count;
+  r->worker_stray = w->stray;
+}
+
+/* ---- messages ------------------------------------------------------------------------- */
+
+void pr_worker_message(pr_exec_t *x, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len) {
+  pr_worker_t *w = x->worker;
+  if (kind >= PR_WM_STRAY) w->stray++;
+  if (w->state == PR_WS_STARTING && w->spec.ready_message && kind <= PR_WM_STRAY && !w->restart_now)
+    mark_ready(x);
+  if (kind == PR_WM_READY || kind >= PR_WM_STRAY) {
+    free(text);
+    return;
+  }
+  wreq_t *r = find(w, rid);
+  if (r == NULL || !r->sent) { /* canceled, timed out, or never asked: dropped */
+    w->late++;
+    free(text);
+    return;
+  }
+  if (kind == PR_WM_CHUNK) {
+    if (r->session) {
+      if (x->eng->rpc) pr_rpc_on_worker_chunk(x->eng, r->session, x->id, rid, text, len);
+      free(text);
+      return;
+    }
+    if ((uint32_t)__atomic_load_n(&r->chan->pending, __ATOMIC_ACQUIRE) >= w->spec.max_chunks) {
+      r->missed++;
+      r->missed_total++;
+      free(text);
+      return;
+    }
+    __atomic_add_fetch(&r->chan->pending, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&r->chan->refs, 1, __ATOMIC_ACQ_REL);
+    emit(x->eng, PR_EV_CHUNK, x->id, rid, 0, text, len, r->missed, r->chan);
+    r->missed = 0;
+    return;
+  }
+  resolve(x, r, kind == PR_WM_OK ? PR_RS_OK : PR_RS_ERROR, text, len);
+  update_busy(x);
+}
+
+/* One complete stdout line of a jsonl worker. */
+static void jsonl_line(pr_exec_t *x, const char *p, size_t n) {
+  while (n && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+  size_t i = 0;
+  while (i < n && (p[i] == ' ' || p[i] == '\t')) i++;
+  if (i == n) return; /* blank */
+  cJSON *j = cJSON_ParseWithLength(p + i, n - i);
+  if (j == NULL) {
+    pr_worker_message(x, PR_WM_INVALID, 0, NULL, 0);
+    return;
+  }
+  pr_worker_msg_t kind = PR_WM_STRAY;
+  uint64_t rid = 0;
+  char *text = NULL;
+  size_t len = 0;
+  if (cJSON_IsObject(j)) {
+    cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+    cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
+    cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
+    int has_id = 0;
+    if (cJSON_IsString(id)) {
+      char *end;
+      rid = strtoull(id->valuestring, &end, 10);
+      has_id = *id->valuestring && *end == 0;
+    } else if (cJSON_IsNumber(id) && id->valuedouble >= 0) {
+      rid = (uint64_t)id->valuedouble;
+      has_id = 1;
+    }
+    if (cJSON_IsString(ty) && strcmp(ty->valuestring, "ready") == 0 && !st) {
+      kind = PR_WM_READY;
+    } else if (has_id && cJSON_IsString(st)) {
+      const char *s = st->valuestring;
+      cJSON *v = NULL;
+      if (strcmp(s, "ok") == 0) kind = PR_WM_OK, v = cJSON_GetObjectItemCaseSensitive(j, "result");
+      else if (strcmp(s, "chunk") == 0) kind = PR_WM_CHUNK, v = cJSON_GetObjectItemCaseSensitive(j, "chunk");
+      else if (strcmp(s, "error") == 0) kind = PR_WM_ERROR, v = cJSON_GetObjectItemCaseSensitive(j, "error");
+      if (kind == PR_WM_ERROR && cJSON_IsString(v)) text = strdup(v->valuestring);
+      else if (kind != PR_WM_STRAY) text = v ? cJSON_PrintUnformatted(v) : strdup(kind == PR_WM_ERROR ? "error" : "null");
+      if (kind != PR_WM_STRAY && text == NULL) kind = PR_WM_STRAY; /* out of memory */
+      len = text ? strlen(text) : 0;
+    }
+  }
+  cJSON_Delete(j);
+  pr_worker_message(x, kind, rid, text, len);
+}
+
+static void jsonl_feed(pr_exec_t *x, const char *p, size_t n) {
+  pr_worker_t *w = x->worker;
+  while (n) {
+    const char *nl = memchr(p, '\n', n);
+    size_t take = nl ? (size_t)(nl - p) : n;
+    if (w->skipping) {
+      if (nl) w->skipping = 0;
+    } else if (w->llen + take > PR_WORKER_MSG_MAX) {
+      w->llen = 0;
+      w->skipping = nl == NULL;
+      pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
+    } else if (nl && w->llen == 0) {
+      jsonl_line(x, p, take); /* the common case: a whole line in this read */
+    } else {
+      if (w->llen + take > w->lcap) {
+        size_t nc = w->lcap ? w->lcap : 4096;
+        while (nc < w->llen + take) nc *= 2;
+        char *nb = realloc(w->line, nc);
+        if (nb == NULL) { /* drop the line */
+          w->llen = 0;
+          w->skipping = nl == NULL;
+          pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
+          goto next;
+        }
+        w->line = nb;
+        w->lcap = nc;
+      }
+      memcpy(w->line + w->llen, p, take);
+      w->llen += take;
+      if (nl) {
+        size_t total = w->llen;
+        w->llen = 0;
+        jsonl_line(x, w->line, total);
+      }
+    }
+  next:
+    if (!nl) break;
+    n -= take + 1;
+    p = nl + 1;
+  }
+  if (w->lcap > (1u << 20) && w->llen == 0) { /* give a huge line's memory back */
+    free(w->line);
+    w->line = NULL;
+    w->lcap = 0;
+  }
+}
+
+static void stderr_feed(pr_exec_t *x, const char *p, size_t n) {
+  pr_worker_t *w = x->worker;
+  for (size_t i = 0; i < n && w->state == PR_WS_STARTING; i++) {
+    if (p[i] != '\n' && w->elen < sizeof(w->eline) - 1) {
+      w->eline[w->elen++] = p[i];
+      continue;
+    }
+    w->eline[w->elen] = 0;
+    w->elen = 0;
+    if (regexec(&w->re, w->eline, 0, NULL, 0) == 0) mark_ready(x);
+  }
+}
+
+void pr_worker_on_bytes(pr_exec_t *x, int stream, const char *p, size_t n) {
+  pr_worker_t *w = x->worker;
+  if (stream == PR_STDERR) {
+    if (w->has_re && w->state == PR_WS_STARTING) stderr_feed(x, p, n);
+    return;
+  }
+  if (stream != PR_STDOUT) return;
+  if (w->mp) pr_wmp_feed(x, w->mp, p, n);
+  else jsonl_feed(x, p, n);
+}

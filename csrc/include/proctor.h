@@ -1,0 +1,290 @@
+/* engine.h — the public C API of a proctor engine.
+ *
+ * Thread: every function here is called from the HOST thread (the one that
+ * owns the engine: Neovim's main thread, a Lua script, a C test). The engine
+ * runs its own thread with its own uv_loop_t; these functions talk to it
+ * through a locked command queue + uv_async_send, and read its events from a
+ * locked event queue whose eventfd is readable while events are pending.
+ * Only integers and owned byte buffers cross between the threads.
+ *
+ * Errors: 0 or a negative PR_E* / UV_E* code (see error.h). Control calls
+ * whose outcomes are part of the contract (cancel, delete) return those
+ * outcomes as pr_cancel_result_t / pr_delete_result_t values instead.
+ *
+ * Sessions: every execution belongs to a session (0 = the host itself,
+ * >0 = an RPC connection). A call made for session S > 0 sees only S's
+ * executions; others answer "not found". Session 0 sees everything.
+ */
+#ifndef PR_ENGINE_H
+#define PR_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct pr_engine pr_engine_t;
+
+typedef enum {
+  PR_QUEUED = 0,
+  PR_STARTING,
+  PR_RUNNING,
+  PR_COMPLETED,
+  PR_FAILED,
+  PR_CANCELED,
+  PR_TIMED_OUT,
+  PR_NSTATE
+} pr_state_t;
+
+enum { PR_STDOUT = 0, PR_STDERR, PR_PTY, PR_NSTREAM };
+
+typedef enum { PR_CANCELING = 0, PR_ALREADY_CANCELING, PR_ALREADY_TERMINAL, PR_CANCEL_NOT_FOUND } pr_cancel_result_t;
+typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND } pr_delete_result_t;
+
+/* Longest socket path accepted for `listen` (sun_path minus its NUL). */
+#define PR_LISTEN_MAX 107
+
+/* Engine options. Zero means "default" for every field. */
+typedef struct {
+  size_t output_limit;       /* bytes retained per stream; default 8 MiB */
+  uint32_t history_limit;    /* terminal records kept; default 1000 */
+  uint64_t history_age_ms;   /* terminal records older than this are pruned; 0 = never */
+  uint32_t max_running;      /* executions running at once; 0 = unlimited */
+  uint32_t kill_grace_ms;    /* default SIGTERM → SIGKILL grace; default 2000 */
+  uint32_t drain_ms;         /* how long output may still arrive after exit; default 500 */
+  const char *shepherd_path; /* proctor-shepherd binary; NULL = next to this library */
+  const char *listen;        /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
+  /* Durable files (journal.h, history.h, audit.h); NULL = off. */
+  const char *history_file;   /* append-only msgpack history, loaded by pr_engine_new */
+  size_t history_output_bytes; /* tail bytes kept per stream in the history; default 64 KiB */
+  const char *audit_file;     /* JSON lines audit log */
+  uint64_t audit_max_bytes;   /* rotate when the log would grow past this; default 10 MiB */
+  uint32_t audit_keep;        /* rotated files kept (audit.1 .. audit.K); default 3 */
+} pr_engine_opts_t;
+
+/* A supervised worker (worker.h, doc *proctor-workers*): an execution that
+ * stays up and answers requests on stdio. Zero means "default" for numbers. */
+typedef enum { PR_WP_JSONL = 0, PR_WP_MSGPACK } pr_worker_protocol_t;
+typedef enum { PR_WR_NEVER = 0, PR_WR_ON_FAILURE, PR_WR_ALWAYS } pr_worker_restart_t;
+typedef enum {
+  PR_WS_STARTING = 0, PR_WS_READY, PR_WS_BUSY, PR_WS_BACKOFF, PR_WS_STOPPED, PR_WS_FATAL, PR_NWS
+} pr_worker_state_t;
+typedef struct {
+  pr_worker_protocol_t protocol;
+  pr_worker_restart_t restart;
+  int32_t max_restarts;      /* restarts in a row before fatal; <0 = default 5 */
+  uint32_t backoff_ms;       /* first restart delay, doubled per restart in a row; default 100 */
+  uint32_t backoff_max_ms;   /* cap of the delay; default 30000 */
+  uint32_t healthy_ms;       /* ready this long: the restart count and delay reset; default 10000 */
+  int ready_message;         /* ready at the first protocol message (else at spawn) */
+  const char *ready_stderr;  /* ready when a stderr line matches this POSIX ERE */
+  uint32_t max_chunks;       /* undelivered chunk events per request; default 256 */
+} pr_worker_spec_t;
+
+/* How a worker request ended (pr_event_t.status of PR_EV_REPLY). */
+typedef enum {
+  PR_RS_OK = 0, PR_RS_ERROR, PR_RS_CANCELED, PR_RS_TIMEOUT, PR_RS_WORKER_EXITED, PR_RS_WORKER_FATAL,
+  PR_RS_REJECTED, PR_NRS
+} pr_reply_status_t;
+
+/* What to run. Strings are copied by pr_engine_start. */
+typedef struct {
+  const char *const *argv;   /* argv[0..argc) */
+  size_t argc;
+  const char *shell;         /* instead of argv: run with /bin/sh -c */
+  const char *cwd;           /* NULL = the host's cwd at start time */
+  const char *const *env;    /* "K=V" strings, added over the base environment */
+  size_t envc;
+  int clear_env;             /* base environment empty instead of the host's */
+  int pty;                   /* one pseudo-terminal instead of pipes */
+  uint16_t cols, rows;       /* pty size; default 80x24 */
+  int stdin_pipe;            /* 1 = stdin is a pipe for input(); 0 = /dev/null */
+  uint64_t timeout_ms;       /* 0 = none */
+  int64_t kill_grace_ms;     /* <0 = engine default */
+  int backpressure;          /* 1 = pause the child instead of dropping output */
+  const char *label;
+  const char *owner;         /* free-form owner label ("nvim", a client name) */
+  uint64_t session;          /* 0 = host */
+  const pr_worker_spec_t *worker; /* non-NULL: a supervised worker (stdin becomes a pipe) */
+  /* Environment policy and secrets (secrets.h). */
+  const char *const *secrets; /* "K=V": in the child's env only; V masked as *** in output */
+  size_t nsecrets;
+  const char *const *env_allow; /* non-NULL: inherit only these keys from the base env */
+  size_t nallow;
+} pr_spec_t;
+
+/* A snapshot of one execution, owned by the caller (pr_record_free). */
+typedef struct {
+  uint64_t id, session;
+  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */
+  char **argv;                       /* argc strings */
+  size_t argc;
+  int pty;
+  pr_state_t state;
+  char *reason;                      /* why it ended: exit, signal, canceled, timeout, spawn_error,
+                                        supervisor_lost, engine_closed; NULL while live */
+  char *error;                       /* human message for spawn errors etc., or NULL */
+  int exit_code;                     /* -1 when none */
+  int signal;                        /* 0 when none */
+  int64_t pid;                       /* 0 when not (or no longer) running */
+  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */
+  uint64_t duration_ms;
+  int has_stream[PR_NSTREAM];
+  uint64_t bytes[PR_NSTREAM];        /* bytes read per stream */
+  uint64_t dropped[PR_NSTREAM];      /* bytes no longer retained per stream */
+  int stdin_open;
+  int worker_state;                  /* pr_worker_state_t, or -1 when not a worker */
+  uint32_t worker_restarts;          /* worker processes started after the first one */
+  uint64_t worker_pending;           /* requests not answered yet */
+  uint64_t worker_stray;             /* stdout lines/messages that were not protocol messages */
+  char *env_keys;                    /* keys of the child's environment, each NUL-terminated */
+  size_t env_keys_len;               /* bytes in env_keys (0: none known) */
+  int previous_session;              /* loaded from the history file of an earlier engine */
+  int brief;                         /* a list entry: env_keys left out (get has them) */
+} pr_record_t;
+
+typedef enum { PR_EV_STATE = 1, PR_EV_OUTPUT, PR_EV_WORKER, PR_EV_CHUNK, PR_EV_REPLY } pr_event_type_t;
+
+/* An event taken from the engine, owned by the caller (pr_event_free). */
+typedef struct pr_event {
+  void *priv[2];            /* queue linkage, engine-private */
+  pr_event_type_t type;
+  uint64_t id;
+  /* PR_EV_STATE */
+  pr_state_t state, prev;   /* prev == PR_NSTATE for the first event */
+  char *reason, *error;
+  int exit_code, signal;
+  int64_t pid;
+  /* PR_EV_OUTPUT */
+  int stream;
+  char *data;               /* owned */
+  size_t len;
+  uint64_t offset;          /* absolute offset of data[0] in the stream */
+  uint64_t missed;          /* bytes dropped before data[0] since the last output event */
+  void *ring;               /* engine-private */
+  /* PR_EV_WORKER: worker_state, restarts. PR_EV_CHUNK: rid, data = the chunk as JSON text,
+   * missed = chunks dropped before it. PR_EV_REPLY: rid, status, data = the result as JSON
+   * text (PR_RS_OK) or the error message, missed = chunks dropped in all. */
+  uint64_t rid;
+  int status, worker_state;
+  uint32_t restarts;
+  void *chan;               /* engine-private (worker.c) */
+} pr_event_t;
+
+/* pr_engine_new: start an engine thread (and, lazily, its shepherd).
+ * Returns 0 and *out, or a negative error. */
+int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out);
+
+/* pr_engine_close: cancel everything, wait for it (bounded by the largest
+ * grace + 1 s), stop the shepherd and the thread. Events not yet polled
+ * stay available to pr_engine_poll. Idempotent. */
+void pr_engine_close(pr_engine_t *e);
+
+/* pr_engine_free: close (if needed) and free. `e` is invalid afterwards. */
+void pr_engine_free(pr_engine_t *e);
+
+/* pr_engine_closed: 1 once pr_engine_close ran. */
+int pr_engine_closed(const pr_engine_t *e);
+
+/* pr_engine_start: create an execution (queued, then started when a slot is
+ * free). Spawn errors arrive as a `failed` state event, never here.
+ * Returns 0 and *id, or PR_EINVAL / PR_ETOOBIG / PR_ECLOSED / PR_ENOMEM. */
+int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
+
+/* pr_engine_cancel: request the end of an execution (force: SIGKILL now). */
+pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force);
+
+/* pr_engine_delete: forget a terminal execution. */
+pr_delete_result_t pr_engine_delete(pr_engine_t *e, uint64_t id, uint64_t session);
+
+/* pr_engine_input: write bytes to the execution's stdin (or pty).
+ * Returns 0, PR_ENOENT, PR_ENOTRUNNING, PR_ESTDINCLOSED, PR_ECLOSED. */
+int pr_engine_input(pr_engine_t *e, uint64_t id, uint64_t session, const char *data, size_t len);
+
+/* pr_engine_close_stdin: close stdin (pipe) or send EOF (^D, pty).
+ * Returns 0, PR_ENOENT, PR_ENOTRUNNING, PR_ESTDINCLOSED, PR_ECLOSED. */
+int pr_engine_close_stdin(pr_engine_t *e, uint64_t id, uint64_t session);
+
+/* pr_engine_resize: set the pty size. Returns 0, PR_ENOENT, PR_ENOTRUNNING,
+ * PR_EINVAL (not a pty execution), PR_ECLOSED. */
+int pr_engine_resize(pr_engine_t *e, uint64_t id, uint64_t session, uint16_t cols, uint16_t rows);
+
+/* pr_engine_get: snapshot one execution. Returns 0, PR_ENOENT, PR_ECLOSED. */
+int pr_engine_get(pr_engine_t *e, uint64_t id, uint64_t session, pr_record_t **out);
+
+/* pr_engine_list: snapshot executions in id order, optionally only one state
+ * (state < 0: all). *out is an array of *n records (pr_records_free). */
+int pr_engine_list(pr_engine_t *e, uint64_t session, int state, pr_record_t ***out, size_t *n);
+
+/* pr_engine_purge: delete terminal executions ended at least `older_than_ms`
+ * ago (0: all terminal ones). *n = how many were deleted. */
+int pr_engine_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms, size_t *n);
+
+/* pr_engine_read: copy retained output of one stream from absolute offset
+ * `from`, at most `max` bytes. *missed counts bytes before the oldest
+ * retained one. Returns 0, PR_ENOENT, PR_ENOSTREAM, PR_ECLOSED, PR_ENOMEM. */
+int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, uint64_t from,
+                   size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed);
+
+/* pr_engine_address: the RPC socket path, or NULL when not listening. The
+ * string lives as long as the engine. */
+const char *pr_engine_address(const pr_engine_t *e);
+
+/* pr_engine_call: run fn(e, arg) on the engine thread and wait until it
+ * returned (tests and the RPC fuzz harness use it to drive engine-thread code).
+ * Returns 0, or PR_ECLOSED (fn did not run). */
+int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *arg);
+
+/* pr_engine_fd: an fd readable while events are pending (never closed before
+ * pr_engine_free). */
+int pr_engine_fd(const pr_engine_t *e);
+
+/* pr_engine_poll: take up to `max` events without blocking into evs[].
+ * Returns how many. An output event carries every byte since the previous
+ * one of its stream, or with max_bytes > 0 only the last max_bytes of them
+ * (the rest counts in `missed` and is never copied: a console that can only
+ * show the tail of a flood pays only for the tail). */
+size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes);
+
+/* pr_engine_wait: block until an event is pending or timeout_ms passes
+ * (<0: forever). Returns 1 if events are pending, 0 on timeout. */
+int pr_engine_wait(pr_engine_t *e, int timeout_ms);
+
+/* pr_engine_request: send `payload` (JSON text, copied) to worker `id` as a new
+ * request. Never blocks on the worker; the answer is one PR_EV_REPLY event for
+ * *rid (after any PR_EV_CHUNK events), also for a refusal (PR_RS_REJECTED,
+ * PR_RS_WORKER_FATAL). timeout_ms 0 = none. Returns 0 and *rid, PR_ECLOSED or
+ * PR_ENOMEM. */
+int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
+                      uint64_t timeout_ms, uint64_t *rid);
+
+/* pr_engine_cancel_request: resolve request `rid` as canceled now (its
+ * PR_EV_REPLY is queued before this returns) and tell the worker. Returns 0,
+ * PR_ENOENT (unknown or already answered) or PR_ECLOSED. */
+int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid);
+
+/* pr_engine_worker_restart: replace the worker process of `id` now (SIGTERM,
+ * then a new spawn without backoff; not counted against max_restarts).
+ * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. */
+int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
+
+const char *pr_worker_state_name(int ws);
+const char *pr_reply_status_name(int st);
+
+void pr_event_free(pr_event_t *ev);
+void pr_record_free(pr_record_t *r);
+void pr_records_free(pr_record_t **v, size_t n);
+
+/* pr_hrtime: monotonic clock in nanoseconds. Any thread. */
+uint64_t pr_hrtime(void);
+
+/* Names used in every surface. */
+const char *pr_state_name(pr_state_t s);
+int pr_state_from_name(const char *name); /* -1 if unknown */
+const char *pr_stream_name(int stream);
+int pr_stream_from_name(const char *name); /* -1 if unknown */
+const char *pr_cancel_result_name(pr_cancel_result_t r);
+const char *pr_delete_result_name(pr_delete_result_t r);
+int pr_state_terminal(pr_state_t s);
+
+#endif

@@ -1,0 +1,1073 @@
+/* lua_core.c — the `proctor.core` Lua module (LuaJIT/Neovim and Lua 5.4).
+ *
+ * Thread: host (the Lua state's thread). The only includer of lua.h.
+ *
+ * Conventions (STYLE.md): an engine is a userdata holding one pointer, with
+ * __gc/__close/__tostring. Programmer errors (wrong types, bad enum names,
+ * negative sizes) raise via luaL_argerror; runtime failures return
+ * `nil, "ENAME: message", "ENAME"`. Cancel and delete answer their contract
+ * strings. The only exported symbol is luaopen_proctor_core.
+ */
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "lua/compat.h"
+#include "include/proctor.h"
+#include "store/journal.h"
+
+#define PR_ENGINE_MT "proctor.core.engine"
+#define PR_VERSION "0.1.0"
+#define PR_MAX_POLL 65536
+
+typedef struct {
+  pr_engine_t *e;
+} lengine_t;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* Push the failure tuple `nil, "ENAME: message[ detail]", "ENAME"`; returns 3. */
+static int fail(lua_State *L, int err, const char *detail) {
+  lua_pushnil(L);
+  if (detail && *detail)
+    lua_pushfstring(L, "%s: %s %s", pr_err_name(err), pr_strerror(err), detail);
+  else
+    lua_pushfstring(L, "%s: %s", pr_err_name(err), pr_strerror(err));
+  lua_pushstring(L, pr_err_name(err));
+  return 3;
+}
+
+static int fail_id(lua_State *L, int err, lua_Integer id) {
+  char d[32];
+  snprintf(d, sizeof(d), "%lld", (long long)id);
+  return fail(L, err, err == PR_ENOENT || err == PR_ENOTRUNNING || err == PR_ESTDINCLOSED ? d : "");
+}
+
+/* `true`, or the failure tuple for rc. */
+static int ok_or_fail(lua_State *L, int rc, lua_Integer id) {
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static lengine_t *check_engine(lua_State *L) {
+  return (lengine_t *)luaL_checkudata(L, 1, PR_ENGINE_MT);
+}
+
+/* The engine, or NULL after close (the caller returns ECLOSED). */
+static pr_engine_t *open_engine(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  return le->e && !pr_engine_closed(le->e) ? le->e : NULL;
+}
+
+static lua_Integer check_id(lua_State *L, int i) {
+  lua_Integer v = 0;
+  if (!pr_tointeger(L, i, &v)) luaL_argerror(L, i, "execution id (integer) expected");
+  return v;
+}
+
+static lua_Integer opt_nonneg(lua_State *L, int t, const char *key, lua_Integer def,
+                              lua_Integer max) {
+  lua_getfield(L, t, key);
+  lua_Integer v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!pr_tointeger(L, -1, &v) || v < 0 || v > max) {
+      lua_pushfstring(L, "field '%s' must be an integer in [0, %f]", key, (double)max);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *key, int def) {
+  lua_getfield(L, t, key);
+  int v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isboolean(L, -1)) {
+      lua_pushfstring(L, "field '%s' must be a boolean", key);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+    v = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A string field; the returned pointer stays valid while the table is alive
+ * (it is anchored in the table). NULL when absent. */
+static const char *opt_str(lua_State *L, int t, const char *key) {
+  lua_getfield(L, t, key);
+  const char *s = NULL;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      lua_pushfstring(L, "field '%s' must be a string", key);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+    size_t n;
+    s = lua_tolstring(L, -1, &n);
+    if (strlen(s) != n) {
+      lua_pushfstring(L, "field '%s' must not contain NUL bytes", key);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+  }
+  lua_pop(L, 1);
+  return s;
+}
+
+static void check_table_keys(lua_State *L, int t, const char *const *known) {
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_argerror(L, t, "option keys must be strings");
+    const char *k = lua_tostring(L, -1);
+    int ok = 0;
+    for (const char *const *p = known; *p && !ok; p++) ok = strcmp(*p, k) == 0;
+    if (!ok) {
+      lua_pushfstring(L, "unknown option '%s'", k);
+      luaL_argerror(L, t, lua_tostring(L, -1));
+    }
+  }
+}
+
+static const char *signame(int sig, char *buf, size_t n) {
+  const char *abbr = sigabbrev_np(sig);
+  if (abbr) snprintf(buf, n, "SIG%s", abbr);
+  else snprintf(buf, n, "SIG%d", sig);
+  return buf;
+}
+
+static void set_str(lua_State *L, const char *k, const char *v) {
+  if (v == NULL) return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void push_worker_fields(lua_State *L, const pr_record_t *r);
+static void push_json(lua_State *L, const char *text, size_t len);
+
+static void push_env_keys(lua_State *L, const pr_record_t *r);
+
+static void push_record(lua_State *L, const pr_record_t *r) {
+  char sb[32];
+  lua_createtable(L, 0, 24);
+  set_int(L, "id", (lua_Integer)r->id);
+  set_int(L, "session", (lua_Integer)r->session);
+  set_str(L, "label", r->label);
+  set_str(L, "owner", r->owner);
+  set_str(L, "cwd", r->cwd);
+  if (r->shell) {
+    set_str(L, "cmd", r->shell);
+  } else {
+    lua_createtable(L, (int)r->argc, 0);
+    for (size_t i = 0; i < r->argc; i++) {
+      lua_pushstring(L, r->argv[i] ? r->argv[i] : "");
+      lua_rawseti(L, -2, (int)i + 1);
+    }
+    lua_setfield(L, -2, "cmd");
+  }
+  lua_pushboolean(L, r->pty);
+  lua_setfield(L, -2, "pty");
+  set_str(L, "state", pr_state_name(r->state));
+  set_str(L, "reason", r->reason);
+  set_str(L, "error", r->error);
+  if (r->exit_code >= 0) set_int(L, "exit_code", r->exit_code);
+  if (r->signal > 0) set_str(L, "signal", signame(r->signal, sb, sizeof(sb)));
+  if (r->pid > 0) set_int(L, "pid", (lua_Integer)r->pid);
+  set_int(L, "created_at", (lua_Integer)r->created_at);
+  if (r->started_at) set_int(L, "started_at", (lua_Integer)r->started_at);
+  if (r->ended_at) set_int(L, "ended_at", (lua_Integer)r->ended_at);
+  set_int(L, "duration_ms", (lua_Integer)r->duration_ms);
+  lua_newtable(L); /* bytes */
+  lua_newtable(L); /* dropped */
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (!r->has_stream[i]) continue;
+    lua_pushinteger(L, (lua_Integer)r->bytes[i]);
+    lua_setfield(L, -3, pr_stream_name(i));
+    lua_pushinteger(L, (lua_Integer)r->dropped[i]);
+    lua_setfield(L, -2, pr_stream_name(i));
+  }
+  lua_setfield(L, -3, "dropped");
+  lua_setfield(L, -2, "bytes");
+  lua_pushboolean(L, r->stdin_open);
+  lua_setfield(L, -2, "stdin_open");
+  push_env_keys(L, r); /* env_keys, previous_session */
+  if (r->worker_state >= 0) push_worker_fields(L, r);
+}
+
+static void push_worker_event(lua_State *L, const pr_event_t *ev);
+
+/* The record's env_keys list (keys only; not in a list entry) and
+ * previous_session flag. */
+static void push_env_keys(lua_State *L, const pr_record_t *r) {
+  if (!r->brief) {
+    lua_newtable(L);
+    int i = 0;
+    for (size_t at = 0; at < r->env_keys_len;) {
+      size_t len = strlen(r->env_keys + at);
+      lua_pushlstring(L, r->env_keys + at, len);
+      lua_rawseti(L, -2, ++i);
+      at += len + 1;
+    }
+    lua_setfield(L, -2, "env_keys");
+  }
+  lua_pushboolean(L, r->previous_session);
+  lua_setfield(L, -2, "previous_session");
+}
+
+/* core.new options for the durable files (journal.h). */
+static void opt_files(lua_State *L, pr_engine_opts_t *o) {
+  o->history_file = opt_str(L, 1, "history_file");
+  o->audit_file = opt_str(L, 1, "audit_file");
+  if ((o->history_file && !*o->history_file) || (o->audit_file && !*o->audit_file))
+    luaL_argerror(L, 1, "'history_file' and 'audit_file' must be non-empty paths");
+  o->history_output_bytes =
+      (size_t)opt_nonneg(L, 1, "history_output_bytes", 0, (lua_Integer)1 << 30);
+  o->audit_max_bytes = (uint64_t)opt_nonneg(L, 1, "audit_max_bytes", 0, (lua_Integer)1 << 50);
+  o->audit_keep = (uint32_t)opt_nonneg(L, 1, "audit_keep", 0, 1000);
+}
+
+/* start{ secrets = {NAME = value}, env_allow = {"NAME", ...} } into s. The
+ * strings stay anchored in values left on the stack (the caller returns
+ * without popping). A secret value is never part of an error message. */
+static void opt_env_policy(lua_State *L, int t, pr_spec_t *s) {
+  lua_getfield(L, t, "secrets");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) luaL_argerror(L, t, "'secrets' must be a table of NAME = value");
+    int st = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, st) != 0) {
+      lua_pop(L, 1);
+      n++;
+    }
+    const char **v = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
+    lua_newtable(L); /* anchors the "K=V" strings */
+    int anchor = lua_gettop(L);
+    size_t i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, st) != 0) {
+      size_t kl, vl;
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        luaL_argerror(L, t, "'secrets' must map string names to string values");
+      const char *k = lua_tolstring(L, -2, &kl);
+      const char *val = lua_tolstring(L, -1, &vl);
+      if (kl == 0 || strlen(k) != kl || strchr(k, '='))
+        luaL_argerror(L, t, "'secrets' names must be non-empty without '=' or NUL");
+      if (vl == 0 || strlen(val) != vl || vl > 4096)
+        luaL_argerror(L, t, "'secrets' values must be 1 to 4096 bytes without NUL");
+      for (size_t e = 0; e < s->envc; e++)
+        if (strncmp(s->env[e], k, kl) == 0 && s->env[e][kl] == '=')
+          luaL_argerror(L, t, "'secrets' names must not also be in 'env'");
+      lua_pushfstring(L, "%s=%s", k, val);
+      v[i] = lua_tostring(L, -1);
+      lua_rawseti(L, anchor, (int)++i);
+      lua_pop(L, 1);
+    }
+    s->secrets = v;
+    s->nsecrets = i;
+  }
+  lua_getfield(L, t, "env_allow");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) luaL_argerror(L, t, "'env_allow' must be a list of names");
+    int at = lua_gettop(L);
+    size_t n = pr_rawlen(L, at);
+    const char **v = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+      lua_rawgeti(L, at, (int)i + 1);
+      size_t kl;
+      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &kl) : NULL;
+      if (k == NULL || kl == 0 || strlen(k) != kl || strchr(k, '='))
+        luaL_argerror(L, t, "'env_allow' entries must be non-empty names without '=' or NUL");
+      v[i] = k; /* anchored by the env_allow table, itself on the stack */
+      lua_pop(L, 1);
+    }
+    s->env_allow = v;
+    s->nallow = n;
+  }
+}
+
+static void push_event(lua_State *L, const pr_event_t *ev) {
+  char sb[32];
+  lua_createtable(L, 0, 8);
+  set_int(L, "id", (lua_Integer)ev->id);
+  if (ev->type >= PR_EV_WORKER) {
+    push_worker_event(L, ev);
+    return;
+  }
+  if (ev->type == PR_EV_OUTPUT) {
+    set_str(L, "type", "output");
+    set_str(L, "stream", pr_stream_name(ev->stream));
+    lua_pushlstring(L, ev->data ? ev->data : "", ev->len);
+    lua_setfield(L, -2, "data");
+    set_int(L, "offset", (lua_Integer)ev->offset);
+    set_int(L, "missed", (lua_Integer)ev->missed);
+    return;
+  }
+  set_str(L, "type", "state");
+  set_str(L, "state", pr_state_name(ev->state));
+  if (ev->prev < PR_NSTATE) set_str(L, "prev", pr_state_name(ev->prev));
+  set_str(L, "reason", ev->reason);
+  set_str(L, "error", ev->error);
+  if (pr_state_terminal(ev->state)) {
+    if (ev->exit_code >= 0) set_int(L, "exit_code", ev->exit_code);
+    if (ev->signal > 0) set_str(L, "signal", signame(ev->signal, sb, sizeof(sb)));
+  } else if (ev->pid > 0) {
+    set_int(L, "pid", (lua_Integer)ev->pid);
+  }
+}
+
+/* ---- module functions ----------------------------------------------------------- */
+
+static const char *const new_keys[] = {"output_limit", "history_limit", "history_age_ms",
+                                       "max_running",  "kill_grace_ms", "drain_ms",
+                                       "shepherd",     "listen",        "history_file",
+                                       "history_output_bytes", "audit_file", "audit_max_bytes",
+                                       "audit_keep",   NULL};
+
+/* core.new([opts]) -> engine | nil, msg, name */
+static int l_new(lua_State *L) {
+  pr_engine_opts_t o = {0};
+  if (!lua_isnoneornil(L, 1)) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    check_table_keys(L, 1, new_keys);
+    o.output_limit = (size_t)opt_nonneg(L, 1, "output_limit", 0, (lua_Integer)1 << 40);
+    o.history_limit = (uint32_t)opt_nonneg(L, 1, "history_limit", 0, 100000000);
+    o.history_age_ms = (uint64_t)opt_nonneg(L, 1, "history_age_ms", 0, (lua_Integer)1 << 50);
+    o.max_running = (uint32_t)opt_nonneg(L, 1, "max_running", 0, 1000000);
+    o.kill_grace_ms = (uint32_t)opt_nonneg(L, 1, "kill_grace_ms", 0, 3600000);
+    o.drain_ms = (uint32_t)opt_nonneg(L, 1, "drain_ms", 0, 3600000);
+    o.shepherd_path = opt_str(L, 1, "shepherd");
+    o.listen = opt_str(L, 1, "listen");
+    if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
+      luaL_argerror(L, 1, "'listen' must be a socket path of 1 to 107 bytes");
+    opt_files(L, &o); /* history_file, audit_file and their limits */
+  }
+  lengine_t *le = (lengine_t *)pr_newuserdata(L, sizeof(*le));
+  le->e = NULL;
+  luaL_setmetatable(L, PR_ENGINE_MT);
+  int rc = pr_engine_new(&o, &le->e);
+  if (rc != 0) return fail(L, rc, NULL);
+  return 1;
+}
+
+static const char *const start_keys[] = {
+    "cmd",   "cwd",        "env",           "clear_env", "pty",   "cols",         "rows",
+    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", "worker",
+    "secrets", "env_allow", NULL};
+
+static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws);
+
+/* eng:start(spec) -> id | nil, msg, name */
+static int l_start(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  check_table_keys(L, 2, start_keys);
+  pr_spec_t s = {0};
+  const char **argv = NULL, **env = NULL;
+  lua_getfield(L, 2, "cmd");
+  int ct = lua_type(L, -1);
+  if (ct == LUA_TSTRING) {
+    size_t n;
+    s.shell = lua_tolstring(L, -1, &n);
+    if (n == 0 || strlen(s.shell) != n) luaL_argerror(L, 2, "'cmd' must be a non-empty string without NUL bytes");
+  } else if (ct == LUA_TTABLE) {
+    size_t n = pr_rawlen(L, -1);
+    if (n == 0) luaL_argerror(L, 2, "'cmd' list must not be empty");
+    if (n > 100000) luaL_argerror(L, 2, "'cmd' list is too long");
+    argv = lua_newuserdata(L, n * sizeof(char *)); /* freed by the GC, anchored on the stack */
+    for (size_t i = 0; i < n; i++) {
+      lua_rawgeti(L, -2, (int)i + 1);
+      size_t len;
+      if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+        luaL_argerror(L, 2, "'cmd' entries must be strings");
+      argv[i] = lua_tolstring(L, -1, &len);
+      if (strlen(argv[i]) != len) luaL_argerror(L, 2, "'cmd' entries must not contain NUL bytes");
+      lua_rawseti(L, -3, (int)i + 1); /* keep the (possibly converted) string anchored */
+    }
+    s.argv = argv;
+    s.argc = n;
+  } else {
+    return luaL_argerror(L, 2, "'cmd' must be a string (run by /bin/sh -c) or a list of strings");
+  }
+  /* stack: ... cmd [argv ud] — stays until return */
+  s.cwd = opt_str(L, 2, "cwd");
+  s.clear_env = opt_bool(L, 2, "clear_env", 0);
+  s.pty = opt_bool(L, 2, "pty", 0);
+  s.cols = (uint16_t)opt_nonneg(L, 2, "cols", 0, 65535);
+  s.rows = (uint16_t)opt_nonneg(L, 2, "rows", 0, 65535);
+  s.stdin_pipe = opt_bool(L, 2, "stdin", 0);
+  s.timeout_ms = (uint64_t)opt_nonneg(L, 2, "timeout_ms", 0, (lua_Integer)1 << 50);
+  s.kill_grace_ms = opt_nonneg(L, 2, "kill_grace_ms", -1, 3600000); /* -1: engine default */
+  s.backpressure = opt_bool(L, 2, "backpressure", 0);
+  s.label = opt_str(L, 2, "label");
+  s.owner = opt_str(L, 2, "owner");
+  pr_worker_spec_t ws;
+  s.worker = check_worker_spec(L, 2, &ws); /* strings stay anchored in the spec table */
+  lua_getfield(L, 2, "env");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) luaL_argerror(L, 2, "'env' must be a table of NAME = value");
+    int et = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, et) != 0) {
+      lua_pop(L, 1);
+      n++;
+    }
+    env = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
+    lua_newtable(L); /* anchors the "K=V" strings */
+    int anchor = lua_gettop(L);
+    size_t i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, et) != 0) {
+      size_t kl, vl;
+      if (lua_type(L, -2) != LUA_TSTRING) luaL_argerror(L, 2, "'env' keys must be strings");
+      if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+        luaL_argerror(L, 2, "'env' values must be strings");
+      const char *k = lua_tolstring(L, -2, &kl);
+      lua_pushvalue(L, -1);
+      const char *v = lua_tolstring(L, -1, &vl);
+      lua_pop(L, 1);
+      if (kl == 0 || strlen(k) != kl || strchr(k, '=') || strlen(v) != vl)
+        luaL_argerror(L, 2, "'env' names must be non-empty without '=' or NUL; values without NUL");
+      lua_pushfstring(L, "%s=%s", k, v);
+      env[i] = lua_tostring(L, -1);
+      lua_rawseti(L, anchor, (int)i + 1);
+      i++;
+      lua_pop(L, 1);
+    }
+    s.env = env;
+    s.envc = i;
+  }
+  opt_env_policy(L, 2, &s); /* secrets, env_allow (anchored on the stack) */
+  if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
+  uint64_t id;
+  int rc = pr_engine_start(le->e, &s, &id);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_pushinteger(L, (lua_Integer)id);
+  return 1;
+}
+
+/* eng:cancel(id[, force]) -> "canceling" | "already_canceling" | "already_terminal" | "not_found" */
+static int l_cancel(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  int force = 0;
+  if (!lua_isnoneornil(L, 3)) {
+    if (lua_istable(L, 3)) force = opt_bool(L, 3, "force", 0);
+    else if (lua_isboolean(L, 3)) force = lua_toboolean(L, 3);
+    else luaL_argerror(L, 3, "boolean or {force = boolean} expected");
+  }
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel(e, (uint64_t)id, 0, force)));
+  return 1;
+}
+
+/* eng:delete(id) -> "deleted" | "active_process_conflict" | "not_found" */
+static int l_delete(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  lua_pushstring(L, pr_delete_result_name(pr_engine_delete(e, (uint64_t)id, 0)));
+  return 1;
+}
+
+/* eng:input(id, data) -> true | nil, msg, name */
+static int l_input(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  size_t n;
+  const char *data = luaL_checklstring(L, 3, &n);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, pr_engine_input(e, (uint64_t)id, 0, data, n), id);
+}
+
+/* eng:close_stdin(id) -> true | nil, msg, name */
+static int l_close_stdin(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, pr_engine_close_stdin(e, (uint64_t)id, 0), id);
+}
+
+/* eng:resize(id, cols, rows) -> true | nil, msg, name */
+static int l_resize(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  lua_Integer cols = luaL_checkinteger(L, 3), rows = luaL_checkinteger(L, 4);
+  luaL_argcheck(L, cols > 0 && cols <= 65535, 3, "cols must be in [1, 65535]");
+  luaL_argcheck(L, rows > 0 && rows <= 65535, 4, "rows must be in [1, 65535]");
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, pr_engine_resize(e, (uint64_t)id, 0, (uint16_t)cols, (uint16_t)rows), id);
+}
+
+/* eng:get(id) -> record | nil, msg, name */
+static int l_get(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  pr_record_t *r;
+  int rc = pr_engine_get(e, (uint64_t)id, 0, &r);
+  if (rc != 0) return fail_id(L, rc, id);
+  push_record(L, r);
+  pr_record_free(r);
+  return 1;
+}
+
+/* eng:list([{state = "running"}]) -> { record... } */
+static int l_list(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  int state = -1;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const keys[] = {"state", NULL};
+    check_table_keys(L, 2, keys);
+    const char *s = opt_str(L, 2, "state");
+    if (s && (state = pr_state_from_name(s)) < 0) luaL_argerror(L, 2, "unknown state name");
+  }
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  pr_record_t **v;
+  size_t n;
+  int rc = pr_engine_list(e, 0, state, &v, &n);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    push_record(L, v[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  pr_records_free(v, n);
+  return 1;
+}
+
+/* eng:purge([{older_than_ms = N}]) -> count */
+static int l_purge(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  uint64_t older = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const keys[] = {"older_than_ms", NULL};
+    check_table_keys(L, 2, keys);
+    older = (uint64_t)opt_nonneg(L, 2, "older_than_ms", 0, (lua_Integer)1 << 50);
+  }
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  size_t n;
+  int rc = pr_engine_purge(e, 0, older, &n);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+/* eng:read(id, stream[, from[, max]]) -> data, next_offset, missed | nil, msg, name */
+static int l_read(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  const char *sname = luaL_checkstring(L, 3);
+  int stream = pr_stream_from_name(sname);
+  if (stream < 0) return luaL_argerror(L, 3, "stream must be \"stdout\", \"stderr\" or \"pty\"");
+  lua_Integer from = luaL_optinteger(L, 4, 0);
+  lua_Integer max = luaL_optinteger(L, 5, (lua_Integer)1 << 30);
+  luaL_argcheck(L, from >= 0, 4, "offset must be >= 0");
+  luaL_argcheck(L, max >= 0, 5, "max must be >= 0");
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  char *data;
+  size_t len;
+  uint64_t next, missed;
+  int rc = pr_engine_read(e, (uint64_t)id, 0, stream, (uint64_t)from, (size_t)max, &data, &len,
+                          &next, &missed);
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushlstring(L, data ? data : "", len);
+  free(data);
+  lua_pushinteger(L, (lua_Integer)next);
+  lua_pushinteger(L, (lua_Integer)missed);
+  return 3;
+}
+
+/* eng:fd() -> integer (readable while events are pending) */
+static int l_fd(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
+  lua_pushinteger(L, pr_engine_fd(le->e));
+  return 1;
+}
+
+static int push_events(lua_State *L, pr_engine_t *e, lua_Integer max, lua_Integer max_bytes) {
+  size_t cap = max > 256 ? 256 : (size_t)max, got = 0;
+  pr_event_t *buf[256];
+  lua_newtable(L);
+  while (got < (size_t)max) {
+    size_t want = (size_t)max - got;
+    if (want > cap) want = cap;
+    size_t n = pr_engine_poll(e, buf, want, (size_t)max_bytes);
+    for (size_t i = 0; i < n; i++) {
+      push_event(L, buf[i]);
+      pr_event_free(buf[i]);
+      lua_rawseti(L, -2, (int)++got);
+    }
+    if (n < want) break;
+  }
+  return 1;
+}
+
+/* eng:poll([max[, max_bytes]]) -> { event... } (never blocks) */
+static int l_poll(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_Integer max = luaL_optinteger(L, 2, 1024);
+  lua_Integer max_bytes = luaL_optinteger(L, 3, 0);
+  luaL_argcheck(L, max > 0 && max <= PR_MAX_POLL, 2, "max must be in [1, 65536]");
+  luaL_argcheck(L, max_bytes >= 0, 3, "max_bytes must be >= 0 (0: no cap)");
+  if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return push_events(L, le->e, max, max_bytes);
+}
+
+/* eng:wait([timeout_ms[, max[, max_bytes]]]) -> { event... }
+ * (blocks until one is pending or timeout) */
+static int l_wait(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_Integer t = luaL_optinteger(L, 2, -1);
+  lua_Integer max = luaL_optinteger(L, 3, 1024);
+  lua_Integer max_bytes = luaL_optinteger(L, 4, 0);
+  luaL_argcheck(L, t >= -1 && t <= 0x7fffffff, 2, "timeout_ms must be >= 0 (or -1: forever)");
+  luaL_argcheck(L, max > 0 && max <= PR_MAX_POLL, 3, "max must be in [1, 65536]");
+  luaL_argcheck(L, max_bytes >= 0, 4, "max_bytes must be >= 0 (0: no cap)");
+  if (le->e == NULL) return fail(L, PR_ECLOSED, NULL);
+  if (!pr_engine_closed(le->e)) pr_engine_wait(le->e, (int)t); /* closed: what is left, no wait */
+  return push_events(L, le->e, max, max_bytes);
+}
+
+/* eng:address() -> the RPC socket path, or nil when not listening */
+static int l_address(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  const char *a = le->e ? pr_engine_address(le->e) : NULL;
+  if (a == NULL || pr_engine_closed(le->e)) lua_pushnil(L);
+  else lua_pushstring(L, a);
+  return 1;
+}
+
+/* eng:close() — cancel everything, wait (bounded), stop. Idempotent. */
+static int l_close(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e) pr_engine_close(le->e);
+  return 0;
+}
+
+static int l_gc(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e) {
+    pr_engine_free(le->e);
+    le->e = NULL;
+  }
+  return 0;
+}
+
+/* eng:warnings() -> { message... }: what the history and audit files reported
+ * (torn record skipped, file in use, disk behind...); each is returned once. */
+static int l_warnings(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  char **v = NULL;
+  size_t n = 0;
+  if (le->e) pr_journal_warnings(le->e, &v, &n);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, v[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+    free(v[i]);
+  }
+  free(v);
+  return 1;
+}
+
+static int l_closed(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_pushboolean(L, le->e == NULL || pr_engine_closed(le->e));
+  return 1;
+}
+
+static int l_tostring(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_pushfstring(L, "proctor.engine (%s): %p",
+                  le->e == NULL || pr_engine_closed(le->e) ? "closed" : "open", (void *)le);
+  return 1;
+}
+
+/* core.hrtime() -> monotonic nanoseconds (like uv.hrtime) */
+static int l_hrtime(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)pr_hrtime());
+  return 1;
+}
+
+/* ---- supervised workers (doc *proctor-workers*) --------------------------------- */
+
+/* Lua value -> JSON text, into a malloc'd growing buffer (no Lua stack
+ * slots are held by the buffer, so encoding may push and pop freely). */
+typedef struct {
+  char *p;
+  size_t n, cap;
+  const char *err;
+} jbuf_t;
+
+static void jb_add(jbuf_t *b, const char *s, size_t n) {
+  if (b->err) return;
+  if (b->n + n > b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 256;
+    while (nc < b->n + n) nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (np == NULL) {
+      b->err = "out of memory";
+      return;
+    }
+    b->p = np;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+static void jb_str(jbuf_t *b, const char *s, size_t n) {
+  jb_add(b, "\"", 1);
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    jb_add(b, s + run, i - run);
+    run = i + 1;
+    char esc[8];
+    switch (c) {
+    case '"': jb_add(b, "\\\"", 2); break;
+    case '\\': jb_add(b, "\\\\", 2); break;
+    case '\n': jb_add(b, "\\n", 2); break;
+    case '\r': jb_add(b, "\\r", 2); break;
+    case '\t': jb_add(b, "\\t", 2); break;
+    default: jb_add(b, esc, (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c)); break;
+    }
+  }
+  jb_add(b, s + run, n - run);
+  jb_add(b, "\"", 1);
+}
+
+static void jb_num(jbuf_t *b, lua_State *L, int i) {
+  char nb[40];
+#if LUA_VERSION_NUM >= 503
+  if (lua_isinteger(L, i)) {
+    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)lua_tointeger(L, i)));
+    return;
+  }
+#endif
+  double d = (double)lua_tonumber(L, i);
+  if (d != d || d > 1.7976931348623157e308 || d < -1.7976931348623157e308) {
+    b->err = "cannot encode NaN or infinity";
+    return;
+  }
+  if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
+    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)d));
+  else
+    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%.17g", d));
+}
+
+static void jb_value(jbuf_t *b, lua_State *L, int i, int depth) {
+  if (b->err) return;
+  if (depth > 64) {
+    b->err = "payload nested too deeply (or a cycle)";
+    return;
+  }
+  if (i < 0) i = lua_gettop(L) + i + 1;
+  switch (lua_type(L, i)) {
+  case LUA_TNIL: jb_add(b, "null", 4); return;
+  case LUA_TBOOLEAN: lua_toboolean(L, i) ? jb_add(b, "true", 4) : jb_add(b, "false", 5); return;
+  case LUA_TNUMBER: jb_num(b, L, i); return;
+  case LUA_TSTRING: {
+    size_t n;
+    const char *s = lua_tolstring(L, i, &n);
+    jb_str(b, s, n);
+    return;
+  }
+  case LUA_TLIGHTUSERDATA: /* vim.NIL */
+    if (lua_touserdata(L, i) == NULL) jb_add(b, "null", 4);
+    else b->err = "cannot encode a userdata value";
+    return;
+  case LUA_TTABLE: break;
+  default:
+    b->err = "payload values must be nil, booleans, numbers, strings or tables";
+    return;
+  }
+  if (!lua_checkstack(L, 4)) {
+    b->err = "payload nested too deeply";
+    return;
+  }
+  size_t count = 0;
+  int array = 1;
+  lua_Number max = 0;
+  lua_pushnil(L);
+  while (lua_next(L, i) != 0) {
+    lua_pop(L, 1);
+    count++;
+    if (array) {
+      lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+      if (k < 1 || k != (lua_Number)(long long)k) array = 0;
+      else if (k > max) max = k;
+    }
+  }
+  if (count == 0) {
+    jb_add(b, "{}", 2);
+    return;
+  }
+  if (array && max == (lua_Number)count) {
+    jb_add(b, "[", 1);
+    for (size_t k = 1; k <= count && !b->err; k++) {
+      if (k > 1) jb_add(b, ",", 1);
+      lua_rawgeti(L, i, (int)k);
+      jb_value(b, L, -1, depth + 1);
+      lua_pop(L, 1);
+    }
+    jb_add(b, "]", 1);
+    return;
+  }
+  jb_add(b, "{", 1);
+  int first = 1;
+  lua_pushnil(L);
+  while (!b->err && lua_next(L, i) != 0) {
+    if (!first) jb_add(b, ",", 1);
+    first = 0;
+    int kt = lua_type(L, -2);
+    if (kt == LUA_TSTRING) {
+      size_t n;
+      const char *k = lua_tolstring(L, -2, &n);
+      jb_str(b, k, n);
+    } else if (kt == LUA_TNUMBER) {
+      jbuf_t kb = {0};
+      jb_num(&kb, L, -2);
+      if (kb.err) b->err = kb.err;
+      else jb_str(b, kb.p, kb.n);
+      free(kb.p);
+    } else {
+      b->err = "table keys must be strings or numbers";
+    }
+    jb_add(b, ":", 1);
+    jb_value(b, L, -1, depth + 1);
+    lua_pop(L, 1);
+  }
+  if (b->err) lua_pop(L, 1); /* the key left by the interrupted lua_next */
+  jb_add(b, "}", 1);
+}
+
+/* JSON text -> Lua value (cJSON). null is nil; integers within 2^53 are
+ * integers. Text that does not parse is pushed as a string. */
+static void push_cjson(lua_State *L, const cJSON *j, int depth) {
+  luaL_checkstack(L, 4, "JSON value nested too deeply");
+  if (cJSON_IsFalse(j) || cJSON_IsTrue(j)) {
+    lua_pushboolean(L, cJSON_IsTrue(j));
+  } else if (cJSON_IsNumber(j)) {
+    double d = j->valuedouble;
+    if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
+      lua_pushinteger(L, (lua_Integer)d);
+    else
+      lua_pushnumber(L, (lua_Number)d);
+  } else if (cJSON_IsString(j)) {
+    lua_pushstring(L, j->valuestring);
+  } else if (cJSON_IsArray(j)) {
+    lua_createtable(L, cJSON_GetArraySize(j), 0);
+    int k = 1;
+    for (const cJSON *c = j->child; c; c = c->next, k++) {
+      push_cjson(L, c, depth + 1);
+      lua_rawseti(L, -2, k);
+    }
+  } else if (cJSON_IsObject(j)) {
+    lua_createtable(L, 0, cJSON_GetArraySize(j));
+    for (const cJSON *c = j->child; c; c = c->next) {
+      push_cjson(L, c, depth + 1);
+      lua_setfield(L, -2, c->string ? c->string : "");
+    }
+  } else {
+    lua_pushnil(L);
+  }
+}
+
+static void push_json(lua_State *L, const char *text, size_t len) {
+  cJSON *j = text && len ? cJSON_ParseWithLength(text, len) : NULL;
+  if (j == NULL) {
+    if (text && len) lua_pushlstring(L, text, len);
+    else lua_pushnil(L);
+    return;
+  }
+  push_cjson(L, j, 0);
+  cJSON_Delete(j);
+}
+
+static void push_worker_fields(lua_State *L, const pr_record_t *r) {
+  set_str(L, "worker_state", pr_worker_state_name(r->worker_state));
+  set_int(L, "worker_restarts", (lua_Integer)r->worker_restarts);
+  set_int(L, "worker_pending", (lua_Integer)r->worker_pending);
+  set_int(L, "worker_stray", (lua_Integer)r->worker_stray);
+}
+
+static void push_worker_event(lua_State *L, const pr_event_t *ev) {
+  if (ev->type == PR_EV_WORKER) {
+    set_str(L, "type", "worker");
+    set_str(L, "worker_state", pr_worker_state_name(ev->worker_state));
+    set_int(L, "restarts", (lua_Integer)ev->restarts);
+    return;
+  }
+  set_int(L, "rid", (lua_Integer)ev->rid);
+  if (ev->missed) set_int(L, "missed", (lua_Integer)ev->missed);
+  if (ev->type == PR_EV_CHUNK) {
+    set_str(L, "type", "chunk");
+    push_json(L, ev->data, ev->len);
+    lua_setfield(L, -2, "data");
+    return;
+  }
+  set_str(L, "type", "reply");
+  int ok = ev->status == PR_RS_OK;
+  lua_pushboolean(L, ok);
+  lua_setfield(L, -2, "ok");
+  set_str(L, "status", pr_reply_status_name(ev->status));
+  if (ok) {
+    push_json(L, ev->data, ev->len);
+    lua_setfield(L, -2, "result");
+  } else {
+    lua_pushlstring(L, ev->data ? ev->data : "", ev->len);
+    lua_setfield(L, -2, "error");
+  }
+}
+
+static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws) {
+  static const char *const keys[] = {"protocol",   "restart",        "max_restarts", "backoff_ms",
+                                     "backoff_max_ms", "healthy_ms", "ready",        "max_chunks",
+                                     NULL};
+  static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
+  static const char *const restarts[] = {"never", "on-failure", "always", NULL};
+  memset(ws, 0, sizeof(*ws));
+  lua_getfield(L, t, "worker");
+  if (lua_isnil(L, -1) || (lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
+    lua_pop(L, 1);
+    return NULL;
+  }
+  ws->max_restarts = -1;
+  ws->restart = PR_WR_ON_FAILURE;
+  if (lua_isboolean(L, -1)) { /* worker = true: every default */
+    lua_pop(L, 1);
+    return ws;
+  }
+  if (!lua_istable(L, -1)) luaL_argerror(L, t, "'worker' must be a table (or true)");
+  int w = lua_gettop(L);
+  check_table_keys(L, w, keys);
+  const char *p = opt_str(L, w, "protocol"), *r = opt_str(L, w, "restart");
+  for (int i = 0; p && protos[i]; i++)
+    if (strcmp(p, protos[i]) == 0) ws->protocol = (pr_worker_protocol_t)i, p = NULL;
+  if (p) luaL_argerror(L, t, "worker.protocol must be \"jsonl\" or \"msgpack-rpc\"");
+  for (int i = 0; r && restarts[i]; i++)
+    if (strcmp(r, restarts[i]) == 0) ws->restart = (pr_worker_restart_t)i, r = NULL;
+  if (r) luaL_argerror(L, t, "worker.restart must be \"never\", \"on-failure\" or \"always\"");
+  ws->max_restarts = (int32_t)opt_nonneg(L, w, "max_restarts", -1, 1000000);
+  ws->backoff_ms = (uint32_t)opt_nonneg(L, w, "backoff_ms", 0, 3600000);
+  ws->backoff_max_ms = (uint32_t)opt_nonneg(L, w, "backoff_max_ms", 0, 3600000);
+  ws->healthy_ms = (uint32_t)opt_nonneg(L, w, "healthy_ms", 0, 86400000);
+  ws->max_chunks = (uint32_t)opt_nonneg(L, w, "max_chunks", 0, 1000000);
+  lua_getfield(L, w, "ready");
+  if (!lua_isnil(L, -1)) {
+    static const char *const rkeys[] = {"message", "stderr_pattern", NULL};
+    if (!lua_istable(L, -1)) luaL_argerror(L, t, "worker.ready must be a table");
+    int rt = lua_gettop(L);
+    check_table_keys(L, rt, rkeys);
+    ws->ready_message = opt_bool(L, rt, "message", 0);
+    ws->ready_stderr = opt_str(L, rt, "stderr_pattern"); /* anchored in the ready table */
+  }
+  lua_pop(L, 2); /* ready, worker: both stay referenced by the spec table */
+  return ws;
+}
+
+/* eng:request(id, payload[, {timeout_ms = N}]) -> rid | nil, msg, name */
+static int l_request(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  luaL_checkany(L, 3);
+  uint64_t timeout = 0;
+  if (!lua_isnoneornil(L, 4)) {
+    static const char *const keys[] = {"timeout_ms", NULL};
+    luaL_checktype(L, 4, LUA_TTABLE);
+    check_table_keys(L, 4, keys);
+    timeout = (uint64_t)opt_nonneg(L, 4, "timeout_ms", 0, (lua_Integer)1 << 40);
+  }
+  jbuf_t b = {0};
+  jb_value(&b, L, 3, 0);
+  if (b.err) {
+    free(b.p);
+    return luaL_argerror(L, 3, b.err);
+  }
+  if (e == NULL) {
+    free(b.p);
+    return fail(L, PR_ECLOSED, NULL);
+  }
+  uint64_t rid;
+  int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, b.p, b.n, timeout, &rid);
+  free(b.p);
+  if (rc != 0) return fail(L, rc, NULL);
+  lua_pushinteger(L, (lua_Integer)rid);
+  return 1;
+}
+
+/* eng:cancel_request(rid) -> true | nil, msg, name */
+static int l_cancel_request(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer rid = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  int rc = rid > 0 ? pr_engine_cancel_request(e, (uint64_t)rid) : PR_ENOENT;
+  if (rc != 0) {
+    char d[48];
+    snprintf(d, sizeof(d), "(request %lld)", (long long)rid);
+    return fail(L, rc, rc == PR_ENOENT ? d : NULL);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* eng:restart(id) -> true | nil, msg, name */
+static int l_restart(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  int rc = id > 0 ? pr_engine_worker_restart(e, (uint64_t)id, 0) : PR_ENOENT;
+  if (rc != 0) return fail_id(L, rc, id);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static const luaL_Reg engine_methods[] = {
+    {"start", l_start},   {"cancel", l_cancel}, {"delete", l_delete},
+    {"input", l_input},   {"close_stdin", l_close_stdin},
+    {"resize", l_resize}, {"get", l_get},       {"list", l_list},
+    {"purge", l_purge},   {"read", l_read},     {"fd", l_fd},
+    {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
+    {"closed", l_closed}, {"address", l_address}, {"warnings", l_warnings},
+    {"request", l_request}, {"cancel_request", l_cancel_request}, {"restart", l_restart},
+    {NULL, NULL}};
+
+__attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
+  if (luaL_newmetatable(L, PR_ENGINE_MT)) {
+    lua_newtable(L);
+    luaL_setfuncs(L, engine_methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_gc);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, l_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, l_new);
+  lua_setfield(L, -2, "new");
+  lua_pushcfunction(L, l_hrtime);
+  lua_setfield(L, -2, "hrtime");
+  lua_pushstring(L, PR_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

@@ -1,0 +1,628 @@
+/* rpc_conn.c — one connection's bytes: framing, the unpacker, the pump,
+ * the bounded send queue, subscriptions and waits.
+ *
+ * Thread: engine.
+ *
+ *   on_read ─► unpacker buffer ─► pr_rpc_scan (limits; counts framed messages) ─► kick
+ *   pump turn:  ≤ PR_RPC_BATCH × (msgpack_unpacker_next ─► pr_rpc_dispatch)
+ *               dirty subscriptions: states, then ring bytes from sub->off, then the
+ *                 terminal state — while queued + unsent < PR_RPC_SENDQ
+ *               ready waits ─► responses
+ *               flush: one uv_write owning its bytes; on_write ─► kick
+ *
+ * Back-pressure: a client that does not read makes `queued` grow; output is
+ * then no longer pulled (its subscriptions lag, the rings drop the oldest
+ * bytes and the next notification reports them as `missed`), and past
+ * PR_RPC_SENDQ_HARD its requests are no longer read. Nothing it does stalls
+ * the loop, other connections or the host.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/exec.h"
+#include "engine/registry.h"
+#include "rpc/conn.h"
+
+/* ---- framing ---------------------------------------------------------------------- */
+
+static uint64_t be(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static void scan_reset(pr_rpc_scan_t *s) {
+  s->msg_bytes = 0;
+  s->objects = 0;
+  s->top_n = 0;
+  s->msgid = -1;
+}
+
+/* One value ended: close the containers it completes; at depth 0 the
+ * message is complete. */
+static void item_done(pr_rpc_scan_t *s, unsigned *complete) {
+  for (;;) {
+    if (s->depth == 0) {
+      (*complete)++;
+      scan_reset(s);
+      return;
+    }
+    if (--s->left[s->depth - 1] > 0) return;
+    s->depth--;
+  }
+}
+
+enum { K_SCALAR, K_PAYLOAD, K_ARRAY, K_MAP };
+
+int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used,
+                unsigned *complete) {
+  size_t i = 0;
+  int rc = 0;
+  while (i < n) {
+    if (s->skip) {
+      size_t take = n - i < s->skip ? n - i : s->skip;
+      i += take;
+      s->msg_bytes += take;
+      s->skip -= (uint32_t)take;
+      if (s->skip == 0) item_done(s, complete);
+      continue;
+    }
+    unsigned b = p[i];
+    size_t hl = 1;    /* header bytes (whole value for scalars) */
+    int lb = 0;       /* bytes of the big-endian length/count after the type byte */
+    uint64_t len = 0; /* payload bytes or entries */
+    int kind = K_SCALAR, is_uint = 0;
+    if (b <= 0x7f) {
+      is_uint = 1;
+    } else if (b <= 0x8f) {
+      kind = K_MAP;
+      len = b & 0x0f;
+    } else if (b <= 0x9f) {
+      kind = K_ARRAY;
+      len = b & 0x0f;
+    } else if (b <= 0xbf) {
+      kind = K_PAYLOAD;
+      len = b & 0x1f;
+    } else if (b >= 0xe0) {
+      /* negative fixint */
+    } else {
+      switch (b) {
+      case 0xc0:
+      case 0xc2:
+      case 0xc3: break;
+      case 0xc1: rc = PR_EPROTO; goto out;
+      case 0xc4:
+      case 0xd9:
+        kind = K_PAYLOAD;
+        lb = 1;
+        break;
+      case 0xc5:
+      case 0xda:
+        kind = K_PAYLOAD;
+        lb = 2;
+        break;
+      case 0xc6:
+      case 0xdb:
+        kind = K_PAYLOAD;
+        lb = 4;
+        break;
+      case 0xc7:
+        kind = K_PAYLOAD;
+        lb = 1;
+        hl = 1;
+        break; /* + type byte below */
+      case 0xc8:
+        kind = K_PAYLOAD;
+        lb = 2;
+        break;
+      case 0xc9:
+        kind = K_PAYLOAD;
+        lb = 4;
+        break;
+      case 0xca: hl = 5; break;
+      case 0xcb: hl = 9; break;
+      case 0xcc:
+        hl = 2;
+        is_uint = 1;
+        break;
+      case 0xcd:
+        hl = 3;
+        is_uint = 1;
+        break;
+      case 0xce:
+        hl = 5;
+        is_uint = 1;
+        break;
+      case 0xcf:
+        hl = 9;
+        is_uint = 1;
+        break;
+      case 0xd0: hl = 2; break;
+      case 0xd1: hl = 3; break;
+      case 0xd2: hl = 5; break;
+      case 0xd3: hl = 9; break;
+      case 0xd4: hl = 3; break;
+      case 0xd5: hl = 4; break;
+      case 0xd6: hl = 6; break;
+      case 0xd7: hl = 10; break;
+      case 0xd8: hl = 18; break;
+      case 0xdc:
+        kind = K_ARRAY;
+        lb = 2;
+        break;
+      case 0xdd:
+        kind = K_ARRAY;
+        lb = 4;
+        break;
+      case 0xde:
+        kind = K_MAP;
+        lb = 2;
+        break;
+      case 0xdf:
+        kind = K_MAP;
+        lb = 4;
+        break;
+      }
+      if (lb) {
+        hl = 1 + (size_t)lb + (b >= 0xc7 && b <= 0xc9 ? 1 : 0); /* ext: its type byte */
+        if (n - i < hl) break;
+        len = be(p + i + 1, lb);
+      }
+    }
+    if (n - i < hl) break; /* the header is cut: wait for the rest */
+    if (is_uint && s->depth == 1 && s->top_n == 4 && s->left[0] == 3)
+      s->msgid = (int64_t)(b <= 0x7f ? b : be(p + i + 1, (int)hl - 1) & INT64_MAX);
+    i += hl;
+    s->msg_bytes += hl;
+    if (s->msg_bytes > PR_RPC_MAX_MESSAGE) {
+      rc = PR_ETOOBIG;
+      goto out;
+    }
+    uint64_t budget = PR_RPC_MAX_MESSAGE - s->msg_bytes;
+    if (kind == K_SCALAR) {
+      item_done(s, complete);
+    } else if (kind == K_PAYLOAD) {
+      if (len > budget) {
+        rc = PR_ETOOBIG;
+        goto out;
+      }
+      if (len == 0)
+        item_done(s, complete);
+      else
+        s->skip = (uint32_t)len;
+    } else {
+      uint64_t cnt = kind == K_MAP ? 2 * len : len;
+      if (cnt > budget || s->objects + cnt > PR_RPC_MAX_OBJECTS) {
+        rc = PR_ETOOBIG;
+        goto out;
+      }
+      s->objects += (uint32_t)cnt;
+      if (s->depth == 0 && kind == K_ARRAY) s->top_n = (uint32_t)len;
+      if (cnt == 0) {
+        item_done(s, complete);
+      } else {
+        if (s->depth >= PR_RPC_MAX_DEPTH) {
+          rc = PR_ETOOBIG;
+          goto out;
+        }
+        s->left[s->depth++] = (uint32_t)cnt;
+      }
+    }
+  }
+out:
+  *used = i;
+  return rc;
+}
+
+/* ---- connection state --------------------------------------------------------------- */
+
+int pr_rpc_conn_init(pr_rpc_conn_t *c) {
+  msgpack_sbuffer_init(&c->out);
+  msgpack_packer_init(&c->pk, &c->out, msgpack_sbuffer_write);
+  msgpack_sbuffer_init(&c->resp);
+  msgpack_packer_init(&c->rpk, &c->resp, msgpack_sbuffer_write);
+  scan_reset(&c->scan);
+  if (!msgpack_unpacker_init(&c->up, 64u << 10)) return PR_ENOMEM;
+  c->up_init = 1;
+  return 0;
+}
+
+void pr_rpc_conn_destroy(pr_rpc_conn_t *c) {
+  if (c->up_init) msgpack_unpacker_destroy(&c->up);
+  c->up_init = 0;
+  msgpack_sbuffer_destroy(&c->out);
+  msgpack_sbuffer_destroy(&c->resp);
+  free(c->kod);
+  c->kod = NULL;
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf);
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  pr_rpc_conn_t *c = (pr_rpc_conn_t *)h->data;
+  if (!msgpack_unpacker_reserve_buffer(&c->up, 64u << 10)) { /* read gets UV_ENOBUFS */
+    buf->base = NULL;
+    buf->len = 0;
+    return;
+  }
+  buf->base = msgpack_unpacker_buffer(&c->up);
+  buf->len = msgpack_unpacker_buffer_capacity(&c->up);
+}
+
+/* Read while nothing holds us back: a backlog of framed requests, a full
+ * send queue, EOF or a protocol error. */
+static void update_reading(pr_rpc_conn_t *c) {
+  if (c->virt) return;
+  int want = !c->closing && !c->eof && !c->bad && c->queued < PR_RPC_SENDQ_HARD &&
+             !(c->ready > 0 && c->scan_lead > PR_RPC_BACKLOG);
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0) c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->reading = 0;
+  }
+}
+
+int pr_rpc_conn_start_read(pr_rpc_conn_t *c) {
+  update_reading(c);
+  return c->reading ? 0 : PR_ENOMEM;
+}
+
+void pr_rpc_conn_received(pr_rpc_conn_t *c, size_t n) {
+  (void)n;
+  if (c->bad || c->closing) return; /* nothing after a protocol error is looked at */
+  const unsigned char *p = (const unsigned char *)c->up.buffer + c->up.off + c->scan_lead;
+  size_t avail = c->up.used - c->up.off - c->scan_lead, used = 0;
+  unsigned done = 0;
+  int rc = pr_rpc_scan(&c->scan, p, avail, &used, &done);
+  c->scan_lead += used;
+  c->ready += done;
+  if (rc != 0) {
+    c->bad = rc;
+    c->bad_msgid = c->scan.msgid;
+  }
+  update_reading(c);
+  pr_rpc_kick(c);
+}
+
+static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
+  (void)buf;
+  pr_rpc_conn_t *c = (pr_rpc_conn_t *)h->data;
+  if (nread > 0) {
+    msgpack_unpacker_buffer_consumed(&c->up, (size_t)nread);
+    pr_rpc_conn_received(c, (size_t)nread);
+  } else if (nread < 0) { /* EOF or error: answer what is framed, then close */
+    c->eof = 1;
+    update_reading(c);
+    pr_rpc_kick(c);
+  }
+}
+
+/* ---- writing ------------------------------------------------------------------------ */
+
+typedef struct {
+  uv_write_t req;
+  char *data;
+  size_t len;
+} wreq_t;
+
+static void on_write(uv_write_t *req, int status) {
+  wreq_t *w = (wreq_t *)req;
+  pr_rpc_conn_t *c = (pr_rpc_conn_t *)req->data;
+  c->queued -= w->len;
+  free(w->data);
+  free(w);
+  if (c->closing) return; /* ECANCELED from uv_close: the conn is still alive until its close cb */
+  if (status < 0 || (c->close_when_flushed && c->queued == 0)) {
+    pr_rpc_conn_close(c);
+    return;
+  }
+  update_reading(c);
+  pr_rpc_kick(c);
+}
+
+void pr_rpc_conn_flush(pr_rpc_conn_t *c) {
+  if (c->out.size == 0 || c->closing) return;
+  if (c->virt) {
+    if (c->sink) c->sink(c->sink_arg, c->out.data, c->out.size);
+    c->out.size = 0;
+    return;
+  }
+  size_t len = c->out.size;
+  char *data = msgpack_sbuffer_release(&c->out);
+  wreq_t *w = malloc(sizeof(*w));
+  if (w == NULL) {
+    free(data);
+    pr_rpc_conn_close(c);
+    return;
+  }
+  w->data = data;
+  w->len = len;
+  w->req.data = c;
+  uv_buf_t b = uv_buf_init(data, (unsigned)len);
+  if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write) != 0) {
+    free(data);
+    free(w);
+    pr_rpc_conn_close(c);
+    return;
+  }
+  c->queued += len;
+}
+
+/* A protocol error: answer an oversized request if we know its msgid, try
+ * once to write what is unsent, and close without waiting for the client. */
+static void close_bad(pr_rpc_conn_t *c) {
+  if (c->bad == PR_ETOOBIG && c->bad_msgid >= 0) {
+    char m[96];
+    snprintf(m, sizeof(m), "message larger than %u bytes, or more than %u entries or %u levels",
+             PR_RPC_MAX_MESSAGE, PR_RPC_MAX_OBJECTS, PR_RPC_MAX_DEPTH);
+    size_t mark = c->out.size;
+    if (pr_rpc_pack_error_response(&c->pk, (uint64_t)c->bad_msgid, PR_ETOOBIG, m) != 0)
+      c->out.size = mark;
+  }
+  if (c->virt) {
+    pr_rpc_conn_flush(c);
+  } else if (c->queued == 0 && c->out.size > 0) {
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.size);
+    uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+  }
+  pr_rpc_conn_close(c);
+}
+
+/* ---- subscriptions ------------------------------------------------------------------ */
+
+pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id) {
+  for (pr_rpc_sub_t *s = srv->subs[id % PR_RPC_SUB_BUCKETS]; s; s = s->hnext)
+    if (s->id == id) return s;
+  return NULL;
+}
+
+pr_rpc_sub_t *pr_rpc_sub_new(pr_rpc_conn_t *c, pr_exec_t *x) {
+  pr_rpc_sub_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->conn = c;
+  s->id = x->id;
+  msgpack_sbuffer_init(&s->states);
+  msgpack_sbuffer_init(&s->final);
+  pr_queue_init(&s->dnode);
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if ((s->ring[i] = x->streams[i].ring) != NULL) pr_ring_ref(s->ring[i]);
+  }
+  pr_queue_push(&c->subs, &s->cnode);
+  pr_rpc_sub_t **b = &c->srv->subs[s->id % PR_RPC_SUB_BUCKETS];
+  s->hnext = *b;
+  *b = s;
+  return s;
+}
+
+void pr_rpc_sub_ended(pr_rpc_sub_t *s) {
+  if (s->ended) return;
+  s->ended = 1;
+  if (++s->conn->nended <= PR_RPC_MAX_ENDED) return;
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (s->ring[i] == NULL) continue;
+    uint64_t head;
+    pr_ring_stats(s->ring[i], &head, &s->end[i]);
+    pr_ring_unref(s->ring[i]);
+    s->ring[i] = NULL;
+  }
+}
+
+void pr_rpc_sub_free(pr_rpc_sub_t *s) {
+  if (s->ended) s->conn->nended--;
+  pr_rpc_sub_t **pp = &s->conn->srv->subs[s->id % PR_RPC_SUB_BUCKETS];
+  while (*pp && *pp != s)
+    pp = &(*pp)->hnext;
+  if (*pp) *pp = s->hnext;
+  pr_queue_remove(&s->cnode);
+  pr_queue_remove(&s->dnode);
+  for (int i = 0; i < PR_NSTREAM; i++)
+    pr_ring_unref(s->ring[i]);
+  msgpack_sbuffer_destroy(&s->states);
+  msgpack_sbuffer_destroy(&s->final);
+  free(s);
+}
+
+void pr_rpc_sub_dirty(pr_rpc_sub_t *s) {
+  if (s->dnode.next == &s->dnode) pr_queue_push(&s->conn->dirty, &s->dnode);
+  pr_rpc_kick(s->conn);
+}
+
+static int append(pr_rpc_conn_t *c, msgpack_sbuffer *b) {
+  if (b->size == 0) return 0;
+  if (msgpack_sbuffer_write(&c->out, b->data, b->size) != 0) return -1;
+  b->size = 0;
+  return 0;
+}
+
+static size_t room(const pr_rpc_conn_t *c) {
+  size_t used = c->queued + c->out.size;
+  return used >= PR_RPC_SENDQ ? 0 : PR_RPC_SENDQ - used;
+}
+
+/* Send what `s` has, within the budget. Returns 1 when it is caught up (and
+ * no longer dirty; freed when its execution ended), 0 when out of budget. */
+static int pump_sub(pr_rpc_conn_t *c, pr_rpc_sub_t *s) {
+  if (append(c, &s->states) != 0) return 0;
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (s->ring[i] == NULL && s->end[i] > s->off[i]) { /* released: account for it */
+      if (room(c) == 0) return 0;
+      size_t mark = c->out.size;
+      if (pr_rpc_pack_output(&c->pk, s->id, i, NULL, 0, s->end[i], s->end[i] - s->off[i]) != 0) {
+        c->out.size = mark;
+        return 0;
+      }
+      s->off[i] = s->end[i];
+    }
+    if (s->ring[i] == NULL) continue;
+    for (;;) {
+      size_t max = room(c);
+      if (max == 0) return 0;
+      if (max > PR_RPC_CHUNK) max = PR_RPC_CHUNK;
+      char *data;
+      size_t len;
+      uint64_t next, missed;
+      if (pr_ring_read(s->ring[i], s->off[i], max, &data, &len, &next, &missed) != 0) return 0;
+      if (len == 0 && missed == 0) {
+        free(data);
+        break;
+      }
+      size_t mark = c->out.size;
+      int rc = pr_rpc_pack_output(&c->pk, s->id, i, data, len, next - len, missed);
+      free(data);
+      if (rc != 0) {
+        c->out.size = mark;
+        return 0;
+      }
+      s->off[i] = next;
+      if (len < max) break; /* caught up with the ring */
+    }
+  }
+  if (s->ended) {
+    if (append(c, &s->final) != 0) return 0;
+    pr_rpc_sub_free(s);
+    c->nready_waits++; /* waits on this id may go now */
+    return 1;
+  }
+  pr_queue_remove(&s->dnode);
+  return 1;
+}
+
+/* ---- waits -------------------------------------------------------------------------- */
+
+static void on_wait_timer(uv_timer_t *t) {
+  pr_rpc_wait_t *w = (pr_rpc_wait_t *)t->data;
+  w->timed_out = 1;
+  w->conn->nready_waits++;
+  pr_rpc_kick(w->conn);
+}
+
+static void on_wait_timer_closed(uv_handle_t *h) {
+  pr_rpc_wait_t *w = (pr_rpc_wait_t *)h->data;
+  pr_rpc_conn_t *c = w->conn;
+  pr_record_free(w->rec);
+  free(w);
+  pr_rpc_conn_unref(c);
+}
+
+pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms) {
+  pr_rpc_wait_t *w = calloc(1, sizeof(*w));
+  if (w == NULL) return NULL;
+  w->conn = c;
+  w->id = id;
+  w->msgid = msgid;
+  if (timeout_ms >= 0) {
+    if (uv_timer_init(&c->srv->e->loop, &w->timer) != 0) {
+      free(w);
+      return NULL;
+    }
+    w->timer.data = w;
+    w->timer_open = 1;
+    c->handles++;
+    uv_timer_start(&w->timer, on_wait_timer, (uint64_t)timeout_ms, 0);
+  }
+  pr_queue_push(&c->waits, &w->cnode);
+  c->srv->nwaits++;
+  return w;
+}
+
+void pr_rpc_wait_free(pr_rpc_wait_t *w) {
+  if (w->timer_open) {
+    w->timer_open = 0;
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, on_wait_timer_closed);
+    return;
+  }
+  pr_record_free(w->rec);
+  free(w);
+}
+
+/* Answer the waits that can go: timed out, or ended with every notification
+ * of their execution already queued. */
+static void pump_waits(pr_rpc_conn_t *c) {
+  unsigned left = 0;
+  pr_queue_t *q = pr_queue_head(&c->waits);
+  while (q != &c->waits) {
+    pr_rpc_wait_t *w = PR_QUEUE_DATA(q, pr_rpc_wait_t, cnode);
+    q = q->next;
+    if (!w->timed_out && (w->rec == NULL || pr_rpc_sub_find(c->srv, w->id) != NULL)) {
+      if (w->rec) left++;
+      continue;
+    }
+    pr_rpc_answer_wait(c, w);
+    pr_queue_remove(&w->cnode);
+    c->srv->nwaits--;
+    pr_rpc_wait_free(w);
+  }
+  c->nready_waits = left;
+}
+
+/* ---- the pump ----------------------------------------------------------------------- */
+
+int pr_rpc_conn_pump(pr_rpc_conn_t *c) {
+  if (c->closing) return 0;
+  for (unsigned n = 0; n < PR_RPC_BATCH && c->ready > 0 && !c->closing &&
+                       c->queued + c->out.size < PR_RPC_SENDQ_HARD;
+       n++) {
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t bytes = 0;
+    int r = msgpack_unpacker_next_with_size(&c->up, &u, &bytes);
+    if (r != MSGPACK_UNPACK_SUCCESS ||
+        bytes > c->scan_lead) { /* framing disagreed: never expected */
+#ifdef PR_RPC_FUZZ
+      abort(); /* the fuzz harness wants to know */
+#endif
+      msgpack_unpacked_destroy(&u);
+      c->bad = PR_EPROTO;
+      c->ready = 0;
+      break;
+    }
+    c->ready--;
+    c->scan_lead -= bytes;
+    int rc = pr_rpc_dispatch(c, &u.data, u.zone);
+    msgpack_unpacked_destroy(&u);
+    if (rc != 0) {
+      c->bad = rc;
+      c->bad_msgid = -1;
+      c->ready = 0;
+      break;
+    }
+  }
+  if (c->closing) return 0;
+  if (c->bad && c->ready == 0) {
+    close_bad(c);
+    return 0;
+  }
+  /* A large message grew the buffer: give it back once nothing is pending. */
+  if (c->ready == 0 && c->scan_lead == 0 && c->up.used == c->up.off &&
+      c->up.used + c->up.free > (1u << 20)) {
+    msgpack_unpacker_destroy(&c->up);
+    c->up_init = msgpack_unpacker_init(&c->up, 64u << 10);
+    if (!c->up_init) {
+      pr_rpc_conn_close(c);
+      return 0;
+    }
+  }
+  while (!pr_queue_empty(&c->dirty) && room(c) > 0) {
+    pr_rpc_sub_t *s = PR_QUEUE_DATA(pr_queue_head(&c->dirty), pr_rpc_sub_t, dnode);
+    if (!pump_sub(c, s)) break;
+  }
+  if (c->nready_waits) pump_waits(c);
+  pr_rpc_conn_flush(c);
+  if (c->closing) return 0;
+  if (c->eof && c->ready == 0) { /* the client is gone or half-closed: finish and close */
+    if (c->virt || c->queued == 0)
+      pr_rpc_conn_close(c);
+    else
+      c->close_when_flushed = 1;
+    return 0;
+  }
+  update_reading(c);
+  return (c->ready > 0 && c->queued < PR_RPC_SENDQ_HARD) ||
+         (!pr_queue_empty(&c->dirty) && room(c) > 0);
+}
