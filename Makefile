@@ -23,7 +23,9 @@ SETUP     ?= scripts/setup.sh
 
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread -Icsrc $(WARN)
 
-ENGINE_SRC = csrc/base/error.c csrc/base/ring.c csrc/base/wire.c csrc/engine/supervisor.c csrc/engine/exec.c \
+BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/record.c csrc/base/buf.c \
+             csrc/base/idmap.c csrc/base/mpack.c csrc/base/ring.c csrc/base/wire.c
+ENGINE_SRC = $(BASE_SRC) csrc/engine/supervisor.c csrc/engine/exec.c \
              csrc/engine/registry.c csrc/proctor.c csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c
 # durable history, audit log, secrets and environment policy
 ENGINE_SRC += csrc/engine/secrets.c csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
@@ -51,8 +53,8 @@ setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
 
 # --- the shepherd: a plain program, shared by both builds -----------------------
-$(SHEPHERD): csrc/shepherd/shepherd.c csrc/base/wire.c csrc/base/wire.h | $(BUILD)
-	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -o $@.tmp csrc/shepherd/shepherd.c csrc/base/wire.c
+$(SHEPHERD): csrc/shepherd/shepherd.c csrc/base/wire.c csrc/base/wire.h csrc/base/idmap.c csrc/base/idmap.h | $(BUILD)
+	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -o $@.tmp csrc/shepherd/shepherd.c csrc/base/wire.c csrc/base/idmap.c
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)
@@ -104,6 +106,9 @@ $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(H
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
+$(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h csrc/base/idmap.c csrc/base/buf.c $(HDRS)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_base.c csrc/base/idmap.c csrc/base/buf.c
+
 # The RPC fuzz target: libFuzzer + ASan/UBSan over the decoder and dispatcher
 # (no socket, no real spawns). `make fuzz` explores; tests/rpc/run replays
 # tests/fuzz/corpus/ with the same binary.
@@ -121,7 +126,7 @@ fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (defaul
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 $(BUILD)/fuzz-corpus tests/fuzz/corpus
 
-TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(FUZZ_BIN)
+TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN)
 
 test: ## build everything and run every test tier; ends with "N passed, N failed"
 	@$(SETUP) test

@@ -25,6 +25,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "base/buf.h"
+#include "base/clock.h"
 #include "engine/exec.h"
 #include "engine/registry.h"
 #include "rpc/rpc.h"
@@ -40,42 +42,6 @@ extern char **environ;
 #define PR_DEFAULT_GRACE 2000
 #define PR_DEFAULT_DRAIN 500
 #define PR_MAX_SPAWN_BYTES (16u << 20)
-
-/* ---- names ---------------------------------------------------------------------- */
-
-static const char *state_names[PR_NSTATE] = {"queued",    "starting", "running", "completed",
-                                             "failed",    "canceled", "timed_out"};
-static const char *stream_names[PR_NSTREAM] = {"stdout", "stderr", "pty"};
-
-const char *pr_state_name(pr_state_t s) { return s < PR_NSTATE ? state_names[s] : "unknown"; }
-
-int pr_state_from_name(const char *name) {
-  for (int i = 0; i < PR_NSTATE; i++)
-    if (strcmp(name, state_names[i]) == 0) return i;
-  return -1;
-}
-
-const char *pr_stream_name(int s) { return s >= 0 && s < PR_NSTREAM ? stream_names[s] : "?"; }
-
-int pr_stream_from_name(const char *name) {
-  for (int i = 0; i < PR_NSTREAM; i++)
-    if (strcmp(name, stream_names[i]) == 0) return i;
-  return -1;
-}
-
-const char *pr_cancel_result_name(pr_cancel_result_t r) {
-  static const char *n[] = {"canceling", "already_canceling", "already_terminal", "not_found"};
-  return (unsigned)r < 4 ? n[r] : "not_found";
-}
-
-const char *pr_delete_result_name(pr_delete_result_t r) {
-  static const char *n[] = {"deleted", "active_process_conflict", "not_found"};
-  return (unsigned)r < 3 ? n[r] : "not_found";
-}
-
-uint64_t pr_hrtime(void) { return uv_hrtime(); }
-
-int pr_state_terminal(pr_state_t s) { return s >= PR_COMPLETED && s < PR_NSTATE; }
 
 /* ---- events (engine thread pushes, host pops) ------------------------------------ */
 
@@ -447,7 +413,7 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   return 0;
 fail:
   pr_sup_destroy(e);
-  free(e->buckets);
+  pr_idmap_destroy(&e->byid);
   free(e->listen);
   pr_env_free(e->rpc_env);
   if (e->wakefd >= 0) close(e->wakefd);
@@ -529,37 +495,11 @@ static size_t key_len(const char *kv) {
   return eq ? (size_t)(eq - kv) : strlen(kv);
 }
 
-/* Append string + NUL to a growing buffer. */
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int err;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const char *s) {
-  size_t n = strlen(s) + 1;
-  if (b->err) return;
-  if (b->len + n > PR_MAX_SPAWN_BYTES) {
-    b->err = PR_ETOOBIG;
-    return;
-  }
-  if (b->len + n > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 4096;
-    while (nc < b->len + n) nc *= 2;
-    char *np = realloc(b->p, nc);
-    if (np == NULL) {
-      b->err = PR_ENOMEM;
-      return;
-    }
-    b->p = np;
-    b->cap = nc;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-}
+/* Append string + NUL to the spawn payload. */
+static void sb_add(pr_buf_t *b, const char *s) { pr_buf_add(b, s, strlen(s) + 1); }
 
 /* Add base env entries not overridden by `extra`, then the extras. */
-static void build_env(sbuf_t *b, const pr_spec_t *s, char *const *base, const char *const *extra,
+static void build_env(pr_buf_t *b, const pr_spec_t *s, char *const *base, const char *const *extra,
                       size_t nextra) {
   if (!s->clear_env && base) {
     for (char *const *ep = base; *ep; ep++) {
@@ -589,11 +529,12 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
       return PR_EINVAL;
   if (pr_secrets_check(s) != 0) return PR_EINVAL; /* secrets.c: secrets, env_allow */
   pr_exec_t *x = calloc(1, sizeof(*x));
-  sbuf_t b = {0};
+  pr_buf_t b = PR_BUF_INIT(PR_MAX_SPAWN_BYTES);
   int rc = PR_ENOMEM;
   if (x == NULL) goto fail;
   x->pidfd = -1;
   x->verdict = -1;
+  x->pending_in.max = PR_PENDING_INPUT_MAX;
   for (int i = 0; i < PR_NSTREAM; i++) pr_queue_init(&x->streams[i].defer);
   x->exit_code = -1;
   x->session = s->session;
@@ -671,13 +612,12 @@ int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_e
   if ((rc = pr_env_keys(b.p, b.len, 1 + x->argc, &x->env_keys, &x->env_keys_len)) != 0 ||
       (rc = pr_secrets_new(s, &x->secrets)) != 0) /* secrets.c: keys for the record, masker */
     goto fail;
-  x->spawn_msg = b.p;
   x->spawn_len = b.len;
-  b.p = NULL;
+  x->spawn_msg = pr_buf_release(&b);
   *out = x;
   return 0;
 fail:
-  free(b.p);
+  pr_buf_free(&b);
   if (x) pr_exec_free(x);
   return rc;
 }
@@ -798,6 +738,8 @@ int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session) {
 
 int pr_engine_fd(const pr_engine_t *e) { return e->wakefd; }
 
+void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n) { pr_journal_warnings(e, out, n); }
+
 const char *pr_engine_address(const pr_engine_t *e) { return e->listen; }
 
 int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg) {
@@ -852,25 +794,4 @@ int pr_engine_wait(pr_engine_t *e, int timeout_ms) {
   do r = poll(&p, 1, timeout_ms);
   while (r < 0 && errno == EINTR);
   return r > 0;
-}
-
-void pr_record_free(pr_record_t *r) {
-  if (r == NULL) return;
-  if (r->argv)
-    for (size_t i = 0; i < r->argc; i++) free(r->argv[i]);
-  free(r->argv);
-  free(r->label);
-  free(r->owner);
-  free(r->cwd);
-  free(r->shell);
-  free(r->reason);
-  free(r->error);
-  free(r->env_keys);
-  free(r);
-}
-
-void pr_records_free(pr_record_t **v, size_t n) {
-  if (v == NULL) return;
-  for (size_t i = 0; i < n; i++) pr_record_free(v[i]);
-  free(v);
 }

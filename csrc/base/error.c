@@ -1,8 +1,9 @@
-/* error.c — names and messages for PR_E* and UV_E* codes.
+/* base/error.c — names and messages for PR_E* codes (the table in
+ * include/proctor.h) and UV_E* codes.
  *
  * Thread: any. Pure functions over static tables.
  */
-#include "base/error.h"
+#include "include/proctor.h"
 
 #include <uv.h>
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
+#include "include/proctor.h"
 
 #define PR_RING_MIN 4096
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "engine/registry.h"
 #include "rpc/rpc.h"
 #include "store/journal.h"
@@ -51,12 +52,6 @@ typedef struct {
 #ifndef PR_INPUT_CHUNK
 #define PR_INPUT_CHUNK ((size_t)1 << 30)
 #endif
-
-uint64_t pr_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -702,20 +697,14 @@ static void on_write(uv_write_t *req, int status) {
 
 static uv_stream_t *input_stream(pr_exec_t *x) { return (uv_stream_t *)&x->in; }
 
-static void drop_pending_input(pr_exec_t *x) {
-  free(x->pending_in);
-  x->pending_in = NULL;
-  x->pending_len = x->pending_cap = 0;
-}
+static void drop_pending_input(pr_exec_t *x) { pr_buf_free(&x->pending_in); }
 
 /* Input given before the process existed goes out first, in order. */
 static void flush_pending_input(pr_exec_t *x) {
   int close_after = x->in_closing;
   x->in_closing = 0;
-  char *p = x->pending_in;
-  size_t n = x->pending_len;
-  x->pending_in = NULL;
-  x->pending_len = x->pending_cap = 0;
+  size_t n = x->pending_in.len;
+  char *p = pr_buf_release(&x->pending_in);
   if (n && x->in_open) pr_exec_input(x, p, n);
   free(p);
   if (close_after && x->in_open) pr_exec_close_stdin(x);
@@ -724,19 +713,10 @@ static void flush_pending_input(pr_exec_t *x) {
 
 /* Keep input given while queued or starting, at most PR_PENDING_INPUT_MAX bytes. */
 static int keep_pending_input(pr_exec_t *x, const char *data, size_t len) {
-  if (len > PR_PENDING_INPUT_MAX - x->pending_len) return PR_EBUSY;
-  if (x->pending_len + len > x->pending_cap) {
-    size_t cap = x->pending_cap ? x->pending_cap : 4096;
-    while (cap < x->pending_len + len) cap *= 2;
-    if (cap > PR_PENDING_INPUT_MAX) cap = PR_PENDING_INPUT_MAX;
-    char *p = realloc(x->pending_in, cap);
-    if (p == NULL) return PR_ENOMEM;
-    x->pending_in = p;
-    x->pending_cap = cap;
-  }
-  memcpy(x->pending_in + x->pending_len, data, len);
-  x->pending_len += len;
-  return 0;
+  if (len > PR_PENDING_INPUT_MAX - x->pending_in.len) return PR_EBUSY;
+  int rc = pr_buf_add(&x->pending_in, data, len);
+  x->pending_in.err = 0; /* refused, nothing kept: the next input may try again */
+  return rc;
 }
 
 int pr_exec_input(pr_exec_t *x, const char *data, size_t len) {
@@ -893,6 +873,6 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->spawn_msg);
   pr_worker_free(x->worker);
   if (x->pidfd >= 0) close(x->pidfd);
-  free(x->pending_in);
+  pr_buf_free(&x->pending_in);
   free(x);
 }

@@ -112,7 +112,4 @@ void pr_emit_event(pr_engine_t *e, pr_event_t *ev);
  * (engine.c; shuts down once nothing is live). */
 void pr_engine_on_finished(pr_engine_t *e);
 
-/* Wall clock in ms since the epoch. */
-uint64_t pr_now_ms(void);
-
 #endif

@@ -6,40 +6,18 @@
 
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "engine/exec.h"
 #include "store/journal.h"
 
 int pr_registry_init(pr_engine_t *e) {
-  e->nbuckets = 256;
-  e->buckets = calloc(e->nbuckets, sizeof(*e->buckets));
+  pr_idmap_init(&e->byid);
   pr_queue_init(&e->order);
   pr_queue_init(&e->queued);
-  return e->buckets ? 0 : PR_ENOMEM;
-}
-
-static void grow(pr_engine_t *e) {
-  size_t n = e->nbuckets * 2;
-  pr_exec_t **b = calloc(n, sizeof(*b));
-  if (b == NULL) return; /* longer chains, still correct */
-  for (size_t i = 0; i < e->nbuckets; i++) {
-    pr_exec_t *x = e->buckets[i];
-    while (x) {
-      pr_exec_t *next = x->hnext;
-      x->hnext = b[x->id % n];
-      b[x->id % n] = x;
-      x = next;
-    }
-  }
-  free(e->buckets);
-  e->buckets = b;
-  e->nbuckets = n;
+  return 0;
 }
 
 int pr_registry_add(pr_engine_t *e, pr_exec_t *x) {
-  if (e->count + 1 > e->nbuckets * 2) grow(e);
-  size_t b = x->id % e->nbuckets;
-  x->hnext = e->buckets[b];
-  e->buckets[b] = x;
   /* Ids are handed out in increasing order and host commands arrive in
    * order, but an RPC start (built on the engine thread) can overtake a host
    * start still in the command queue: walk back from the tail (almost always
@@ -49,19 +27,16 @@ int pr_registry_add(pr_engine_t *e, pr_exec_t *x) {
     at = at->prev;
   pr_queue_push(at, &x->order);
   e->count++;
-  return 0;
+  return pr_idmap_put(&e->byid, x->id, x);
 }
 
 pr_exec_t *pr_registry_find(pr_engine_t *e, uint64_t id, uint64_t session) {
-  for (pr_exec_t *x = e->buckets[id % e->nbuckets]; x; x = x->hnext)
-    if (x->id == id) return (session == 0 || x->session == session) ? x : NULL;
-  return NULL;
+  pr_exec_t *x = pr_idmap_get(&e->byid, id);
+  return x && (session == 0 || x->session == session) ? x : NULL;
 }
 
 void pr_registry_remove(pr_engine_t *e, pr_exec_t *x) {
-  pr_exec_t **pp = &e->buckets[x->id % e->nbuckets];
-  while (*pp && *pp != x) pp = &(*pp)->hnext;
-  if (*pp) *pp = x->hnext;
+  if (pr_idmap_get(&e->byid, x->id) == x) pr_idmap_del(&e->byid, x->id);
   pr_queue_remove(&x->order);
   e->count--;
   if (x->finished) e->nterminal--;
@@ -123,7 +98,6 @@ void pr_registry_destroy(pr_engine_t *e) {
     pr_queue_remove(&x->order);
     pr_exec_free(x);
   }
-  free(e->buckets);
-  e->buckets = NULL;
+  pr_idmap_destroy(&e->byid);
   e->count = 0;
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
+#include "include/proctor.h"
 
 #define MASK "***"
 #define MASK_LEN 3

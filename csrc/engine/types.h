@@ -19,6 +19,8 @@
 #include <uv.h>
 
 #include "include/proctor.h"
+#include "base/buf.h"
+#include "base/idmap.h"
 #include "base/queue.h"
 #include "base/ring.h"
 
@@ -48,7 +50,6 @@ typedef struct {
 struct pr_exec {
   pr_queue_t order;  /* registry list, id order */
   pr_queue_t runq;   /* engine->queued while queued */
-  pr_exec_t *hnext;  /* registry hash chain */
   struct pr_engine *eng;
   uint64_t id, session;
   char *label, *owner, *cwd, *shell;
@@ -82,8 +83,8 @@ struct pr_exec {
   uv_pipe_t in;      /* stdin pipe, or a dup of the pty master used only for writing */
   int in_open;       /* stdin handle usable for writes */
   int in_closing;    /* close_stdin requested */
-  char *pending_in;  /* input given while queued/starting, written once running */
-  size_t pending_len, pending_cap; /* bytes in / allocated for pending_in; len <= PR_PENDING_INPUT_MAX */
+  pr_buf_t pending_in; /* input given while queued/starting, written once running;
+                        * at most PR_PENDING_INPUT_MAX bytes */
   uv_timer_t timer;  /* timeout, then kill grace, then drain: one phase at a time */
   int timer_open;
   char *env_keys;    /* keys the child got, NUL-separated (secrets.c), or NULL */
@@ -177,8 +178,8 @@ struct pr_engine {
   uv_timer_t prune_timer; /* history_age_ms: fires at the oldest terminal record's expiry */
   int closing;         /* CLOSE received: cancel all, then shut down */
   pr_cmd_t *close_cmd;
-  pr_exec_t **buckets; /* registry hash by id */
-  size_t nbuckets, count, nterminal;
+  pr_idmap_t byid;     /* registry: id -> execution */
+  size_t count, nterminal;
   pr_queue_t order;    /* every execution, id order */
   pr_queue_t queued;   /* FIFO of queued executions */
   uint32_t running;    /* starting + running */

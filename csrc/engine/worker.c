@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/idmap.h"
 #include "engine/exec.h"
 #include "engine/registry.h"
 #include "rpc/rpc.h"
@@ -41,7 +43,6 @@ typedef struct {
 
 typedef struct wreq {
   pr_queue_t node;     /* w->unsent or w->inflight */
-  struct wreq *hnext;  /* hash chain */
   uint64_t rid, session;
   uint64_t deadline;   /* uv_now ms; 0 = none */
   uint64_t timeout_ms;
@@ -62,11 +63,9 @@ struct pr_worker {
   int restart_now;     /* pr_worker_restart: the next end restarts at once */
   uint64_t ready_at;   /* uv_now when it became ready; 0 = not ready */
   pr_queue_t unsent, inflight;
-  size_t ninflight, count;
-  wreq_t **buckets;
-  size_t nbuckets;
-  char *line;          /* jsonl: the incomplete stdout line */
-  size_t llen, lcap;
+  size_t ninflight;
+  pr_idmap_t reqs;     /* rid -> wreq_t, every request of unsent and inflight */
+  pr_buf_t line;       /* jsonl: the incomplete stdout line */
   int skipping;        /* jsonl: inside an oversize line */
   char eline[4096];    /* stderr line for the ready pattern */
   size_t elen;
@@ -76,17 +75,6 @@ struct pr_worker {
   uint64_t stray;      /* non-protocol lines/messages, invalid and oversize included */
   uint64_t late;       /* replies/chunks for unknown (canceled, timed out) requests */
 };
-
-static const char *ws_names[PR_NWS] = {"starting", "ready", "busy", "backoff", "stopped", "fatal"};
-static const char *rs_names[PR_NRS] = {"ok",           "error",         "canceled", "timeout",
-                                       "worker_exited", "worker_fatal", "rejected"};
-
-const char *pr_worker_state_name(int ws) {
-  return ws >= 0 && ws < PR_NWS ? ws_names[ws] : "unknown";
-}
-const char *pr_reply_status_name(int st) {
-  return st >= 0 && st < PR_NRS ? rs_names[st] : "unknown";
-}
 
 /* ---- life -------------------------------------------------------------------------- */
 
@@ -147,8 +135,8 @@ void pr_worker_free(pr_worker_t *w) {
     }
   if (w->has_re) regfree(&w->re);
   pr_wmp_free(w->mp);
-  free(w->buckets);
-  free(w->line);
+  pr_idmap_destroy(&w->reqs);
+  pr_buf_free(&w->line);
   free(w);
 }
 
@@ -158,49 +146,13 @@ uint64_t pr_worker_next_rid(pr_engine_t *e) {
 
 /* ---- the request table ------------------------------------------------------------- */
 
-static wreq_t **slot(pr_worker_t *w, uint64_t rid) {
-  return &w->buckets[(rid * 0x9E3779B97F4A7C15ull >> 20) & (w->nbuckets - 1)];
-}
+static wreq_t *find(pr_worker_t *w, uint64_t rid) { return pr_idmap_get(&w->reqs, rid); }
 
-static wreq_t *find(pr_worker_t *w, uint64_t rid) {
-  if (w->nbuckets == 0) return NULL;
-  for (wreq_t *r = *slot(w, rid); r; r = r->hnext)
-    if (r->rid == rid) return r;
-  return NULL;
-}
-
-static int insert(pr_worker_t *w, wreq_t *r) {
-  if (w->count + 1 > w->nbuckets) {
-    size_t nb = w->nbuckets ? w->nbuckets * 2 : 64;
-    wreq_t **old = w->buckets, **nbk = calloc(nb, sizeof(*nbk));
-    if (nbk == NULL) return PR_ENOMEM;
-    size_t on = w->nbuckets;
-    w->buckets = nbk;
-    w->nbuckets = nb;
-    for (size_t i = 0; i < on; i++)
-      for (wreq_t *p = old[i], *n; p; p = n) {
-        n = p->hnext;
-        wreq_t **s = slot(w, p->rid);
-        p->hnext = *s;
-        *s = p;
-      }
-    free(old);
-  }
-  wreq_t **s = slot(w, r->rid);
-  r->hnext = *s;
-  *s = r;
-  w->count++;
-  return 0;
-}
+static int insert(pr_worker_t *w, wreq_t *r) { return pr_idmap_put(&w->reqs, r->rid, r); }
 
 /* Take `r` out of the table and its list. */
 static void unlink_req(pr_worker_t *w, wreq_t *r) {
-  for (wreq_t **p = slot(w, r->rid); *p; p = &(*p)->hnext)
-    if (*p == r) {
-      *p = r->hnext;
-      break;
-    }
-  w->count--;
+  pr_idmap_del(&w->reqs, r->rid);
   pr_queue_remove(&r->node);
   if (r->sent) w->ninflight--;
 }
@@ -279,7 +231,7 @@ static void resolve_all(pr_exec_t *x, pr_queue_t *list, int status, const char *
   while (!pr_queue_empty(list)) {
     wreq_t *r = PR_QUEUE_DATA(pr_queue_head(list), wreq_t, node);
     size_t n;
-    char *t = fmt(&n, "%s: %s", rs_names[status], why);
+    char *t = fmt(&n, "%s: %s", pr_reply_status_name(status), why);
     resolve(x, r, status, t, n);
   }
 }
@@ -540,7 +492,7 @@ int pr_worker_restart(pr_engine_t *e, uint64_t session, uint64_t id) {
 
 void pr_worker_on_spawned(pr_exec_t *x) {
   pr_worker_t *w = x->worker;
-  w->llen = 0;
+  w->line.len = 0;
   w->skipping = 0;
   w->elen = 0;
   if (w->mp) {
@@ -555,7 +507,7 @@ void pr_worker_on_spawned(pr_exec_t *x) {
 int pr_worker_on_end(pr_exec_t *x) {
   pr_worker_t *w = x->worker;
   pr_engine_t *e = x->eng;
-  w->llen = 0;
+  w->line.len = 0;
   w->skipping = 0;
   resolve_all(x, &w->inflight, PR_RS_WORKER_EXITED, "the worker process ended");
   int ran = x->state == PR_RUNNING;
@@ -611,7 +563,7 @@ void pr_worker_snapshot(const pr_exec_t *x, pr_record_t *r) {
   const pr_worker_t *w = x->worker;
   r->worker_state = w->state;
   r->worker_restarts = w->restarts;
-  r->worker_pending = w->count;
+  r->worker_pending = w->reqs.count;
   r->worker_stray = w->stray;
 }
 
@@ -707,32 +659,24 @@ static void jsonl_feed(pr_exec_t *x, const char *p, size_t n) {
     size_t take = nl ? (size_t)(nl - p) : n;
     if (w->skipping) {
       if (nl) w->skipping = 0;
-    } else if (w->llen + take > PR_WORKER_MSG_MAX) {
-      w->llen = 0;
+    } else if (w->line.len + take > PR_WORKER_MSG_MAX) {
+      w->line.len = 0;
       w->skipping = nl == NULL;
       pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
-    } else if (nl && w->llen == 0) {
+    } else if (nl && w->line.len == 0) {
       jsonl_line(x, p, take); /* the common case: a whole line in this read */
     } else {
-      if (w->llen + take > w->lcap) {
-        size_t nc = w->lcap ? w->lcap : 4096;
-        while (nc < w->llen + take) nc *= 2;
-        char *nb = realloc(w->line, nc);
-        if (nb == NULL) { /* drop the line */
-          w->llen = 0;
-          w->skipping = nl == NULL;
-          pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
-          goto next;
-        }
-        w->line = nb;
-        w->lcap = nc;
+      if (pr_buf_add(&w->line, p, take) != 0) { /* out of memory: drop the line */
+        w->line.err = 0;
+        w->line.len = 0;
+        w->skipping = nl == NULL;
+        pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
+        goto next;
       }
-      memcpy(w->line + w->llen, p, take);
-      w->llen += take;
       if (nl) {
-        size_t total = w->llen;
-        w->llen = 0;
-        jsonl_line(x, w->line, total);
+        size_t total = w->line.len;
+        w->line.len = 0;
+        jsonl_line(x, w->line.p, total);
       }
     }
   next:
@@ -740,11 +684,7 @@ static void jsonl_feed(pr_exec_t *x, const char *p, size_t n) {
     n -= take + 1;
     p = nl + 1;
   }
-  if (w->lcap > (1u << 20) && w->llen == 0) { /* give a huge line's memory back */
-    free(w->line);
-    w->line = NULL;
-    w->lcap = 0;
-  }
+  if (w->line.cap > (1u << 20) && w->line.len == 0) pr_buf_free(&w->line); /* a huge line's memory back */
 }
 
 static void stderr_feed(pr_exec_t *x, const char *p, size_t n) {

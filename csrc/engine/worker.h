@@ -109,9 +109,4 @@ void pr_wmp_feed(pr_exec_t *x, void *u, const char *p, size_t n);
 char *pr_wmp_request(uint64_t rid, const char *json, size_t len, size_t *n, int *err);
 char *pr_wmp_cancel(uint64_t rid, size_t *n);
 
-/* JSON text <-> msgpack for the RPC surface (rpc_methods.c). `obj` is a
- * const msgpack_object *, `pk` a msgpack_packer *. */
-char *pr_wmp_obj_to_json(const void *obj, size_t *n);
-int pr_wmp_pack_json(void *pk, const char *json, size_t len);
-
 #endif

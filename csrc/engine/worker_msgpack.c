@@ -20,120 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mpack.h"
 #include "engine/exec.h"
 #include "engine/worker.h"
-
-#define MAX_DEPTH 64
 
 void *pr_wmp_new(void) { return msgpack_unpacker_new(65536); }
 
 void pr_wmp_free(void *u) {
   if (u) msgpack_unpacker_free((msgpack_unpacker *)u);
-}
-
-/* ---- msgpack -> cJSON -> text --------------------------------------------------------- */
-
-static cJSON *to_cjson(const msgpack_object *o, int depth) {
-  if (depth > MAX_DEPTH) return cJSON_CreateNull();
-  switch (o->type) {
-  case MSGPACK_OBJECT_BOOLEAN: return cJSON_CreateBool(o->via.boolean);
-  case MSGPACK_OBJECT_POSITIVE_INTEGER: return cJSON_CreateNumber((double)o->via.u64);
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return cJSON_CreateNumber((double)o->via.i64);
-  case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64: return cJSON_CreateNumber(o->via.f64);
-  case MSGPACK_OBJECT_STR:
-  case MSGPACK_OBJECT_BIN: {
-    const char *p = o->type == MSGPACK_OBJECT_STR ? o->via.str.ptr : o->via.bin.ptr;
-    uint32_t n = o->type == MSGPACK_OBJECT_STR ? o->via.str.size : o->via.bin.size;
-    char *s = strndup(p ? p : "", n); /* borrowed bytes are not NUL-terminated */
-    cJSON *j = s ? cJSON_CreateString(s) : NULL;
-    free(s);
-    return j;
-  }
-  case MSGPACK_OBJECT_ARRAY: {
-    cJSON *a = cJSON_CreateArray();
-    for (uint32_t i = 0; a && i < o->via.array.size; i++) {
-      cJSON *v = to_cjson(&o->via.array.ptr[i], depth + 1);
-      if (v == NULL) {
-        cJSON_Delete(a);
-        return NULL;
-      }
-      cJSON_AddItemToArray(a, v);
-    }
-    return a;
-  }
-  case MSGPACK_OBJECT_MAP: {
-    cJSON *m = cJSON_CreateObject();
-    for (uint32_t i = 0; m && i < o->via.map.size; i++) {
-      const msgpack_object *k = &o->via.map.ptr[i].key;
-      char *key;
-      if (k->type == MSGPACK_OBJECT_STR) key = strndup(k->via.str.ptr ? k->via.str.ptr : "", k->via.str.size);
-      else {
-        size_t n;
-        key = pr_wmp_obj_to_json(k, &n); /* a non-string key: its JSON text */
-      }
-      cJSON *v = key ? to_cjson(&o->via.map.ptr[i].val, depth + 1) : NULL;
-      if (v == NULL) {
-        free(key);
-        cJSON_Delete(m);
-        return NULL;
-      }
-      cJSON_AddItemToObject(m, key, v);
-      free(key);
-    }
-    return m;
-  }
-  default: return cJSON_CreateNull(); /* nil, ext */
-  }
-}
-
-char *pr_wmp_obj_to_json(const void *obj, size_t *n) {
-  cJSON *j = to_cjson((const msgpack_object *)obj, 0);
-  char *s = j ? cJSON_PrintUnformatted(j) : NULL;
-  cJSON_Delete(j);
-  *n = s ? strlen(s) : 0;
-  return s;
-}
-
-/* ---- JSON text -> msgpack ------------------------------------------------------------ */
-
-static int pk_str(msgpack_packer *pk, const char *s) {
-  size_t n = strlen(s);
-  return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
-}
-
-static int pack_cjson(msgpack_packer *pk, const cJSON *j, int depth) {
-  if (depth > MAX_DEPTH || j == NULL || cJSON_IsNull(j)) return msgpack_pack_nil(pk);
-  if (cJSON_IsFalse(j)) return msgpack_pack_false(pk);
-  if (cJSON_IsTrue(j)) return msgpack_pack_true(pk);
-  if (cJSON_IsNumber(j)) {
-    double d = j->valuedouble;
-    if (d > -9.2e18 && d < 9.2e18 && (double)(int64_t)d == d)
-      return d >= 0 ? msgpack_pack_uint64(pk, (uint64_t)d) : msgpack_pack_int64(pk, (int64_t)d);
-    return msgpack_pack_double(pk, d);
-  }
-  if (cJSON_IsString(j)) return pk_str(pk, j->valuestring);
-  if (cJSON_IsArray(j)) {
-    if (msgpack_pack_array(pk, (size_t)cJSON_GetArraySize(j))) return -1;
-    for (const cJSON *c = j->child; c; c = c->next)
-      if (pack_cjson(pk, c, depth + 1)) return -1;
-    return 0;
-  }
-  if (cJSON_IsObject(j)) {
-    if (msgpack_pack_map(pk, (size_t)cJSON_GetArraySize(j))) return -1;
-    for (const cJSON *c = j->child; c; c = c->next)
-      if (pk_str(pk, c->string ? c->string : "") || pack_cjson(pk, c, depth + 1)) return -1;
-    return 0;
-  }
-  return msgpack_pack_nil(pk);
-}
-
-int pr_wmp_pack_json(void *pk, const char *json, size_t len) {
-  cJSON *j = len ? cJSON_ParseWithLength(json, len) : cJSON_CreateNull();
-  if (j == NULL) return PR_EINVAL;
-  int rc = pack_cjson((msgpack_packer *)pk, j, 0) ? PR_ENOMEM : 0;
-  cJSON_Delete(j);
-  return rc;
 }
 
 /* ---- encoding ------------------------------------------------------------------------ */
@@ -153,9 +47,9 @@ char *pr_wmp_request(uint64_t rid, const char *json, size_t len, size_t *n, int 
   int bad = msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 0) || msgpack_pack_uint64(&pk, rid);
   if (cJSON_IsObject(p) && p->child == NULL) p = NULL; /* {} is an empty Lua table: no params */
   if (!bad && cJSON_IsString(m) && (p == NULL || cJSON_IsArray(p)))
-    bad = pk_str(&pk, m->valuestring) || (p ? pack_cjson(&pk, p, 0) : msgpack_pack_array(&pk, 0));
+    bad = pr_mp_str(&pk, m->valuestring) || (p ? pr_mp_pack_cjson(&pk, p) : msgpack_pack_array(&pk, 0));
   else if (!bad)
-    bad = pk_str(&pk, "request") || msgpack_pack_array(&pk, 1) || pack_cjson(&pk, j, 0);
+    bad = pr_mp_str(&pk, "request") || msgpack_pack_array(&pk, 1) || pr_mp_pack_cjson(&pk, j);
   cJSON_Delete(j);
   if (bad) {
     msgpack_sbuffer_destroy(&sb);
@@ -171,7 +65,7 @@ char *pr_wmp_cancel(uint64_t rid, size_t *n) {
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  if (msgpack_pack_array(&pk, 3) || msgpack_pack_int(&pk, 2) || pk_str(&pk, "proctor_cancel") ||
+  if (msgpack_pack_array(&pk, 3) || msgpack_pack_int(&pk, 2) || pr_mp_str(&pk, "proctor_cancel") ||
       msgpack_pack_array(&pk, 1) || msgpack_pack_uint64(&pk, rid)) {
     msgpack_sbuffer_destroy(&sb);
     return NULL;
@@ -201,7 +95,7 @@ static void refuse(pr_exec_t *x, const msgpack_object *msgid) {
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   if (!(msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 1) ||
         msgpack_pack_object(&pk, *msgid) ||
-        pk_str(&pk, "proctor: requests from a worker are not supported") || msgpack_pack_nil(&pk)))
+        pr_mp_str(&pk, "proctor: requests from a worker are not supported") || msgpack_pack_nil(&pk)))
     pr_exec_input(x, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
@@ -214,11 +108,11 @@ static void handle(pr_exec_t *x, const msgpack_object *o) {
   char *text;
   if (n == 4 && get_u64(&a[0], &type) && type == 1 && get_u64(&a[1], &rid)) {
     if (a[2].type == MSGPACK_OBJECT_NIL) {
-      text = pr_wmp_obj_to_json(&a[3], &len);
+      text = pr_mp_to_json(&a[3], &len);
       pr_worker_message(x, text ? PR_WM_OK : PR_WM_STRAY, rid, text, len);
     } else {
       if (a[2].type == MSGPACK_OBJECT_STR) text = strndup(a[2].via.str.ptr, len = a[2].via.str.size);
-      else text = pr_wmp_obj_to_json(&a[2], &len);
+      else text = pr_mp_to_json(&a[2], &len);
       pr_worker_message(x, text ? PR_WM_ERROR : PR_WM_STRAY, rid, text, len);
     }
     return;
@@ -227,7 +121,7 @@ static void handle(pr_exec_t *x, const msgpack_object *o) {
     const msgpack_object *p = &a[2];
     if (str_is(&a[1], "proctor_chunk") && p->type == MSGPACK_OBJECT_ARRAY &&
         p->via.array.size == 2 && get_u64(&p->via.array.ptr[0], &rid)) {
-      text = pr_wmp_obj_to_json(&p->via.array.ptr[1], &len);
+      text = pr_mp_to_json(&p->via.array.ptr[1], &len);
       pr_worker_message(x, text ? PR_WM_CHUNK : PR_WM_STRAY, rid, text, len);
       return;
     }

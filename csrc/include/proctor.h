@@ -1,27 +1,71 @@
-/* engine.h — the public C API of a proctor engine.
+/* include/proctor.h — the public C API of a proctor engine: the one header
+ * the Lua binding, the tests and the fuzzer include (test hooks apart, in
+ * proctor_test.h). Declarations only; it includes nothing of the core.
  *
- * Thread: every function here is called from the HOST thread (the one that
- * owns the engine: Neovim's main thread, a Lua script, a C test). The engine
- * runs its own thread with its own uv_loop_t; these functions talk to it
- * through a locked command queue + uv_async_send, and read its events from a
- * locked event queue whose eventfd is readable while events are pending.
- * Only integers and owned byte buffers cross between the threads.
+ * Thread: every pr_engine_* function is called from the HOST thread (the one
+ * that owns the engine: Neovim's main thread, a Lua script, a C test). The
+ * engine runs its own thread with its own uv_loop_t; these functions talk to
+ * it through a locked command queue + uv_async_send, and read its events from
+ * a locked event queue whose eventfd is readable while events are pending.
+ * Only integers and owned byte buffers cross between the threads. The name,
+ * error and record functions at the end are pure and run on any thread.
  *
- * Errors: 0 or a negative PR_E* / UV_E* code (see error.h). Control calls
+ * Errors: 0 or a negative PR_E* / UV_E* code (the table below). Control calls
  * whose outcomes are part of the contract (cancel, delete) return those
  * outcomes as pr_cancel_result_t / pr_delete_result_t values instead.
  *
  * Sessions: every execution belongs to a session (0 = the host itself,
  * >0 = an RPC connection). A call made for session S > 0 sees only S's
  * executions; others answer "not found". Session 0 sees everything.
+ *
+ * Where the pieces live: ARCHITECTURE.md at the root of the repository.
  */
-#ifndef PR_ENGINE_H
-#define PR_ENGINE_H
+#ifndef PR_PROCTOR_H
+#define PR_PROCTOR_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/error.h"
+/* The core's version: core.version in Lua, `hello` over RPC. */
+#define PR_VERSION "0.1.0"
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+/* Every fallible function returns 0 or a negative code: either a libuv code
+ * (UV_E*, which are negated errnos) passed through, or a PR_E* code from the
+ * table below. The same NAMES appear in C, in Lua (`nil, "ENAME: msg", "ENAME"`)
+ * and on the RPC wire (`[name, message]`).
+ *
+ * X(name, value, message). Values sit far below any errno so they never clash
+ * with UV_E* codes. */
+#define PR_ERRNO_MAP(X)                                                          \
+  X(ENOENT, -30001, "no such execution")                                         \
+  X(ENOTRUNNING, -30002, "execution is not running")                             \
+  X(ESTDINCLOSED, -30003, "stdin of the execution is closed")                    \
+  X(ECLOSED, -30004, "engine is closed")                                         \
+  X(EINVAL, -30005, "invalid argument")                                          \
+  X(ENOMEM, -30006, "out of memory")                                             \
+  X(ESHEPHERD, -30007, "cannot start the shepherd helper")                       \
+  X(EPROTO, -30008, "protocol error")                                            \
+  X(ETOOBIG, -30009, "argument too large")                                       \
+  X(ENOSTREAM, -30010, "no such stream for this execution")                      \
+  X(EBUSY, -30011, "resource busy")                                              \
+  X(ENOMETHOD, -30012, "no such method")                                         \
+  X(ENOTWORKER, -30013, "execution is not a worker")
+
+typedef enum {
+#define X(name, value, msg) PR_##name = value,
+  PR_ERRNO_MAP(X)
+#undef X
+} pr_errno_t;
+
+/* pr_err_name: the symbolic name of `err` ("ENOENT", "EPIPE", ...): PR_E*
+ * and UV_E* codes; never NULL. pr_strerror: its message; never NULL.
+ * Any thread (base/error.c). */
+const char *pr_err_name(int err);
+const char *pr_strerror(int err);
+
+/* ---- engines, executions, events ----------------------------------------------------- */
 
 typedef struct pr_engine pr_engine_t;
 
@@ -268,23 +312,114 @@ int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid);
  * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. */
 int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
 
-const char *pr_worker_state_name(int ws);
-const char *pr_reply_status_name(int st);
+/* pr_engine_warnings: take what the history and audit files reported so far
+ * (torn record skipped, file in use, disk behind...); each warning is
+ * returned once. *out is a malloc'd array of *n malloc'd strings (NULL when
+ * none); the caller frees both. */
+void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n);
 
+/* pr_event_free: free an event taken by pr_engine_poll (NULL is fine). */
 void pr_event_free(pr_event_t *ev);
-void pr_record_free(pr_record_t *r);
-void pr_records_free(pr_record_t **v, size_t n);
 
-/* pr_hrtime: monotonic clock in nanoseconds. Any thread. */
+/* pr_hrtime: monotonic clock in nanoseconds. Any thread (base/clock.c). */
 uint64_t pr_hrtime(void);
 
-/* Names used in every surface. */
+/* ---- names used in every surface (base/names.c; any thread) ------------------------------- */
+
 const char *pr_state_name(pr_state_t s);
 int pr_state_from_name(const char *name); /* -1 if unknown */
+int pr_state_terminal(pr_state_t s);
 const char *pr_stream_name(int stream);
 int pr_stream_from_name(const char *name); /* -1 if unknown */
 const char *pr_cancel_result_name(pr_cancel_result_t r);
 const char *pr_delete_result_name(pr_delete_result_t r);
-int pr_state_terminal(pr_state_t s);
+const char *pr_worker_state_name(int ws);
+const char *pr_reply_status_name(int st);
 
-#endif
+/* pr_signal_name: "SIGTERM" for 15 (or "SIG<n>" for a number without a
+ * name), written into buf (n bytes; 16 are enough). Returns buf. */
+const char *pr_signal_name(int sig, char *buf, size_t n);
+
+/* ---- the record, described once (base/record.c; any thread) ------------------------------ */
+
+/* The fields of a record, in the order every surface shows them:
+ * X(NAME, key, TYPE, present, value). `present` and `value` are expressions
+ * of `r` (a const pr_record_t *). The Lua table, the RPC map, the history
+ * file (through its own key table) and the audit line are all made from this
+ * list by pr_record_fields; none counts or names a field by hand.
+ *
+ * Types: U64 and I64 integers, BOOL, STR (a string; names are resolved
+ * here), SIGNAL (a signal number: a surface writes its name or the number),
+ * CMD (r->shell, or the r->argc strings of r->argv), KEYS (r->env_keys:
+ * r->env_keys_len bytes of NUL-terminated names), STREAMS (one integer per
+ * stream that r->has_stream, from the array `value`). */
+#define PR_RECORD_FIELDS(X)                                                                    \
+  X(ID, "id", U64, 1, r->id)                                                                   \
+  X(SESSION, "session", U64, 1, r->session)                                                    \
+  X(LABEL, "label", STR, r->label != NULL, r->label)                                           \
+  X(OWNER, "owner", STR, 1, r->owner ? r->owner : "")                                          \
+  X(CWD, "cwd", STR, 1, r->cwd ? r->cwd : "")                                                  \
+  X(CMD, "cmd", CMD, 1, 0)                                                                     \
+  X(PTY, "pty", BOOL, 1, r->pty)                                                               \
+  X(STATE, "state", STR, 1, pr_state_name(r->state))                                           \
+  X(REASON, "reason", STR, r->reason != NULL, r->reason)                                       \
+  X(ERROR, "error", STR, r->error != NULL, r->error)                                           \
+  X(EXIT_CODE, "exit_code", I64, r->exit_code >= 0, r->exit_code)                              \
+  X(SIGNAL, "signal", SIGNAL, r->signal > 0, r->signal)                                        \
+  X(PID, "pid", I64, r->pid > 0, r->pid)                                                       \
+  X(CREATED_AT, "created_at", U64, 1, r->created_at)                                           \
+  X(STARTED_AT, "started_at", U64, r->started_at != 0, r->started_at)                          \
+  X(ENDED_AT, "ended_at", U64, r->ended_at != 0, r->ended_at)                                  \
+  X(DURATION_MS, "duration_ms", U64, 1, r->duration_ms)                                        \
+  X(BYTES, "bytes", STREAMS, 1, r->bytes)                                                      \
+  X(DROPPED, "dropped", STREAMS, 1, r->dropped)                                                \
+  X(STDIN_OPEN, "stdin_open", BOOL, 1, r->stdin_open)                                          \
+  X(ENV_KEYS, "env_keys", KEYS, !r->brief, 0)                                                  \
+  X(PREVIOUS_SESSION, "previous_session", BOOL, 1, r->previous_session)                        \
+  X(WORKER_STATE, "worker_state", STR, r->worker_state >= 0, pr_worker_state_name(r->worker_state)) \
+  X(WORKER_RESTARTS, "worker_restarts", U64, r->worker_state >= 0, r->worker_restarts)         \
+  X(WORKER_PENDING, "worker_pending", U64, r->worker_state >= 0, r->worker_pending)            \
+  X(WORKER_STRAY, "worker_stray", U64, r->worker_state >= 0, r->worker_stray)
+
+typedef enum {
+#define X(NAME, key, type, present, value) PR_RF_##NAME,
+  PR_RECORD_FIELDS(X)
+#undef X
+  PR_RF_COUNT
+} pr_record_field_t;
+
+typedef enum { PR_FT_U64, PR_FT_I64, PR_FT_BOOL, PR_FT_STR, PR_FT_SIGNAL, PR_FT_CMD, PR_FT_KEYS, PR_FT_STREAMS } pr_field_type_t;
+
+/* One present field of a record. Borrowed from the record: valid while it is. */
+typedef struct {
+  pr_record_field_t id;
+  const char *key;            /* its name in Lua, on the RPC wire and in the audit log */
+  pr_field_type_t type;
+  uint64_t u;                 /* U64 */
+  int64_t i;                  /* I64, BOOL (0/1), SIGNAL */
+  const char *s;              /* STR */
+  const uint64_t *streams;    /* STREAMS: [PR_NSTREAM], shown where r->has_stream */
+  const pr_record_t *r;       /* the record (CMD, KEYS and STREAMS read it) */
+} pr_field_t;
+
+/* pr_record_fields: the present fields of `r`, in order, into f[0..PR_RF_COUNT).
+ * Returns how many. */
+size_t pr_record_fields(const pr_record_t *r, pr_field_t *f);
+
+/* KEYS is one string per NUL-terminated name in r->env_keys: pr_record_nkeys
+ * counts them, pr_record_key_next steps through them (`at` starts at 0;
+ * returns the name, or NULL at the end). CMD is r->shell when set, else the
+ * r->argc strings of r->argv (a NULL entry reads ""). */
+size_t pr_record_nkeys(const pr_record_t *r);
+const char *pr_record_key_next(const pr_record_t *r, size_t *at);
+
+/* pr_record_nstreams: how many streams r->has_stream. */
+int pr_record_nstreams(const pr_record_t *r);
+
+/* pr_record_dup: a deep copy (NULL when out of memory). pr_record_free frees
+ * one (NULL is fine); pr_records_free frees n of them and the array. */
+pr_record_t *pr_record_dup(const pr_record_t *r);
+void pr_record_free(pr_record_t *r);
+void pr_records_free(pr_record_t **v, size_t n);
+
+#endif /* PR_PROCTOR_H */

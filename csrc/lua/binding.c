@@ -18,10 +18,8 @@
 
 #include "lua/compat.h"
 #include "include/proctor.h"
-#include "store/journal.h"
 
 #define PR_ENGINE_MT "proctor.core.engine"
-#define PR_VERSION "0.1.0"
 #define PR_MAX_POLL 65536
 
 typedef struct {
@@ -134,13 +132,6 @@ static void check_table_keys(lua_State *L, int t, const char *const *known) {
   }
 }
 
-static const char *signame(int sig, char *buf, size_t n) {
-  const char *abbr = sigabbrev_np(sig);
-  if (abbr) snprintf(buf, n, "SIG%s", abbr);
-  else snprintf(buf, n, "SIG%d", sig);
-  return buf;
-}
-
 static void set_str(lua_State *L, const char *k, const char *v) {
   if (v == NULL) return;
   lua_pushstring(L, v);
@@ -181,7 +172,7 @@ static void push_record(lua_State *L, const pr_record_t *r) {
   set_str(L, "reason", r->reason);
   set_str(L, "error", r->error);
   if (r->exit_code >= 0) set_int(L, "exit_code", r->exit_code);
-  if (r->signal > 0) set_str(L, "signal", signame(r->signal, sb, sizeof(sb)));
+  if (r->signal > 0) set_str(L, "signal", pr_signal_name(r->signal, sb, sizeof(sb)));
   if (r->pid > 0) set_int(L, "pid", (lua_Integer)r->pid);
   set_int(L, "created_at", (lua_Integer)r->created_at);
   if (r->started_at) set_int(L, "started_at", (lua_Integer)r->started_at);
@@ -320,7 +311,7 @@ static void push_event(lua_State *L, const pr_event_t *ev) {
   set_str(L, "error", ev->error);
   if (pr_state_terminal(ev->state)) {
     if (ev->exit_code >= 0) set_int(L, "exit_code", ev->exit_code);
-    if (ev->signal > 0) set_str(L, "signal", signame(ev->signal, sb, sizeof(sb)));
+    if (ev->signal > 0) set_str(L, "signal", pr_signal_name(ev->signal, sb, sizeof(sb)));
   } else if (ev->pid > 0) {
     set_int(L, "pid", (lua_Integer)ev->pid);
   }
@@ -674,7 +665,7 @@ static int l_warnings(lua_State *L) {
   lengine_t *le = check_engine(L);
   char **v = NULL;
   size_t n = 0;
-  if (le->e) pr_journal_warnings(le->e, &v, &n);
+  if (le->e) pr_engine_warnings(le->e, &v, &n);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
     lua_pushstring(L, v[i]);
@@ -706,28 +697,20 @@ static int l_hrtime(lua_State *L) {
 
 /* ---- supervised workers (doc *proctor-workers*) --------------------------------- */
 
-/* Lua value -> JSON text, into a malloc'd growing buffer (no Lua stack
- * slots are held by the buffer, so encoding may push and pop freely). */
+/* Lua value -> JSON text, in two passes over the same value: the first only
+ * counts the bytes (and finds what cannot be encoded), the second writes them
+ * into one allocation of that size. No Lua stack slots are held by the
+ * output, so encoding may push and pop freely; the value cannot change
+ * between the passes (raw access only, nothing runs in between). */
 typedef struct {
-  char *p;
-  size_t n, cap;
+  char *p; /* NULL: counting */
+  size_t n;
   const char *err;
 } jbuf_t;
 
 static void jb_add(jbuf_t *b, const char *s, size_t n) {
   if (b->err) return;
-  if (b->n + n > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 256;
-    while (nc < b->n + n) nc *= 2;
-    char *np = realloc(b->p, nc);
-    if (np == NULL) {
-      b->err = "out of memory";
-      return;
-    }
-    b->p = np;
-    b->cap = nc;
-  }
-  memcpy(b->p + b->n, s, n);
+  if (b->p) memcpy(b->p + b->n, s, n);
   b->n += n;
 }
 
@@ -842,11 +825,11 @@ static void jb_value(jbuf_t *b, lua_State *L, int i, int depth) {
       const char *k = lua_tolstring(L, -2, &n);
       jb_str(b, k, n);
     } else if (kt == LUA_TNUMBER) {
-      jbuf_t kb = {0};
+      char num[48];
+      jbuf_t kb = {num, 0, NULL};
       jb_num(&kb, L, -2);
       if (kb.err) b->err = kb.err;
-      else jb_str(b, kb.p, kb.n);
-      free(kb.p);
+      else jb_str(b, num, kb.n);
     } else {
       b->err = "table keys must be strings or numbers";
     }
@@ -995,16 +978,14 @@ static int l_request(lua_State *L) {
     check_table_keys(L, 4, keys);
     timeout = (uint64_t)opt_nonneg(L, 4, "timeout_ms", 0, (lua_Integer)1 << 40);
   }
-  jbuf_t b = {0};
-  jb_value(&b, L, 3, 0);
-  if (b.err) {
-    free(b.p);
-    return luaL_argerror(L, 3, b.err);
-  }
-  if (e == NULL) {
-    free(b.p);
-    return fail(L, PR_ECLOSED, NULL);
-  }
+  jbuf_t b = {NULL, 0, NULL};
+  jb_value(&b, L, 3, 0); /* counts */
+  if (b.err) return luaL_argerror(L, 3, b.err);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  size_t len = b.n;
+  if ((b.p = malloc(len + 1)) == NULL) return fail(L, PR_ENOMEM, NULL);
+  b.n = 0;
+  jb_value(&b, L, 3, 0); /* writes the same bytes */
   uint64_t rid;
   int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, b.p, b.n, timeout, &rid);
   free(b.p);

@@ -375,11 +375,7 @@ static void close_bad(pr_rpc_conn_t *c) {
 
 /* ---- subscriptions ------------------------------------------------------------------ */
 
-pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id) {
-  for (pr_rpc_sub_t *s = srv->subs[id % PR_RPC_SUB_BUCKETS]; s; s = s->hnext)
-    if (s->id == id) return s;
-  return NULL;
-}
+pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id) { return pr_idmap_get(&srv->subs, id); }
 
 pr_rpc_sub_t *pr_rpc_sub_new(pr_rpc_conn_t *c, pr_exec_t *x) {
   pr_rpc_sub_t *s = calloc(1, sizeof(*s));
@@ -392,10 +388,14 @@ pr_rpc_sub_t *pr_rpc_sub_new(pr_rpc_conn_t *c, pr_exec_t *x) {
   for (int i = 0; i < PR_NSTREAM; i++) {
     if ((s->ring[i] = x->streams[i].ring) != NULL) pr_ring_ref(s->ring[i]);
   }
+  if (pr_idmap_put(&c->srv->subs, s->id, s) != 0) {
+    for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(s->ring[i]);
+    msgpack_sbuffer_destroy(&s->states);
+    msgpack_sbuffer_destroy(&s->final);
+    free(s);
+    return NULL;
+  }
   pr_queue_push(&c->subs, &s->cnode);
-  pr_rpc_sub_t **b = &c->srv->subs[s->id % PR_RPC_SUB_BUCKETS];
-  s->hnext = *b;
-  *b = s;
   return s;
 }
 
@@ -414,10 +414,7 @@ void pr_rpc_sub_ended(pr_rpc_sub_t *s) {
 
 void pr_rpc_sub_free(pr_rpc_sub_t *s) {
   if (s->ended) s->conn->nended--;
-  pr_rpc_sub_t **pp = &s->conn->srv->subs[s->id % PR_RPC_SUB_BUCKETS];
-  while (*pp && *pp != s)
-    pp = &(*pp)->hnext;
-  if (*pp) *pp = s->hnext;
+  if (pr_idmap_get(&s->conn->srv->subs, s->id) == s) pr_idmap_del(&s->conn->srv->subs, s->id);
   pr_queue_remove(&s->cnode);
   pr_queue_remove(&s->dnode);
   for (int i = 0; i < PR_NSTREAM; i++)

@@ -14,6 +14,7 @@
 #include <msgpack.h>
 #include <sys/types.h>
 
+#include "base/idmap.h"
 #include "rpc/rpc.h"
 
 /* Limits (doc/rpc.txt-part, "limits"). */
@@ -29,7 +30,6 @@
 #define PR_RPC_READ_MAX (4u << 20)    /* most bytes one `read` answers with */
 #define PR_RPC_NAME_MAX 128           /* bytes of a client name (hello) */
 #define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
-#define PR_RPC_SUB_BUCKETS 1024
 
 /* Incremental framing of one msgpack value at a time. Every header is seen
  * here before msgpack-c may allocate for it, so declared sizes are bounded by
@@ -50,7 +50,6 @@ typedef struct {
 typedef struct pr_rpc_sub {
   pr_queue_t cnode;         /* conn->subs */
   pr_queue_t dnode;         /* conn->dirty while there is something to send */
-  struct pr_rpc_sub *hnext; /* server hash by id */
   pr_rpc_conn_t *conn;
   uint64_t id;
   pr_ring_t *ring[PR_NSTREAM]; /* NULL for streams the execution does not have */
@@ -116,7 +115,7 @@ struct pr_rpc {
   size_t nconns;
   uint64_t next_session;
   size_t nwaits; /* pending waits over all connections */
-  pr_rpc_sub_t *subs[PR_RPC_SUB_BUCKETS];
+  pr_idmap_t subs; /* execution id -> its subscription (one per id: only its session subscribes) */
   char *path; /* socket path (NULL: no socket) */
   dev_t dev;  /* identity of the socket file we bound */
   ino_t ino;

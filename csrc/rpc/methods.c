@@ -18,13 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mpack.h"
 #include "engine/exec.h"
 #include "engine/registry.h"
 #include "rpc/conn.h"
 #include "engine/worker.h"
 
 #define PR_RPC_DEFER 1 /* a method result: the response is sent later (wait) */
-#define PR_VERSION "0.1.0"
 
 typedef struct {
   pr_rpc_conn_t *c;
@@ -45,32 +45,6 @@ typedef struct {
 
 /* ---- packing ----------------------------------------------------------------------- */
 
-static int pk_str(msgpack_packer *pk, const char *s) {
-  size_t n = strlen(s);
-  return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
-}
-
-static int pk_kv_str(msgpack_packer *pk, const char *k, const char *v) {
-  return pk_str(pk, k) || pk_str(pk, v);
-}
-
-static int pk_kv_int(msgpack_packer *pk, const char *k, int64_t v) {
-  return pk_str(pk, k) || msgpack_pack_int64(pk, v);
-}
-
-static int pk_kv_bool(msgpack_packer *pk, const char *k, int v) {
-  return pk_str(pk, k) || (v ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
-}
-
-static const char *signame(int sig, char *buf, size_t n) {
-  const char *abbr = sigabbrev_np(sig);
-  if (abbr)
-    snprintf(buf, n, "SIG%s", abbr);
-  else
-    snprintf(buf, n, "SIG%d", sig);
-  return buf;
-}
-
 int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
   char sb[32];
   int nstreams = 0;
@@ -78,51 +52,51 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
     nstreams += r->has_stream[i];
   uint32_t n = 14 - !!r->brief + !!r->label + !!r->reason + !!r->error + (r->exit_code >= 0) + (r->signal > 0) +
                (r->pid > 0) + !!r->started_at + !!r->ended_at + (r->worker_state >= 0 ? 4 : 0);
-  if (msgpack_pack_map(pk, n) || pk_kv_int(pk, "id", (int64_t)r->id) ||
-      pk_kv_int(pk, "session", (int64_t)r->session) ||
-      (r->label && pk_kv_str(pk, "label", r->label)) ||
-      pk_kv_str(pk, "owner", r->owner ? r->owner : "") ||
-      pk_kv_str(pk, "cwd", r->cwd ? r->cwd : "") || pk_str(pk, "cmd"))
+  if (msgpack_pack_map(pk, n) || pr_mp_kv_int(pk, "id", (int64_t)r->id) ||
+      pr_mp_kv_int(pk, "session", (int64_t)r->session) ||
+      (r->label && pr_mp_kv_str(pk, "label", r->label)) ||
+      pr_mp_kv_str(pk, "owner", r->owner ? r->owner : "") ||
+      pr_mp_kv_str(pk, "cwd", r->cwd ? r->cwd : "") || pr_mp_str(pk, "cmd"))
     return -1;
   if (r->shell) {
-    if (pk_str(pk, r->shell)) return -1;
+    if (pr_mp_str(pk, r->shell)) return -1;
   } else {
     if (msgpack_pack_array(pk, r->argc)) return -1;
     for (size_t i = 0; i < r->argc; i++)
-      if (pk_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
+      if (pr_mp_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
   }
-  if (pk_kv_bool(pk, "pty", r->pty) || pk_kv_str(pk, "state", pr_state_name(r->state)) ||
-      (r->reason && pk_kv_str(pk, "reason", r->reason)) ||
-      (r->error && pk_kv_str(pk, "error", r->error)) ||
-      (r->exit_code >= 0 && pk_kv_int(pk, "exit_code", r->exit_code)) ||
-      (r->signal > 0 && pk_kv_str(pk, "signal", signame(r->signal, sb, sizeof(sb)))) ||
-      (r->pid > 0 && pk_kv_int(pk, "pid", r->pid)) ||
-      pk_kv_int(pk, "created_at", (int64_t)r->created_at) ||
-      (r->started_at && pk_kv_int(pk, "started_at", (int64_t)r->started_at)) ||
-      (r->ended_at && pk_kv_int(pk, "ended_at", (int64_t)r->ended_at)) ||
-      pk_kv_int(pk, "duration_ms", (int64_t)r->duration_ms))
+  if (pr_mp_kv_bool(pk, "pty", r->pty) || pr_mp_kv_str(pk, "state", pr_state_name(r->state)) ||
+      (r->reason && pr_mp_kv_str(pk, "reason", r->reason)) ||
+      (r->error && pr_mp_kv_str(pk, "error", r->error)) ||
+      (r->exit_code >= 0 && pr_mp_kv_int(pk, "exit_code", r->exit_code)) ||
+      (r->signal > 0 && pr_mp_kv_str(pk, "signal", pr_signal_name(r->signal, sb, sizeof(sb)))) ||
+      (r->pid > 0 && pr_mp_kv_int(pk, "pid", r->pid)) ||
+      pr_mp_kv_int(pk, "created_at", (int64_t)r->created_at) ||
+      (r->started_at && pr_mp_kv_int(pk, "started_at", (int64_t)r->started_at)) ||
+      (r->ended_at && pr_mp_kv_int(pk, "ended_at", (int64_t)r->ended_at)) ||
+      pr_mp_kv_int(pk, "duration_ms", (int64_t)r->duration_ms))
     return -1;
   for (int k = 0; k < 2; k++) { /* bytes, dropped */
-    if (pk_str(pk, k == 0 ? "bytes" : "dropped") || msgpack_pack_map(pk, nstreams)) return -1;
+    if (pr_mp_str(pk, k == 0 ? "bytes" : "dropped") || msgpack_pack_map(pk, nstreams)) return -1;
     for (int i = 0; i < PR_NSTREAM; i++)
       if (r->has_stream[i] &&
-          pk_kv_int(pk, pr_stream_name(i), (int64_t)(k == 0 ? r->bytes[i] : r->dropped[i])))
+          pr_mp_kv_int(pk, pr_stream_name(i), (int64_t)(k == 0 ? r->bytes[i] : r->dropped[i])))
         return -1;
   }
-  if (pk_kv_bool(pk, "stdin_open", r->stdin_open)) return -1;
+  if (pr_mp_kv_bool(pk, "stdin_open", r->stdin_open)) return -1;
   if (!r->brief) { /* env_keys (keys only; not in a list entry): history.h, secrets.h */
     size_t nkeys = 0;
     for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) nkeys++;
-    if (pk_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys)) return -1;
+    if (pr_mp_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys)) return -1;
     for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
-      if (pk_str(pk, r->env_keys + at)) return -1;
+      if (pr_mp_str(pk, r->env_keys + at)) return -1;
   }
-  if (pk_kv_bool(pk, "previous_session", r->previous_session)) return -1;
+  if (pr_mp_kv_bool(pk, "previous_session", r->previous_session)) return -1;
   if (r->worker_state >= 0 && /* supervised workers: worker.h */
-      (pk_kv_str(pk, "worker_state", pr_worker_state_name(r->worker_state)) ||
-       pk_kv_int(pk, "worker_restarts", r->worker_restarts) ||
-       pk_kv_int(pk, "worker_pending", (int64_t)r->worker_pending) ||
-       pk_kv_int(pk, "worker_stray", (int64_t)r->worker_stray)))
+      (pr_mp_kv_str(pk, "worker_state", pr_worker_state_name(r->worker_state)) ||
+       pr_mp_kv_int(pk, "worker_restarts", r->worker_restarts) ||
+       pr_mp_kv_int(pk, "worker_pending", (int64_t)r->worker_pending) ||
+       pr_mp_kv_int(pk, "worker_stray", (int64_t)r->worker_stray)))
     return -1;
   /* 14 fixed keys: id session owner cwd cmd pty state created_at duration_ms bytes dropped
    * stdin_open env_keys (not when brief) previous_session + the conditional ones counted
@@ -136,34 +110,34 @@ int pr_rpc_pack_state(msgpack_packer *pk, const pr_exec_t *x, pr_state_t prev) {
   int has_exit = term && x->exit_code >= 0, has_sig = term && x->signal > 0;
   int has_pid = !term && x->pid > 0;
   uint32_t n = 2 + (prev < PR_NSTATE) + !!x->reason + !!x->error + has_exit + has_sig + has_pid;
-  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "state") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n) || pk_kv_int(pk, "id", (int64_t)x->id) ||
-      pk_kv_str(pk, "state", pr_state_name(x->state)) ||
-      (prev < PR_NSTATE && pk_kv_str(pk, "prev", pr_state_name(prev))) ||
-      (x->reason && pk_kv_str(pk, "reason", x->reason)) ||
-      (x->error && pk_kv_str(pk, "error", x->error)) ||
-      (has_exit && pk_kv_int(pk, "exit_code", x->exit_code)) ||
-      (has_sig && pk_kv_str(pk, "signal", signame(x->signal, sb, sizeof(sb)))) ||
-      (has_pid && pk_kv_int(pk, "pid", x->pid)))
+  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "state") ||
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n) || pr_mp_kv_int(pk, "id", (int64_t)x->id) ||
+      pr_mp_kv_str(pk, "state", pr_state_name(x->state)) ||
+      (prev < PR_NSTATE && pr_mp_kv_str(pk, "prev", pr_state_name(prev))) ||
+      (x->reason && pr_mp_kv_str(pk, "reason", x->reason)) ||
+      (x->error && pr_mp_kv_str(pk, "error", x->error)) ||
+      (has_exit && pr_mp_kv_int(pk, "exit_code", x->exit_code)) ||
+      (has_sig && pr_mp_kv_str(pk, "signal", pr_signal_name(x->signal, sb, sizeof(sb)))) ||
+      (has_pid && pr_mp_kv_int(pk, "pid", x->pid)))
     return -1;
   return 0;
 }
 
 int pr_rpc_pack_output(msgpack_packer *pk, uint64_t id, int stream, const char *data, size_t len,
                        uint64_t offset, uint64_t missed) {
-  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "output") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pk_kv_int(pk, "id", (int64_t)id) ||
-      pk_kv_str(pk, "stream", pr_stream_name(stream)) || pk_str(pk, "data") ||
+  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "output") ||
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pr_mp_kv_int(pk, "id", (int64_t)id) ||
+      pr_mp_kv_str(pk, "stream", pr_stream_name(stream)) || pr_mp_str(pk, "data") ||
       msgpack_pack_bin(pk, len) || msgpack_pack_bin_body(pk, data ? data : "", len) ||
-      pk_kv_int(pk, "offset", (int64_t)offset) || pk_kv_int(pk, "missed", (int64_t)missed))
+      pr_mp_kv_int(pk, "offset", (int64_t)offset) || pr_mp_kv_int(pk, "missed", (int64_t)missed))
     return -1;
   return 0;
 }
 
 int pr_rpc_pack_error_response(msgpack_packer *pk, uint64_t msgid, int err, const char *msg) {
   if (msgpack_pack_array(pk, 4) || msgpack_pack_int(pk, 1) || msgpack_pack_uint64(pk, msgid) ||
-      msgpack_pack_array(pk, 2) || pk_str(pk, pr_err_name(err)) ||
-      pk_str(pk, msg && *msg ? msg : pr_strerror(err)) || msgpack_pack_nil(pk))
+      msgpack_pack_array(pk, 2) || pr_mp_str(pk, pr_err_name(err)) ||
+      pr_mp_str(pk, msg && *msg ? msg : pr_strerror(err)) || msgpack_pack_nil(pk))
     return -1;
   return 0;
 }
@@ -285,11 +259,6 @@ static int arg_range(req_t *q, uint32_t i, const char *name, int64_t lo, int64_t
   return 0;
 }
 
-static int key_is(const msgpack_object *k, const char *name) {
-  size_t n = strlen(name);
-  return is_bytes(k) && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
-}
-
 /* Copy a map key for an error message. */
 static const char *key_text(const msgpack_object *k, char *buf, size_t n) {
   if (!is_bytes(k)) return "(not a string)";
@@ -312,7 +281,7 @@ static int arg_map(req_t *q, uint32_t i, const char *name, const char *const *kn
     const msgpack_object *key = &o->via.map.ptr[k].key;
     int ok = 0;
     for (const char *const *p = known; *p && !ok; p++)
-      ok = key_is(key, *p);
+      ok = pr_mp_key_is(key, *p);
     if (!ok) {
       char kb[48], w[96];
       snprintf(w, sizeof(w), "unknown key '%s'", key_text(key, kb, sizeof(kb)));
@@ -326,7 +295,7 @@ static int arg_map(req_t *q, uint32_t i, const char *name, const char *const *kn
 static const msgpack_object *map_get(const msgpack_object *m, const char *key) {
   if (m == NULL) return NULL;
   for (uint32_t k = 0; k < m->via.map.size; k++)
-    if (key_is(&m->via.map.ptr[k].key, key))
+    if (pr_mp_key_is(&m->via.map.ptr[k].key, key))
       return m->via.map.ptr[k].val.type == MSGPACK_OBJECT_NIL ? NULL : &m->via.map.ptr[k].val;
   return NULL;
 }
@@ -371,13 +340,13 @@ static int m_hello(req_t *q) {
   while (methods[nm].name)
     nm++;
   msgpack_packer *pk = q->pk;
-  if (msgpack_pack_map(pk, 6) || pk_kv_str(pk, "server", "proctor") ||
-      pk_kv_str(pk, "version", PR_VERSION) || pk_kv_int(pk, "session", (int64_t)q->c->session) ||
-      pk_kv_str(pk, "name", q->c->name) || pk_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) ||
-      pk_str(pk, "methods") || msgpack_pack_array(pk, nm))
+  if (msgpack_pack_map(pk, 6) || pr_mp_kv_str(pk, "server", "proctor") ||
+      pr_mp_kv_str(pk, "version", PR_VERSION) || pr_mp_kv_int(pk, "session", (int64_t)q->c->session) ||
+      pr_mp_kv_str(pk, "name", q->c->name) || pr_mp_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) ||
+      pr_mp_str(pk, "methods") || msgpack_pack_array(pk, nm))
     return PR_ENOMEM;
   for (size_t i = 0; i < nm; i++)
-    if (pk_str(pk, methods[i].name)) return PR_ENOMEM;
+    if (pr_mp_str(pk, methods[i].name)) return PR_ENOMEM;
   return 0;
 }
 
@@ -502,7 +471,7 @@ static int worker_spec(req_t *q, const msgpack_object *w, pr_worker_spec_t *ws) 
   if (w->type != MSGPACK_OBJECT_MAP) return bad(q, 0, "spec", "'worker' must be a map (or true)");
   for (uint32_t i = 0; i < w->via.map.size; i++) {
     int known = 0;
-    for (const char *const *k = keys; *k && !known; k++) known = key_is(&w->via.map.ptr[i].key, *k);
+    for (const char *const *k = keys; *k && !known; k++) known = pr_mp_key_is(&w->via.map.ptr[i].key, *k);
     if (!known) return bad(q, 0, "spec", "unknown key in 'worker'");
   }
   const char *p = NULL, *r = NULL;
@@ -683,9 +652,9 @@ static int m_read(req_t *q) {
   pr_cmd_t c = {.type = PR_CMD_READ, .id = id, .a = stream, .b = max, .u = (uint64_t)from};
   if ((rc = run(q, &c)) != 0) return fail_id(q, rc, id);
   msgpack_packer *pk = q->pk;
-  rc = msgpack_pack_map(pk, 3) || pk_str(pk, "data") || msgpack_pack_bin(pk, c.n) ||
+  rc = msgpack_pack_map(pk, 3) || pr_mp_str(pk, "data") || msgpack_pack_bin(pk, c.n) ||
                msgpack_pack_bin_body(pk, c.out ? c.out : "", c.n) ||
-               pk_kv_int(pk, "next_offset", (int64_t)c.r1) || pk_kv_int(pk, "missed", (int64_t)c.r2)
+               pr_mp_kv_int(pk, "next_offset", (int64_t)c.r1) || pr_mp_kv_int(pk, "missed", (int64_t)c.r2)
            ? PR_ENOMEM
            : 0;
   free(c.out);
@@ -757,7 +726,7 @@ static int m_cancel(req_t *q) {
     pr_cmd_t c = {.type = PR_CMD_CANCEL, .id = id, .a = force};
     r = (pr_cancel_result_t)run(q, &c);
   }
-  return pk_str(q->pk, pr_cancel_result_name(r)) ? PR_ENOMEM : 0;
+  return pr_mp_str(q->pk, pr_cancel_result_name(r)) ? PR_ENOMEM : 0;
 }
 
 /* delete [id] -> "deleted" | "active_process_conflict" | "not_found" */
@@ -770,7 +739,7 @@ static int m_delete(req_t *q) {
     pr_cmd_t c = {.type = PR_CMD_DELETE, .id = id};
     r = (pr_delete_result_t)run(q, &c);
   }
-  return pk_str(q->pk, pr_delete_result_name(r)) ? PR_ENOMEM : 0;
+  return pr_mp_str(q->pk, pr_delete_result_name(r)) ? PR_ENOMEM : 0;
 }
 
 /* purge [{older_than_ms?}] -> number deleted */
@@ -926,7 +895,7 @@ static int m_worker_request(req_t *q) {
   if (x == NULL) return not_found(q, id);
   if (x->worker == NULL) return fail_id(q, PR_ENOTWORKER, id);
   size_t n;
-  char *json = pr_wmp_obj_to_json(payload, &n);
+  char *json = pr_mp_to_json(payload, &n);
   if (json == NULL) return bad(q, 1, "payload", "a value JSON can hold (maps need string keys)");
   uint64_t rid = pr_worker_next_rid(q->e);
   pr_worker_request(q->e, q->c->session, id, rid, json, n, (uint64_t)timeout);
@@ -1048,7 +1017,7 @@ static pr_rpc_conn_t *session_conn(pr_engine_t *e, uint64_t session) {
 
 /* A JSON text as a msgpack value; text that is not JSON goes as a string. */
 static int pk_json(msgpack_packer *pk, const char *text, size_t len) {
-  int rc = pr_wmp_pack_json(pk, text, len);
+  int rc = pr_mp_pack_json(pk, text, len);
   if (rc == PR_EINVAL) return msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, text, len);
   return rc;
 }
@@ -1062,9 +1031,9 @@ void pr_rpc_on_worker_chunk(pr_engine_t *e, uint64_t session, uint64_t id, uint6
   if (c->out.size >= PR_RPC_SENDQ_HARD) return;
   msgpack_packer *pk = &c->pk;
   size_t mark = c->out.size;
-  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "worker_chunk") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) || pk_kv_int(pk, "id", (int64_t)id) ||
-      pk_kv_int(pk, "rid", (int64_t)rid) || pk_str(pk, "chunk") || pk_json(pk, text, len))
+  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_chunk") ||
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) || pr_mp_kv_int(pk, "id", (int64_t)id) ||
+      pr_mp_kv_int(pk, "rid", (int64_t)rid) || pr_mp_str(pk, "chunk") || pk_json(pk, text, len))
     c->out.size = mark;
   pr_rpc_kick(c);
 }
@@ -1076,10 +1045,10 @@ void pr_rpc_on_worker_reply(pr_engine_t *e, uint64_t session, uint64_t id, uint6
   msgpack_packer *pk = &c->pk;
   size_t mark = c->out.size;
   int ok = status == PR_RS_OK;
-  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pk_str(pk, "worker_reply") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pk_kv_int(pk, "id", (int64_t)id) ||
-      pk_kv_int(pk, "rid", (int64_t)rid) || pk_kv_bool(pk, "ok", ok) ||
-      pk_kv_str(pk, "status", pr_reply_status_name(status)) || pk_str(pk, ok ? "result" : "error") ||
+  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_reply") ||
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pr_mp_kv_int(pk, "id", (int64_t)id) ||
+      pr_mp_kv_int(pk, "rid", (int64_t)rid) || pr_mp_kv_bool(pk, "ok", ok) ||
+      pr_mp_kv_str(pk, "status", pr_reply_status_name(status)) || pr_mp_str(pk, ok ? "result" : "error") ||
       (ok ? pk_json(pk, text, len)
           : msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, text ? text : "", len)))
     c->out.size = mark;

@@ -175,6 +175,7 @@ static void on_connection(uv_stream_t *server, int status) {
 static void on_srv_handle_closed(uv_handle_t *h) {
   pr_rpc_t *srv = (pr_rpc_t *)h->data;
   if (--srv->handles == 0) {
+    pr_idmap_destroy(&srv->subs);
     free(srv->path);
     free(srv);
   }

@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/idmap.h"
 #include "base/wire.h"
 
 #ifndef SYS_pidfd_open
@@ -85,7 +86,6 @@ typedef struct job {
   uint32_t exit_flags;
   int64_t exit_value;
   uint64_t deep;  /* signals (bit n = signal n) still owed to escapees: see hunt() */
-  struct job *next_id, *next_pid;
 } job_t;
 
 static int hunt_pending; /* some job has `deep` bits set */
@@ -94,8 +94,7 @@ static int hunt_pending; /* some job has `deep` bits set */
 static job_t **shaking;
 static size_t nshaking, capshaking;
 
-#define NBUCKET 4096
-static job_t *by_id[NBUCKET], *by_pid[NBUCKET];
+static pr_idmap_t by_id, by_pid; /* job id -> job, leader pid -> job */
 static int njobs;
 static int sock = -1;
 static pid_t self;
@@ -126,35 +125,30 @@ static void send_hdr(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int
   (void)pr_wire_send(sock, &h, NULL, fds, nfds, 0);
 }
 
-static job_t *find_id(uint64_t id) {
-  for (job_t *j = by_id[id % NBUCKET]; j; j = j->next_id)
-    if (j->id == id) return j;
-  return NULL;
-}
+static job_t *find_id(uint64_t id) { return pr_idmap_get(&by_id, id); }
 
-static job_t *find_pid(pid_t pid) {
-  for (job_t *j = by_pid[(unsigned)pid % NBUCKET]; j; j = j->next_pid)
-    if (j->pid == pid) return j;
-  return NULL;
-}
+static job_t *find_pid(pid_t pid) { return pr_idmap_get(&by_pid, (uint64_t)pid); }
 
-static void add_job(job_t *j) {
-  j->next_id = by_id[j->id % NBUCKET];
-  by_id[j->id % NBUCKET] = j;
-  j->next_pid = by_pid[(unsigned)j->pid % NBUCKET];
-  by_pid[(unsigned)j->pid % NBUCKET] = j;
+/* Index `j` by id and by pid. Returns 0, or -1 when out of memory (not indexed). */
+static int add_job(job_t *j) {
+  if (pr_idmap_put(&by_id, j->id, j) != 0) return -1;
+  if (pr_idmap_put(&by_pid, (uint64_t)j->pid, j) != 0) {
+    pr_idmap_del(&by_id, j->id);
+    return -1;
+  }
   njobs++;
+  return 0;
 }
 
 static void remove_job(job_t *j) {
-  job_t **pp;
-  for (pp = &by_id[j->id % NBUCKET]; *pp; pp = &(*pp)->next_id)
-    if (*pp == j) { *pp = j->next_id; break; }
-  for (pp = &by_pid[(unsigned)j->pid % NBUCKET]; *pp; pp = &(*pp)->next_pid)
-    if (*pp == j) { *pp = j->next_pid; break; }
+  pr_idmap_del(&by_id, j->id);
+  pr_idmap_del(&by_pid, (uint64_t)j->pid);
   njobs--;
   free(j);
 }
+
+/* Walk every job: `at` starts at 0 (the map must not change meanwhile). */
+static job_t *next_job(size_t *at) { return pr_idmap_next(&by_id, at, NULL); }
 
 /* ---- /proc scanning ------------------------------------------------------ */
 
@@ -282,16 +276,12 @@ static void hunt(void) {
   hunt_pending = 0;
   proc_t *v;
   size_t n = scan_proc(&v);
-  size_t hcap = 1;
-  while (hcap < n * 2 + 16) hcap <<= 1;
-  int32_t *hidx = malloc(hcap * sizeof(*hidx)); /* pid -> index, open addressing */
+  pr_idmap_t bypid; /* pid -> its proc_t in v */
+  pr_idmap_init(&bypid);
   job_t **own = calloc(n ? n : 1, sizeof(*own));
-  if (v == NULL || hidx == NULL || own == NULL) goto done;
-  for (size_t i = 0; i < hcap; i++) hidx[i] = -1;
+  if (v == NULL || own == NULL) goto done;
   for (size_t i = 0; i < n; i++) {
-    size_t h = (size_t)v[i].pid & (hcap - 1);
-    while (hidx[h] >= 0) h = (h + 1) & (hcap - 1);
-    hidx[h] = (int32_t)i;
+    if (pr_idmap_put(&bypid, (uint64_t)v[i].pid, &v[i]) != 0) goto done;
     own[i] = direct_owner(&v[i]);
   }
   /* Inherit owners down parent links; the tree is shallow: a few passes. */
@@ -299,11 +289,10 @@ static void hunt(void) {
     changed = 0;
     for (size_t i = 0; i < n; i++) {
       if (own[i]) continue;
-      size_t h = (size_t)v[i].ppid & (hcap - 1);
-      for (; hidx[h] >= 0; h = (h + 1) & (hcap - 1)) {
-        if (v[hidx[h]].pid != v[i].ppid) continue;
-        if (own[hidx[h]]) { own[i] = own[hidx[h]]; changed = 1; }
-        break;
+      proc_t *parent = pr_idmap_get(&bypid, (uint64_t)v[i].ppid);
+      if (parent && own[parent - v]) {
+        own[i] = own[parent - v];
+        changed = 1;
       }
     }
   }
@@ -314,10 +303,13 @@ static void hunt(void) {
       if (j->deep & (1ull << sig)) signal_verified(&v[i], sig);
   }
 done:
-  for (int b = 0; b < NBUCKET; b++)
-    for (job_t *j = by_id[b]; j; j = j->next_id) j->deep = 0;
+  for (size_t at = 0;;) {
+    job_t *k = next_job(&at);
+    if (k == NULL) break;
+    k->deep = 0;
+  }
+  pr_idmap_destroy(&bypid);
   free(v);
-  free(hidx);
   free(own);
 }
 
@@ -590,15 +582,17 @@ static void do_spawn(void) {
    * orphan), and finish the handshake when `ep` is readable: spawning the
    * next job does not wait for this exec. */
   job_t *j = calloc(1, sizeof(*j));
-  if (j == NULL || (nshaking == capshaking && grow_shaking() != 0)) { /* kill rather than lose it */
-    free(j);
+  if (j) {
+    j->id = id;
+    j->pid = pid;
+  }
+  if (j == NULL || (nshaking == capshaking && grow_shaking() != 0) || add_job(j) != 0) {
+    free(j); /* kill rather than lose it */
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
     goto done;
   }
-  j->id = id;
-  j->pid = pid;
   j->handshake = 1;
   j->ep = ep[0];
   ep[0] = -1;
@@ -613,7 +607,6 @@ static void do_spawn(void) {
     j->fds[j->nfds++] = err[0];
     err[0] = -1;
   }
-  add_job(j);
   shaking[nshaking++] = j;
 done:
   if (master >= 0) close(master);
@@ -732,36 +725,35 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
 
 /* Kill every job and every descendant we can find, reap them, and exit. */
 static void shutdown_all(int grace_ms) {
-  for (int b = 0; b < NBUCKET; b++)
-    for (job_t *j = by_id[b]; j; j = j->next_id) {
-      if (j->handshake) { /* may not lead its group yet: kill it by pid (unreaped child) */
-        kill(j->pid, SIGKILL);
-        continue;
-      }
-      kill_job(j, SIGHUP, 0);
-      kill_job(j, SIGTERM, 1);
+  job_t *j;
+  for (size_t at = 0; (j = next_job(&at)) != NULL;) {
+    if (j->handshake) { /* may not lead its group yet: kill it by pid (unreaped child) */
+      kill(j->pid, SIGKILL);
+      continue;
     }
+    kill_job(j, SIGHUP, 0);
+    kill_job(j, SIGTERM, 1);
+  }
   hunt();
   uint64_t deadline = now_ms() + (uint64_t)grace_ms;
   while (njobs > 0 && now_ms() < deadline) {
     reap();
     int all = 1;
-    for (int b = 0; b < NBUCKET && all; b++)
-      for (job_t *j = by_id[b]; j; j = j->next_id)
-        if (!j->exited) { all = 0; break; }
+    for (size_t at = 0; all && (j = next_job(&at)) != NULL;) all = j->exited;
     if (all) break;
     usleep(5000);
   }
-  for (int b = 0; b < NBUCKET; b++)
-    for (job_t *j = by_id[b]; j; j = j->next_id) {
-      kill(j->pid, SIGKILL);
-      kill_job(j, SIGKILL, 1);
-    }
+  for (size_t at = 0; (j = next_job(&at)) != NULL;) {
+    kill(j->pid, SIGKILL);
+    kill_job(j, SIGKILL, 1);
+  }
   hunt();
   /* Drop the jobs (their leaders are reaped below), then kill whatever
    * reaches us as an orphan until nothing is left or time runs out. */
-  for (int b = 0; b < NBUCKET; b++)
-    while (by_id[b]) remove_job(by_id[b]);
+  for (size_t at = 0; (j = next_job(&at)) != NULL;) free(j);
+  pr_idmap_destroy(&by_id);
+  pr_idmap_destroy(&by_pid);
+  njobs = 0;
   uint64_t end = now_ms() + 3000;
   for (;;) {
     while (waitpid(-1, NULL, WNOHANG) > 0) {

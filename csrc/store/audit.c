@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "engine/exec.h"
 #include "engine/secrets.h"
 
@@ -142,10 +143,7 @@ void pr_audit_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev) {
     if (x->reason) cJSON_AddStringToObject(o, "reason", x->reason);
     if (x->signal > 0) {
       char sb[32];
-      const char *abbr = sigabbrev_np(x->signal);
-      if (abbr) snprintf(sb, sizeof(sb), "SIG%s", abbr);
-      else snprintf(sb, sizeof(sb), "SIG%d", x->signal);
-      cJSON_AddStringToObject(o, "signal", sb);
+      cJSON_AddStringToObject(o, "signal", pr_signal_name(x->signal, sb, sizeof(sb)));
     } else if (x->exit_code >= 0) {
       cJSON_AddNumberToObject(o, "exit_code", x->exit_code);
     }

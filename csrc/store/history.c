@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/mpack.h"
 #include "engine/exec.h"
 #include "engine/registry.h"
 
@@ -57,21 +59,8 @@ static uint32_t fnv1a(const char *p, size_t n) {
 
 /* ---- packing (engine thread) --------------------------------------------------- */
 
-static int pk_str(msgpack_packer *pk, const char *s) {
-  size_t n = strlen(s);
-  return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
-}
-
 static int kv_str(msgpack_packer *pk, const char *k, const char *v) {
-  return v ? pk_str(pk, k) || pk_str(pk, v) : 0;
-}
-
-static int kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
-  return pk_str(pk, k) || msgpack_pack_uint64(pk, v);
-}
-
-static int kv_i64(msgpack_packer *pk, const char *k, int64_t v) {
-  return pk_str(pk, k) || msgpack_pack_int64(pk, v);
+  return v ? pr_mp_kv_str(pk, k, v) : 0;
 }
 
 /* A record payload: kind 's' (what was started) or 'e' (+ how it ended and
@@ -82,27 +71,27 @@ static int pack_record(msgpack_packer *pk, const pr_exec_t *x, char kind, size_t
   uint32_t n = 8 + !!x->label;
   if (kind == 'e') n += 8 + !!x->reason + !!x->error;
   char k[2] = {kind, 0};
-  if (msgpack_pack_map(pk, n) || kv_str(pk, "k", k) || kv_u64(pk, "id", x->id) ||
+  if (msgpack_pack_map(pk, n) || kv_str(pk, "k", k) || pr_mp_kv_u64(pk, "id", x->id) ||
       kv_str(pk, "label", x->label) || kv_str(pk, "owner", x->owner ? x->owner : "") ||
-      kv_str(pk, "cwd", x->cwd ? x->cwd : "") || kv_u64(pk, "created", x->created_at) ||
-      pk_str(pk, "pty") || (x->pty ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
-      pk_str(pk, "env") || msgpack_pack_bin(pk, x->env_keys_len) ||
+      kv_str(pk, "cwd", x->cwd ? x->cwd : "") || pr_mp_kv_u64(pk, "created", x->created_at) ||
+      pr_mp_str(pk, "pty") || (x->pty ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+      pr_mp_str(pk, "env") || msgpack_pack_bin(pk, x->env_keys_len) ||
       msgpack_pack_bin_body(pk, x->env_keys ? x->env_keys : "", x->env_keys_len) ||
-      pk_str(pk, "cmd"))
+      pr_mp_str(pk, "cmd"))
     return -1;
   if (x->shell) {
-    if (pk_str(pk, x->shell)) return -1;
+    if (pr_mp_str(pk, x->shell)) return -1;
   } else {
     if (msgpack_pack_array(pk, x->argc)) return -1;
     for (size_t i = 0; i < x->argc; i++)
-      if (pk_str(pk, x->argv[i] ? x->argv[i] : "")) return -1;
+      if (pr_mp_str(pk, x->argv[i] ? x->argv[i] : "")) return -1;
   }
   if (kind != 'e') return 0;
   if (kv_str(pk, "state", pr_state_name(x->state)) || kv_str(pk, "reason", x->reason) ||
-      kv_str(pk, "error", x->error) || kv_i64(pk, "exit", x->exit_code) ||
-      kv_i64(pk, "sig", x->signal) || kv_u64(pk, "started", x->started_at) ||
-      kv_u64(pk, "ended", x->ended_at) || kv_u64(pk, "dur", x->duration_ms) ||
-      kv_i64(pk, "pid", x->pid) || pk_str(pk, "out") || msgpack_pack_array(pk, nstreams))
+      kv_str(pk, "error", x->error) || pr_mp_kv_int(pk, "exit", x->exit_code) ||
+      pr_mp_kv_int(pk, "sig", x->signal) || pr_mp_kv_u64(pk, "started", x->started_at) ||
+      pr_mp_kv_u64(pk, "ended", x->ended_at) || pr_mp_kv_u64(pk, "dur", x->duration_ms) ||
+      pr_mp_kv_int(pk, "pid", x->pid) || pr_mp_str(pk, "out") || msgpack_pack_array(pk, nstreams))
     return -1;
   for (int i = 0; i < PR_NSTREAM; i++) {
     pr_ring_t *r = x->streams[i].ring;
@@ -169,7 +158,7 @@ void pr_history_forget(pr_journal_t *j, uint64_t id) {
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
   pr_job_t *job = NULL;
-  if (!(msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "d") || pk_str(&pk, "ids") ||
+  if (!(msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "d") || pr_mp_str(&pk, "ids") ||
         msgpack_pack_array(&pk, 1) || msgpack_pack_uint64(&pk, id)))
     job = frame_job(&b, J_FORGET, 'd', id);
   msgpack_sbuffer_destroy(&b);
@@ -254,7 +243,7 @@ static void compact(pr_journal_t *j) {
   msgpack_packer pk;
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-  int bad = msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "n") || kv_u64(&pk, "next", h->max_id + 1);
+  int bad = msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "n") || pr_mp_kv_u64(&pk, "next", h->max_id + 1);
   msgpack_sbuffer_init(&f);
   msgpack_packer_init(&pk, &f, msgpack_sbuffer_write);
   bad = bad || msgpack_pack_array(&pk, 2) || msgpack_pack_uint32(&pk, fnv1a(b.data, b.size)) ||

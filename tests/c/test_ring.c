@@ -1,7 +1,7 @@
 /* test_ring.c — unit tests of the output ring (csrc/ring.c). */
 #include <stdlib.h>
 
-#include "base/ring.h"
+#include "include/proctor_test.h"
 #include "tap.h"
 
 static void test_write_read_offsets(void) {
