@@ -803,24 +803,20 @@ int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
 
 /* ---- records ---------------------------------------------------------------------------- */
 
-static pr_record_t *snapshot(const pr_exec_t *x, int brief) {
-  pr_record_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) return NULL;
+void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief) {
+  memset(r, 0, sizeof(*r));
   r->id = x->id;
   r->session = x->session;
-  r->label = dup_or_null(x->label);
-  r->owner = dup_or_null(x->owner);
-  r->cwd = dup_or_null(x->cwd);
-  r->shell = dup_or_null(x->shell);
-  r->argv = calloc(x->argc + 1, sizeof(char *));
-  if (r->argv) {
-    for (size_t i = 0; i < x->argc; i++) r->argv[i] = strdup(x->argv[i]);
-    r->argc = x->argc;
-  }
+  r->label = x->label;
+  r->owner = x->owner;
+  r->cwd = x->cwd;
+  r->shell = x->shell;
+  r->argv = x->argv;
+  r->argc = x->argv ? x->argc : 0;
   r->pty = x->pty;
   r->state = x->state;
-  r->reason = x->finished ? dup_or_null(x->reason) : NULL;
-  r->error = dup_or_null(x->error);
+  r->reason = x->finished ? x->reason : NULL; /* a verdict is not told before the end */
+  r->error = x->error;
   r->exit_code = x->exit_code;
   r->signal = x->signal;
   r->pid = x->pid;
@@ -838,16 +834,25 @@ static pr_record_t *snapshot(const pr_exec_t *x, int brief) {
   r->stdin_open = x->in_open && !x->in_closing;
   r->previous_session = x->previous_session;
   r->brief = brief;
-  if (!brief && x->env_keys && (r->env_keys = malloc(x->env_keys_len))) /* keys only (secrets.h) */
-    memcpy(r->env_keys, x->env_keys, r->env_keys_len = x->env_keys_len);
+  if (!brief) { /* keys only (secrets.h) */
+    r->env_keys = x->env_keys;
+    r->env_keys_len = x->env_keys ? x->env_keys_len : 0;
+  }
   r->worker_state = -1;
   if (x->worker) pr_worker_snapshot(x, r);
-  return r;
 }
 
-pr_record_t *pr_exec_snapshot(const pr_exec_t *x) { return snapshot(x, 0); }
+pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
+  pr_record_t r;
+  pr_exec_view(x, &r, 0);
+  return pr_record_dup(&r);
+}
 
-pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x) { return snapshot(x, 1); }
+pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x) {
+  pr_record_t r;
+  pr_exec_view(x, &r, 1);
+  return pr_record_dup(&r);
+}
 
 void pr_exec_release(pr_exec_t *x) {
   x->dead = 1;

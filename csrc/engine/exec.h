@@ -70,9 +70,12 @@ void pr_exec_park(pr_exec_t *x);
  * ends it like an exit (finish, so pr_worker_on_end decides again). */
 void pr_exec_respawn(pr_exec_t *x);
 
-/* pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM).
+/* pr_exec_view: the record of `x` as it is now, borrowing x's strings (valid
+ * until x changes: use it at once). `brief`: without env_keys.
+ * pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM).
  * pr_exec_snapshot_brief: the same for a list, without env_keys (`brief` set):
  * listing 1000 executions must not copy and push 1000 environments. */
+void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief);
 pr_record_t *pr_exec_snapshot(const pr_exec_t *x);
 pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x);
 

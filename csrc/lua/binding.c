@@ -143,76 +143,60 @@ static void set_int(lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
-static void push_worker_fields(lua_State *L, const pr_record_t *r);
+static void push_worker_event(lua_State *L, const pr_event_t *ev);
 static void push_json(lua_State *L, const char *text, size_t len);
 
-static void push_env_keys(lua_State *L, const pr_record_t *r);
-
-static void push_record(lua_State *L, const pr_record_t *r) {
+/* One field's value, the way the Lua core shows it (like the RPC map). */
+static void push_value(lua_State *L, const pr_field_t *f) {
+  const pr_record_t *r = f->r;
   char sb[32];
-  lua_createtable(L, 0, 24);
-  set_int(L, "id", (lua_Integer)r->id);
-  set_int(L, "session", (lua_Integer)r->session);
-  set_str(L, "label", r->label);
-  set_str(L, "owner", r->owner);
-  set_str(L, "cwd", r->cwd);
-  if (r->shell) {
-    set_str(L, "cmd", r->shell);
-  } else {
+  switch (f->type) {
+  case PR_FT_U64: lua_pushinteger(L, (lua_Integer)f->u); return;
+  case PR_FT_I64: lua_pushinteger(L, (lua_Integer)f->i); return;
+  case PR_FT_BOOL: lua_pushboolean(L, (int)f->i); return;
+  case PR_FT_STR: lua_pushstring(L, f->s); return;
+  case PR_FT_SIGNAL: lua_pushstring(L, pr_signal_name((int)f->i, sb, sizeof(sb))); return;
+  case PR_FT_CMD:
+    if (r->shell) {
+      lua_pushstring(L, r->shell);
+      return;
+    }
     lua_createtable(L, (int)r->argc, 0);
     for (size_t i = 0; i < r->argc; i++) {
-      lua_pushstring(L, r->argv[i] ? r->argv[i] : "");
+      lua_pushstring(L, r->argv && r->argv[i] ? r->argv[i] : "");
       lua_rawseti(L, -2, (int)i + 1);
     }
-    lua_setfield(L, -2, "cmd");
+    return;
+  case PR_FT_KEYS: {
+    lua_createtable(L, (int)pr_record_nkeys(r), 0);
+    size_t at = 0;
+    int i = 0;
+    for (const char *k; (k = pr_record_key_next(r, &at)) != NULL;) {
+      lua_pushstring(L, k);
+      lua_rawseti(L, -2, ++i);
+    }
+    return;
   }
-  lua_pushboolean(L, r->pty);
-  lua_setfield(L, -2, "pty");
-  set_str(L, "state", pr_state_name(r->state));
-  set_str(L, "reason", r->reason);
-  set_str(L, "error", r->error);
-  if (r->exit_code >= 0) set_int(L, "exit_code", r->exit_code);
-  if (r->signal > 0) set_str(L, "signal", pr_signal_name(r->signal, sb, sizeof(sb)));
-  if (r->pid > 0) set_int(L, "pid", (lua_Integer)r->pid);
-  set_int(L, "created_at", (lua_Integer)r->created_at);
-  if (r->started_at) set_int(L, "started_at", (lua_Integer)r->started_at);
-  if (r->ended_at) set_int(L, "ended_at", (lua_Integer)r->ended_at);
-  set_int(L, "duration_ms", (lua_Integer)r->duration_ms);
-  lua_newtable(L); /* bytes */
-  lua_newtable(L); /* dropped */
-  for (int i = 0; i < PR_NSTREAM; i++) {
-    if (!r->has_stream[i]) continue;
-    lua_pushinteger(L, (lua_Integer)r->bytes[i]);
-    lua_setfield(L, -3, pr_stream_name(i));
-    lua_pushinteger(L, (lua_Integer)r->dropped[i]);
-    lua_setfield(L, -2, pr_stream_name(i));
+  case PR_FT_STREAMS:
+    lua_createtable(L, 0, pr_record_nstreams(r));
+    for (int i = 0; i < PR_NSTREAM; i++) {
+      if (!r->has_stream[i]) continue;
+      lua_pushinteger(L, (lua_Integer)f->streams[i]);
+      lua_setfield(L, -2, pr_stream_name(i));
+    }
+    return;
   }
-  lua_setfield(L, -3, "dropped");
-  lua_setfield(L, -2, "bytes");
-  lua_pushboolean(L, r->stdin_open);
-  lua_setfield(L, -2, "stdin_open");
-  push_env_keys(L, r); /* env_keys, previous_session */
-  if (r->worker_state >= 0) push_worker_fields(L, r);
+  lua_pushnil(L);
 }
 
-static void push_worker_event(lua_State *L, const pr_event_t *ev);
-
-/* The record's env_keys list (keys only; not in a list entry) and
- * previous_session flag. */
-static void push_env_keys(lua_State *L, const pr_record_t *r) {
-  if (!r->brief) {
-    lua_newtable(L);
-    int i = 0;
-    for (size_t at = 0; at < r->env_keys_len;) {
-      size_t len = strlen(r->env_keys + at);
-      lua_pushlstring(L, r->env_keys + at, len);
-      lua_rawseti(L, -2, ++i);
-      at += len + 1;
-    }
-    lua_setfield(L, -2, "env_keys");
+static void push_record(lua_State *L, const pr_record_t *r) {
+  pr_field_t f[PR_RF_COUNT];
+  size_t n = pr_record_fields(r, f);
+  lua_createtable(L, 0, (int)n);
+  for (size_t i = 0; i < n; i++) {
+    push_value(L, &f[i]);
+    lua_setfield(L, -2, f[i].key);
   }
-  lua_pushboolean(L, r->previous_session);
-  lua_setfield(L, -2, "previous_session");
 }
 
 /* core.new options for the durable files (journal.h). */
@@ -882,13 +866,6 @@ static void push_json(lua_State *L, const char *text, size_t len) {
   }
   push_cjson(L, j, 0);
   cJSON_Delete(j);
-}
-
-static void push_worker_fields(lua_State *L, const pr_record_t *r) {
-  set_str(L, "worker_state", pr_worker_state_name(r->worker_state));
-  set_int(L, "worker_restarts", (lua_Integer)r->worker_restarts);
-  set_int(L, "worker_pending", (lua_Integer)r->worker_pending);
-  set_int(L, "worker_stray", (lua_Integer)r->worker_stray);
 }
 
 static void push_worker_event(lua_State *L, const pr_event_t *ev) {

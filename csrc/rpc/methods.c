@@ -45,62 +45,44 @@ typedef struct {
 
 /* ---- packing ----------------------------------------------------------------------- */
 
-int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
+/* One field's value, the way the RPC surface (and the Lua core) shows it. */
+static int pack_value(msgpack_packer *pk, const pr_field_t *f) {
+  const pr_record_t *r = f->r;
   char sb[32];
-  int nstreams = 0;
-  for (int i = 0; i < PR_NSTREAM; i++)
-    nstreams += r->has_stream[i];
-  uint32_t n = 14 - !!r->brief + !!r->label + !!r->reason + !!r->error + (r->exit_code >= 0) + (r->signal > 0) +
-               (r->pid > 0) + !!r->started_at + !!r->ended_at + (r->worker_state >= 0 ? 4 : 0);
-  if (msgpack_pack_map(pk, n) || pr_mp_kv_int(pk, "id", (int64_t)r->id) ||
-      pr_mp_kv_int(pk, "session", (int64_t)r->session) ||
-      (r->label && pr_mp_kv_str(pk, "label", r->label)) ||
-      pr_mp_kv_str(pk, "owner", r->owner ? r->owner : "") ||
-      pr_mp_kv_str(pk, "cwd", r->cwd ? r->cwd : "") || pr_mp_str(pk, "cmd"))
-    return -1;
-  if (r->shell) {
-    if (pr_mp_str(pk, r->shell)) return -1;
-  } else {
+  switch (f->type) {
+  case PR_FT_U64: return msgpack_pack_int64(pk, (int64_t)f->u);
+  case PR_FT_I64: return msgpack_pack_int64(pk, f->i);
+  case PR_FT_BOOL: return f->i ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+  case PR_FT_STR: return pr_mp_str(pk, f->s);
+  case PR_FT_SIGNAL: return pr_mp_str(pk, pr_signal_name((int)f->i, sb, sizeof(sb)));
+  case PR_FT_CMD:
+    if (r->shell) return pr_mp_str(pk, r->shell);
     if (msgpack_pack_array(pk, r->argc)) return -1;
     for (size_t i = 0; i < r->argc; i++)
       if (pr_mp_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
+    return 0;
+  case PR_FT_KEYS: {
+    if (msgpack_pack_array(pk, pr_record_nkeys(r))) return -1;
+    size_t at = 0;
+    for (const char *k; (k = pr_record_key_next(r, &at)) != NULL;)
+      if (pr_mp_str(pk, k)) return -1;
+    return 0;
   }
-  if (pr_mp_kv_bool(pk, "pty", r->pty) || pr_mp_kv_str(pk, "state", pr_state_name(r->state)) ||
-      (r->reason && pr_mp_kv_str(pk, "reason", r->reason)) ||
-      (r->error && pr_mp_kv_str(pk, "error", r->error)) ||
-      (r->exit_code >= 0 && pr_mp_kv_int(pk, "exit_code", r->exit_code)) ||
-      (r->signal > 0 && pr_mp_kv_str(pk, "signal", pr_signal_name(r->signal, sb, sizeof(sb)))) ||
-      (r->pid > 0 && pr_mp_kv_int(pk, "pid", r->pid)) ||
-      pr_mp_kv_int(pk, "created_at", (int64_t)r->created_at) ||
-      (r->started_at && pr_mp_kv_int(pk, "started_at", (int64_t)r->started_at)) ||
-      (r->ended_at && pr_mp_kv_int(pk, "ended_at", (int64_t)r->ended_at)) ||
-      pr_mp_kv_int(pk, "duration_ms", (int64_t)r->duration_ms))
-    return -1;
-  for (int k = 0; k < 2; k++) { /* bytes, dropped */
-    if (pr_mp_str(pk, k == 0 ? "bytes" : "dropped") || msgpack_pack_map(pk, nstreams)) return -1;
+  case PR_FT_STREAMS:
+    if (msgpack_pack_map(pk, (size_t)pr_record_nstreams(r))) return -1;
     for (int i = 0; i < PR_NSTREAM; i++)
-      if (r->has_stream[i] &&
-          pr_mp_kv_int(pk, pr_stream_name(i), (int64_t)(k == 0 ? r->bytes[i] : r->dropped[i])))
-        return -1;
+      if (r->has_stream[i] && pr_mp_kv_int(pk, pr_stream_name(i), (int64_t)f->streams[i])) return -1;
+    return 0;
   }
-  if (pr_mp_kv_bool(pk, "stdin_open", r->stdin_open)) return -1;
-  if (!r->brief) { /* env_keys (keys only; not in a list entry): history.h, secrets.h */
-    size_t nkeys = 0;
-    for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1) nkeys++;
-    if (pr_mp_str(pk, "env_keys") || msgpack_pack_array(pk, nkeys)) return -1;
-    for (size_t at = 0; at < r->env_keys_len; at += strlen(r->env_keys + at) + 1)
-      if (pr_mp_str(pk, r->env_keys + at)) return -1;
-  }
-  if (pr_mp_kv_bool(pk, "previous_session", r->previous_session)) return -1;
-  if (r->worker_state >= 0 && /* supervised workers: worker.h */
-      (pr_mp_kv_str(pk, "worker_state", pr_worker_state_name(r->worker_state)) ||
-       pr_mp_kv_int(pk, "worker_restarts", r->worker_restarts) ||
-       pr_mp_kv_int(pk, "worker_pending", (int64_t)r->worker_pending) ||
-       pr_mp_kv_int(pk, "worker_stray", (int64_t)r->worker_stray)))
-    return -1;
-  /* 14 fixed keys: id session owner cwd cmd pty state created_at duration_ms bytes dropped
-   * stdin_open env_keys (not when brief) previous_session + the conditional ones counted
-   * above. */
+  return -1;
+}
+
+int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
+  pr_field_t f[PR_RF_COUNT];
+  size_t n = pr_record_fields(r, f);
+  if (msgpack_pack_map(pk, n)) return -1;
+  for (size_t i = 0; i < n; i++)
+    if (pr_mp_str(pk, f[i].key) || pack_value(pk, &f[i])) return -1;
   return 0;
 }
 

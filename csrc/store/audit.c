@@ -112,53 +112,68 @@ static void run_line(pr_journal_t *j, pr_job_t *job) {
 
 /* ---- engine thread ---------------------------------------------------------------- */
 
-static const char *event_name(const pr_exec_t *x) { return pr_state_name(x->state); }
+/* The record fields an audit line carries (in record order), and those it
+ * carries only once the execution has ended. */
+static const unsigned char in_line[PR_RF_COUNT] = {
+    [PR_RF_ID] = 1,     [PR_RF_SESSION] = 1,   [PR_RF_LABEL] = 1,       [PR_RF_OWNER] = 1,
+    [PR_RF_CWD] = 1,    [PR_RF_CMD] = 1,       [PR_RF_REASON] = 2,      [PR_RF_ERROR] = 2,
+    [PR_RF_EXIT_CODE] = 2, [PR_RF_SIGNAL] = 2, [PR_RF_PID] = 1,         [PR_RF_DURATION_MS] = 2,
+    [PR_RF_ENV_KEYS] = 1};
+
+/* One field's value as JSON (NULL when out of memory). */
+static cJSON *json_value(const pr_field_t *f) {
+  const pr_record_t *r = f->r;
+  char sb[32];
+  switch (f->type) {
+  case PR_FT_U64: return cJSON_CreateNumber((double)f->u);
+  case PR_FT_I64: return cJSON_CreateNumber((double)f->i);
+  case PR_FT_BOOL: return cJSON_CreateBool((int)f->i);
+  case PR_FT_STR: return cJSON_CreateString(f->s);
+  case PR_FT_SIGNAL: return cJSON_CreateString(pr_signal_name((int)f->i, sb, sizeof(sb)));
+  case PR_FT_CMD: {
+    if (r->shell) return cJSON_CreateString(r->shell);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < r->argc; i++)
+      cJSON_AddItemToArray(a, cJSON_CreateString(r->argv[i] ? r->argv[i] : ""));
+    return a;
+  }
+  case PR_FT_KEYS: {
+    cJSON *a = cJSON_CreateArray();
+    size_t at = 0;
+    for (const char *k; a && (k = pr_record_key_next(r, &at)) != NULL;)
+      cJSON_AddItemToArray(a, cJSON_CreateString(k));
+    return a;
+  }
+  case PR_FT_STREAMS: break; /* not in the line */
+  }
+  return cJSON_CreateNull();
+}
 
 void pr_audit_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev) {
+  pr_record_t r;
+  pr_exec_view(x, &r, 0);
   cJSON *o = cJSON_CreateObject();
   if (o == NULL) return;
   cJSON_AddNumberToObject(o, "ts", (double)pr_now_ms());
-  cJSON_AddStringToObject(o, "event", event_name(x));
+  cJSON_AddStringToObject(o, "event", pr_state_name(r.state));
   if (prev < PR_NSTATE) cJSON_AddStringToObject(o, "prev", pr_state_name(prev));
   else cJSON_AddNullToObject(o, "prev");
-  cJSON_AddNumberToObject(o, "id", (double)x->id);
-  cJSON_AddStringToObject(o, "owner", x->owner ? x->owner : "");
-  cJSON_AddNumberToObject(o, "session", (double)x->session);
   cJSON_AddNumberToObject(o, "host_pid", (double)getpid());
   cJSON_AddNumberToObject(o, "uid", (double)getuid());
-  if (x->label) cJSON_AddStringToObject(o, "label", x->label);
-  if (x->shell) {
-    cJSON_AddStringToObject(o, "cmd", x->shell);
-  } else {
-    cJSON *argv = cJSON_AddArrayToObject(o, "cmd");
-    for (size_t i = 0; argv && i < x->argc; i++)
-      cJSON_AddItemToArray(argv, cJSON_CreateString(x->argv[i] ? x->argv[i] : ""));
-  }
-  cJSON_AddStringToObject(o, "cwd", x->cwd ? x->cwd : "");
-  cJSON *keys = cJSON_AddArrayToObject(o, "env_keys");
-  for (size_t at = 0; keys && at < x->env_keys_len; at += strlen(x->env_keys + at) + 1)
-    cJSON_AddItemToArray(keys, cJSON_CreateString(x->env_keys + at));
-  if (x->pid > 0) cJSON_AddNumberToObject(o, "pid", (double)x->pid);
-  if (pr_state_terminal(x->state)) {
-    if (x->reason) cJSON_AddStringToObject(o, "reason", x->reason);
-    if (x->signal > 0) {
-      char sb[32];
-      cJSON_AddStringToObject(o, "signal", pr_signal_name(x->signal, sb, sizeof(sb)));
-    } else if (x->exit_code >= 0) {
-      cJSON_AddNumberToObject(o, "exit_code", x->exit_code);
-    }
-    if (x->error) cJSON_AddStringToObject(o, "error", x->error);
-    cJSON_AddNumberToObject(o, "duration_ms", (double)x->duration_ms);
-  }
+  int want = pr_state_terminal(r.state) ? 2 : 1;
+  pr_field_t f[PR_RF_COUNT];
+  size_t n = pr_record_fields(&r, f);
+  for (size_t i = 0; i < n; i++)
+    if (in_line[f[i].id] && in_line[f[i].id] <= want) cJSON_AddItemToObject(o, f[i].key, json_value(&f[i]));
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   char *clean = s ? pr_secrets_scrub(x->secrets, s) : NULL;
   cJSON_free(s);
-  size_t n = clean ? strlen(clean) : 0;
-  pr_job_t *job = clean ? pr_journal_job(run_line, n + 1) : NULL;
+  size_t len = clean ? strlen(clean) : 0;
+  pr_job_t *job = clean ? pr_journal_job(run_line, len + 1) : NULL;
   if (job) {
-    memcpy(job->data, clean, n);
-    job->data[n] = '\n';
+    memcpy(job->data, clean, len);
+    job->data[len] = '\n';
     pr_journal_push(j, job);
   }
   free(clean);

@@ -63,45 +63,69 @@ static int kv_str(msgpack_packer *pk, const char *k, const char *v) {
   return v ? pr_mp_kv_str(pk, k, v) : 0;
 }
 
-/* A record payload: kind 's' (what was started) or 'e' (+ how it ended and
- * the output tails). */
-static int pack_record(msgpack_packer *pk, const pr_exec_t *x, char kind, size_t tail) {
-  int nstreams = 0;
-  for (int i = 0; i < PR_NSTREAM; i++) nstreams += x->streams[i].ring != NULL;
-  uint32_t n = 8 + !!x->label;
-  if (kind == 'e') n += 8 + !!x->reason + !!x->error;
-  char k[2] = {kind, 0};
-  if (msgpack_pack_map(pk, n) || kv_str(pk, "k", k) || pr_mp_kv_u64(pk, "id", x->id) ||
-      kv_str(pk, "label", x->label) || kv_str(pk, "owner", x->owner ? x->owner : "") ||
-      kv_str(pk, "cwd", x->cwd ? x->cwd : "") || pr_mp_kv_u64(pk, "created", x->created_at) ||
-      pr_mp_str(pk, "pty") || (x->pty ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
-      pr_mp_str(pk, "env") || msgpack_pack_bin(pk, x->env_keys_len) ||
-      msgpack_pack_bin_body(pk, x->env_keys ? x->env_keys : "", x->env_keys_len) ||
-      pr_mp_str(pk, "cmd"))
-    return -1;
-  if (x->shell) {
-    if (pr_mp_str(pk, x->shell)) return -1;
-  } else {
-    if (msgpack_pack_array(pk, x->argc)) return -1;
-    for (size_t i = 0; i < x->argc; i++)
-      if (pr_mp_str(pk, x->argv[i] ? x->argv[i] : "")) return -1;
+/* The record's fields as the file names them (NULL: not kept). The names
+ * are the file format: files written by every release load through them. */
+static const char *const hkey[PR_RF_COUNT] = {
+    [PR_RF_ID] = "id",         [PR_RF_LABEL] = "label",     [PR_RF_OWNER] = "owner",
+    [PR_RF_CWD] = "cwd",       [PR_RF_CMD] = "cmd",         [PR_RF_PTY] = "pty",
+    [PR_RF_CREATED_AT] = "created", [PR_RF_ENV_KEYS] = "env",
+    /* end frames only: */
+    [PR_RF_STATE] = "state",   [PR_RF_REASON] = "reason",   [PR_RF_ERROR] = "error",
+    [PR_RF_EXIT_CODE] = "exit", [PR_RF_SIGNAL] = "sig",     [PR_RF_STARTED_AT] = "started",
+    [PR_RF_ENDED_AT] = "ended", [PR_RF_DURATION_MS] = "dur"};
+static const unsigned char end_only[PR_RF_COUNT] = {
+    [PR_RF_STATE] = 1,     [PR_RF_REASON] = 1,     [PR_RF_ERROR] = 1,      [PR_RF_EXIT_CODE] = 1,
+    [PR_RF_SIGNAL] = 1,    [PR_RF_STARTED_AT] = 1, [PR_RF_ENDED_AT] = 1,   [PR_RF_DURATION_MS] = 1};
+
+/* One field's value as the file keeps it: a signal as its number, the
+ * environment keys as one bin of NUL-terminated names. */
+static int pack_value(msgpack_packer *pk, const pr_field_t *f) {
+  const pr_record_t *r = f->r;
+  switch (f->type) {
+  case PR_FT_U64: return msgpack_pack_uint64(pk, f->u);
+  case PR_FT_I64:
+  case PR_FT_SIGNAL: return msgpack_pack_int64(pk, f->i);
+  case PR_FT_BOOL: return f->i ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+  case PR_FT_STR: return pr_mp_str(pk, f->s);
+  case PR_FT_CMD:
+    if (r->shell) return pr_mp_str(pk, r->shell);
+    if (msgpack_pack_array(pk, r->argc)) return -1;
+    for (size_t i = 0; i < r->argc; i++)
+      if (pr_mp_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
+    return 0;
+  case PR_FT_KEYS:
+    return msgpack_pack_bin(pk, r->env_keys_len) ||
+           msgpack_pack_bin_body(pk, r->env_keys ? r->env_keys : "", r->env_keys_len);
+  case PR_FT_STREAMS: break;
   }
+  return -1;
+}
+
+/* A record payload: kind 's' (what was started) or 'e' (+ how it ended and
+ * the last `tail` bytes of each stream, from `rings`). */
+static int pack_record(msgpack_packer *pk, const pr_record_t *r, pr_ring_t *const *rings, char kind,
+                       size_t tail) {
+  pr_field_t f[PR_RF_COUNT];
+  size_t n = pr_record_fields(r, f), keep = 0;
+  for (size_t i = 0; i < n; i++)
+    if (hkey[f[i].id] && (kind == 'e' || !end_only[f[i].id])) f[keep++] = f[i];
+  int nstreams = 0;
+  for (int i = 0; i < PR_NSTREAM; i++) nstreams += rings[i] != NULL;
+  char k[2] = {kind, 0};
+  if (msgpack_pack_map(pk, 1 + keep + (kind == 'e')) || pr_mp_kv_str(pk, "k", k)) return -1;
+  for (size_t i = 0; i < keep; i++)
+    if (pr_mp_str(pk, hkey[f[i].id]) || pack_value(pk, &f[i])) return -1;
   if (kind != 'e') return 0;
-  if (kv_str(pk, "state", pr_state_name(x->state)) || kv_str(pk, "reason", x->reason) ||
-      kv_str(pk, "error", x->error) || pr_mp_kv_int(pk, "exit", x->exit_code) ||
-      pr_mp_kv_int(pk, "sig", x->signal) || pr_mp_kv_u64(pk, "started", x->started_at) ||
-      pr_mp_kv_u64(pk, "ended", x->ended_at) || pr_mp_kv_u64(pk, "dur", x->duration_ms) ||
-      pr_mp_kv_int(pk, "pid", x->pid) || pr_mp_str(pk, "out") || msgpack_pack_array(pk, nstreams))
-    return -1;
+  if (pr_mp_str(pk, "out") || msgpack_pack_array(pk, nstreams)) return -1;
   for (int i = 0; i < PR_NSTREAM; i++) {
-    pr_ring_t *r = x->streams[i].ring;
-    if (r == NULL) continue;
+    pr_ring_t *ring = rings[i];
+    if (ring == NULL) continue;
     uint64_t head, total, next, missed;
-    pr_ring_stats(r, &head, &total);
+    pr_ring_stats(ring, &head, &total);
     uint64_t from = total > tail ? total - tail : 0;
     char *data = NULL;
     size_t len = 0;
-    if (pr_ring_read(r, from < head ? head : from, tail, &data, &len, &next, &missed) != 0)
+    if (pr_ring_read(ring, from < head ? head : from, tail, &data, &len, &next, &missed) != 0)
       len = 0;
     int bad = msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, i) ||
               msgpack_pack_uint64(pk, total) || msgpack_pack_bin(pk, len) ||
@@ -144,7 +168,11 @@ void pr_history_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev) {
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
   pr_job_t *job = NULL;
-  if (pack_record(&pk, x, kind, j->history->tail_bytes) == 0)
+  pr_record_t r;
+  pr_ring_t *rings[PR_NSTREAM];
+  pr_exec_view(x, &r, 0);
+  for (int i = 0; i < PR_NSTREAM; i++) rings[i] = x->streams[i].ring;
+  if (pack_record(&pk, &r, rings, kind, j->history->tail_bytes) == 0)
     job = frame_job(&b, J_APPEND, kind, x->id);
   msgpack_sbuffer_destroy(&b);
   if (job) pr_journal_push(j, job);
@@ -370,20 +398,20 @@ static pr_exec_t *loaded_exec(pr_engine_t *e, const msgpack_object *m, char kind
   if (x == NULL) return NULL;
   x->eng = e;
   x->pidfd = -1;
-  x->id = (uint64_t)get_int(m, "id", 0);
+  x->id = (uint64_t)get_int(m, hkey[PR_RF_ID], 0);
   x->finished = x->exited = x->released = x->previous_session = 1;
-  x->label = get_str(m, "label");
-  x->owner = get_str(m, "owner");
-  x->cwd = get_str(m, "cwd");
-  x->created_at = (uint64_t)get_int(m, "created", 0);
-  const msgpack_object *o = get(m, "pty");
+  x->label = get_str(m, hkey[PR_RF_LABEL]);
+  x->owner = get_str(m, hkey[PR_RF_OWNER]);
+  x->cwd = get_str(m, hkey[PR_RF_CWD]);
+  x->created_at = (uint64_t)get_int(m, hkey[PR_RF_CREATED_AT], 0);
+  const msgpack_object *o = get(m, hkey[PR_RF_PTY]);
   x->pty = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
-  if ((o = get(m, "env")) && o->type == MSGPACK_OBJECT_BIN && o->via.bin.size &&
+  if ((o = get(m, hkey[PR_RF_ENV_KEYS])) && o->type == MSGPACK_OBJECT_BIN && o->via.bin.size &&
       (x->env_keys = malloc(o->via.bin.size))) {
     memcpy(x->env_keys, o->via.bin.ptr, o->via.bin.size);
     x->env_keys_len = o->via.bin.size;
   }
-  o = get(m, "cmd");
+  o = get(m, hkey[PR_RF_CMD]);
   if (o && o->type == MSGPACK_OBJECT_STR) {
     x->shell = strndup(o->via.str.ptr, o->via.str.size);
     x->argc = 3;
@@ -408,17 +436,17 @@ static pr_exec_t *loaded_exec(pr_engine_t *e, const msgpack_object *m, char kind
     x->reason = strdup("host_lost");
     x->ended_at = pr_now_ms();
   } else {
-    char *st = get_str(m, "state");
+    char *st = get_str(m, hkey[PR_RF_STATE]);
     int s = st ? pr_state_from_name(st) : -1;
     free(st);
     x->state = s >= 0 && pr_state_terminal((pr_state_t)s) ? (pr_state_t)s : PR_FAILED;
-    x->reason = get_str(m, "reason");
-    x->error = get_str(m, "error");
-    x->exit_code = (int)get_int(m, "exit", -1);
-    x->signal = (int)get_int(m, "sig", 0);
-    x->started_at = (uint64_t)get_int(m, "started", 0);
-    x->ended_at = (uint64_t)get_int(m, "ended", 0);
-    x->duration_ms = (uint64_t)get_int(m, "dur", 0);
+    x->reason = get_str(m, hkey[PR_RF_REASON]);
+    x->error = get_str(m, hkey[PR_RF_ERROR]);
+    x->exit_code = (int)get_int(m, hkey[PR_RF_EXIT_CODE], -1);
+    x->signal = (int)get_int(m, hkey[PR_RF_SIGNAL], 0);
+    x->started_at = (uint64_t)get_int(m, hkey[PR_RF_STARTED_AT], 0);
+    x->ended_at = (uint64_t)get_int(m, hkey[PR_RF_ENDED_AT], 0);
+    x->duration_ms = (uint64_t)get_int(m, hkey[PR_RF_DURATION_MS], 0);
   }
   x->verdict = (int)x->state;
   for (int i = 0; i < PR_NSTREAM; i++) {
@@ -516,7 +544,7 @@ static size_t parse(pr_journal_t *j, const char *p, size_t len, execs_t *xs, uin
     char *k = get_str(m, "k");
     char kind = k && strlen(k) == 1 ? k[0] : 0;
     free(k);
-    uint64_t id = (uint64_t)get_int(m, "id", 0);
+    uint64_t id = (uint64_t)get_int(m, hkey[PR_RF_ID], 0);
     if (kind == 's' || kind == 'e') {
       pr_exec_t *x = id ? loaded_exec(e, m, kind) : NULL;
       if (x && put(xs, x) != 0) pr_exec_free(x);
