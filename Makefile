@@ -25,12 +25,14 @@ BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread -Icsrc $
 
 BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/record.c csrc/base/buf.c \
              csrc/base/idmap.c csrc/base/mpack.c csrc/base/ring.c csrc/base/wire.c
-ENGINE_SRC = $(BASE_SRC) csrc/engine/supervisor.c csrc/engine/exec.c \
-             csrc/engine/registry.c csrc/proctor.c csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c
-# durable history, audit log, secrets and environment policy
-ENGINE_SRC += csrc/engine/secrets.c csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
-# supervised workers (jsonl and msgpack-rpc on stdio)
-ENGINE_SRC += csrc/engine/worker.c csrc/engine/worker_msgpack.c
+# the engine thread: executions, streams, the shepherd link, commands, workers
+ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/stream.c csrc/engine/hostq.c \
+             csrc/engine/registry.c csrc/engine/supervisor.c csrc/engine/control.c csrc/engine/build.c \
+             csrc/engine/secrets.c csrc/engine/worker.c csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
+# the msgpack-rpc server, the durable files, and the file that wires them
+ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c
+ENGINE_SRC += csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
+ENGINE_SRC += csrc/proctor.c
 CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c
 HDRS       = $(wildcard csrc/*/*.h)
 

@@ -1,35 +1,34 @@
-/* exec.c — execution lifecycle, output streams, stdin, kill ladder, drain.
+/* engine/exec.c — execution lifecycle: transitions, verdict, timer, kill
+ * ladder, spawn results, worker park/respawn, the end, records.
  *
  * Thread: engine. See exec.h for the state table.
  *
- *   shepherd SPAWNED ─► streams opened (uv_pipe_t on received fds) ─► running
- *   stream read ─► ring (bounded) ─► one output marker queued per ring
+ *   shepherd SPAWNED ─► streams opened (stream.c) ─► running
  *   cancel/timeout ─► SIGHUP(pty) SIGTERM+SIGCONT ─ grace ─► SIGKILL
  *   shepherd EXITED ─► drain timer ─► every stream at EOF (or timer) ─► terminal
- *   terminal ─► RELEASE (shepherd kills leftovers, reaps leader) ─► next queued
+ *   terminal ─► RELEASE (shepherd kills leftovers, reaps leader) ─► ctx->ended
+ *               (the registry counts it, the scheduler starts the next one)
+ *
+ * Every state change goes through transition(), which tells the listeners
+ * (engine/events.h) — the host queue, the RPC server, the history, the audit
+ * log — without naming any of them.
  */
-
 #include "engine/exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "engine/registry.h"
-#include "rpc/rpc.h"
-#include "store/journal.h"
 #include "engine/secrets.h"
 #include "engine/supervisor.h"
-#include "engine/worker.h"
 
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
@@ -37,21 +36,7 @@
 
 static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);
-static void emit_output_marker(pr_exec_t *x, int stream);
-static void flush_pending_input(pr_exec_t *x);
-static void drop_pending_input(pr_exec_t *x);
-
-/* A write request owns its bytes. */
-typedef struct {
-  uv_write_t req;
-  char data[];
-} write_t;
-
-/* One uv_buf_t holds at most this many bytes (its length is an unsigned int,
- * uv_try_write answers an int): a larger input is written as several. */
-#ifndef PR_INPUT_CHUNK
-#define PR_INPUT_CHUNK ((size_t)1 << 30)
-#endif
+static void timer_start(pr_exec_t *x, uint64_t ms);
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -63,19 +48,23 @@ static const unsigned char allowed[PR_NSTATE][PR_NSTATE] = {
     [PR_RUNNING] = {[PR_COMPLETED] = 1, [PR_FAILED] = 1, [PR_CANCELED] = 1, [PR_TIMED_OUT] = 1},
 };
 
-static void emit_state(pr_exec_t *x, pr_state_t prev) {
-  pr_event_t *ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return;
-  ev->type = PR_EV_STATE;
-  ev->id = x->id;
-  ev->state = x->state;
-  ev->prev = prev;
-  ev->reason = dup_or_null(x->reason);
-  ev->error = dup_or_null(x->error);
-  ev->exit_code = x->exit_code;
-  ev->signal = x->signal;
-  ev->pid = x->pid;
-  pr_emit_event(x->eng, ev);
+void pr_exec_state_info(pr_exec_t *x, pr_state_t prev, pr_state_info_t *st) {
+  st->x = x;
+  st->id = x->id;
+  st->session = x->session;
+  st->state = x->state;
+  st->prev = prev;
+  st->reason = x->reason;
+  st->error = x->error;
+  st->exit_code = x->exit_code;
+  st->signal = x->signal;
+  st->pid = x->pid;
+}
+
+static void tell_state(pr_exec_t *x, pr_state_t prev) {
+  pr_state_info_t st;
+  pr_exec_state_info(x, prev, &st);
+  pr_notify_state(x->ctx->ls, &st);
 }
 
 /* The one place a state changes. Returns 0, or PR_EINVAL for a transition
@@ -84,10 +73,13 @@ static int transition(pr_exec_t *x, pr_state_t to) {
   pr_state_t from = x->state;
   if (to >= PR_NSTATE || !allowed[from][to]) return PR_EINVAL;
   x->state = to;
-  emit_state(x, from);
-  if (x->eng->rpc) pr_rpc_on_state(x->eng, x, from); /* RPC subscribers and waiters */
-  if (x->eng->journal) pr_journal_on_state(x, from); /* history and audit files */
+  tell_state(x, from);
   return 0;
+}
+
+void pr_exec_enqueued(pr_exec_t *x) {
+  x->state = PR_QUEUED;
+  tell_state(x, PR_NSTATE);
 }
 
 /* Record the verdict (first decision wins). Returns 1 if this call decided. */
@@ -99,223 +91,68 @@ static int decide(pr_exec_t *x, pr_state_t verdict, const char *reason) {
   return 1;
 }
 
-/* ---- handles ----------------------------------------------------------------- */
+/* ---- life -------------------------------------------------------------------- */
+
+pr_exec_t *pr_exec_alloc(void) {
+  pr_exec_t *x = calloc(1, sizeof(*x));
+  if (x == NULL) return NULL;
+  x->pidfd = -1;
+  x->verdict = -1;
+  x->exit_code = -1;
+  x->pending_in.max = PR_PENDING_INPUT_MAX;
+  for (int i = 0; i < PR_NSTREAM; i++) pr_queue_init(&x->streams[i].defer);
+  return x;
+}
+
+void pr_exec_attach(pr_exec_t *x, pr_exec_ctx_t *c) {
+  x->ctx = c;
+  if (uv_timer_init(c->loop, &x->timer) == 0) {
+    x->timer.data = x;
+    x->timer_open = 1;
+    x->handles++;
+  }
+}
 
 void pr_exec_handle_closed(uv_handle_t *h) {
   pr_exec_t *x = (pr_exec_t *)h->data;
   if (--x->handles == 0 && x->dead) pr_exec_free(x);
 }
 
-static void close_handle(pr_exec_t *x, uv_handle_t *h) {
-  (void)x;
+static void close_handle(uv_handle_t *h) {
   if (!uv_is_closing(h)) uv_close(h, pr_exec_handle_closed);
 }
 
-static int all_eof(const pr_exec_t *x) {
+int pr_exec_all_eof(const pr_exec_t *x) {
   for (int i = 0; i < PR_NSTREAM; i++)
     if (x->streams[i].ring && !x->streams[i].eof) return 0;
   return 1;
 }
 
-static int is_pty(const pr_stream_t *s) { return s == &s->exec->streams[PR_PTY]; }
-
-static void got_bytes(pr_stream_t *s, const char *p, size_t n);
-
-static void stream_close(pr_stream_t *s) {
-  if (s->exec->secrets && !s->eof) got_bytes(s, NULL, 0); /* secrets.c: release held-back bytes */
-  if (s->open) {
-    s->open = 0;
-    if (is_pty(s)) {
-      /* A poll handle does not own its fd: close the pty master ourselves,
-       * after uv_close has taken it out of the loop's epoll set. */
-      uv_os_fd_t fd = -1;
-      uv_fileno((uv_handle_t *)&s->h.poll, &fd);
-      uv_poll_stop(&s->h.poll);
-      close_handle(s->exec, (uv_handle_t *)&s->h);
-      if (fd >= 0) close(fd);
-    } else {
-      uv_read_stop((uv_stream_t *)&s->h.pipe);
-      close_handle(s->exec, (uv_handle_t *)&s->h);
-    }
-  }
-  s->eof = 1;
-  if (is_pty(s)) s->exec->in_open = 0; /* the terminal is gone: no more input */
+void pr_exec_maybe_finish(pr_exec_t *x) {
+  if (x->exited && !x->finished && pr_exec_all_eof(x)) finish(x);
 }
 
-static void maybe_finish(pr_exec_t *x) {
-  if (x->exited && !x->finished && all_eof(x)) finish(x);
-}
-
-/* ---- output -------------------------------------------------------------------- */
-
-/* How many bytes the next read may take (back-pressure: what the ring can
- * hold before the host has taken what is pending). */
-static size_t read_room(pr_stream_t *s) {
-  size_t n = sizeof(s->exec->eng->readbuf);
-  if (s->exec->backpressure) {
-    uint64_t pending = pr_ring_undelivered(s->ring);
-    size_t room = pending >= s->ring->limit ? 0 : (size_t)(s->ring->limit - pending);
-    if (room < n) n = room;
-  }
-  return n;
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  (void)suggested;
-  pr_stream_t *s = (pr_stream_t *)h; /* the handle is the first member */
-  buf->base = s->exec->eng->readbuf;
-  buf->len = read_room(s);
-}
-
-static void pause_stream(pr_stream_t *s) {
-  if (is_pty(s)) uv_poll_stop(&s->h.poll);
-  else uv_read_stop((uv_stream_t *)&s->h.pipe);
-  s->paused = 1;
-  pthread_mutex_lock(&s->ring->mu);
-  s->ring->paused = 1;
-  pthread_mutex_unlock(&s->ring->mu);
-}
-
-static void timer_start(pr_exec_t *x, uint64_t ms);
-
-/* Bytes arrived on a stream: keep them and tell the host. */
-static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
-  pr_exec_t *x = s->exec;
-  if (x->secrets && !(p = pr_secrets_mask(x->secrets, (int)(s - x->streams), p, &n))) return; /* *** */
-  if (x->exited && !x->finished) { /* draining: an idle timeout, not an absolute one */
-    uint64_t now = uv_now(&x->eng->loop), at = now + x->eng->opts.drain_ms;
-    if (at > x->drain_deadline) at = x->drain_deadline;
-    timer_start(x, at > now ? at - now : 0);
-  }
-  pr_ring_write(s->ring, p, n);
-  emit_output_marker(x, (int)(s - x->streams));
-  if (x->worker) pr_worker_on_bytes(x, (int)(s - x->streams), p, n); /* worker protocol */
-  if (x->eng->rpc) pr_rpc_on_output(x->eng, x, (int)(s - x->streams)); /* RPC subscribers */
-  if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
-}
-
-/* Output delivery is adaptive. The first bytes after a quiet period are
- * signalled to the host at once (a prompt feels instant); bytes that keep
- * arriving within PR_FLOOD_NS of the last signal wait for the 1 ms flush
- * timer, so under a flood the host wakes about once a millisecond and takes
- * everything that arrived meanwhile in one event, instead of once per read.
- * Every deferred marker is pushed before its execution's terminal event. */
-#define PR_FLOOD_NS 1000000
-
-static void push_marker(pr_exec_t *x, int stream) {
-  pr_stream_t *s = &x->streams[stream];
-  s->last_mark_ns = uv_hrtime();
-  if (!pr_ring_mark(s->ring)) return; /* a marker is already queued: coalesce */
-  pr_event_t *ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return;
-  ev->type = PR_EV_OUTPUT;
-  ev->id = x->id;
-  ev->stream = stream;
-  pr_ring_ref(s->ring);
-  ev->ring = s->ring;
-  pr_emit_event(x->eng, ev);
-}
-
-static void emit_output_marker(pr_exec_t *x, int stream) {
-  pr_stream_t *s = &x->streams[stream];
-  if (!pr_queue_empty(&s->defer)) return; /* the flush timer will signal it */
-  if (s->last_mark_ns && uv_hrtime() - s->last_mark_ns < PR_FLOOD_NS) {
-    pr_engine_t *e = x->eng;
-    pr_queue_push(&e->deferred, &s->defer);
-    if (!uv_is_active((uv_handle_t *)&e->flush_timer))
-      uv_timer_start(&e->flush_timer, pr_exec_on_flush, 1, 0);
-    return;
-  }
-  push_marker(x, stream);
-}
-
-/* Push the deferred marker of `s` now, if it has one. */
-static void flush_stream(pr_stream_t *s) {
-  if (pr_queue_empty(&s->defer)) return;
-  pr_queue_remove(&s->defer);
-  push_marker(s->exec, (int)(s - s->exec->streams));
-}
-
-void pr_exec_on_flush(uv_timer_t *t) {
-  pr_engine_t *e = (pr_engine_t *)t->data;
-  while (!pr_queue_empty(&e->deferred))
-    flush_stream(PR_QUEUE_DATA(pr_queue_head(&e->deferred), pr_stream_t, defer));
-}
-
-static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
-  pr_stream_t *s = (pr_stream_t *)h; /* the handle is the first member */
-  if (nread > 0) {
-    got_bytes(s, buf->base, (size_t)nread);
-    return;
-  }
-  if (nread == 0) return; /* EAGAIN: nothing to do */
-  if (nread == UV_ENOBUFS) { /* back-pressure: on_alloc had no room for this stream */
-    pause_stream(s);
-    return;
-  }
-  /* UV_EOF (or an error) on a pipe: no writer is left. */
-  stream_close(s);
-  maybe_finish(s->exec);
-}
-
-/* Read what the kernel holds for `s` until EAGAIN, at most 64 reads so one
- * busy terminal cannot starve the loop. Returns the bytes taken; the stream
- * is closed when it ended (EOF, or EIO: a pty whose slave side is closed and
- * drained) and paused when back-pressure leaves no room. */
-static size_t read_ready(pr_stream_t *s, uv_os_fd_t fd) {
-  size_t got = 0;
-  for (int i = 0; i < 64 && s->open; i++) {
-    size_t room = read_room(s);
-    if (room == 0) {
-      pause_stream(s);
-      break;
-    }
-    ssize_t n = read(fd, s->exec->eng->readbuf, room);
-    if (n > 0) {
-      got_bytes(s, s->exec->eng->readbuf, (size_t)n);
-      got += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    stream_close(s);
-  }
-  return got;
-}
-
-/* The pty master is readable (or hung up). epoll is level-triggered: if
- * read_ready stopped at its bound, the loop calls again. */
-static void on_pty_poll(uv_poll_t *h, int status, int events) {
-  (void)events;
-  pr_stream_t *s = (pr_stream_t *)h;
-  uv_os_fd_t fd;
-  if (status < 0 || uv_fileno((uv_handle_t *)h, &fd) != 0) stream_close(s);
-  else read_ready(s, fd);
-  if (!s->open) maybe_finish(s->exec);
-}
-
-void pr_exec_resume(pr_exec_t *x) {
-  for (int i = 0; i < PR_NSTREAM; i++) {
-    pr_stream_t *s = &x->streams[i];
-    if (s->open && s->paused && pr_ring_undelivered(s->ring) < s->ring->limit) {
-      s->paused = 0;
-      if (is_pty(s)) uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
-      else uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);
-    }
-  }
+/* Bytes arrived after the exit: the drain window is an idle timeout, not an
+ * absolute one (never past the drain deadline). */
+void pr_exec_drain_more(pr_exec_t *x) {
+  if (!x->exited || x->finished) return;
+  uint64_t now = uv_now(x->ctx->loop), at = now + x->ctx->drain_ms;
+  if (at > x->drain_deadline) at = x->drain_deadline;
+  timer_start(x, at > now ? at - now : 0);
 }
 
 /* ---- timer: timeout → kill grace → drain ----------------------------------------- */
 
 static void on_timer(uv_timer_t *t) {
   pr_exec_t *x = (pr_exec_t *)t->data;
+  uint32_t drain_ms = x->ctx->drain_ms;
   if (x->finished) return;
   if (x->exited) { /* drain deadline: whatever still holds a pipe open is cut off */
     /* ... except a stream paused by back-pressure: the bytes still in its
      * pipe are owed to a consumer that asked to keep everything, so it is
      * the consumer's pace that ends it. Time spent paused does not count
      * against the drain cap (that cap is for grandchildren holding a pipe). */
-    uint64_t now = uv_now(&x->eng->loop);
+    uint64_t now = uv_now(x->ctx->loop);
     /* A starved loop runs its timers before it polls: bytes that reached the
      * kernel within the idle window may not have been seen yet. Take them
      * first; if there were any, the idle window starts again, up to the
@@ -325,30 +162,30 @@ static void on_timer(uv_timer_t *t) {
       pr_stream_t *s = &x->streams[i];
       uv_os_fd_t fd;
       if (s->open && !s->paused && uv_fileno((uv_handle_t *)&s->h, &fd) == 0)
-        late += read_ready(s, fd);
+        late += pr_stream_read_ready(s, fd);
     }
-    if (all_eof(x)) {
+    if (pr_exec_all_eof(x)) {
       finish(x);
       return;
     }
     if (late > 0 && now < x->drain_deadline) {
       uint64_t left = x->drain_deadline - now;
-      timer_start(x, left < x->eng->opts.drain_ms ? left : x->eng->opts.drain_ms);
+      timer_start(x, left < drain_ms ? left : drain_ms);
       return;
     }
     for (int i = 0; i < PR_NSTREAM; i++) {
       if (x->streams[i].open && x->streams[i].paused) {
-        uint64_t cap = (uint64_t)x->eng->opts.drain_ms * 10;
+        uint64_t cap = (uint64_t)drain_ms * 10;
         x->drain_deadline = now + (cap > 5000 ? cap : 5000);
-        timer_start(x, x->eng->opts.drain_ms);
+        timer_start(x, drain_ms);
         return;
       }
     }
     for (int i = 0; i < PR_NSTREAM; i++)
-      if (x->streams[i].ring) stream_close(&x->streams[i]);
-    maybe_finish(x);
+      if (x->streams[i].ring) pr_stream_close(&x->streams[i]);
+    pr_exec_maybe_finish(x);
   } else if (x->stopping) { /* grace over: SIGKILL the whole tree */
-    pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+    pr_sup_send(x->ctx->sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
   } else if (x->state == PR_RUNNING) { /* timeout */
     if (decide(x, PR_TIMED_OUT, "timeout")) stop(x, 0);
   }
@@ -362,16 +199,17 @@ static void timer_start(pr_exec_t *x, uint64_t ms) {
 /* ---- kill ladder ---------------------------------------------------------------- */
 
 static void stop(pr_exec_t *x, int force) {
+  pr_sup_t *sup = x->ctx->sup;
   if (x->state != PR_RUNNING || x->exited) return;
   if (force) {
     x->stopping = 1;
-    pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+    pr_sup_send(sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
     return;
   }
   if (x->stopping) return;
   x->stopping = 1;
-  if (x->pty) pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGHUP, 0, NULL, 0);
-  pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGTERM, 0, NULL, 0);
+  if (x->pty) pr_sup_send(sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGHUP, 0, NULL, 0);
+  pr_sup_send(sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGTERM, 0, NULL, 0);
   timer_start(x, x->grace_ms);
 }
 
@@ -381,7 +219,7 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
     if (force && x->state == PR_RUNNING) stop(x, 1);
     return PR_ALREADY_CANCELING;
   }
-  if (x->worker && x->exited && x->verdict < 0) { /* a worker between two processes */
+  if (x->ops && x->exited && x->verdict < 0) { /* a worker between two processes */
     decide(x, PR_CANCELED, reason);
     finish(x);
     return PR_CANCELING;
@@ -405,23 +243,27 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
 
 /* ---- begin / spawn results ----------------------------------------------------------- */
 
-void pr_exec_begin(pr_exec_t *x) {
-  pr_engine_t *e = x->eng;
-  e->running++;
-  transition(x, PR_STARTING);
-  int rc = pr_sup_ensure(e);
+static int send_spawn(pr_exec_t *x) {
+  pr_sup_t *sup = x->ctx->sup;
+  int rc = x->spawn_msg ? pr_sup_ensure(sup) : PR_ENOMEM;
   if (rc == 0)
-    rc = pr_sup_send(e, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
+    rc = pr_sup_send(sup, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
                      x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, x->spawn_msg,
                      x->spawn_len);
-  if (x->worker == NULL) { /* a worker keeps it for its restarts */
+  return rc;
+}
+
+void pr_exec_begin(pr_exec_t *x) {
+  transition(x, PR_STARTING);
+  int rc = send_spawn(x);
+  if (x->ops == NULL) { /* a worker keeps it for its restarts */
     free(x->spawn_msg);
     x->spawn_msg = NULL;
   }
   if (rc != 0) {
     decide(x, PR_FAILED, "spawn_error");
     free(x->error);
-    const char *detail = pr_sup_last_error(e);
+    const char *detail = pr_sup_last_error(x->ctx->sup);
     size_t n = strlen(detail) + 64;
     x->error = malloc(n);
     if (x->error) snprintf(x->error, n, "%s: %s", pr_err_name(rc), *detail ? detail : pr_strerror(rc));
@@ -429,58 +271,7 @@ void pr_exec_begin(pr_exec_t *x) {
   }
 }
 
-void pr_exec_schedule(pr_engine_t *e) {
-  while (!pr_queue_empty(&e->queued) && !e->closing &&
-         (e->opts.max_running == 0 || e->running < e->opts.max_running)) {
-    pr_queue_t *q = pr_queue_head(&e->queued);
-    pr_queue_remove(q);
-    pr_exec_begin(PR_QUEUE_DATA(q, pr_exec_t, runq));
-  }
-}
-
-static int open_stream(pr_exec_t *x, int which, int fd) {
-  pr_stream_t *s = &x->streams[which];
-  s->exec = x;
-  int rc = which == PR_PTY ? uv_poll_init(&x->eng->loop, &s->h.poll, fd)
-                           : uv_pipe_init(&x->eng->loop, &s->h.pipe, 0);
-  if (rc != 0) {
-    close(fd);
-    return -1;
-  }
-  s->h.pipe.data = x; /* same offset in every handle type */
-  x->handles++;
-  s->open = 1;
-  if (which == PR_PTY) {
-    uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
-    return 0;
-  }
-  if (uv_pipe_open(&s->h.pipe, fd) != 0) {
-    close(fd);
-    stream_close(s);
-    return -1;
-  }
-  uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);
-  return 0;
-}
-
-/* Open x->in on `fd` for writing input. Takes ownership of fd. */
-static void open_input(pr_exec_t *x, int fd) {
-  if (uv_pipe_init(&x->eng->loop, &x->in, 0) != 0) {
-    close(fd);
-    return;
-  }
-  x->in.data = x;
-  x->handles++;
-  if (uv_pipe_open(&x->in, fd) == 0) {
-    x->in_open = 1;
-  } else {
-    close(fd);
-    close_handle(x, (uv_handle_t *)&x->in);
-  }
-}
-
-void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nfds) {
-  pr_exec_t *x = pr_registry_find(e, h->job, 0);
+void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds) {
   int k = 0;
   if (x == NULL || (x->state != PR_STARTING && !x->respawning)) { /* cannot happen; do not leak */
     for (int i = 0; i < nfds; i++) close(fds[i]);
@@ -492,13 +283,13 @@ void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nf
     if (k < nfds) {
       int master = fds[k++];
       int wfd = fcntl(master, F_DUPFD_CLOEXEC, 3); /* input writes on their own fd */
-      if (open_stream(x, PR_PTY, master) == 0 && wfd >= 0) open_input(x, wfd);
+      if (pr_stream_open(x, PR_PTY, master) == 0 && wfd >= 0) pr_exec_open_input(x, wfd);
       else if (wfd >= 0) close(wfd);
     }
   } else {
-    if (x->stdin_pipe && k < nfds) open_input(x, fds[k++]);
-    if (k < nfds) open_stream(x, PR_STDOUT, fds[k++]);
-    if (k < nfds) open_stream(x, PR_STDERR, fds[k++]);
+    if (x->stdin_pipe && k < nfds) pr_exec_open_input(x, fds[k++]);
+    if (k < nfds) pr_stream_open(x, PR_STDOUT, fds[k++]);
+    if (k < nfds) pr_stream_open(x, PR_STDERR, fds[k++]);
   }
   for (; k < nfds; k++) close(fds[k]);
   for (int i = 0; i < PR_NSTREAM; i++) /* a stream that failed to open counts as ended */
@@ -507,17 +298,16 @@ void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nf
   x->respawning = 0;
   if (!again) {
     x->started_at = pr_now_ms();
-    x->started_mono = uv_now(&e->loop);
+    x->started_mono = uv_now(x->ctx->loop);
     transition(x, PR_RUNNING);
   }
-  flush_pending_input(x); /* needs state running */
-  if (x->worker) pr_worker_on_spawned(x);
+  pr_exec_flush_pending_input(x); /* needs state running */
+  if (x->ops && x->ops->spawned) x->ops->spawned(x);
   if (x->verdict == PR_CANCELED) stop(x, x->stopping == 2);
   else if (x->timeout_ms && !again) timer_start(x, x->timeout_ms);
 }
 
-void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h) {
-  pr_exec_t *x = pr_registry_find(e, h->job, 0);
+void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h) {
   if (x == NULL || (x->state != PR_STARTING && !x->respawning)) return;
   x->respawning = 0;
   x->exited = 1; /* no process (a worker's restart failed) */
@@ -533,8 +323,7 @@ void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h) {
   finish(x);
 }
 
-void pr_exec_on_exited(pr_engine_t *e, const pr_wire_hdr_t *h) {
-  pr_exec_t *x = pr_registry_find(e, h->job, 0);
+void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h) {
   if (x == NULL || x->exited || x->finished) return;
   x->exited = 1;
   if (h->flags & PR_WF_SIGNALED) {
@@ -548,245 +337,36 @@ void pr_exec_on_exited(pr_engine_t *e, const pr_wire_hdr_t *h) {
   /* Output may still be queued (a big pty backlog) or a background process
    * may hold a stream open: wait until drain_ms pass without a byte, and
    * never longer than ten times that (at least 5 s) in all. */
-  uint64_t cap = (uint64_t)e->opts.drain_ms * 10;
-  x->drain_deadline = uv_now(&e->loop) + (cap > 5000 ? cap : 5000);
-  if (all_eof(x)) finish(x);
-  else timer_start(x, e->opts.drain_ms);
+  uint32_t drain_ms = x->ctx->drain_ms;
+  uint64_t cap = (uint64_t)drain_ms * 10;
+  x->drain_deadline = uv_now(x->ctx->loop) + (cap > 5000 ? cap : 5000);
+  if (pr_exec_all_eof(x)) finish(x);
+  else timer_start(x, drain_ms);
 }
 
 /* The shepherd died: its jobs lost their parent. Kill what we can still
  * reach safely (the leader's group, only while its pidfd says it is alive,
- * i.e. its pid cannot have been reused) and end every live execution. */
-void pr_exec_on_supervisor_lost(pr_engine_t *e) {
-  pr_queue_t *q;
-  PR_QUEUE_FOREACH(q, &e->order) {
-    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
-    if (x->finished || x->state == PR_QUEUED) continue;
-    if (!x->exited && x->pidfd >= 0) {
-      if (syscall(SYS_pidfd_send_signal, x->pidfd, 0, NULL, 0) == 0) {
-        kill(-(pid_t)x->pid, SIGKILL);
-        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-      }
+ * i.e. its pid cannot have been reused) and end x. */
+void pr_exec_on_supervisor_lost(pr_exec_t *x) {
+  if (x->finished || x->state == PR_QUEUED) return;
+  if (!x->exited && x->pidfd >= 0) {
+    if (syscall(SYS_pidfd_send_signal, x->pidfd, 0, NULL, 0) == 0) {
+      kill(-(pid_t)x->pid, SIGKILL);
+      syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
     }
-    x->exited = 1;
-    x->released = 1; /* nobody to release it to */
-    free(x->reason);
-    x->reason = strdup("supervisor_lost");
-    x->verdict = PR_FAILED;
-    for (int i = 0; i < PR_NSTREAM; i++)
-      if (x->streams[i].ring) stream_close(&x->streams[i]);
-    if (x->state == PR_STARTING) { /* no SPAWNED will come */
-      finish(x);
-      continue;
-    }
-    maybe_finish(x);
   }
-}
-
-/* ---- workers: one execution, several processes ------------------------------------ */
-
-void pr_exec_park(pr_exec_t *x) {
-  if (x->timer_open) uv_timer_stop(&x->timer);
-  if (!x->released && pr_sup_alive(x->eng))
-    pr_sup_send(x->eng, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
-  x->released = 1;
   x->exited = 1;
-  x->respawning = 0;
-  x->in_open = 0;
-  if (x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
-  if (x->pidfd >= 0) {
-    close(x->pidfd);
-    x->pidfd = -1;
-  }
-  drop_pending_input(x);
-  x->verdict = -1;
+  x->released = 1; /* nobody to release it to */
   free(x->reason);
-  x->reason = NULL;
-  x->stopping = 0;
-  x->in_closing = 0;
-  x->pid = 0;
-}
-
-void pr_exec_respawn(pr_exec_t *x) {
-  pr_engine_t *e = x->eng;
-  for (int i = 0; i < PR_NSTREAM; i++) {
-    x->streams[i].eof = 0;
-    x->streams[i].paused = 0;
-  }
-  x->exited = 0;
-  x->released = 0;
-  x->respawning = 1;
-  x->exit_code = -1;
-  x->signal = 0;
-  int rc = x->spawn_msg ? pr_sup_ensure(e) : PR_ENOMEM;
-  if (rc == 0)
-    rc = pr_sup_send(e, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
-                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, x->spawn_msg,
-                     x->spawn_len);
-  if (rc != 0) {
-    x->respawning = 0;
-    x->exited = 1;
-    x->released = 1;
-    for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
-    decide(x, PR_FAILED, "spawn_error");
+  x->reason = strdup("supervisor_lost");
+  x->verdict = PR_FAILED;
+  for (int i = 0; i < PR_NSTREAM; i++)
+    if (x->streams[i].ring) pr_stream_close(&x->streams[i]);
+  if (x->state == PR_STARTING) { /* no SPAWNED will come */
     finish(x);
+    return;
   }
-}
-
-/* ---- the end ------------------------------------------------------------------------ */
-
-static void finish(pr_exec_t *x) {
-  pr_engine_t *e = x->eng;
-  if (x->finished) return;
-  if (x->worker && pr_worker_on_end(x)) return; /* the worker restarts: still running */
-  x->finished = 1;
-  int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
-  if (x->state == PR_RUNNING && !x->released && pr_sup_alive(e)) {
-    pr_sup_send(e, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
-    x->released = 1;
-  }
-  for (int i = 0; i < PR_NSTREAM; i++) {
-    if (x->streams[i].ring) {
-      flush_stream(&x->streams[i]); /* every output event precedes the terminal one */
-      stream_close(&x->streams[i]);
-      pr_ring_shrink(x->streams[i].ring);
-    }
-  }
-  x->in_open = 0;
-  if (x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
-  if (x->timer_open) {
-    x->timer_open = 0;
-    close_handle(x, (uv_handle_t *)&x->timer);
-  }
-  if (x->pidfd >= 0) {
-    close(x->pidfd);
-    x->pidfd = -1;
-  }
-  drop_pending_input(x);
-  x->ended_at = pr_now_ms();
-  if (x->started_mono) x->duration_ms = uv_now(&e->loop) - x->started_mono;
-  int verdict = x->verdict >= 0 ? x->verdict : PR_FAILED;
-  x->pid = 0;
-  transition(x, (pr_state_t)verdict);
-  e->nterminal++;
-  if (was_active) e->running--;
-  if (!e->closing) {
-    pr_registry_prune(e);
-    pr_exec_schedule(e);
-  } else {
-    pr_engine_on_finished(e);
-  }
-}
-
-void pr_exec_abandon(pr_exec_t *x) {
-  if (x->finished) return;
-  if (x->state == PR_QUEUED) pr_queue_remove(&x->runq);
-  if (x->verdict < 0) decide(x, PR_CANCELED, "engine_closed");
-  if (x->state == PR_RUNNING && !x->exited)
-    pr_sup_send(x->eng, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
-  x->exited = 1;
-  finish(x);
-}
-
-/* ---- stdin ---------------------------------------------------------------------------- */
-
-static void on_write(uv_write_t *req, int status) {
-  (void)status; /* EPIPE when the child closed its stdin: nothing to report to anyone */
-  free(req);
-}
-
-static uv_stream_t *input_stream(pr_exec_t *x) { return (uv_stream_t *)&x->in; }
-
-static void drop_pending_input(pr_exec_t *x) { pr_buf_free(&x->pending_in); }
-
-/* Input given before the process existed goes out first, in order. */
-static void flush_pending_input(pr_exec_t *x) {
-  int close_after = x->in_closing;
-  x->in_closing = 0;
-  size_t n = x->pending_in.len;
-  char *p = pr_buf_release(&x->pending_in);
-  if (n && x->in_open) pr_exec_input(x, p, n);
-  free(p);
-  if (close_after && x->in_open) pr_exec_close_stdin(x);
-  else if (close_after) x->in_closing = 1;
-}
-
-/* Keep input given while queued or starting, at most PR_PENDING_INPUT_MAX bytes. */
-static int keep_pending_input(pr_exec_t *x, const char *data, size_t len) {
-  if (len > PR_PENDING_INPUT_MAX - x->pending_in.len) return PR_EBUSY;
-  int rc = pr_buf_add(&x->pending_in, data, len);
-  x->pending_in.err = 0; /* refused, nothing kept: the next input may try again */
-  return rc;
-}
-
-int pr_exec_input(pr_exec_t *x, const char *data, size_t len) {
-  if ((x->state == PR_QUEUED || x->state == PR_STARTING) && x->verdict < 0) {
-    if (!x->stdin_pipe || x->in_closing) return PR_ESTDINCLOSED;
-    return len ? keep_pending_input(x, data, len) : 0;
-  }
-  if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
-  if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
-  if (len == 0) return 0;
-  uv_stream_t *s = input_stream(x);
-  if (s->write_queue_size >= PR_PENDING_INPUT_MAX) return PR_EBUSY; /* it does not read */
-  /* Try the fast path first (one buffer; libuv refuses it while writes are
-   * queued, so order holds); queue what the pipe would not take now. */
-  size_t first = len < PR_INPUT_CHUNK ? len : PR_INPUT_CHUNK;
-  uv_buf_t b = uv_buf_init((char *)data, (unsigned)first);
-  int n = uv_try_write(s, &b, 1);
-  if (n < 0 && n != UV_EAGAIN) return n == UV_EPIPE ? PR_ESTDINCLOSED : n;
-  size_t done = n > 0 ? (size_t)n : 0;
-  if (done == len) return 0;
-  size_t rest = len - done, nbufs = (rest + PR_INPUT_CHUNK - 1) / PR_INPUT_CHUNK;
-  write_t *w = malloc(sizeof(*w) + rest);
-  uv_buf_t small[4], *bufs = nbufs <= 4 ? small : malloc(nbufs * sizeof(*bufs));
-  if (w == NULL || bufs == NULL || nbufs > UINT_MAX) {
-    free(w);
-    if (bufs != small) free(bufs);
-    return PR_ENOMEM;
-  }
-  memcpy(w->data, data + done, rest);
-  for (size_t i = 0; i < nbufs; i++) {
-    size_t off = i * PR_INPUT_CHUNK, k = rest - off < PR_INPUT_CHUNK ? rest - off : PR_INPUT_CHUNK;
-    bufs[i] = uv_buf_init(w->data + off, (unsigned)k);
-  }
-  int rc = uv_write(&w->req, s, bufs, (unsigned)nbufs, on_write); /* copies bufs[] */
-  if (bufs != small) free(bufs);
-  if (rc != 0) {
-    free(w);
-    return rc == UV_EPIPE ? PR_ESTDINCLOSED : rc;
-  }
-  return 0;
-}
-
-static void on_shutdown(uv_shutdown_t *req, int status) {
-  (void)status;
-  pr_exec_t *x = (pr_exec_t *)req->data;
-  free(req);
-  if (x->in.data == x) close_handle(x, (uv_handle_t *)&x->in);
-}
-
-int pr_exec_close_stdin(pr_exec_t *x) {
-  if ((x->state == PR_QUEUED || x->state == PR_STARTING) && x->verdict < 0) {
-    if (!x->stdin_pipe || x->in_closing) return PR_ESTDINCLOSED;
-    x->in_closing = 1; /* applied after the pending input once running */
-    return 0;
-  }
-  if (x->state != PR_RUNNING || x->exited) return PR_ENOTRUNNING;
-  if (!x->in_open || x->in_closing) return PR_ESTDINCLOSED;
-  if (x->pty) { /* a terminal has no stdin to close: send the EOF character */
-    return pr_exec_input(x, "\x04", 1);
-  }
-  x->in_closing = 1;
-  x->in_open = 0;
-  uv_shutdown_t *req = malloc(sizeof(*req));
-  if (req == NULL || uv_shutdown(req, (uv_stream_t *)&x->in, on_shutdown) != 0) {
-    free(req);
-    close_handle(x, (uv_handle_t *)&x->in);
-    return 0;
-  }
-  req->data = x;
-  return 0;
+  pr_exec_maybe_finish(x);
 }
 
 int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
@@ -799,6 +379,105 @@ int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
   struct winsize ws = {.ws_row = rows, .ws_col = cols};
   if (ioctl(fd, TIOCSWINSZ, &ws) < 0) return -errno;
   return 0;
+}
+
+/* ---- workers: one execution, several processes ------------------------------------ */
+
+void pr_exec_park(pr_exec_t *x) {
+  pr_sup_t *sup = x->ctx->sup;
+  if (x->timer_open) uv_timer_stop(&x->timer);
+  if (!x->released && pr_sup_alive(sup)) pr_sup_send(sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+  x->released = 1;
+  x->exited = 1;
+  x->respawning = 0;
+  pr_exec_close_input(x);
+  if (x->pidfd >= 0) {
+    close(x->pidfd);
+    x->pidfd = -1;
+  }
+  pr_exec_drop_pending_input(x);
+  x->verdict = -1;
+  free(x->reason);
+  x->reason = NULL;
+  x->stopping = 0;
+  x->in_closing = 0;
+  x->pid = 0;
+}
+
+void pr_exec_respawn(pr_exec_t *x) {
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    x->streams[i].eof = 0;
+    x->streams[i].paused = 0;
+  }
+  x->exited = 0;
+  x->released = 0;
+  x->respawning = 1;
+  x->exit_code = -1;
+  x->signal = 0;
+  if (send_spawn(x) != 0) {
+    x->respawning = 0;
+    x->exited = 1;
+    x->released = 1;
+    for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
+    decide(x, PR_FAILED, "spawn_error");
+    finish(x);
+  }
+}
+
+/* ---- the end ------------------------------------------------------------------------ */
+
+static void finish(pr_exec_t *x) {
+  pr_exec_ctx_t *c = x->ctx;
+  if (x->finished) return;
+  if (x->ops && x->ops->end && x->ops->end(x)) return; /* the worker restarts: still running */
+  x->finished = 1;
+  int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
+  if (x->state == PR_RUNNING && !x->released && pr_sup_alive(c->sup)) {
+    pr_sup_send(c->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+    x->released = 1;
+  }
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (x->streams[i].ring) {
+      pr_stream_close(&x->streams[i]);
+      pr_ring_shrink(x->streams[i].ring);
+    }
+  }
+  x->in_open = 0;
+  pr_exec_close_input(x);
+  if (x->timer_open) {
+    x->timer_open = 0;
+    close_handle((uv_handle_t *)&x->timer);
+  }
+  if (x->pidfd >= 0) {
+    close(x->pidfd);
+    x->pidfd = -1;
+  }
+  pr_exec_drop_pending_input(x);
+  x->ended_at = pr_now_ms();
+  if (x->started_mono) x->duration_ms = uv_now(c->loop) - x->started_mono;
+  int verdict = x->verdict >= 0 ? x->verdict : PR_FAILED;
+  x->pid = 0;
+  transition(x, (pr_state_t)verdict); /* listeners: every output event precedes this one */
+  c->ended(c, x, was_active);
+}
+
+void pr_exec_refuse(pr_exec_t *x, int err) {
+  if (x->finished) return;
+  decide(x, PR_FAILED, "spawn_error");
+  free(x->error);
+  size_t n = 128;
+  if ((x->error = malloc(n)) != NULL) snprintf(x->error, n, "%s: %s", pr_err_name(err), pr_strerror(err));
+  finish(x);
+}
+
+void pr_exec_abandon(pr_exec_t *x) {
+  if (x->finished) return;
+  if (x->state == PR_QUEUED) pr_queue_remove(&x->runq);
+  if (x->verdict < 0) decide(x, PR_CANCELED, "engine_closed");
+  if (x->state == PR_RUNNING && !x->exited)
+    pr_sup_send(x->ctx->sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+  x->exited = 1;
+  finish(x);
 }
 
 /* ---- records ---------------------------------------------------------------------------- */
@@ -824,7 +503,7 @@ void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief) {
   r->started_at = x->started_at;
   r->ended_at = x->ended_at;
   r->duration_ms = x->finished ? x->duration_ms
-                   : x->started_mono ? uv_now(&x->eng->loop) - x->started_mono
+                   : x->started_mono ? uv_now(x->ctx->loop) - x->started_mono
                                      : 0;
   for (int i = 0; i < PR_NSTREAM; i++) {
     if (x->streams[i].ring == NULL) continue;
@@ -839,7 +518,7 @@ void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief) {
     r->env_keys_len = x->env_keys ? x->env_keys_len : 0;
   }
   r->worker_state = -1;
-  if (x->worker) pr_worker_snapshot(x, r);
+  if (x->ops && x->ops->record) x->ops->record(x, r);
 }
 
 pr_record_t *pr_exec_snapshot(const pr_exec_t *x) {
@@ -852,6 +531,51 @@ pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x) {
   pr_record_t r;
   pr_exec_view(x, &r, 1);
   return pr_record_dup(&r);
+}
+
+pr_ring_t *pr_exec_ring(const pr_exec_t *x, int stream) {
+  return stream >= 0 && stream < PR_NSTREAM ? x->streams[stream].ring : NULL;
+}
+
+char *pr_exec_scrub(const pr_exec_t *x, const char *s) { return pr_secrets_scrub(x->secrets, s); }
+
+pr_exec_t *pr_exec_restore(pr_exec_ctx_t *c, pr_record_t *r, pr_ring_t *const *rings) {
+  pr_exec_t *x = pr_exec_alloc();
+  if (x == NULL) {
+    for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(rings[i]);
+    pr_record_free(r);
+    return NULL;
+  }
+  x->ctx = c;
+  x->finished = x->exited = x->released = x->previous_session = 1;
+  x->id = r->id;
+  x->session = r->session;
+  x->label = r->label;
+  x->owner = r->owner;
+  x->cwd = r->cwd;
+  x->shell = r->shell;
+  x->argv = r->argv;
+  x->argc = r->argv ? r->argc : 0;
+  x->pty = r->pty;
+  x->state = r->state;
+  x->verdict = (int)r->state;
+  x->reason = r->reason;
+  x->error = r->error;
+  x->exit_code = r->exit_code;
+  x->signal = r->signal;
+  x->created_at = r->created_at;
+  x->started_at = r->started_at;
+  x->ended_at = r->ended_at;
+  x->duration_ms = r->duration_ms;
+  x->env_keys = r->env_keys;
+  x->env_keys_len = r->env_keys ? r->env_keys_len : 0;
+  free(r); /* its strings now belong to x */
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    x->streams[i].exec = x;
+    x->streams[i].ring = rings[i];
+    x->streams[i].eof = 1;
+  }
+  return x;
 }
 
 void pr_exec_release(pr_exec_t *x) {
@@ -876,7 +600,7 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->reason);
   free(x->error);
   free(x->spawn_msg);
-  pr_worker_free(x->worker);
+  if (x->ops && x->ops->free) x->ops->free(x->sub);
   if (x->pidfd >= 0) close(x->pidfd);
   pr_buf_free(&x->pending_in);
   free(x);

@@ -1,38 +1,139 @@
-/* exec.h — one execution's lifecycle on the engine thread.
+/* engine/exec.h — one execution: its record, its streams, its lifecycle.
  *
- * Thread: engine, every function.
+ * Thread: engine, every function, except pr_exec_alloc and pr_exec_free of
+ * an execution no thread has seen yet (the host builds one, engine/build.c).
  *
  *   queued ─► starting ─► running ─► completed | failed | canceled | timed_out
  *      └────────┴──► canceled | failed
  *
- * pr_exec_transition is the only place a state changes; it rejects anything
- * not in that table. The terminal state is decided by the first of {exit,
- * cancel, timeout} (x->verdict) but only entered once the leader has exited
- * AND every stream reached EOF (or the drain timer gave up).
+ * transition() in exec.c is the only place a state changes; it rejects
+ * anything not in that table and tells the listeners (engine/events.h). The
+ * terminal state is decided by the first of {exit, cancel, timeout}
+ * (x->verdict) but only entered once the leader has exited AND every stream
+ * reached EOF (or the drain timer gave up).
+ *
+ *   exec.c    transitions, verdict, timer (timeout → kill grace → drain), kill
+ *             ladder, spawn results, worker park/respawn, the end, records
+ *   stream.c  output streams (pipes, pty master), stdin writes, pending input
+ *
+ * An execution knows its surroundings only through its pr_exec_ctx_t (the
+ * loop, the shepherd link, the listeners, and one callback when it ends) and
+ * a subtype (a supervised worker) only through its pr_exec_ops_t.
  */
 #ifndef PR_EXEC_H
 #define PR_EXEC_H
 
-#include "engine/types.h"
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/queue.h"
+#include "base/ring.h"
 #include "base/wire.h"
+#include "engine/events.h"
+#include "include/proctor.h"
 
-/* pr_exec_begin: take a queued execution to `starting` and ask the shepherd
- * to spawn it (starting the shepherd if needed). */
-void pr_exec_begin(pr_exec_t *x);
+typedef struct pr_sup pr_sup_t;
+typedef struct pr_exec_ctx pr_exec_ctx_t;
 
-/* pr_exec_schedule: begin queued executions while running < max_running. */
-void pr_exec_schedule(pr_engine_t *e);
+/* One output stream of an execution. */
+typedef struct {
+  /* Pipes are read with libuv's stream reader. A pty master is read with a
+   * poll handle and our own read loop: libuv takes POLLHUP after a partial
+   * read as EOF, but a pty master returns at most 4095 bytes per read and
+   * raises POLLHUP as soon as the slave closes, with output still queued —
+   * that is how terminal output loses its tail. Only EIO (or 0) ends it here. */
+  union {
+    uv_pipe_t pipe;  /* pipe streams, valid while `open` */
+    uv_poll_t poll;  /* the pty stream, valid while `open` */
+  } h;               /* first member: a handle pointer is a stream pointer */
+  pr_exec_t *exec;
+  pr_ring_t *ring;   /* NULL when the execution has no such stream */
+  int open;          /* handle initialised, uv_close not yet called */
+  int eof;           /* EOF/EIO seen or stream closed by the drain timer */
+  int paused;        /* back-pressure: reading stopped until the host catches up */
+  /* the host queue's (engine/hostq.c), per stream: */
+  uint64_t last_mark_ns; /* uv_hrtime of the last output marker queued for the host */
+  pr_queue_t defer;  /* on the host queue's deferred list while a marker waits */
+} pr_stream_t;
 
-/* Shepherd packet handlers (supervisor.c calls them). They take ownership
- * of the fds. */
-void pr_exec_on_spawned(pr_engine_t *e, const pr_wire_hdr_t *h, int *fds, int nfds);
-void pr_exec_on_failed(pr_engine_t *e, const pr_wire_hdr_t *h);
-void pr_exec_on_exited(pr_engine_t *e, const pr_wire_hdr_t *h);
-void pr_exec_on_supervisor_lost(pr_engine_t *e);
+/* A subtype of execution (a supervised worker, engine/worker.c) plugs in
+ * here, like Neovim's proc->type or Redis's ConnectionType. Every slot may be
+ * NULL. x->sub is its state. */
+typedef struct pr_exec_ops {
+  /* bytes of `stream` arrived (already kept in the ring and masked) */
+  void (*bytes)(pr_exec_t *x, int stream, const char *p, size_t n);
+  /* a (new) process of x is running */
+  void (*spawned)(pr_exec_t *x);
+  /* the process of x is gone and finish() is about to end x: return 1 to keep
+   * x running without a process (it restarts), 0 to let it end */
+  int (*end)(pr_exec_t *x);
+  /* fill the subtype's fields of record r */
+  void (*record)(const pr_exec_t *x, pr_record_t *r);
+  /* free x->sub (any thread; its handles are closed) */
+  void (*free)(void *sub);
+} pr_exec_ops_t;
 
-/* pr_exec_cancel: request the end; `reason` is recorded when this call decides
- * the verdict ("canceled", "engine_closed"). */
-pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
+/* What every execution of an engine shares. Owned by engine/control.c. */
+struct pr_exec_ctx {
+  uv_loop_t *loop;
+  pr_sup_t *sup;        /* the shepherd link (engine/supervisor.h) */
+  pr_listeners_t *ls;   /* told every state change, output, worker event */
+  uint32_t drain_ms;    /* how long output may still arrive after exit */
+  int closing;          /* the engine shuts down: no scheduling, no restarts */
+  /* x entered its terminal state; was_active: it was starting or running */
+  void (*ended)(pr_exec_ctx_t *c, pr_exec_t *x, int was_active);
+  char readbuf[65536];  /* every read lands here first */
+};
+
+struct pr_exec {
+  pr_queue_t order;  /* registry list, id order */
+  pr_queue_t runq;   /* the scheduler's queue while queued */
+  pr_exec_ctx_t *ctx;
+  uint64_t id, session;
+  char *label, *owner, *cwd, *shell;
+  char **argv; /* NULL-terminated, argc entries */
+  size_t argc;
+  char *spawn_msg; /* serialized spawn payload until sent (a worker keeps it), then NULL */
+  size_t spawn_len;
+  int pty, stdin_pipe, backpressure;
+  uint16_t cols, rows;
+  uint64_t timeout_ms;
+  uint32_t grace_ms;
+
+  pr_state_t state;
+  int verdict;       /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
+  int stopping;      /* kill ladder started (2 while starting: SIGKILL at once) */
+  int exited;        /* shepherd reported the leader's exit */
+  int finished;      /* terminal event emitted */
+  int released;      /* RELEASE sent to the shepherd */
+  char *reason, *error;
+  int exit_code, signal;
+  int64_t pid;
+  int pidfd;         /* -1 when none */
+  uint64_t created_at, started_at, ended_at; /* ms since the epoch */
+  uint64_t started_mono;                     /* uv_now at running, for duration */
+  uint64_t drain_deadline;                   /* uv_now after which draining stops, whatever arrives */
+  uint64_t duration_ms;
+  const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
+  void *sub;                /* the subtype's state */
+  int respawning;    /* subtype: a replacement process was asked for; SPAWNED not seen yet */
+
+  pr_stream_t streams[PR_NSTREAM];
+  uv_pipe_t in;      /* stdin pipe, or a dup of the pty master used only for writing */
+  int in_open;       /* stdin handle usable for writes */
+  int in_closing;    /* close_stdin requested */
+  pr_buf_t pending_in; /* input given while queued/starting, written once running;
+                        * at most PR_PENDING_INPUT_MAX bytes */
+  uv_timer_t timer;  /* timeout, then kill grace, then drain: one phase at a time */
+  int timer_open;
+  char *env_keys;    /* keys the child got, NUL-separated (secrets.c), or NULL */
+  size_t env_keys_len;
+  int previous_session; /* restored from a history file: no process, no handles */
+  struct pr_secrets *secrets; /* values masked in output (secrets.c), or NULL */
+  int handles;       /* open libuv handles; the record is freed when 0 and `dead` */
+  int dead;          /* removed from the registry */
+};
 
 /* Input given while an execution is queued or starting is kept (and written
  * once it runs) up to this many bytes in all; more is refused with PR_EBUSY.
@@ -42,77 +143,104 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
  * hold unbounded memory. */
 #define PR_PENDING_INPUT_MAX ((size_t)16 << 20)
 
-/* pr_exec_input: write `len` bytes (any size: a write is split into buffers
- * libuv can describe) or keep them while queued/starting. Returns 0,
- * PR_ENOTRUNNING, PR_ESTDINCLOSED, PR_EBUSY (more than PR_PENDING_INPUT_MAX
- * bytes would wait for the process to start, or already wait for it to read),
- * PR_ENOMEM, or a UV_E* code.
- * close_stdin / resize: 0 or PR_ENOTRUNNING / PR_ESTDINCLOSED / PR_EINVAL. */
-int pr_exec_input(pr_exec_t *x, const char *data, size_t len);
-int pr_exec_close_stdin(pr_exec_t *x);
-int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows);
+/* ---- life (exec.c) -------------------------------------------------------------------- */
 
-/* pr_exec_resume: the host consumed output of a paused stream; read again. */
-void pr_exec_resume(pr_exec_t *x);
+/* pr_exec_alloc: a new execution in its "closed" state (no ids, no strings,
+ * no handles), valid for pr_exec_free. NULL when out of memory. Any thread. */
+pr_exec_t *pr_exec_alloc(void);
+
+/* pr_exec_attach: x joins the engine of `c` (its timer is created). */
+void pr_exec_attach(pr_exec_t *x, pr_exec_ctx_t *c);
+
+/* pr_exec_enqueued: x is queued: tell the listeners its first state (prev
+ * PR_NSTATE) — the one announcement of `queued`, for every surface. */
+void pr_exec_enqueued(pr_exec_t *x);
+
+/* pr_exec_begin: take a queued execution to `starting` and ask the shepherd
+ * to spawn it (starting the shepherd if needed). A failure ends it at once. */
+void pr_exec_begin(pr_exec_t *x);
+
+/* pr_exec_refuse: end queued x at once as failed/spawn_error, `err` being
+ * why (it could not be registered). */
+void pr_exec_refuse(pr_exec_t *x, int err);
+
+/* pr_exec_restore: a finished execution with no process and no handles from a
+ * record of an earlier engine (store/history.c load). Takes the record's
+ * strings (and frees `r`) and the rings (NULL: no such stream). NULL when out
+ * of memory (the record and rings are freed). */
+pr_exec_t *pr_exec_restore(pr_exec_ctx_t *c, pr_record_t *r, pr_ring_t *const *rings);
+
+/* Shepherd packet results, dispatched by the owner of the shepherd link
+ * (engine/control.c) to the execution named in the packet. on_spawned takes
+ * ownership of the fds. */
+void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds);
+void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h);
+void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h);
+/* The shepherd died: kill what can still be reached safely, end x. */
+void pr_exec_on_supervisor_lost(pr_exec_t *x);
+
+/* pr_exec_cancel: request the end; `reason` is recorded when this call decides
+ * the verdict ("canceled", "engine_closed", "disconnected"). */
+pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
+
+/* pr_exec_resize: set the pty size. 0, PR_ENOTRUNNING or PR_EINVAL (no pty). */
+int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows);
 
 /* pr_exec_abandon: end a live execution at once during engine shutdown:
  * close its streams and emit its terminal event (state from the verdict). */
 void pr_exec_abandon(pr_exec_t *x);
 
-/* pr_exec_park: the process of worker `x` ended (exited, streams at EOF) and
- * will be replaced: release its shepherd job and forget its verdict; `x`
- * stays running without a process (exited = 1, verdict = -1) until
- * pr_exec_respawn. Only from pr_worker_on_end. */
+/* pr_exec_park: the process of a subtype execution ended (exited, streams at
+ * EOF) and will be replaced: release its shepherd job and forget its verdict;
+ * x stays running without a process (exited = 1, verdict = -1) until
+ * pr_exec_respawn. Only from ops->end. */
 void pr_exec_park(pr_exec_t *x);
 
-/* pr_exec_respawn: spawn a new process for parked worker `x` with the same
- * spawn payload; its SPAWNED opens new streams into the same rings. A failure
- * ends it like an exit (finish, so pr_worker_on_end decides again). */
+/* pr_exec_respawn: spawn a new process for parked x with the same spawn
+ * payload; its SPAWNED opens new streams into the same rings. A failure ends
+ * it like an exit (finish, so ops->end decides again). */
 void pr_exec_respawn(pr_exec_t *x);
 
-/* pr_exec_view: the record of `x` as it is now, borrowing x's strings (valid
- * until x changes: use it at once). `brief`: without env_keys.
- * pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM).
+/* pr_exec_snapshot: a host-owned copy of the record (NULL on ENOMEM).
  * pr_exec_snapshot_brief: the same for a list, without env_keys (`brief` set):
  * listing 1000 executions must not copy and push 1000 environments. */
-void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief);
 pr_record_t *pr_exec_snapshot(const pr_exec_t *x);
 pr_record_t *pr_exec_snapshot_brief(const pr_exec_t *x);
 
-/* pr_exec_release: drop a dead execution once its handles are closed. Called
- * by the registry when it forgets `x`. */
+/* pr_exec_release: x left the registry: free it once its handles are closed. */
 void pr_exec_release(pr_exec_t *x);
 
-/* pr_exec_free: free the memory of `x` (no handle may be open). */
+/* pr_exec_free: free the memory of x (no handle may be open). */
 void pr_exec_free(pr_exec_t *x);
 
-/* pr_exec_on_flush: the engine's flush timer fired: push every deferred
- * output marker (see emit_output_marker in exec.c). */
-void pr_exec_on_flush(uv_timer_t *t);
-
-/* pr_exec_handle_closed: uv_close callback of every handle an execution owns. */
+/* pr_exec_handle_closed: uv_close callback of every handle an execution owns
+ * (handle->data is the execution). */
 void pr_exec_handle_closed(uv_handle_t *h);
 
-/* pr_engine_run_cmd (engine.c): run one command on the engine thread and
- * leave its results in `c` (rc, out, n, r1, r2) without answering anyone: the
- * host's on_async path and the RPC handlers share it. `c->session` scopes
- * lookups (0: every execution). START takes c->exec (built by
- * pr_engine_build_exec) and sets it to NULL. Engine thread only. */
-void pr_engine_run_cmd(pr_engine_t *e, pr_cmd_t *c);
+/* ---- streams and stdin (stream.c) ----------------------------------------------------- */
 
-/* pr_engine_build_exec (engine.c): validate `s` and build a new execution
- * with its id, rings and spawn payload; `base_env` is the environment it
- * inherits unless s->clear_env (the host passes environ, the engine thread
- * e->rpc_env). Strings are copied. Any thread. Returns 0 and *out, or
- * PR_EINVAL / PR_ETOOBIG / PR_ENOMEM. */
-int pr_engine_build_exec(pr_engine_t *e, const pr_spec_t *s, char *const *base_env,
-                         pr_exec_t **out);
+/* pr_exec_input: write `len` bytes (any size: a write is split into buffers
+ * libuv can describe) or keep them while queued/starting. Returns 0,
+ * PR_ENOTRUNNING, PR_ESTDINCLOSED, PR_EBUSY (more than PR_PENDING_INPUT_MAX
+ * bytes would wait for the process to start, or already wait for it to read),
+ * PR_ENOMEM, or a UV_E* code.
+ * close_stdin: 0 or PR_ENOTRUNNING / PR_ESTDINCLOSED. */
+int pr_exec_input(pr_exec_t *x, const char *data, size_t len);
+int pr_exec_close_stdin(pr_exec_t *x);
 
-/* Emitting events into the host queue (engine.c). */
-void pr_emit_event(pr_engine_t *e, pr_event_t *ev);
+/* pr_exec_resume: the host consumed output of a paused stream; read again. */
+void pr_exec_resume(pr_exec_t *x);
 
-/* pr_engine_on_finished: an execution ended while the engine is closing
- * (engine.c; shuts down once nothing is live). */
-void pr_engine_on_finished(pr_engine_t *e);
+/* Between exec.c and stream.c. */
+int pr_stream_open(pr_exec_t *x, int which, int fd);  /* takes fd; 0 or -1 */
+void pr_stream_close(pr_stream_t *s);
+size_t pr_stream_read_ready(pr_stream_t *s, uv_os_fd_t fd); /* bytes taken */
+void pr_exec_open_input(pr_exec_t *x, int fd);         /* takes fd */
+void pr_exec_close_input(pr_exec_t *x);
+void pr_exec_flush_pending_input(pr_exec_t *x);        /* needs state running */
+void pr_exec_drop_pending_input(pr_exec_t *x);
+void pr_exec_drain_more(pr_exec_t *x);                 /* bytes came while draining */
+void pr_exec_maybe_finish(pr_exec_t *x);               /* exited and every stream at EOF: end */
+int pr_exec_all_eof(const pr_exec_t *x);
 
 #endif

@@ -1,4 +1,4 @@
-/* supervisor.c — start the shepherd and speak the wire protocol with it.
+/* engine/supervisor.c — start the shepherd and speak the wire protocol with it.
  *
  * Thread: engine. The host never has a long-lived child: the shepherd is
  * started with posix_spawn (vfork-like, safe in a threaded host) and forks
@@ -6,7 +6,7 @@
  * waitpid(-1) — and the real shepherd is adopted by init.
  *
  *   engine ── socketpair(SEQPACKET) ──► proctor-shepherd --daemon 3
- *   uv_poll_t on our end: readable → pr_wire_recv → exec.c handlers
+ *   uv_poll_t on our end: readable → pr_wire_recv → the owner's pr_sup_ops_t
  *                          writable → flush sendq (only while it is non-empty)
  */
 
@@ -25,8 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/exec.h"
-#include "base/wire.h"
+#include "include/proctor.h"
 
 typedef struct {
   pr_queue_t node;
@@ -34,12 +33,12 @@ typedef struct {
   char payload[];
 } packet_t;
 
-typedef struct {
-  uv_poll_t poll;
+typedef struct pr_sup_conn {
+  uv_poll_t poll; /* data: the pr_sup_t */
   int fd;
 } conn_t;
 
-const char *pr_sup_last_error(const pr_engine_t *e) { return e->sup.last_error; }
+const char *pr_sup_last_error(const pr_sup_t *s) { return s->last_error; }
 
 /* The directory of the shared object (or program) that contains this code. */
 static char *self_dir(void) {
@@ -52,14 +51,16 @@ static char *self_dir(void) {
   return p;
 }
 
-int pr_sup_init(pr_engine_t *e) {
-  pr_supervisor_t *s = &e->sup;
+int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *p, const pr_sup_ops_t *ops, void *arg) {
+  memset(s, 0, sizeof(*s));
+  s->loop = loop;
+  s->ops = ops;
+  s->arg = arg;
   s->fd = -1;
   s->last_error[0] = 0;
   pr_queue_init(&s->sendq);
   s->recvbuf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (s->recvbuf == NULL) return PR_ENOMEM;
-  const char *p = e->opts.shepherd_path;
   if (p == NULL || *p == 0) p = getenv("PROCTOR_SHEPHERD");
   if (p != NULL && *p) {
     s->path = strdup(p);
@@ -77,8 +78,7 @@ int pr_sup_init(pr_engine_t *e) {
   return s->path ? 0 : PR_ENOMEM;
 }
 
-void pr_sup_destroy(pr_engine_t *e) {
-  pr_supervisor_t *s = &e->sup;
+void pr_sup_destroy(pr_sup_t *s) {
   while (!pr_queue_empty(&s->sendq)) {
     pr_queue_t *q = pr_queue_head(&s->sendq);
     pr_queue_remove(q);
@@ -90,7 +90,7 @@ void pr_sup_destroy(pr_engine_t *e) {
   s->path = NULL;
 }
 
-int pr_sup_alive(const pr_engine_t *e) { return e->sup.fd >= 0; }
+int pr_sup_alive(const pr_sup_t *s) { return s->fd >= 0; }
 
 static void on_conn_closed(uv_handle_t *h) {
   conn_t *c = (conn_t *)h;
@@ -99,14 +99,12 @@ static void on_conn_closed(uv_handle_t *h) {
 }
 
 /* Drop the connection (poll handle closed, fd closed in its callback). */
-static void drop(pr_engine_t *e) {
-  pr_supervisor_t *s = &e->sup;
+static void drop(pr_sup_t *s) {
   if (s->fd < 0) return;
-  conn_t *c = (conn_t *)s->poll.data;
+  conn_t *c = s->conn;
   s->fd = -1;
-  s->writable_wait = 0;
   if (c != NULL) uv_close((uv_handle_t *)&c->poll, on_conn_closed);
-  s->poll.data = NULL;
+  s->conn = NULL;
   while (!pr_queue_empty(&s->sendq)) {
     pr_queue_t *q = pr_queue_head(&s->sendq);
     pr_queue_remove(q);
@@ -116,16 +114,14 @@ static void drop(pr_engine_t *e) {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-static void update_poll(pr_engine_t *e) {
-  pr_supervisor_t *s = &e->sup;
-  conn_t *c = (conn_t *)s->poll.data;
+static void update_poll(pr_sup_t *s) {
+  conn_t *c = s->conn;
   if (c == NULL) return;
   int want = UV_READABLE | (pr_queue_empty(&s->sendq) ? 0 : UV_WRITABLE);
   uv_poll_start(&c->poll, want, on_poll);
 }
 
-static int flush(pr_engine_t *e) {
-  pr_supervisor_t *s = &e->sup;
+static int flush(pr_sup_t *s) {
   while (!pr_queue_empty(&s->sendq)) {
     pr_queue_t *q = pr_queue_head(&s->sendq);
     packet_t *p = PR_QUEUE_DATA(q, packet_t, node);
@@ -135,25 +131,24 @@ static int flush(pr_engine_t *e) {
     free(p);
     if (rc < 0) return rc;
   }
-  update_poll(e);
+  update_poll(s);
   return 0;
 }
 
-static void lost(pr_engine_t *e) {
-  drop(e);
-  pr_exec_on_supervisor_lost(e);
+static void lost(pr_sup_t *s) {
+  drop(s);
+  s->ops->lost(s->arg);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
-  pr_engine_t *e = (pr_engine_t *)h->loop->data;
-  pr_supervisor_t *s = &e->sup;
+  pr_sup_t *s = (pr_sup_t *)h->data;
   if (status < 0) {
-    lost(e);
+    lost(s);
     return;
   }
   if (events & UV_WRITABLE) {
-    if (flush(e) < 0) {
-      lost(e);
+    if (flush(s) < 0) {
+      lost(s);
       return;
     }
   }
@@ -166,13 +161,13 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     if (rc == -EAGAIN) return;
     if (rc == -EPROTO) continue;
     if (rc <= 0) {
-      lost(e);
+      lost(s);
       return;
     }
     switch (ph.type) {
-    case PR_W_SPAWNED: pr_exec_on_spawned(e, &ph, fds, nfds); break;
-    case PR_W_FAILED: pr_exec_on_failed(e, &ph); break;
-    case PR_W_EXITED: pr_exec_on_exited(e, &ph); break;
+    case PR_W_SPAWNED: s->ops->spawned(s->arg, &ph, fds, nfds); break;
+    case PR_W_FAILED: s->ops->failed(s->arg, &ph); break;
+    case PR_W_EXITED: s->ops->exited(s->arg, &ph); break;
     default:
       for (int k = 0; k < nfds; k++) close(fds[k]);
       break;
@@ -180,8 +175,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   }
 }
 
-int pr_sup_ensure(pr_engine_t *e) {
-  pr_supervisor_t *s = &e->sup;
+int pr_sup_ensure(pr_sup_t *s) {
   if (s->fd >= 0) return 0;
   int sv[2] = {-1, -1}, child = -1, rc = PR_ESHEPHERD;
   posix_spawn_file_actions_t fa;
@@ -234,13 +228,13 @@ int pr_sup_ensure(pr_engine_t *e) {
   c = calloc(1, sizeof(*c));
   if (c == NULL) goto fail_errno;
   c->fd = sv[0];
-  if (uv_poll_init(&e->loop, &c->poll, sv[0]) != 0) goto fail_errno;
-  c->poll.data = NULL;
+  if (uv_poll_init(s->loop, &c->poll, sv[0]) != 0) goto fail_errno;
+  c->poll.data = s;
   s->fd = sv[0];
-  s->poll.data = c; /* s->poll is only used as a slot for the live conn */
+  s->conn = c;
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  update_poll(e);
+  update_poll(s);
   s->last_error[0] = 0;
   return 0;
 
@@ -255,18 +249,17 @@ fail_errno:
   return rc;
 }
 
-static int enqueue(pr_engine_t *e, const pr_wire_hdr_t *h, const char *payload) {
+static int enqueue(pr_sup_t *s, const pr_wire_hdr_t *h, const char *payload) {
   packet_t *p = malloc(sizeof(*p) + h->len);
   if (p == NULL) return PR_ENOMEM;
   p->h = *h;
   if (h->len) memcpy(p->payload, payload, h->len);
-  pr_queue_push(&e->sup.sendq, &p->node);
+  pr_queue_push(&s->sendq, &p->node);
   return 0;
 }
 
-int pr_sup_send(pr_engine_t *e, uint32_t type, uint32_t flags, uint64_t job, int64_t a,
-                int64_t b, const char *payload, size_t len) {
-  pr_supervisor_t *s = &e->sup;
+int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
+                const char *payload, size_t len) {
   if (s->fd < 0) return PR_ESHEPHERD;
   int queued = 0;
   size_t off = 0;
@@ -280,19 +273,18 @@ int pr_sup_send(pr_engine_t *e, uint32_t type, uint32_t flags, uint64_t job, int
     int rc = -EAGAIN;
     if (pr_queue_empty(&s->sendq)) rc = pr_wire_send(s->fd, &h, p, NULL, 0, 1);
     if (rc == -EAGAIN) {
-      if (enqueue(e, &h, p) != 0) return PR_ENOMEM;
+      if (enqueue(s, &h, p) != 0) return PR_ENOMEM;
       queued = 1;
     } else if (rc < 0) {
       return PR_ESHEPHERD; /* EOF handling in on_poll reports the loss */
     }
     off += n;
   } while (off < len);
-  if (queued) update_poll(e);
+  if (queued) update_poll(s);
   return 0;
 }
 
-void pr_sup_shutdown(pr_engine_t *e, int grace_ms) {
-  pr_supervisor_t *s = &e->sup;
+void pr_sup_shutdown(pr_sup_t *s, int grace_ms) {
   if (s->fd < 0) return;
   /* Best effort, blocking briefly: flush what is queued, then SHUTDOWN. */
   int fl = fcntl(s->fd, F_GETFL);
@@ -308,5 +300,5 @@ void pr_sup_shutdown(pr_engine_t *e, int grace_ms) {
   }
   pr_wire_hdr_t h = {.type = PR_W_SHUTDOWN, .a = grace_ms};
   pr_wire_send(s->fd, &h, NULL, NULL, 0, 0);
-  drop(e);
+  drop(s);
 }

@@ -1,41 +1,71 @@
-/* supervisor.h — the engine's side of the shepherd connection.
+/* engine/supervisor.h — the engine's side of the shepherd link.
  *
  * Thread: engine (pr_sup_init/pr_sup_destroy also from the host thread
  * before the engine thread starts / after it ended).
+ *
+ * The link knows nothing of executions: what the shepherd reports (spawned,
+ * failed, exited, the link lost) goes to the pr_sup_ops_t callbacks its
+ * owner gave (engine/control.c, which finds the execution by job id).
  */
 #ifndef PR_SUPERVISOR_H
 #define PR_SUPERVISOR_H
 
-#include "engine/types.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
 
-/* pr_sup_init: resolve the shepherd binary (opts path, $PROCTOR_SHEPHERD, or
- * `proctor-shepherd` next to the shared object) and reset the connection.
- * Returns 0 or PR_ENOMEM. Does not start the shepherd. */
-int pr_sup_init(pr_engine_t *e);
+#include "base/queue.h"
+#include "base/wire.h"
+
+/* What the shepherd reports. Engine thread, from the link's poll callback. */
+typedef struct {
+  void (*spawned)(void *arg, const pr_wire_hdr_t *h, int *fds, int nfds); /* takes the fds */
+  void (*failed)(void *arg, const pr_wire_hdr_t *h);
+  void (*exited)(void *arg, const pr_wire_hdr_t *h);
+  void (*lost)(void *arg); /* the shepherd died: every job lost its parent */
+} pr_sup_ops_t;
+
+typedef struct pr_sup {
+  uv_loop_t *loop;
+  const pr_sup_ops_t *ops;
+  void *arg;
+  int fd;            /* -1 when no shepherd */
+  struct pr_sup_conn *conn; /* the poll handle on fd (freed in its close callback) */
+  pr_queue_t sendq;  /* packets that could not be sent yet */
+  char *path;        /* binary */
+  char *recvbuf;     /* PR_WIRE_MAX_PAYLOAD bytes */
+  char last_error[256]; /* why the last shepherd start failed ("" after a success); per
+                         * engine: each engine starts its shepherd on its own thread */
+} pr_sup_t;
+
+/* pr_sup_init: resolve the shepherd binary (`path`, $PROCTOR_SHEPHERD, or
+ * `proctor-shepherd` next to the shared object) and reset the link. Returns
+ * 0 or PR_ENOMEM. Does not start the shepherd. */
+int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *path, const pr_sup_ops_t *ops, void *arg);
 
 /* pr_sup_ensure: start a shepherd if none is connected. Returns 0 or
  * PR_ESHEPHERD (with errno-style detail lost; see pr_sup_last_error). */
-int pr_sup_ensure(pr_engine_t *e);
+int pr_sup_ensure(pr_sup_t *s);
 
 /* pr_sup_send: send (or queue, if the socket is full) one request. Payloads
  * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd), or
  * PR_ENOMEM. */
-int pr_sup_send(pr_engine_t *e, uint32_t type, uint32_t flags, uint64_t job, int64_t a,
-                int64_t b, const char *payload, size_t len);
+int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
+                const char *payload, size_t len);
 
 /* pr_sup_alive: 1 when a shepherd is connected. */
-int pr_sup_alive(const pr_engine_t *e);
+int pr_sup_alive(const pr_sup_t *s);
 
 /* pr_sup_shutdown: tell the shepherd to kill everything and exit (grace_ms
  * for SIGTERM'd jobs), then drop the connection. */
-void pr_sup_shutdown(pr_engine_t *e, int grace_ms);
+void pr_sup_shutdown(pr_sup_t *s, int grace_ms);
 
 /* pr_sup_destroy: free what pr_sup_init allocated (after the loop ended). */
-void pr_sup_destroy(pr_engine_t *e);
+void pr_sup_destroy(pr_sup_t *s);
 
 /* pr_sup_last_error: a message describing the last failed start of this
- * engine's shepherd, or "". Engine thread; the string lives in `e` and is
+ * link's shepherd, or "". Engine thread; the string lives in `s` and is
  * overwritten by the next pr_sup_ensure. */
-const char *pr_sup_last_error(const pr_engine_t *e);
+const char *pr_sup_last_error(const pr_sup_t *s);
 
 #endif

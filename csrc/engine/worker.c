@@ -1,8 +1,8 @@
-/* worker.c — supervised workers: worker state, requests, the JSON lines
- * protocol, readiness, restarts with backoff. See worker.h for the flow.
+/* engine/worker.c — supervised workers: worker state, requests, readiness,
+ * restarts with backoff. See worker.h for the flow.
  *
- * Thread: engine, except pr_worker_new/free (any thread), pr_worker_next_rid
- * (any thread) and pr_worker_chan_done (host).
+ * Thread: engine, except pr_worker_new and freeing (any thread, while nobody
+ * else holds the execution) and chan_done (host, from pr_event_free).
  *
  * Requests live in the worker of their execution: a hash by request id plus
  * one of two FIFO lists, `unsent` (the worker is not ready yet, or restarting)
@@ -15,7 +15,6 @@
  */
 #include "engine/worker.h"
 
-#include <cjson/cJSON.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,11 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/buf.h"
 #include "base/idmap.h"
-#include "engine/exec.h"
-#include "engine/registry.h"
-#include "rpc/rpc.h"
 #include "engine/supervisor.h"
 
 #define DEF_MAX_RESTARTS 5
@@ -65,11 +60,11 @@ struct pr_worker {
   pr_queue_t unsent, inflight;
   size_t ninflight;
   pr_idmap_t reqs;     /* rid -> wreq_t, every request of unsent and inflight */
-  pr_buf_t line;       /* jsonl: the incomplete stdout line */
-  int skipping;        /* jsonl: inside an oversize line */
+  pr_wparse_cb_t cb;   /* what the protocol parser reports to (arg: the execution) */
+  pr_jsonl_t jsonl;    /* jsonl parser state */
+  pr_wmp_t *mp;        /* msgpack-rpc parser, or NULL for jsonl */
   char eline[4096];    /* stderr line for the ready pattern */
   size_t elen;
-  void *mp;            /* msgpack-rpc unpacker */
   uv_timer_t backoff, deadline;
   int backoff_open, deadline_open;
   uint64_t stray;      /* non-protocol lines/messages, invalid and oversize included */
@@ -78,8 +73,21 @@ struct pr_worker {
 
 /* ---- life -------------------------------------------------------------------------- */
 
-int pr_worker_new(const pr_worker_spec_t *s, pr_worker_t **out) {
-  *out = NULL;
+static void on_bytes(pr_exec_t *x, int stream, const char *p, size_t n);
+static void on_spawned(pr_exec_t *x);
+static int on_end(pr_exec_t *x);
+static void on_record(const pr_exec_t *x, pr_record_t *r);
+static void worker_free(void *sub);
+static void on_message(void *arg, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len);
+static void on_write(void *arg, const char *p, size_t n);
+
+static const pr_exec_ops_t worker_ops = {on_bytes, on_spawned, on_end, on_record, worker_free};
+
+#define W(x) ((pr_worker_t *)(x)->sub)
+
+pr_worker_t *pr_worker_of(const pr_exec_t *x) { return x->ops == &worker_ops ? W(x) : NULL; }
+
+int pr_worker_new(const pr_worker_spec_t *s, pr_exec_t *x) {
   if ((unsigned)s->protocol > PR_WP_MSGPACK || (unsigned)s->restart > PR_WR_ALWAYS) return PR_EINVAL;
   pr_worker_t *w = calloc(1, sizeof(*w));
   if (w == NULL) return PR_ENOMEM;
@@ -93,6 +101,8 @@ int pr_worker_new(const pr_worker_spec_t *s, pr_worker_t **out) {
   pr_queue_init(&w->unsent);
   pr_queue_init(&w->inflight);
   w->state = PR_WS_STARTING;
+  w->cb = (pr_wparse_cb_t){on_message, on_write, x};
+  pr_jsonl_init(&w->jsonl, &w->cb);
   if (s->ready_stderr) {
     if (regcomp(&w->re, s->ready_stderr, REG_EXTENDED | REG_NOSUB) != 0) {
       free(w);
@@ -100,11 +110,12 @@ int pr_worker_new(const pr_worker_spec_t *s, pr_worker_t **out) {
     }
     w->has_re = 1;
   }
-  if (s->protocol == PR_WP_MSGPACK && (w->mp = pr_wmp_new()) == NULL) {
-    pr_worker_free(w);
+  if (s->protocol == PR_WP_MSGPACK && (w->mp = pr_wmp_new(&w->cb)) == NULL) {
+    worker_free(w);
     return PR_ENOMEM;
   }
-  *out = w;
+  x->ops = &worker_ops;
+  x->sub = w;
   return 0;
 }
 
@@ -112,7 +123,8 @@ static void chan_unref(chan_t *c) {
   if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free(c);
 }
 
-void pr_worker_chan_done(void *chan) {
+/* A chunk event was consumed (host thread, pr_event_free). */
+static void chan_done(void *chan) {
   chan_t *c = chan;
   __atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL);
   chan_unref(c);
@@ -124,7 +136,8 @@ static void req_free(wreq_t *r) {
   free(r);
 }
 
-void pr_worker_free(pr_worker_t *w) {
+static void worker_free(void *sub) {
+  pr_worker_t *w = sub;
   if (w == NULL) return;
   pr_queue_t *lists[2] = {&w->unsent, &w->inflight};
   for (int i = 0; i < 2; i++)
@@ -136,12 +149,8 @@ void pr_worker_free(pr_worker_t *w) {
   if (w->has_re) regfree(&w->re);
   pr_wmp_free(w->mp);
   pr_idmap_destroy(&w->reqs);
-  pr_buf_free(&w->line);
+  pr_jsonl_free(&w->jsonl);
   free(w);
-}
-
-uint64_t pr_worker_next_rid(pr_engine_t *e) {
-  return __atomic_add_fetch(&e->next_rid, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the request table ------------------------------------------------------------- */
@@ -159,52 +168,27 @@ static void unlink_req(pr_worker_t *w, wreq_t *r) {
 
 /* ---- delivery ---------------------------------------------------------------------- */
 
-static void emit(pr_engine_t *e, pr_event_type_t type, uint64_t id, uint64_t rid, int status,
-                 char *data, size_t len, uint64_t missed, chan_t *chan) {
-  pr_event_t *ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) {
-    free(data);
-    return;
-  }
-  ev->type = type;
-  ev->id = id;
-  ev->rid = rid;
-  ev->status = status;
-  ev->data = data;
-  ev->len = len;
-  ev->missed = missed;
-  ev->chan = chan;
-  pr_emit_event(e, ev);
-}
-
 static void set_state(pr_exec_t *x, pr_worker_state_t st) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   if (w->state == st) return;
   w->state = st;
-  pr_event_t *ev = calloc(1, sizeof(*ev));
-  if (ev == NULL) return;
-  ev->type = PR_EV_WORKER;
-  ev->id = x->id;
-  ev->worker_state = st;
-  ev->restarts = w->restarts;
-  pr_emit_event(x->eng, ev);
+  pr_notify_worker(x->ctx->ls, x, st, w->restarts);
 }
 
 static void update_busy(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   if (w->state == PR_WS_READY || w->state == PR_WS_BUSY)
     set_state(x, w->ninflight ? PR_WS_BUSY : PR_WS_READY);
 }
 
-/* Answer one request (to the host or its RPC session). Takes `text`. */
-static void answer(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid, int status,
+/* Answer one request: the listeners route it (the host queue takes session
+ * 0's, the RPC server its sessions'). Takes `text`. */
+static void answer(pr_exec_ctx_t *c, uint64_t session, uint64_t id, uint64_t rid, int status,
                    char *text, size_t len, uint64_t missed) {
-  if (session == 0) {
-    emit(e, PR_EV_REPLY, id, rid, status, text, len, missed, NULL);
-    return;
-  }
-  if (e->rpc) pr_rpc_on_worker_reply(e, session, id, rid, status, text, len);
-  free(text);
+  pr_wmsg_t m = {.session = session, .id = id, .rid = rid, .status = status, .text = text,
+                 .len = len, .missed = missed};
+  pr_notify_reply(c->ls, &m);
+  free(m.text);
 }
 
 static char *fmt(size_t *n, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -222,8 +206,8 @@ static char *fmt(size_t *n, const char *f, ...) {
 
 /* Resolve and free request `r` of worker `x`. Takes `text`. */
 static void resolve(pr_exec_t *x, wreq_t *r, int status, char *text, size_t len) {
-  unlink_req(x->worker, r);
-  answer(x->eng, r->session, x->id, r->rid, status, text, len, r->missed_total);
+  unlink_req(W(x), r);
+  answer(x->ctx, r->session, x->id, r->rid, status, text, len, r->missed_total);
   req_free(r);
 }
 
@@ -243,7 +227,7 @@ static int process_up(const pr_exec_t *x) {
 }
 
 static void send_req(pr_exec_t *x, wreq_t *r) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   pr_queue_remove(&r->node);
   pr_queue_push(&w->inflight, &r->node);
   r->sent = 1;
@@ -257,21 +241,21 @@ static void send_cancel(pr_exec_t *x, uint64_t rid) {
   if (!process_up(x)) return;
   size_t n;
   char *m;
-  if (x->worker->spec.protocol == PR_WP_MSGPACK) m = pr_wmp_cancel(rid, &n);
-  else m = fmt(&n, "{\"id\":\"%llu\",\"type\":\"cancel\"}\n", (unsigned long long)rid);
+  if (W(x)->spec.protocol == PR_WP_MSGPACK) m = pr_wmp_cancel(rid, &n);
+  else m = pr_jsonl_cancel(rid, &n);
   if (m) pr_exec_input(x, m, n);
   free(m);
 }
 
 static void flush_unsent(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   while (!pr_queue_empty(&w->unsent) && process_up(x))
     send_req(x, PR_QUEUE_DATA(pr_queue_head(&w->unsent), wreq_t, node));
   update_busy(x);
 }
 
 static void mark_ready(pr_exec_t *x) {
-  x->worker->ready_at = uv_now(&x->eng->loop);
+  W(x)->ready_at = uv_now(x->ctx->loop);
   set_state(x, PR_WS_READY);
   flush_unsent(x);
 }
@@ -280,7 +264,7 @@ static void mark_ready(pr_exec_t *x) {
 
 static int timer_open(pr_exec_t *x, uv_timer_t *t, int *open) {
   if (*open) return 0;
-  if (uv_timer_init(&x->eng->loop, t) != 0) return -1;
+  if (uv_timer_init(x->ctx->loop, t) != 0) return -1;
   t->data = x; /* closed with pr_exec_handle_closed, like every handle of x */
   x->handles++;
   *open = 1;
@@ -288,7 +272,7 @@ static int timer_open(pr_exec_t *x, uv_timer_t *t, int *open) {
 }
 
 static void timers_close(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   if (w->backoff_open) {
     w->backoff_open = 0;
     uv_close((uv_handle_t *)&w->backoff, pr_exec_handle_closed);
@@ -303,8 +287,8 @@ static void arm_deadline(pr_exec_t *x);
 
 static void on_deadline(uv_timer_t *t) {
   pr_exec_t *x = t->data;
-  pr_worker_t *w = x->worker;
-  uint64_t now = uv_now(&x->eng->loop);
+  pr_worker_t *w = W(x);
+  uint64_t now = uv_now(x->ctx->loop);
   pr_queue_t *lists[2] = {&w->inflight, &w->unsent};
   for (int i = 0; i < 2; i++) {
     pr_queue_t *q = pr_queue_head(lists[i]);
@@ -325,7 +309,7 @@ static void on_deadline(uv_timer_t *t) {
 /* Run the deadline timer for the earliest deadline (O(requests), only for
  * workers whose requests have timeouts). */
 static void arm_deadline(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   uint64_t min = 0;
   pr_queue_t *q, *lists[2] = {&w->inflight, &w->unsent};
   for (int i = 0; i < 2; i++)
@@ -338,24 +322,23 @@ static void arm_deadline(pr_exec_t *x) {
     return;
   }
   if (timer_open(x, &w->deadline, &w->deadline_open) != 0) return;
-  uint64_t now = uv_now(&x->eng->loop);
+  uint64_t now = uv_now(x->ctx->loop);
   uv_timer_start(&w->deadline, on_deadline, min > now ? min - now : 0, 0);
 }
 
 /* ---- commands ------------------------------------------------------------------------ */
 
-void pr_worker_request(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
+void pr_worker_request(pr_exec_ctx_t *c, pr_exec_t *x, uint64_t session, uint64_t id, uint64_t rid,
                        const char *json, size_t len, uint64_t timeout_ms) {
-  pr_exec_t *x = pr_registry_find(e, id, session);
   size_t n;
   char *m;
-  if (x == NULL || x->worker == NULL) {
+  if (x == NULL || pr_worker_of(x) == NULL) {
     int err = x ? PR_ENOTWORKER : PR_ENOENT;
     m = fmt(&n, "%s: %s %llu", pr_err_name(err), pr_strerror(err), (unsigned long long)id);
-    answer(e, session, id, rid, PR_RS_REJECTED, m, n, 0);
+    answer(c, session, id, rid, PR_RS_REJECTED, m, n, 0);
     return;
   }
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   if (x->finished || x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) {
     int fatal = w->state == PR_WS_FATAL;
     if (fatal)
@@ -364,7 +347,7 @@ void pr_worker_request(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t r
     else
       m = fmt(&n, "worker_stopped: worker %llu has ended (%s)", (unsigned long long)id,
               x->reason ? x->reason : "stopping");
-    answer(e, session, id, rid, fatal ? PR_RS_WORKER_FATAL : PR_RS_REJECTED, m, n, 0);
+    answer(c, session, id, rid, fatal ? PR_RS_WORKER_FATAL : PR_RS_REJECTED, m, n, 0);
     return;
   }
   wreq_t *r = calloc(1, sizeof(*r));
@@ -372,19 +355,8 @@ void pr_worker_request(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t r
   if (r == NULL) goto fail;
   r->rid = rid;
   r->session = session;
-  if (w->spec.protocol == PR_WP_MSGPACK) {
-    r->msg = pr_wmp_request(rid, json, len, &r->len, &err);
-  } else {
-    r->len = len + 64;
-    if ((r->msg = malloc(r->len)) != NULL) {
-      int k = snprintf(r->msg, 64, "{\"id\":\"%llu\",\"type\":\"request\",\"payload\":",
-                       (unsigned long long)rid);
-      memcpy(r->msg + k, len ? json : "null", len ? len : 4);
-      k += (int)(len ? len : 4);
-      memcpy(r->msg + k, "}\n", 2);
-      r->len = (size_t)k + 2;
-    }
-  }
+  if (w->spec.protocol == PR_WP_MSGPACK) r->msg = pr_wmp_request(rid, json, len, &r->len, &err);
+  else r->msg = pr_jsonl_request(rid, json, len, &r->len);
   if (r->msg == NULL) goto fail;
   if (session == 0) {
     if ((r->chan = calloc(1, sizeof(chan_t))) == NULL) goto fail;
@@ -394,7 +366,7 @@ void pr_worker_request(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t r
   pr_queue_push(&w->unsent, &r->node);
   if (timeout_ms) {
     r->timeout_ms = timeout_ms;
-    r->deadline = uv_now(&e->loop) + timeout_ms;
+    r->deadline = uv_now(c->loop) + timeout_ms;
     if (!w->deadline_open || uv_timer_get_due_in(&w->deadline) == 0 ||
         uv_timer_get_due_in(&w->deadline) > timeout_ms)
       arm_deadline(x);
@@ -407,24 +379,16 @@ void pr_worker_request(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t r
 fail:
   if (r) req_free(r);
   m = fmt(&n, "%s: %s", pr_err_name(err), err == PR_EINVAL ? "payload is not valid JSON" : pr_strerror(err));
-  answer(e, session, id, rid, PR_RS_REJECTED, m, n, 0);
+  answer(c, session, id, rid, PR_RS_REJECTED, m, n, 0);
 }
 
-/* The live worker holding request `rid`, or NULL. */
-static pr_exec_t *owner_of(pr_engine_t *e, uint64_t rid, wreq_t **out) {
-  pr_queue_t *q;
-  PR_QUEUE_FOREACH(q, &e->order) {
-    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
-    if (x->worker == NULL || x->finished) continue;
-    if ((*out = find(x->worker, rid)) != NULL) return x;
-  }
-  return NULL;
+int pr_worker_holds(const pr_exec_t *x, uint64_t rid) {
+  return pr_worker_of(x) && !x->finished && find(W(x), rid) != NULL;
 }
 
-int pr_worker_cancel_request(pr_engine_t *e, uint64_t session, uint64_t rid) {
-  wreq_t *r;
-  pr_exec_t *x = owner_of(e, rid, &r);
-  if (x == NULL || (session && r->session != session)) return PR_ENOENT;
+int pr_worker_cancel_request(pr_exec_t *x, uint64_t session, uint64_t rid) {
+  wreq_t *r = pr_worker_holds(x, rid) ? find(W(x), rid) : NULL;
+  if (r == NULL || (session && r->session != session)) return PR_ENOENT;
   if (r->sent) send_cancel(x, rid);
   size_t n;
   char *m = fmt(&n, "canceled");
@@ -433,30 +397,26 @@ int pr_worker_cancel_request(pr_engine_t *e, uint64_t session, uint64_t rid) {
   return 0;
 }
 
-void pr_worker_session_closed(pr_engine_t *e, uint64_t session) {
-  pr_queue_t *q;
-  PR_QUEUE_FOREACH(q, &e->order) {
-    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
-    if (x->worker == NULL || x->finished) continue;
-    pr_worker_t *w = x->worker;
-    pr_queue_t *lists[2] = {&w->inflight, &w->unsent};
-    for (int i = 0; i < 2; i++) {
-      pr_queue_t *k = pr_queue_head(lists[i]);
-      while (k != lists[i]) {
-        wreq_t *r = PR_QUEUE_DATA(k, wreq_t, node);
-        k = k->next;
-        if (r->session != session) continue;
-        if (r->sent) send_cancel(x, r->rid);
-        unlink_req(w, r);
-        req_free(r);
-      }
+void pr_worker_session_closed(pr_exec_t *x, uint64_t session) {
+  pr_worker_t *w = pr_worker_of(x);
+  if (w == NULL || x->finished) return;
+  pr_queue_t *lists[2] = {&w->inflight, &w->unsent};
+  for (int i = 0; i < 2; i++) {
+    pr_queue_t *k = pr_queue_head(lists[i]);
+    while (k != lists[i]) {
+      wreq_t *r = PR_QUEUE_DATA(k, wreq_t, node);
+      k = k->next;
+      if (r->session != session) continue;
+      if (r->sent) send_cancel(x, r->rid);
+      unlink_req(w, r);
+      req_free(r);
     }
-    update_busy(x);
   }
+  update_busy(x);
 }
 
 static void respawn(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   w->ready_at = 0;
   set_state(x, PR_WS_STARTING);
   pr_exec_respawn(x); /* may end x at once (no shepherd): pr_worker_on_end runs */
@@ -465,15 +425,13 @@ static void respawn(pr_exec_t *x) {
 static void on_backoff(uv_timer_t *t) {
   pr_exec_t *x = t->data;
   if (x->finished || !x->exited || x->verdict >= 0) return;
-  x->worker->restarts++;
+  W(x)->restarts++;
   respawn(x);
 }
 
-int pr_worker_restart(pr_engine_t *e, uint64_t session, uint64_t id) {
-  pr_exec_t *x = pr_registry_find(e, id, session);
-  if (x == NULL) return PR_ENOENT;
-  if (x->worker == NULL) return PR_ENOTWORKER;
-  pr_worker_t *w = x->worker;
+int pr_worker_restart(pr_exec_t *x) {
+  pr_worker_t *w = pr_worker_of(x);
+  if (w == NULL) return PR_ENOTWORKER;
   if (x->finished || x->state != PR_RUNNING || x->verdict >= 0) return PR_ENOTRUNNING;
   if (x->respawning) return 0; /* a new process is on its way */
   if (x->exited) {             /* in backoff: now */
@@ -484,41 +442,39 @@ int pr_worker_restart(pr_engine_t *e, uint64_t session, uint64_t id) {
   }
   w->restart_now = 1;
   set_state(x, PR_WS_STARTING); /* new requests wait for the new process */
-  pr_sup_send(e, PR_W_SIGNAL, 0, x->id, SIGTERM, 0, NULL, 0);
+  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGTERM, 0, NULL, 0);
   return 0;
 }
 
-/* ---- hooks from exec.c -------------------------------------------------------------- */
+/* ---- the execution's ops ------------------------------------------------------------ */
 
-void pr_worker_on_spawned(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
-  w->line.len = 0;
-  w->skipping = 0;
+static void on_spawned(pr_exec_t *x) {
+  pr_worker_t *w = W(x);
+  pr_jsonl_reset(&w->jsonl);
   w->elen = 0;
   if (w->mp) {
     pr_wmp_free(w->mp);
-    w->mp = pr_wmp_new();
+    w->mp = pr_wmp_new(&w->cb);
   }
   w->state = PR_WS_BACKOFF; /* force the event below, also for the first process */
   set_state(x, PR_WS_STARTING);
   if (!w->spec.ready_message && !w->has_re) mark_ready(x);
 }
 
-int pr_worker_on_end(pr_exec_t *x) {
-  pr_worker_t *w = x->worker;
-  pr_engine_t *e = x->eng;
-  w->line.len = 0;
-  w->skipping = 0;
+static int on_end(pr_exec_t *x) {
+  pr_worker_t *w = W(x);
+  pr_exec_ctx_t *c = x->ctx;
+  pr_jsonl_reset(&w->jsonl);
   resolve_all(x, &w->inflight, PR_RS_WORKER_EXITED, "the worker process ended");
   int ran = x->state == PR_RUNNING;
   int ended = x->verdict == PR_COMPLETED || x->verdict == PR_FAILED;
   int lost = x->reason && strcmp(x->reason, "supervisor_lost") == 0;
   int restart = 0;
-  if (ran && ended && !lost && !e->closing) {
+  if (ran && ended && !lost && !c->closing) {
     restart = w->restart_now || w->spec.restart == PR_WR_ALWAYS ||
               (w->spec.restart == PR_WR_ON_FAILURE && x->verdict == PR_FAILED);
   }
-  uint64_t now = uv_now(&e->loop);
+  uint64_t now = uv_now(c->loop);
   if (restart && !w->restart_now) {
     if (w->ready_at && now - w->ready_at >= w->spec.healthy_ms) w->streak = 0;
     if (w->streak >= (uint32_t)w->spec.max_restarts) { /* fatal: the execution ends */
@@ -559,8 +515,8 @@ int pr_worker_on_end(pr_exec_t *x) {
   return 1;
 }
 
-void pr_worker_snapshot(const pr_exec_t *x, pr_record_t *r) {
-  const pr_worker_t *w = x->worker;
+static void on_record(const pr_exec_t *x, pr_record_t *r) {
+  const pr_worker_t *w = W(x);
   r->worker_state = w->state;
   r->worker_restarts = w->restarts;
   r->worker_pending = w->reqs.count;
@@ -569,8 +525,10 @@ void pr_worker_snapshot(const pr_exec_t *x, pr_record_t *r) {
 
 /* ---- messages ------------------------------------------------------------------------- */
 
-void pr_worker_message(pr_exec_t *x, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len) {
-  pr_worker_t *w = x->worker;
+/* What the protocol parser read (arg: the execution). */
+static void on_message(void *arg, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len) {
+  pr_exec_t *x = arg;
+  pr_worker_t *w = W(x);
   if (kind >= PR_WM_STRAY) w->stray++;
   if (w->state == PR_WS_STARTING && w->spec.ready_message && kind <= PR_WM_STRAY && !w->restart_now)
     mark_ready(x);
@@ -585,110 +543,32 @@ void pr_worker_message(pr_exec_t *x, pr_worker_msg_t kind, uint64_t rid, char *t
     return;
   }
   if (kind == PR_WM_CHUNK) {
-    if (r->session) {
-      if (x->eng->rpc) pr_rpc_on_worker_chunk(x->eng, r->session, x->id, rid, text, len);
-      free(text);
-      return;
+    pr_wmsg_t m = {.session = r->session, .id = x->id, .rid = rid, .text = text, .len = len};
+    if (r->chan) { /* the host's: at most max_chunks undelivered, the newer ones are counted */
+      if ((uint32_t)__atomic_load_n(&r->chan->pending, __ATOMIC_ACQUIRE) >= w->spec.max_chunks) {
+        r->missed++;
+        r->missed_total++;
+        free(text);
+        return;
+      }
+      __atomic_add_fetch(&r->chan->pending, 1, __ATOMIC_ACQ_REL);
+      __atomic_add_fetch(&r->chan->refs, 1, __ATOMIC_ACQ_REL);
+      m.chan = r->chan;
+      m.chan_done = chan_done;
+      m.missed = r->missed;
+      r->missed = 0;
     }
-    if ((uint32_t)__atomic_load_n(&r->chan->pending, __ATOMIC_ACQUIRE) >= w->spec.max_chunks) {
-      r->missed++;
-      r->missed_total++;
-      free(text);
-      return;
-    }
-    __atomic_add_fetch(&r->chan->pending, 1, __ATOMIC_ACQ_REL);
-    __atomic_add_fetch(&r->chan->refs, 1, __ATOMIC_ACQ_REL);
-    emit(x->eng, PR_EV_CHUNK, x->id, rid, 0, text, len, r->missed, r->chan);
-    r->missed = 0;
+    pr_notify_chunk(x->ctx->ls, &m);
+    if (m.chan) chan_done(m.chan); /* nobody took it */
+    free(m.text);
     return;
   }
   resolve(x, r, kind == PR_WM_OK ? PR_RS_OK : PR_RS_ERROR, text, len);
   update_busy(x);
 }
 
-/* One complete stdout line of a jsonl worker. */
-static void jsonl_line(pr_exec_t *x, const char *p, size_t n) {
-  while (n && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
-  size_t i = 0;
-  while (i < n && (p[i] == ' ' || p[i] == '\t')) i++;
-  if (i == n) return; /* blank */
-  cJSON *j = cJSON_ParseWithLength(p + i, n - i);
-  if (j == NULL) {
-    pr_worker_message(x, PR_WM_INVALID, 0, NULL, 0);
-    return;
-  }
-  pr_worker_msg_t kind = PR_WM_STRAY;
-  uint64_t rid = 0;
-  char *text = NULL;
-  size_t len = 0;
-  if (cJSON_IsObject(j)) {
-    cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
-    cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
-    cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
-    int has_id = 0;
-    if (cJSON_IsString(id)) {
-      char *end;
-      rid = strtoull(id->valuestring, &end, 10);
-      has_id = *id->valuestring && *end == 0;
-    } else if (cJSON_IsNumber(id) && id->valuedouble >= 0) {
-      rid = (uint64_t)id->valuedouble;
-      has_id = 1;
-    }
-    if (cJSON_IsString(ty) && strcmp(ty->valuestring, "ready") == 0 && !st) {
-      kind = PR_WM_READY;
-    } else if (has_id && cJSON_IsString(st)) {
-      const char *s = st->valuestring;
-      cJSON *v = NULL;
-      if (strcmp(s, "ok") == 0) kind = PR_WM_OK, v = cJSON_GetObjectItemCaseSensitive(j, "result");
-      else if (strcmp(s, "chunk") == 0) kind = PR_WM_CHUNK, v = cJSON_GetObjectItemCaseSensitive(j, "chunk");
-      else if (strcmp(s, "error") == 0) kind = PR_WM_ERROR, v = cJSON_GetObjectItemCaseSensitive(j, "error");
-      if (kind == PR_WM_ERROR && cJSON_IsString(v)) text = strdup(v->valuestring);
-      else if (kind != PR_WM_STRAY) text = v ? cJSON_PrintUnformatted(v) : strdup(kind == PR_WM_ERROR ? "error" : "null");
-      if (kind != PR_WM_STRAY && text == NULL) kind = PR_WM_STRAY; /* out of memory */
-      len = text ? strlen(text) : 0;
-    }
-  }
-  cJSON_Delete(j);
-  pr_worker_message(x, kind, rid, text, len);
-}
-
-static void jsonl_feed(pr_exec_t *x, const char *p, size_t n) {
-  pr_worker_t *w = x->worker;
-  while (n) {
-    const char *nl = memchr(p, '\n', n);
-    size_t take = nl ? (size_t)(nl - p) : n;
-    if (w->skipping) {
-      if (nl) w->skipping = 0;
-    } else if (w->line.len + take > PR_WORKER_MSG_MAX) {
-      w->line.len = 0;
-      w->skipping = nl == NULL;
-      pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
-    } else if (nl && w->line.len == 0) {
-      jsonl_line(x, p, take); /* the common case: a whole line in this read */
-    } else {
-      if (pr_buf_add(&w->line, p, take) != 0) { /* out of memory: drop the line */
-        w->line.err = 0;
-        w->line.len = 0;
-        w->skipping = nl == NULL;
-        pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
-        goto next;
-      }
-      if (nl) {
-        size_t total = w->line.len;
-        w->line.len = 0;
-        jsonl_line(x, w->line.p, total);
-      }
-    }
-  next:
-    if (!nl) break;
-    n -= take + 1;
-    p = nl + 1;
-  }
-  if (w->line.cap > (1u << 20) && w->line.len == 0) pr_buf_free(&w->line); /* a huge line's memory back */
-}
-
 static void stderr_feed(pr_exec_t *x, const char *p, size_t n) {
-  pr_worker_t *w = x->worker;
+  pr_worker_t *w = W(x);
   for (size_t i = 0; i < n && w->state == PR_WS_STARTING; i++) {
     if (p[i] != '\n' && w->elen < sizeof(w->eline) - 1) {
       w->eline[w->elen++] = p[i];
@@ -700,13 +580,15 @@ static void stderr_feed(pr_exec_t *x, const char *p, size_t n) {
   }
 }
 
-void pr_worker_on_bytes(pr_exec_t *x, int stream, const char *p, size_t n) {
-  pr_worker_t *w = x->worker;
+static void on_write(void *arg, const char *p, size_t n) { pr_exec_input(arg, p, n); }
+
+static void on_bytes(pr_exec_t *x, int stream, const char *p, size_t n) {
+  pr_worker_t *w = W(x);
   if (stream == PR_STDERR) {
     if (w->has_re && w->state == PR_WS_STARTING) stderr_feed(x, p, n);
     return;
   }
   if (stream != PR_STDOUT) return;
-  if (w->mp) pr_wmp_feed(x, w->mp, p, n);
-  else jsonl_feed(x, p, n);
+  if (w->mp) pr_wmp_feed(w->mp, p, n);
+  else pr_jsonl_feed(&w->jsonl, p, n);
 }

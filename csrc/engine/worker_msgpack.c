@@ -1,9 +1,8 @@
-/* worker_msgpack.c — the msgpack-rpc worker protocol (the protocol of
- * `nvim --embed`), and JSON text <-> msgpack for workers and the RPC surface.
+/* engine/worker_msgpack.c — the msgpack-rpc worker protocol (the protocol of
+ * `nvim --embed`).
  *
- * Thread: engine (pr_wmp_obj_to_json and pr_wmp_pack_json touch no shared
- * state: any thread). Like the rpc_*.c files it includes msgpack.h; worker.h
- * keeps msgpack types opaque.
+ * Thread: engine (the encoders touch only their arguments: any thread).
+ * worker.h keeps msgpack types opaque; JSON text <-> msgpack is base/mpack.c.
  *
  *   proctor → worker  [0, rid, method, params]        a request (msgid = request id)
  *                     [2, "proctor_cancel", [rid]]     interrupt request rid
@@ -13,7 +12,9 @@
  *                     [2, "proctor_ready", []]         readiness (any message counts, see doc)
  *
  * A payload {method = "m", params = [...]} is sent as method m with those
- * params; any other payload as method "request" with params [payload].
+ * params; any other payload as method "request" with params [payload]. The
+ * parser reports each message through its callback; it knows nothing of
+ * requests.
  */
 #include <cjson/cJSON.h>
 #include <msgpack.h>
@@ -21,13 +22,28 @@
 #include <string.h>
 
 #include "base/mpack.h"
-#include "engine/exec.h"
 #include "engine/worker.h"
 
-void *pr_wmp_new(void) { return msgpack_unpacker_new(65536); }
+struct pr_wmp {
+  msgpack_unpacker *up;
+  pr_wparse_cb_t cb;
+};
 
-void pr_wmp_free(void *u) {
-  if (u) msgpack_unpacker_free((msgpack_unpacker *)u);
+pr_wmp_t *pr_wmp_new(const pr_wparse_cb_t *cb) {
+  pr_wmp_t *u = malloc(sizeof(*u));
+  if (u == NULL) return NULL;
+  if ((u->up = msgpack_unpacker_new(65536)) == NULL) {
+    free(u);
+    return NULL;
+  }
+  u->cb = *cb;
+  return u;
+}
+
+void pr_wmp_free(pr_wmp_t *u) {
+  if (u == NULL) return;
+  msgpack_unpacker_free(u->up);
+  free(u);
 }
 
 /* ---- encoding ------------------------------------------------------------------------ */
@@ -88,7 +104,7 @@ static int get_u64(const msgpack_object *o, uint64_t *v) {
 }
 
 /* The worker asked us something: we serve nothing, say so. */
-static void refuse(pr_exec_t *x, const msgpack_object *msgid) {
+static void refuse(pr_wmp_t *u, const msgpack_object *msgid) {
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
@@ -96,11 +112,13 @@ static void refuse(pr_exec_t *x, const msgpack_object *msgid) {
   if (!(msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 1) ||
         msgpack_pack_object(&pk, *msgid) ||
         pr_mp_str(&pk, "proctor: requests from a worker are not supported") || msgpack_pack_nil(&pk)))
-    pr_exec_input(x, sb.data, sb.size);
+    u->cb.write(u->cb.arg, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
-static void handle(pr_exec_t *x, const msgpack_object *o) {
+static void handle(pr_wmp_t *u, const msgpack_object *o) {
+  void (*message)(void *, pr_worker_msg_t, uint64_t, char *, size_t) = u->cb.message;
+  void *x = u->cb.arg;
   const msgpack_object *a = o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.ptr : NULL;
   uint32_t n = a ? o->via.array.size : 0;
   uint64_t type, rid;
@@ -109,11 +127,11 @@ static void handle(pr_exec_t *x, const msgpack_object *o) {
   if (n == 4 && get_u64(&a[0], &type) && type == 1 && get_u64(&a[1], &rid)) {
     if (a[2].type == MSGPACK_OBJECT_NIL) {
       text = pr_mp_to_json(&a[3], &len);
-      pr_worker_message(x, text ? PR_WM_OK : PR_WM_STRAY, rid, text, len);
+      message(x, text ? PR_WM_OK : PR_WM_STRAY, rid, text, len);
     } else {
       if (a[2].type == MSGPACK_OBJECT_STR) text = strndup(a[2].via.str.ptr, len = a[2].via.str.size);
       else text = pr_mp_to_json(&a[2], &len);
-      pr_worker_message(x, text ? PR_WM_ERROR : PR_WM_STRAY, rid, text, len);
+      message(x, text ? PR_WM_ERROR : PR_WM_STRAY, rid, text, len);
     }
     return;
   }
@@ -122,20 +140,20 @@ static void handle(pr_exec_t *x, const msgpack_object *o) {
     if (str_is(&a[1], "proctor_chunk") && p->type == MSGPACK_OBJECT_ARRAY &&
         p->via.array.size == 2 && get_u64(&p->via.array.ptr[0], &rid)) {
       text = pr_mp_to_json(&p->via.array.ptr[1], &len);
-      pr_worker_message(x, text ? PR_WM_CHUNK : PR_WM_STRAY, rid, text, len);
+      message(x, text ? PR_WM_CHUNK : PR_WM_STRAY, rid, text, len);
       return;
     }
-    pr_worker_message(x, str_is(&a[1], "proctor_ready") ? PR_WM_READY : PR_WM_STRAY, 0, NULL, 0);
+    message(x, str_is(&a[1], "proctor_ready") ? PR_WM_READY : PR_WM_STRAY, 0, NULL, 0);
     return;
   }
-  if (n == 4 && get_u64(&a[0], &type) && type == 0) refuse(x, &a[1]);
-  pr_worker_message(x, PR_WM_STRAY, 0, NULL, 0);
+  if (n == 4 && get_u64(&a[0], &type) && type == 0) refuse(u, &a[1]);
+  message(x, PR_WM_STRAY, 0, NULL, 0);
 }
 
-void pr_wmp_feed(pr_exec_t *x, void *uv, const char *p, size_t n) {
-  msgpack_unpacker *u = uv;
+void pr_wmp_feed(pr_wmp_t *w, const char *p, size_t n) {
+  msgpack_unpacker *u = w->up;
   if (!msgpack_unpacker_reserve_buffer(u, n)) {
-    pr_worker_message(x, PR_WM_OVERSIZE, 0, NULL, 0);
+    w->cb.message(w->cb.arg, PR_WM_OVERSIZE, 0, NULL, 0);
     return;
   }
   memcpy(msgpack_unpacker_buffer(u), p, n);
@@ -145,13 +163,13 @@ void pr_wmp_feed(pr_exec_t *x, void *uv, const char *p, size_t n) {
   for (;;) {
     msgpack_unpack_return ret = msgpack_unpacker_next(u, &r);
     if (ret == MSGPACK_UNPACK_SUCCESS) {
-      handle(x, &r.data);
+      handle(w, &r.data);
       continue;
     }
     if (ret == MSGPACK_UNPACK_CONTINUE && msgpack_unpacker_message_size(u) <= PR_WORKER_MSG_MAX)
       break;
     /* garbage or a message over the limit: nothing to resync on, drop what is buffered */
-    pr_worker_message(x, ret == MSGPACK_UNPACK_CONTINUE ? PR_WM_OVERSIZE : PR_WM_INVALID, 0, NULL, 0);
+    w->cb.message(w->cb.arg, ret == MSGPACK_UNPACK_CONTINUE ? PR_WM_OVERSIZE : PR_WM_INVALID, 0, NULL, 0);
     msgpack_unpacker_reset(u);
     u->off = u->used;
     break;

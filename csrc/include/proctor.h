@@ -212,7 +212,8 @@ typedef struct pr_event {
   uint64_t rid;
   int status, worker_state;
   uint32_t restarts;
-  void *chan;               /* engine-private (worker.c) */
+  void *chan;               /* engine-private: a chunk's back-pressure token ... */
+  void (*chan_done)(void *); /* ... and what to call once the chunk is consumed */
 } pr_event_t;
 
 /* pr_engine_new: start an engine thread (and, lazily, its shepherd).

@@ -12,4 +12,21 @@
 #include "base/ring.h"
 #include "include/proctor.h"
 
+/* pr_test_hold_events / pr_test_release_events: take and give back the lock
+ * of the engine's event queue, so its thread blocks at its next event (a
+ * stalled engine). Host thread. */
+void pr_test_hold_events(pr_engine_t *e);
+void pr_test_release_events(pr_engine_t *e);
+
+/* A session of the RPC server without a socket: its outgoing bytes go to
+ * sink(arg, bytes, n) synchronously. pr_test_rpc_open creates a server
+ * without a socket when the engine has none. All three on the engine thread
+ * (inside pr_engine_call). open: NULL when out of memory; feed: 1 while the
+ * connection is open, 0 once the server closed it (close it still). */
+typedef struct pr_rpc_conn pr_rpc_conn_t;
+pr_rpc_conn_t *pr_test_rpc_open(pr_engine_t *e, void (*sink)(void *arg, const char *p, size_t n),
+                                void *arg);
+int pr_test_rpc_feed(pr_rpc_conn_t *c, const char *data, size_t len);
+void pr_test_rpc_close(pr_rpc_conn_t *c);
+
 #endif /* PR_PROCTOR_TEST_H */

@@ -1,4 +1,4 @@
-/* rpc_conn.c — one connection's bytes: framing, the unpacker, the pump,
+/* rpc/conn.c — one connection's bytes: framing, the unpacker, the pump,
  * the bounded send queue, subscriptions and waits.
  *
  * Thread: engine.
@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/exec.h"
-#include "engine/registry.h"
 #include "rpc/conn.h"
 
 /* ---- framing ---------------------------------------------------------------------- */
@@ -513,7 +511,7 @@ pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, in
   w->id = id;
   w->msgid = msgid;
   if (timeout_ms >= 0) {
-    if (uv_timer_init(&c->srv->e->loop, &w->timer) != 0) {
+    if (uv_timer_init(c->srv->ctl->xc.loop, &w->timer) != 0) {
       free(w);
       return NULL;
     }

@@ -1,4 +1,4 @@
-/* rpc_conn.h — internal types and limits shared by the rpc_*.c files.
+/* rpc/conn.h — internal types and limits shared by the files of rpc/.
  *
  * Thread: engine. Only the rpc files include this header (and msgpack.h).
  *
@@ -105,8 +105,10 @@ struct pr_rpc_conn {
 };
 
 struct pr_rpc {
-  pr_engine_t *e;
-  uv_pipe_t listener;
+  pr_control_t *ctl;      /* the engine's commands, registry and loop */
+  char *const *env;       /* the environment RPC starts inherit */
+  pr_listener_t listener; /* what the engine tells the server */
+  uv_pipe_t listener_pipe; /* the listening socket */
   int listening;
   uv_idle_t idle; /* runs the pump while `pending` is not empty */
   int idle_on;
@@ -193,9 +195,13 @@ void pr_rpc_wait_free(pr_rpc_wait_t *w);
  * PR_EPROTO when the message is not msgpack-rpc at all (the caller closes). */
 int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *zone);
 
-/* pr_rpc_pack_state: a `state` notification for `x` (prev PR_NSTATE: none).
+/* pr_rpc_pack_state: a `state` notification (st->prev PR_NSTATE: none).
  * Returns 0 or -1 (out of memory; the buffer may hold a partial message). */
-int pr_rpc_pack_state(msgpack_packer *pk, const pr_exec_t *x, pr_state_t prev);
+int pr_rpc_pack_state(msgpack_packer *pk, const pr_state_info_t *st);
+
+/* pr_rpc_pack_worker: a `worker_chunk` (reply 0) or `worker_reply` (reply 1)
+ * notification. Returns 0 or -1. */
+int pr_rpc_pack_worker(msgpack_packer *pk, int reply, const pr_wmsg_t *m);
 
 /* pr_rpc_pack_output: an `output` notification. Returns 0 or -1. */
 int pr_rpc_pack_output(msgpack_packer *pk, uint64_t id, int stream, const char *data, size_t len,

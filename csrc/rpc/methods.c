@@ -1,17 +1,17 @@
-/* rpc_methods.c — the method table, parameter validation, and packing of
+/* rpc/methods.c — the method table, parameter validation, and packing of
  * records and notifications.
  *
  * Thread: engine.
  *
  *   [0, msgid, method, params] ─► shape check ─► methods[] (like luaL_Reg)
- *        ─► validate params ─► pr_cmd_t ─► pr_engine_run_cmd (the host's path)
+ *        ─► validate params ─► pr_cmd_t ─► pr_control_run (the host's path)
  *        ─► [1, msgid, nil, result] | [1, msgid, [name, message], nil]
  *   [2, method, params] (from a client) runs the same way; nothing is answered.
  *
  * Every execution an RPC connection starts belongs to its session; every
  * lookup is made with that session, so other sessions' ids are "not found".
  * Strings borrowed from a message are copied into the message's zone (freed
- * after dispatch) or by pr_engine_build_exec.
+ * after dispatch) or by pr_exec_build.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -19,16 +19,14 @@
 #include <string.h>
 
 #include "base/mpack.h"
-#include "engine/exec.h"
-#include "engine/registry.h"
-#include "rpc/conn.h"
 #include "engine/worker.h"
+#include "rpc/conn.h"
 
 #define PR_RPC_DEFER 1 /* a method result: the response is sent later (wait) */
 
 typedef struct {
   pr_rpc_conn_t *c;
-  pr_engine_t *e;
+  pr_control_t *ctl;
   msgpack_packer *pk;
   msgpack_zone *zone;
   const msgpack_object *args;
@@ -86,21 +84,21 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
   return 0;
 }
 
-int pr_rpc_pack_state(msgpack_packer *pk, const pr_exec_t *x, pr_state_t prev) {
+int pr_rpc_pack_state(msgpack_packer *pk, const pr_state_info_t *st) {
   char sb[32];
-  int term = pr_state_terminal(x->state);
-  int has_exit = term && x->exit_code >= 0, has_sig = term && x->signal > 0;
-  int has_pid = !term && x->pid > 0;
-  uint32_t n = 2 + (prev < PR_NSTATE) + !!x->reason + !!x->error + has_exit + has_sig + has_pid;
+  int term = pr_state_terminal(st->state);
+  int has_exit = term && st->exit_code >= 0, has_sig = term && st->signal > 0;
+  int has_pid = !term && st->pid > 0;
+  uint32_t n = 2 + (st->prev < PR_NSTATE) + !!st->reason + !!st->error + has_exit + has_sig + has_pid;
   if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "state") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n) || pr_mp_kv_int(pk, "id", (int64_t)x->id) ||
-      pr_mp_kv_str(pk, "state", pr_state_name(x->state)) ||
-      (prev < PR_NSTATE && pr_mp_kv_str(pk, "prev", pr_state_name(prev))) ||
-      (x->reason && pr_mp_kv_str(pk, "reason", x->reason)) ||
-      (x->error && pr_mp_kv_str(pk, "error", x->error)) ||
-      (has_exit && pr_mp_kv_int(pk, "exit_code", x->exit_code)) ||
-      (has_sig && pr_mp_kv_str(pk, "signal", pr_signal_name(x->signal, sb, sizeof(sb)))) ||
-      (has_pid && pr_mp_kv_int(pk, "pid", x->pid)))
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n) || pr_mp_kv_int(pk, "id", (int64_t)st->id) ||
+      pr_mp_kv_str(pk, "state", pr_state_name(st->state)) ||
+      (st->prev < PR_NSTATE && pr_mp_kv_str(pk, "prev", pr_state_name(st->prev))) ||
+      (st->reason && pr_mp_kv_str(pk, "reason", st->reason)) ||
+      (st->error && pr_mp_kv_str(pk, "error", st->error)) ||
+      (has_exit && pr_mp_kv_int(pk, "exit_code", st->exit_code)) ||
+      (has_sig && pr_mp_kv_str(pk, "signal", pr_signal_name(st->signal, sb, sizeof(sb)))) ||
+      (has_pid && pr_mp_kv_int(pk, "pid", st->pid)))
     return -1;
   return 0;
 }
@@ -134,7 +132,7 @@ void pr_rpc_answer_wait(pr_rpc_conn_t *c, pr_rpc_wait_t *w) {
   pr_record_t *snap = NULL;
   const pr_record_t *r = w->rec;
   if (r == NULL) { /* timed out: the record as it is now */
-    pr_exec_t *x = pr_registry_find(c->srv->e, w->id, c->session);
+    pr_exec_t *x = pr_registry_find(&c->srv->ctl->reg, w->id, c->session);
     if (x) r = snap = pr_exec_snapshot(x);
   }
   char m[64];
@@ -296,7 +294,7 @@ static int fail_id(req_t *q, int rc, uint64_t id) {
 
 static int run(req_t *q, pr_cmd_t *c) {
   c->session = q->c->session;
-  pr_engine_run_cmd(q->e, c);
+  pr_control_run(q->ctl, c);
   return c->rc;
 }
 
@@ -555,21 +553,15 @@ static int m_start(req_t *q) {
   s.session = q->c->session;
   s.owner = q->c->name;
   pr_exec_t *x;
-  if ((rc = pr_engine_build_exec(q->e, &s, q->e->rpc_env, &x)) != 0) return rc;
+  if ((rc = pr_exec_build(q->ctl, &s, q->c->srv->env, &x)) != 0) return rc;
   uint64_t id = x->id;
   if (kod && (rc = add_kod(q->c, id)) != 0) {
     pr_exec_free(x);
     return rc;
   }
-  if (q->c->sub_all && !q->notify) { /* subscribed to all of its own: this one too, from queued */
-    pr_rpc_sub_t *sub = pr_rpc_sub_new(q->c, x);
-    if (sub) {
-      msgpack_packer pk;
-      msgpack_packer_init(&pk, &sub->states, msgpack_sbuffer_write);
-      if (pr_rpc_pack_state(&pk, x, PR_NSTATE) != 0) sub->states.size = 0;
-      pr_rpc_sub_dirty(sub);
-    }
-  }
+  /* Subscribed to all of its own: this one too, from its `queued` (which the
+   * listener packs when START announces it). */
+  if (q->c->sub_all && !q->notify) pr_rpc_sub_new(q->c, x);
   pr_cmd_t c = {.type = PR_CMD_START, .exec = x};
   run(q, &c); /* takes x */
   return msgpack_pack_uint64(q->pk, id) ? PR_ENOMEM : 0;
@@ -769,7 +761,9 @@ static int subscribe_one(pr_rpc_conn_t *c, pr_exec_t *x) {
   msgpack_sbuffer *b = term ? &s->final : &s->states;
   msgpack_packer pk;
   msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
-  if (pr_rpc_pack_state(&pk, x, PR_NSTATE) != 0) {
+  pr_state_info_t st;
+  pr_exec_state_info(x, PR_NSTATE, &st);
+  if (pr_rpc_pack_state(&pk, &st) != 0) {
     pr_rpc_sub_free(s);
     return PR_ENOMEM;
   }
@@ -789,10 +783,10 @@ static int m_subscribe(req_t *q) {
   if (n == SIZE_MAX) {
     size_t cnt = 0;
     pr_queue_t *k;
-    PR_QUEUE_FOREACH(k, &q->e->order)
+    PR_QUEUE_FOREACH(k, &q->ctl->reg.order)
     cnt += PR_QUEUE_DATA(k, pr_exec_t, order)->session == c->session;
     if (msgpack_pack_array(pk, cnt)) return PR_ENOMEM;
-    PR_QUEUE_FOREACH(k, &q->e->order) {
+    PR_QUEUE_FOREACH(k, &q->ctl->reg.order) {
       pr_exec_t *x = PR_QUEUE_DATA(k, pr_exec_t, order);
       if (x->session != c->session) continue;
       if ((rc = subscribe_one(c, x)) != 0 || msgpack_pack_uint64(pk, x->id))
@@ -802,11 +796,11 @@ static int m_subscribe(req_t *q) {
     return 0;
   }
   for (size_t i = 0; i < n; i++) /* all or nothing */
-    if (ids[i] == 0 || pr_registry_find(q->e, ids[i], c->session) == NULL)
+    if (ids[i] == 0 || pr_registry_find(&q->ctl->reg, ids[i], c->session) == NULL)
       return not_found(q, ids[i]);
   if (msgpack_pack_array(pk, n)) return PR_ENOMEM;
   for (size_t i = 0; i < n; i++) {
-    if ((rc = subscribe_one(c, pr_registry_find(q->e, ids[i], c->session))) != 0) return rc;
+    if ((rc = subscribe_one(c, pr_registry_find(&q->ctl->reg, ids[i], c->session))) != 0) return rc;
     if (msgpack_pack_uint64(pk, ids[i])) return PR_ENOMEM;
   }
   return 0;
@@ -843,7 +837,7 @@ static int m_wait(req_t *q) {
       (rc = arg_range(q, 1, "timeout_ms", 0, (int64_t)1 << 40, &timeout)) != 0)
     return rc;
   if (q->notify) return PR_EINVAL; /* nobody to answer */
-  pr_exec_t *x = id ? pr_registry_find(q->e, id, q->c->session) : NULL;
+  pr_exec_t *x = id ? pr_registry_find(&q->ctl->reg, id, q->c->session) : NULL;
   if (x == NULL) return not_found(q, id);
   int held = pr_rpc_sub_find(q->c->srv, id) != NULL;
   if ((x->finished && !held) || (timeout == 0 && !x->finished)) {
@@ -873,14 +867,15 @@ static int m_worker_request(req_t *q) {
   if ((rc = arg_map(q, 2, "opts", keys, &opts)) != 0) return rc;
   int64_t timeout = 0;
   if (opts && (rc = spec_int(q, opts, "timeout_ms", (int64_t)1 << 50, &timeout)) != 0) return rc;
-  pr_exec_t *x = pr_registry_find(q->e, id, q->c->session);
+  pr_exec_t *x = pr_registry_find(&q->ctl->reg, id, q->c->session);
   if (x == NULL) return not_found(q, id);
-  if (x->worker == NULL) return fail_id(q, PR_ENOTWORKER, id);
+  if (pr_worker_of(x) == NULL) return fail_id(q, PR_ENOTWORKER, id);
   size_t n;
   char *json = pr_mp_to_json(payload, &n);
   if (json == NULL) return bad(q, 1, "payload", "a value JSON can hold (maps need string keys)");
-  uint64_t rid = pr_worker_next_rid(q->e);
-  pr_worker_request(q->e, q->c->session, id, rid, json, n, (uint64_t)timeout);
+  uint64_t rid = pr_control_next_rid(q->ctl);
+  pr_cmd_t c = {.type = PR_CMD_WREQUEST, .id = id, .u = rid, .data = json, .len = n, .a = timeout};
+  run(q, &c);
   free(json);
   return msgpack_pack_uint64(q->pk, rid) ? PR_ENOMEM : 0;
 }
@@ -890,7 +885,8 @@ static int m_worker_cancel(req_t *q) {
   uint64_t rid;
   int rc;
   if ((rc = arg_id(q, 0, &rid)) != 0) return rc;
-  if ((rc = pr_worker_cancel_request(q->e, q->c->session, rid)) != 0) return fail_id(q, rc, rid);
+  pr_cmd_t c = {.type = PR_CMD_WCANCEL, .u = rid};
+  if ((rc = run(q, &c)) != 0) return fail_id(q, rc, rid);
   return done_true(q);
 }
 
@@ -899,7 +895,8 @@ static int m_worker_restart(req_t *q) {
   uint64_t id;
   int rc;
   if ((rc = arg_id(q, 0, &id)) != 0) return rc;
-  if ((rc = pr_worker_restart(q->e, q->c->session, id)) != 0) return fail_id(q, rc, id);
+  pr_cmd_t c = {.type = PR_CMD_WRESTART, .id = id};
+  if ((rc = run(q, &c)) != 0) return fail_id(q, rc, id);
   return done_true(q);
 }
 
@@ -934,7 +931,7 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
    * queues on this connection meanwhile (a notification from a hook) lands
    * before it, never inside it. */
   c->resp.size = 0;
-  req_t q = {.c = c, .e = c->srv->e, .pk = &c->rpk, .zone = zone};
+  req_t q = {.c = c, .ctl = c->srv->ctl, .pk = &c->rpk, .zone = zone};
   const msgpack_object *method, *params;
   if (type == 0 && n == 4 && a[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
     q.msgid = a[1].via.u64;
@@ -986,53 +983,26 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
   return 0;
 }
 
-/* ---- worker notifications (worker.c) ----------------------------------------------- */
-
-static pr_rpc_conn_t *session_conn(pr_engine_t *e, uint64_t session) {
-  pr_queue_t *q;
-  PR_QUEUE_FOREACH(q, &e->rpc->conns) {
-    pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
-    if (c->session == session) return c->closing ? NULL : c;
-  }
-  return NULL;
-}
+/* ---- worker notifications (the server's listener) ------------------------------------- */
 
 /* A JSON text as a msgpack value; text that is not JSON goes as a string. */
 static int pk_json(msgpack_packer *pk, const char *text, size_t len) {
   int rc = pr_mp_pack_json(pk, text, len);
-  if (rc == PR_EINVAL) return msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, text, len);
+  if (rc == PR_EINVAL) return pr_mp_strn(pk, text, len);
   return rc;
 }
 
-void pr_rpc_on_worker_chunk(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
-                            const char *text, size_t len) {
-  pr_rpc_conn_t *c = session_conn(e, session);
-  if (c == NULL) return;
-  /* A client that does not read must not grow our memory: past the hard send
-   * limit its chunks are dropped (the final worker_reply is always sent). */
-  if (c->out.size >= PR_RPC_SENDQ_HARD) return;
-  msgpack_packer *pk = &c->pk;
-  size_t mark = c->out.size;
-  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_chunk") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) || pr_mp_kv_int(pk, "id", (int64_t)id) ||
-      pr_mp_kv_int(pk, "rid", (int64_t)rid) || pr_mp_str(pk, "chunk") || pk_json(pk, text, len))
-    c->out.size = mark;
-  pr_rpc_kick(c);
-}
-
-void pr_rpc_on_worker_reply(pr_engine_t *e, uint64_t session, uint64_t id, uint64_t rid,
-                            int status, const char *text, size_t len) {
-  pr_rpc_conn_t *c = session_conn(e, session);
-  if (c == NULL) return;
-  msgpack_packer *pk = &c->pk;
-  size_t mark = c->out.size;
-  int ok = status == PR_RS_OK;
-  if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_reply") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pr_mp_kv_int(pk, "id", (int64_t)id) ||
-      pr_mp_kv_int(pk, "rid", (int64_t)rid) || pr_mp_kv_bool(pk, "ok", ok) ||
-      pr_mp_kv_str(pk, "status", pr_reply_status_name(status)) || pr_mp_str(pk, ok ? "result" : "error") ||
-      (ok ? pk_json(pk, text, len)
-          : msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, text ? text : "", len)))
-    c->out.size = mark;
-  pr_rpc_kick(c);
+int pr_rpc_pack_worker(msgpack_packer *pk, int reply, const pr_wmsg_t *m) {
+  if (!reply)
+    return msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_chunk") ||
+           msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) || pr_mp_kv_int(pk, "id", (int64_t)m->id) ||
+           pr_mp_kv_int(pk, "rid", (int64_t)m->rid) || pr_mp_str(pk, "chunk") ||
+           pk_json(pk, m->text, m->len);
+  int ok = m->status == PR_RS_OK;
+  return msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_reply") ||
+         msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pr_mp_kv_int(pk, "id", (int64_t)m->id) ||
+         pr_mp_kv_int(pk, "rid", (int64_t)m->rid) || pr_mp_kv_bool(pk, "ok", ok) ||
+         pr_mp_kv_str(pk, "status", pr_reply_status_name(m->status)) ||
+         pr_mp_str(pk, ok ? "result" : "error") ||
+         (ok ? pk_json(pk, m->text, m->len) : pr_mp_strn(pk, m->text, m->len));
 }

@@ -1,11 +1,11 @@
-/* rpc_server.c — the listening socket, sessions and their lifetime, the
- * pump scheduler, and the two hooks exec.c calls.
+/* rpc/server.c — the listening socket, sessions and their lifetime, the
+ * pump scheduler, and the server's listener (what the engine tells it).
  *
  * Thread: engine (pr_rpc_start also before the engine thread exists).
  *
  *   listener ─accept─► SO_PEERCRED uid == ours? ─no─► close (refused)
  *                         └─yes─► conn (session = next_session++) ─► read
- *   hooks / reads / write completions ─► pr_rpc_kick ─► srv->pending ─► uv_idle ─► pump
+ *   listener / reads / write completions ─► pr_rpc_kick ─► srv->pending ─► uv_idle ─► pump
  *
  * Ownership: the server owns its connections; each connection owns its
  * subscriptions, waits and unsent bytes, and frees itself in the close
@@ -21,10 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "engine/exec.h"
-#include "engine/registry.h"
 #include "rpc/conn.h"
-#include "engine/worker.h"
 
 /* ---- scheduling -------------------------------------------------------------------- */
 
@@ -106,7 +103,7 @@ void pr_rpc_conn_close(pr_rpc_conn_t *c) {
   pr_queue_remove(&c->node);
   srv->nconns--;
   /* Subscriptions and waits first: canceling below may end executions and
-   * call the hooks, which must not find anything of this connection. */
+   * tell the listener, which must not find anything of this connection. */
   while (!pr_queue_empty(&c->subs))
     pr_rpc_sub_free(PR_QUEUE_DATA(pr_queue_head(&c->subs), pr_rpc_sub_t, cnode));
   while (!pr_queue_empty(&c->waits)) {
@@ -116,10 +113,10 @@ void pr_rpc_conn_close(pr_rpc_conn_t *c) {
     pr_rpc_wait_free(w);
   }
   for (size_t i = 0; i < c->nkod; i++) {
-    pr_exec_t *x = pr_registry_find(srv->e, c->kod[i], c->session);
+    pr_exec_t *x = pr_registry_find(&srv->ctl->reg, c->kod[i], c->session);
     if (x) pr_exec_cancel(x, 0, "disconnected");
   }
-  pr_worker_session_closed(srv->e, c->session); /* its requests: dropped, workers told */
+  pr_control_session_closed(srv->ctl, c->session); /* its worker requests: dropped, workers told */
   if (!c->virt) {
     if (c->reading) uv_read_stop((uv_stream_t *)&c->pipe);
     c->reading = 0;
@@ -148,7 +145,7 @@ static void on_connection(uv_stream_t *server, int status) {
   pr_rpc_conn_t *c = pr_rpc_conn_new(srv);
   if (c == NULL) { /* accept and drop, or the listener stays readable */
     uv_pipe_t *t = malloc(sizeof(*t));
-    if (t && uv_pipe_init(&srv->e->loop, t, 0) == 0) {
+    if (t && uv_pipe_init(srv->ctl->xc.loop, t, 0) == 0) {
       uv_accept(server, (uv_stream_t *)t);
       uv_close((uv_handle_t *)t, free_handle);
     } else {
@@ -157,7 +154,7 @@ static void on_connection(uv_stream_t *server, int status) {
     srv->refused++;
     return;
   }
-  uv_pipe_init(&srv->e->loop, &c->pipe, 0);
+  uv_pipe_init(srv->ctl->xc.loop, &c->pipe, 0);
   c->pipe.data = c;
   c->handles = 1;
   uid_t uid;
@@ -220,7 +217,7 @@ static int do_listen(pr_rpc_t *srv, const char *path) {
   if ((rc = check_dir(path)) != 0) return rc;
   if ((rc = clear_stale(path)) != 0) return rc;
   if ((srv->path = strdup(path)) == NULL) return PR_ENOMEM;
-  if ((rc = uv_pipe_bind(&srv->listener, path)) != 0) return rc;
+  if ((rc = uv_pipe_bind(&srv->listener_pipe, path)) != 0) return rc;
   /* The 0700 directory covers the moment between bind and chmod. */
   struct stat st;
   if (chmod(path, 0600) != 0 || stat(path, &st) != 0) {
@@ -230,7 +227,7 @@ static int do_listen(pr_rpc_t *srv, const char *path) {
   }
   srv->dev = st.st_dev;
   srv->ino = st.st_ino;
-  if ((rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection)) != 0) {
+  if ((rc = uv_listen((uv_stream_t *)&srv->listener_pipe, 128, on_connection)) != 0) {
     unlink(path);
     return rc;
   }
@@ -238,64 +235,28 @@ static int do_listen(pr_rpc_t *srv, const char *path) {
   return 0;
 }
 
-int pr_rpc_start(pr_engine_t *e, const char *path) {
-  pr_rpc_t *srv = calloc(1, sizeof(*srv));
-  if (srv == NULL) return PR_ENOMEM;
-  srv->e = e;
-  srv->next_session = 1;
-  pr_queue_init(&srv->conns);
-  pr_queue_init(&srv->pending);
-  uv_idle_init(&e->loop, &srv->idle);
-  srv->idle.data = srv;
-  srv->handles = 1;
-  uv_pipe_init(&e->loop, &srv->listener, 0);
-  srv->listener.data = srv;
-  srv->handles++;
-  e->rpc = srv;
-  int rc = path ? do_listen(srv, path) : 0;
-  if (rc != 0) {
-    free(srv->path);
-    srv->path = NULL; /* nothing of ours to unlink */
-    pr_rpc_close(e);
-  }
-  return rc;
-}
+/* ---- the listener: what the engine tells the server --------------------------------- */
 
-void pr_rpc_close(pr_engine_t *e) {
-  pr_rpc_t *srv = e->rpc;
-  if (srv == NULL) return;
-  e->rpc = NULL;
-  if (srv->path) { /* remove the socket file, if it is still the one we bound */
-    struct stat st;
-    if (lstat(srv->path, &st) == 0 && st.st_dev == srv->dev && st.st_ino == srv->ino)
-      unlink(srv->path);
-  }
-  while (!pr_queue_empty(&srv->conns))
-    pr_rpc_conn_close(PR_QUEUE_DATA(pr_queue_head(&srv->conns), pr_rpc_conn_t, node));
-  uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);
-  uv_close((uv_handle_t *)&srv->idle, on_srv_handle_closed);
-}
-
-/* ---- hooks from exec.c ------------------------------------------------------------- */
-
-void pr_rpc_on_output(pr_engine_t *e, pr_exec_t *x, int stream) {
+static void on_output(void *arg, pr_exec_t *x, int stream) {
   (void)stream;
   if (x->session == 0) return; /* the host's own: no RPC client may see them */
-  pr_rpc_sub_t *s = pr_rpc_sub_find(e->rpc, x->id);
+  pr_rpc_sub_t *s = pr_rpc_sub_find(arg, x->id);
   if (s) pr_rpc_sub_dirty(s);
 }
 
-void pr_rpc_on_state(pr_engine_t *e, pr_exec_t *x, pr_state_t prev) {
-  pr_rpc_t *srv = e->rpc;
-  if (x->session == 0) return;
-  pr_rpc_sub_t *s = pr_rpc_sub_find(srv, x->id);
-  int terminal = pr_state_terminal(x->state);
+/* A state notification for the subscriber, and, when terminal, the answers
+ * of `wait` requests. */
+static void on_state(void *arg, const pr_state_info_t *st) {
+  pr_rpc_t *srv = arg;
+  if (st->session == 0) return;
+  pr_rpc_sub_t *s = pr_rpc_sub_find(srv, st->id);
+  int terminal = pr_state_terminal(st->state);
   if (s && !s->ended) {
     msgpack_sbuffer *b = terminal ? &s->final : &s->states;
     size_t mark = b->size;
     msgpack_packer pk;
     msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
-    if (pr_rpc_pack_state(&pk, x, prev) != 0) b->size = mark; /* ENOMEM: this one is lost */
+    if (pr_rpc_pack_state(&pk, st) != 0) b->size = mark; /* ENOMEM: this one is lost */
     if (terminal) pr_rpc_sub_ended(s);
     pr_rpc_sub_dirty(s);
   }
@@ -303,12 +264,12 @@ void pr_rpc_on_state(pr_engine_t *e, pr_exec_t *x, pr_state_t prev) {
   pr_queue_t *q;
   PR_QUEUE_FOREACH(q, &srv->conns) {
     pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
-    if (c->session != x->session) continue;
+    if (c->session != st->session) continue;
     pr_queue_t *k;
     PR_QUEUE_FOREACH(k, &c->waits) {
       pr_rpc_wait_t *w = PR_QUEUE_DATA(k, pr_rpc_wait_t, cnode);
-      if (w->id == x->id && w->rec == NULL) {
-        w->rec = pr_exec_snapshot(x);
+      if (w->id == st->id && w->rec == NULL) {
+        w->rec = pr_exec_snapshot(st->x);
         c->nready_waits++;
       }
     }
@@ -317,12 +278,84 @@ void pr_rpc_on_state(pr_engine_t *e, pr_exec_t *x, pr_state_t prev) {
   }
 }
 
+static pr_rpc_conn_t *session_conn(pr_rpc_t *srv, uint64_t session) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &srv->conns) {
+    pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
+    if (c->session == session) return c->closing ? NULL : c;
+  }
+  return NULL;
+}
+
+static void on_chunk(void *arg, pr_wmsg_t *m) {
+  pr_rpc_conn_t *c = m->session ? session_conn(arg, m->session) : NULL;
+  if (c == NULL) return;
+  /* A client that does not read must not grow our memory: past the hard send
+   * limit its chunks are dropped (the final worker_reply is always sent). */
+  if (c->out.size >= PR_RPC_SENDQ_HARD) return;
+  size_t mark = c->out.size;
+  if (pr_rpc_pack_worker(&c->pk, 0, m) != 0) c->out.size = mark;
+  pr_rpc_kick(c);
+}
+
+static void on_reply(void *arg, pr_wmsg_t *m) {
+  pr_rpc_conn_t *c = m->session ? session_conn(arg, m->session) : NULL;
+  if (c == NULL) return;
+  size_t mark = c->out.size;
+  if (pr_rpc_pack_worker(&c->pk, 1, m) != 0) c->out.size = mark;
+  pr_rpc_kick(c);
+}
+
+pr_listener_t *pr_rpc_listener(pr_rpc_t *srv) { return &srv->listener; }
+
+/* ---- server lifetime (continued) ------------------------------------------------------- */
+
+int pr_rpc_start(pr_control_t *ctl, char *const *env, const char *path, pr_rpc_t **out) {
+  *out = NULL;
+  uv_loop_t *loop = ctl->xc.loop;
+  pr_rpc_t *srv = calloc(1, sizeof(*srv));
+  if (srv == NULL) return PR_ENOMEM;
+  srv->ctl = ctl;
+  srv->env = env;
+  srv->listener = (pr_listener_t){.state = on_state, .output = on_output, .chunk = on_chunk,
+                                  .reply = on_reply, .arg = srv};
+  srv->next_session = 1;
+  pr_queue_init(&srv->conns);
+  pr_queue_init(&srv->pending);
+  uv_idle_init(loop, &srv->idle);
+  srv->idle.data = srv;
+  srv->handles = 1;
+  uv_pipe_init(loop, &srv->listener_pipe, 0);
+  srv->listener_pipe.data = srv;
+  srv->handles++;
+  int rc = path ? do_listen(srv, path) : 0;
+  if (rc != 0) {
+    free(srv->path);
+    srv->path = NULL; /* nothing of ours to unlink */
+    pr_rpc_close(srv);
+    return rc;
+  }
+  *out = srv;
+  return 0;
+}
+
+void pr_rpc_close(pr_rpc_t *srv) {
+  if (srv->path) { /* remove the socket file, if it is still the one we bound */
+    struct stat st;
+    if (lstat(srv->path, &st) == 0 && st.st_dev == srv->dev && st.st_ino == srv->ino)
+      unlink(srv->path);
+  }
+  while (!pr_queue_empty(&srv->conns))
+    pr_rpc_conn_close(PR_QUEUE_DATA(pr_queue_head(&srv->conns), pr_rpc_conn_t, node));
+  uv_close((uv_handle_t *)&srv->listener_pipe, on_srv_handle_closed);
+  uv_close((uv_handle_t *)&srv->idle, on_srv_handle_closed);
+}
+
 /* ---- virtual connections ----------------------------------------------------------- */
 
-pr_rpc_conn_t *pr_rpc_virtual_open(pr_engine_t *e, void (*sink)(void *, const char *, size_t),
+pr_rpc_conn_t *pr_rpc_virtual_open(pr_rpc_t *srv, void (*sink)(void *, const char *, size_t),
                                    void *arg) {
-  if (e->rpc == NULL) return NULL;
-  pr_rpc_conn_t *c = pr_rpc_conn_new(e->rpc);
+  pr_rpc_conn_t *c = pr_rpc_conn_new(srv);
   if (c == NULL) return NULL;
   c->virt = 1;
   c->held = 1;

@@ -1,4 +1,4 @@
-/* audit.c — JSON lines for lifecycle events, appended and rotated by size.
+/* store/audit.c — JSON lines for lifecycle events, appended and rotated by size.
  *
  * Thread: see audit.h. The engine thread formats a line (cJSON) and pushes
  * it; the writer thread appends it, rotating first when it would not fit.
@@ -16,27 +16,31 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "engine/exec.h"
-#include "engine/secrets.h"
 
-typedef struct pr_audit {
+struct pr_audit {
+  pr_journal_t *j;
+  pr_listener_t listener;
   char *path;
   int fd;
   uint64_t size;     /* writer thread: bytes in the current file */
   uint64_t max;
   uint32_t keep;
   int broken;        /* writer thread: a write failed (warned once) */
-} pr_audit_t;
+};
 
-int pr_audit_open(pr_journal_t *j, const char *path) {
-  pr_engine_t *e = j->eng;
+static void on_state(void *arg, const pr_state_info_t *st);
+
+int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_t keep, pr_audit_t **out) {
+  *out = NULL;
   pr_audit_t *a = calloc(1, sizeof(*a));
   if (a == NULL || (a->path = strdup(path)) == NULL) {
     free(a);
     return PR_ENOMEM;
   }
-  a->max = e->opts.audit_max_bytes ? e->opts.audit_max_bytes : PR_AUDIT_DEFAULT_MAX;
-  a->keep = e->opts.audit_keep ? e->opts.audit_keep : PR_AUDIT_DEFAULT_KEEP;
+  a->j = j;
+  a->listener = (pr_listener_t){.state = on_state, .arg = a};
+  a->max = max_bytes ? max_bytes : PR_AUDIT_DEFAULT_MAX;
+  a->keep = keep ? keep : PR_AUDIT_DEFAULT_KEEP;
   a->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   struct stat st;
   if (a->fd < 0 || fstat(a->fd, &st) != 0) {
@@ -47,22 +51,22 @@ int pr_audit_open(pr_journal_t *j, const char *path) {
     return 0;
   }
   a->size = (uint64_t)st.st_size;
-  j->audit = a;
+  *out = a;
   return 0;
 }
 
-void pr_audit_free(pr_journal_t *j) {
-  pr_audit_t *a = j->audit;
+pr_listener_t *pr_audit_listener(pr_audit_t *a) { return &a->listener; }
+
+void pr_audit_free(pr_audit_t *a) {
   if (a == NULL) return;
   if (a->fd >= 0) close(a->fd);
   free(a->path);
   free(a);
-  j->audit = NULL;
 }
 
 /* ---- writer thread ---------------------------------------------------------------- */
 
-static void rotate(pr_journal_t *j, pr_audit_t *a) {
+static void rotate(pr_audit_t *a) {
   size_t n = strlen(a->path) + 16;
   char *from = malloc(n), *to = malloc(n);
   if (from && to) {
@@ -82,17 +86,17 @@ static void rotate(pr_journal_t *j, pr_audit_t *a) {
         a->size = 0;
       }
     } else {
-      pr_journal_warn(j, "audit: cannot rotate %s (%s)", a->path, strerror(errno));
+      pr_journal_warn(a->j, "audit: cannot rotate %s (%s)", a->path, strerror(errno));
     }
   }
   free(from);
   free(to);
 }
 
-static void run_line(pr_journal_t *j, pr_job_t *job) {
-  pr_audit_t *a = j->audit;
-  if (a == NULL || a->broken) return;
-  if (a->size > 0 && a->size + job->len > a->max) rotate(j, a);
+static void run_line(void *sink, pr_job_t *job) {
+  pr_audit_t *a = sink;
+  if (a->broken) return;
+  if (a->size > 0 && a->size + job->len > a->max) rotate(a);
   const char *p = job->data;
   size_t n = job->len;
   while (n > 0) {
@@ -100,7 +104,7 @@ static void run_line(pr_journal_t *j, pr_job_t *job) {
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       a->broken = 1;
-      pr_journal_warn(j, "audit: write to %s failed (%s); nothing more is logged", a->path,
+      pr_journal_warn(a->j, "audit: write to %s failed (%s); nothing more is logged", a->path,
                       strerror(w < 0 ? errno : EIO));
       return;
     }
@@ -149,9 +153,13 @@ static cJSON *json_value(const pr_field_t *f) {
   return cJSON_CreateNull();
 }
 
-void pr_audit_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev) {
+/* The listener: the line for an execution entering its state. */
+static void on_state(void *arg, const pr_state_info_t *st) {
+  pr_audit_t *a = arg;
+  pr_state_t prev = st->prev;
   pr_record_t r;
-  pr_exec_view(x, &r, 0);
+  pr_exec_view(st->x, &r, 0);
+  if (r.previous_session) return;
   cJSON *o = cJSON_CreateObject();
   if (o == NULL) return;
   cJSON_AddNumberToObject(o, "ts", (double)pr_now_ms());
@@ -167,14 +175,14 @@ void pr_audit_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev) {
     if (in_line[f[i].id] && in_line[f[i].id] <= want) cJSON_AddItemToObject(o, f[i].key, json_value(&f[i]));
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
-  char *clean = s ? pr_secrets_scrub(x->secrets, s) : NULL;
+  char *clean = s ? pr_exec_scrub(st->x, s) : NULL;
   cJSON_free(s);
   size_t len = clean ? strlen(clean) : 0;
-  pr_job_t *job = clean ? pr_journal_job(run_line, len + 1) : NULL;
+  pr_job_t *job = clean ? pr_journal_job(run_line, a, len + 1) : NULL;
   if (job) {
     memcpy(job->data, clean, len);
     job->data[len] = '\n';
-    pr_journal_push(j, job);
+    pr_journal_push(a->j, job);
   }
   free(clean);
 }

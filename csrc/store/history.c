@@ -1,12 +1,11 @@
-/* history.c — the history file: load at start, append, forget, compact.
+/* store/history.c — the history file: load at start, append, forget,
+ * compact; a listener of the engine.
  *
- * Thread: see history.h. Loading (host thread) builds finished executions
- * that have no process and no handles (x->previous_session): every engine
- * path treats them as terminal (cancel → already_terminal, delete, purge,
- * retention, read from their ring). After load the file, its index and its
- * counters belong to the writer thread alone; the engine thread only packs
- * frames and pushes jobs. msgpack.h is included here as well as in the rpc
- * files: the file format is msgpack, and msgpack-c is already linked.
+ * Thread: see history.h. Loading (host thread) returns records with their
+ * output tails; the engine turns them into finished executions that have no
+ * process and no handles. After load the file, its index and its counters
+ * belong to the writer thread alone; the engine thread only packs frames
+ * (from the record of an execution, pr_exec_view) and pushes jobs.
  */
 #include "store/history.h"
 
@@ -22,8 +21,6 @@
 
 #include "base/clock.h"
 #include "base/mpack.h"
-#include "engine/exec.h"
-#include "engine/registry.h"
 
 #define HEADER "\xb1proctor-history/1"
 #define HEADER_LEN 18
@@ -38,10 +35,12 @@ typedef struct {
   char dead; /* superseded or forgotten: dropped by the next compaction */
 } hentry_t;
 
-typedef struct pr_history {
+struct pr_history {
+  pr_journal_t *j;    /* the writer thread, and where warnings go */
+  pr_listener_t listener;
   char *path, *tmp;
   int fd, lockfd;
-  size_t tail_bytes;  /* output kept per stream */
+  pr_history_opts_t o;
   /* writer thread (host thread during load) */
   uint64_t size;      /* bytes in the file */
   uint64_t dead;      /* bytes of dead frames */
@@ -49,7 +48,7 @@ typedef struct pr_history {
   hentry_t *ent;
   size_t nent, cap;
   int broken;         /* a write failed: warned once, nothing more is written */
-} pr_history_t;
+};
 
 static uint32_t fnv1a(const char *p, size_t n) {
   uint32_t h = 2166136261u;
@@ -136,12 +135,10 @@ static int pack_record(msgpack_packer *pk, const pr_record_t *r, pr_ring_t *cons
   return 0;
 }
 
+static void run_job(void *sink, pr_job_t *job);
+
 /* Wrap a payload into a frame job. */
-static pr_job_t *frame_job(msgpack_sbuffer *payload, int type, char kind, uint64_t id);
-
-static void run_job(pr_journal_t *j, pr_job_t *job);
-
-static pr_job_t *frame_job(msgpack_sbuffer *payload, int type, char kind, uint64_t id) {
+static pr_job_t *frame_job(pr_history_t *h, msgpack_sbuffer *payload, int type, char kind, uint64_t id) {
   msgpack_sbuffer f;
   msgpack_packer pk;
   msgpack_sbuffer_init(&f);
@@ -151,7 +148,7 @@ static pr_job_t *frame_job(msgpack_sbuffer *payload, int type, char kind, uint64
         msgpack_pack_uint32(&pk, fnv1a(payload->data ? payload->data : "", payload->size)) ||
         msgpack_pack_bin(&pk, payload->size) ||
         msgpack_pack_bin_body(&pk, payload->data ? payload->data : "", payload->size)) &&
-      (job = pr_journal_job(run_job, f.size)) != NULL) {
+      (job = pr_journal_job(run_job, h, f.size)) != NULL) {
     memcpy(job->data, f.data, f.size);
     job->kind = type | kind << 8;
     job->id = id;
@@ -160,45 +157,61 @@ static pr_job_t *frame_job(msgpack_sbuffer *payload, int type, char kind, uint64
   return job;
 }
 
-void pr_history_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev) {
-  char kind = prev == PR_NSTATE ? 's' : pr_state_terminal(x->state) ? 'e' : 0;
-  if (kind == 0) return;
+/* Append a start ('s') or end ('e') frame of record r. */
+static void record_frame(pr_history_t *h, const pr_record_t *r, pr_ring_t *const *rings, char kind) {
   msgpack_sbuffer b;
   msgpack_packer pk;
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
   pr_job_t *job = NULL;
-  pr_record_t r;
-  pr_ring_t *rings[PR_NSTREAM];
-  pr_exec_view(x, &r, 0);
-  for (int i = 0; i < PR_NSTREAM; i++) rings[i] = x->streams[i].ring;
-  if (pack_record(&pk, &r, rings, kind, j->history->tail_bytes) == 0)
-    job = frame_job(&b, J_APPEND, kind, x->id);
+  if (pack_record(&pk, r, rings, kind, h->o.tail_bytes) == 0) job = frame_job(h, &b, J_APPEND, kind, r->id);
   msgpack_sbuffer_destroy(&b);
-  if (job) pr_journal_push(j, job);
-  else pr_journal_warn(j, "history: out of memory; execution %llu not recorded",
-                       (unsigned long long)x->id);
+  if (job) pr_journal_push(h->j, job);
+  else pr_journal_warn(h->j, "history: out of memory; execution %llu not recorded", (unsigned long long)r->id);
 }
 
-void pr_history_forget(pr_journal_t *j, uint64_t id) {
+/* The listener: a start frame when an execution is queued, its record with
+ * output tails when it ends. */
+static void on_state(void *arg, const pr_state_info_t *st) {
+  char kind = st->prev == PR_NSTATE ? 's' : pr_state_terminal(st->state) ? 'e' : 0;
+  if (kind == 0) return;
+  pr_record_t r;
+  pr_ring_t *rings[PR_NSTREAM];
+  pr_exec_view(st->x, &r, 0);
+  if (r.previous_session) return;
+  for (int i = 0; i < PR_NSTREAM; i++) rings[i] = pr_exec_ring(st->x, i);
+  record_frame(arg, &r, rings, kind);
+}
+
+/* The listener: a record left the registry: remember that in the file. */
+static void on_removed(void *arg, const pr_exec_t *x) {
+  pr_history_t *h = arg;
+  pr_record_t r;
+  pr_exec_view(x, &r, 1);
   msgpack_sbuffer b;
   msgpack_packer pk;
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
   pr_job_t *job = NULL;
   if (!(msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "d") || pr_mp_str(&pk, "ids") ||
-        msgpack_pack_array(&pk, 1) || msgpack_pack_uint64(&pk, id)))
-    job = frame_job(&b, J_FORGET, 'd', id);
+        msgpack_pack_array(&pk, 1) || msgpack_pack_uint64(&pk, r.id)))
+    job = frame_job(h, &b, J_FORGET, 'd', r.id);
   msgpack_sbuffer_destroy(&b);
-  if (job) pr_journal_push(j, job);
+  if (job) pr_journal_push(h->j, job);
 }
 
-void pr_history_compact(pr_journal_t *j) {
-  pr_job_t *job = pr_journal_job(run_job, 0);
+/* Rewrite the file with only what is still remembered (on the writer). */
+static void compact_soon(pr_history_t *h) {
+  pr_job_t *job = pr_journal_job(run_job, h, 0);
   if (job == NULL) return;
   job->kind = J_COMPACT;
-  pr_journal_push(j, job);
+  pr_journal_push(h->j, job);
 }
+
+/* The listener: a delete or purge removed records: the file shrinks too. */
+static void on_purged(void *arg) { compact_soon(arg); }
+
+pr_listener_t *pr_history_listener(pr_history_t *h) { return &h->listener; }
 
 /* ---- writer thread --------------------------------------------------------------- */
 
@@ -237,21 +250,19 @@ static void kill_entries(pr_history_t *h, uint64_t id, char kind) {
   }
 }
 
-static void broke(pr_journal_t *j, const char *what, int err) {
-  pr_history_t *h = j->history;
+static void broke(pr_history_t *h, const char *what, int err) {
   if (h->broken) return;
   h->broken = 1;
-  pr_journal_warn(j, "history: %s %s failed (%s); nothing more is recorded this session", what,
+  pr_journal_warn(h->j, "history: %s %s failed (%s); nothing more is recorded this session", what,
                   h->path, strerror(-err));
 }
 
-static int append(pr_journal_t *j, const char *p, size_t n, uint64_t id, char kind) {
-  pr_history_t *h = j->history;
+static int append(pr_history_t *h, const char *p, size_t n, uint64_t id, char kind) {
   int rc = write_all(h->fd, p, n);
   if (rc != 0) {
     if (ftruncate(h->fd, (off_t)h->size) != 0) { /* a torn frame: the next load skips it */
     }
-    broke(j, "write to", rc);
+    broke(h, "write to", rc);
     return rc;
   }
   add_entry(h, id, h->size, (uint32_t)n, kind);
@@ -259,11 +270,10 @@ static int append(pr_journal_t *j, const char *p, size_t n, uint64_t id, char ki
   return 0;
 }
 
-static void compact(pr_journal_t *j) {
-  pr_history_t *h = j->history;
+static void compact(pr_history_t *h) {
   int fd = open(h->tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) {
-    broke(j, "compaction of", -errno);
+    broke(h, "compaction of", -errno);
     return;
   }
   /* The next id survives the records it came from: ids are never reused. */
@@ -311,7 +321,7 @@ static void compact(pr_journal_t *j) {
   if (rc != 0) {
     close(fd);
     unlink(h->tmp);
-    pr_journal_warn(j, "history: compaction of %s failed (%s)", h->path, strerror(-rc));
+    pr_journal_warn(h->j, "history: compaction of %s failed (%s)", h->path, strerror(-rc));
     return; /* the index may be half rewritten: keep the old file as it is */
   }
   close(h->fd);
@@ -323,27 +333,27 @@ static void compact(pr_journal_t *j) {
   h->dead = nlen;
 }
 
-static void run_job(pr_journal_t *j, pr_job_t *job) {
-  pr_history_t *h = j->history;
-  if (h == NULL || h->broken) return;
+static void run_job(void *sink, pr_job_t *job) {
+  pr_history_t *h = sink;
+  if (h->broken) return;
   int type = job->kind & 0xff;
   char kind = (char)(job->kind >> 8);
   if (type == J_COMPACT) {
-    compact(j);
+    compact(h);
     return;
   }
-  if (append(j, job->data, job->len, job->id, kind) != 0) return;
+  if (append(h, job->data, job->len, job->id, kind) != 0) return;
   if (kind == 'e') kill_entries(h, job->id, 's'); /* superseded by the end */
   if (type == J_FORGET) kill_entries(h, job->id, 0); /* the record and this tombstone */
-  if (h->dead > COMPACT_SLACK && h->dead > h->size / 3) compact(j); /* mostly garbage */
+  if (h->dead > COMPACT_SLACK && h->dead > h->size / 3) compact(h); /* mostly garbage */
 }
 
 /* ---- load (host thread) --------------------------------------------------------- */
 
 typedef struct {
-  pr_exec_t **v;
+  pr_loaded_t *v;
   size_t n, cap;
-} execs_t;
+} loaded_t;
 
 static const msgpack_object *get(const msgpack_object *m, const char *key) {
   size_t kl = strlen(key);
@@ -369,20 +379,30 @@ static int64_t get_int(const msgpack_object *m, const char *key, int64_t def) {
   return def;
 }
 
-static ssize_t find(execs_t *xs, uint64_t id) {
-  for (size_t i = xs->n; i-- > 0;)
-    if (xs->v[i]->id == id) return (ssize_t)i;
+static void loaded_free(pr_loaded_t *l) {
+  pr_record_free(l->rec);
+  for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(l->rings[i]);
+}
+
+void pr_history_loaded_free(pr_loaded_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) loaded_free(&v[i]);
+  free(v);
+}
+
+static ssize_t find(loaded_t *ls, uint64_t id) {
+  for (size_t i = ls->n; i-- > 0;)
+    if (ls->v[i].rec->id == id) return (ssize_t)i;
   return -1;
 }
 
-static void drop_at(execs_t *xs, size_t i) {
-  pr_exec_free(xs->v[i]);
-  memmove(&xs->v[i], &xs->v[i + 1], (xs->n - i - 1) * sizeof(*xs->v));
-  xs->n--;
+static void drop_at(loaded_t *ls, size_t i) {
+  loaded_free(&ls->v[i]);
+  memmove(&ls->v[i], &ls->v[i + 1], (ls->n - i - 1) * sizeof(*ls->v));
+  ls->n--;
 }
 
-static pr_ring_t *loaded_ring(pr_engine_t *e, uint64_t total, const char *p, size_t n) {
-  pr_ring_t *r = pr_ring_new(e->opts.output_limit);
+static pr_ring_t *loaded_ring(size_t limit, uint64_t total, const char *p, size_t n) {
+  pr_ring_t *r = pr_ring_new(limit);
   if (r == NULL) return NULL;
   /* A fresh, unshared ring: start it at the offset of its first kept byte so
    * offsets (and `missed`) read as they did in the session that wrote it. */
@@ -392,68 +412,66 @@ static pr_ring_t *loaded_ring(pr_engine_t *e, uint64_t total, const char *p, siz
   return r;
 }
 
-/* Build a finished execution with no process from a record payload. */
-static pr_exec_t *loaded_exec(pr_engine_t *e, const msgpack_object *m, char kind) {
-  pr_exec_t *x = calloc(1, sizeof(*x));
-  if (x == NULL) return NULL;
-  x->eng = e;
-  x->pidfd = -1;
-  x->id = (uint64_t)get_int(m, hkey[PR_RF_ID], 0);
-  x->finished = x->exited = x->released = x->previous_session = 1;
-  x->label = get_str(m, hkey[PR_RF_LABEL]);
-  x->owner = get_str(m, hkey[PR_RF_OWNER]);
-  x->cwd = get_str(m, hkey[PR_RF_CWD]);
-  x->created_at = (uint64_t)get_int(m, hkey[PR_RF_CREATED_AT], 0);
+/* The record of a frame payload, and its output tails. Returns 0, or -1 when
+ * out of memory (nothing to free then). */
+static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr_loaded_t *l) {
+  memset(l, 0, sizeof(*l));
+  pr_record_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) return -1;
+  l->rec = r;
+  r->id = (uint64_t)get_int(m, hkey[PR_RF_ID], 0);
+  r->previous_session = 1;
+  r->worker_state = -1;
+  r->label = get_str(m, hkey[PR_RF_LABEL]);
+  r->owner = get_str(m, hkey[PR_RF_OWNER]);
+  r->cwd = get_str(m, hkey[PR_RF_CWD]);
+  r->created_at = (uint64_t)get_int(m, hkey[PR_RF_CREATED_AT], 0);
   const msgpack_object *o = get(m, hkey[PR_RF_PTY]);
-  x->pty = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+  r->pty = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
   if ((o = get(m, hkey[PR_RF_ENV_KEYS])) && o->type == MSGPACK_OBJECT_BIN && o->via.bin.size &&
-      (x->env_keys = malloc(o->via.bin.size))) {
-    memcpy(x->env_keys, o->via.bin.ptr, o->via.bin.size);
-    x->env_keys_len = o->via.bin.size;
+      (r->env_keys = malloc(o->via.bin.size))) {
+    memcpy(r->env_keys, o->via.bin.ptr, o->via.bin.size);
+    r->env_keys_len = o->via.bin.size;
   }
   o = get(m, hkey[PR_RF_CMD]);
   if (o && o->type == MSGPACK_OBJECT_STR) {
-    x->shell = strndup(o->via.str.ptr, o->via.str.size);
-    x->argc = 3;
-    if ((x->argv = calloc(4, sizeof(char *)))) {
-      x->argv[0] = strdup("/bin/sh");
-      x->argv[1] = strdup("-c");
-      x->argv[2] = x->shell ? strdup(x->shell) : NULL;
+    r->shell = strndup(o->via.str.ptr, o->via.str.size);
+    r->argc = 3;
+    if ((r->argv = calloc(4, sizeof(char *)))) {
+      r->argv[0] = strdup("/bin/sh");
+      r->argv[1] = strdup("-c");
+      r->argv[2] = r->shell ? strdup(r->shell) : NULL;
     }
   } else if (o && o->type == MSGPACK_OBJECT_ARRAY) {
-    x->argc = o->via.array.size;
-    if ((x->argv = calloc(x->argc + 1, sizeof(char *))))
-      for (size_t i = 0; i < x->argc; i++) {
+    r->argc = o->via.array.size;
+    if ((r->argv = calloc(r->argc + 1, sizeof(char *))))
+      for (size_t i = 0; i < r->argc; i++) {
         const msgpack_object *a = &o->via.array.ptr[i];
-        x->argv[i] = a->type == MSGPACK_OBJECT_STR ? strndup(a->via.str.ptr, a->via.str.size)
+        r->argv[i] = a->type == MSGPACK_OBJECT_STR ? strndup(a->via.str.ptr, a->via.str.size)
                                                    : strdup("");
       }
   }
-  if (x->argv == NULL) x->argc = 0;
-  x->exit_code = -1;
+  if (r->argv == NULL) r->argc = 0;
+  r->exit_code = -1;
   if (kind == 's') { /* its host died while it was live */
-    x->state = PR_FAILED;
-    x->reason = strdup("host_lost");
-    x->ended_at = pr_now_ms();
+    r->state = PR_FAILED;
+    r->reason = strdup("host_lost");
+    r->ended_at = pr_now_ms();
   } else {
     char *st = get_str(m, hkey[PR_RF_STATE]);
     int s = st ? pr_state_from_name(st) : -1;
     free(st);
-    x->state = s >= 0 && pr_state_terminal((pr_state_t)s) ? (pr_state_t)s : PR_FAILED;
-    x->reason = get_str(m, hkey[PR_RF_REASON]);
-    x->error = get_str(m, hkey[PR_RF_ERROR]);
-    x->exit_code = (int)get_int(m, hkey[PR_RF_EXIT_CODE], -1);
-    x->signal = (int)get_int(m, hkey[PR_RF_SIGNAL], 0);
-    x->started_at = (uint64_t)get_int(m, hkey[PR_RF_STARTED_AT], 0);
-    x->ended_at = (uint64_t)get_int(m, hkey[PR_RF_ENDED_AT], 0);
-    x->duration_ms = (uint64_t)get_int(m, hkey[PR_RF_DURATION_MS], 0);
+    r->state = s >= 0 && pr_state_terminal((pr_state_t)s) ? (pr_state_t)s : PR_FAILED;
+    r->reason = get_str(m, hkey[PR_RF_REASON]);
+    r->error = get_str(m, hkey[PR_RF_ERROR]);
+    r->exit_code = (int)get_int(m, hkey[PR_RF_EXIT_CODE], -1);
+    r->signal = (int)get_int(m, hkey[PR_RF_SIGNAL], 0);
+    r->started_at = (uint64_t)get_int(m, hkey[PR_RF_STARTED_AT], 0);
+    r->ended_at = (uint64_t)get_int(m, hkey[PR_RF_ENDED_AT], 0);
+    r->duration_ms = (uint64_t)get_int(m, hkey[PR_RF_DURATION_MS], 0);
   }
-  x->verdict = (int)x->state;
-  for (int i = 0; i < PR_NSTREAM; i++) {
-    if ((i == PR_PTY) != (x->pty != 0)) continue;
-    x->streams[i].exec = x;
-    x->streams[i].eof = 1;
-  }
+  int has[PR_NSTREAM];
+  for (int i = 0; i < PR_NSTREAM; i++) has[i] = (i == PR_PTY) == (r->pty != 0);
   if ((o = get(m, "out")) && o->type == MSGPACK_OBJECT_ARRAY) {
     for (uint32_t i = 0; i < o->via.array.size; i++) {
       const msgpack_object *t = &o->via.array.ptr[i];
@@ -462,33 +480,32 @@ static pr_exec_t *loaded_exec(pr_engine_t *e, const msgpack_object *m, char kind
       if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 >= PR_NSTREAM ||
           a[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[2].type != MSGPACK_OBJECT_BIN)
         continue;
-      pr_stream_t *s = &x->streams[a[0].via.u64];
-      if (s->exec == NULL || s->ring) continue;
-      s->ring = loaded_ring(e, a[1].via.u64, a[2].via.bin.ptr, a[2].via.bin.size);
+      int k = (int)a[0].via.u64;
+      if (!has[k] || l->rings[k]) continue;
+      l->rings[k] = loaded_ring(h->o.output_limit, a[1].via.u64, a[2].via.bin.ptr, a[2].via.bin.size);
     }
   }
   for (int i = 0; i < PR_NSTREAM; i++) /* streams with no output kept still read as empty */
-    if (x->streams[i].exec && x->streams[i].ring == NULL)
-      x->streams[i].ring = pr_ring_new(e->opts.output_limit);
-  return x;
+    if (has[i] && l->rings[i] == NULL) l->rings[i] = pr_ring_new(h->o.output_limit);
+  return 0;
 }
 
-static int put(execs_t *xs, pr_exec_t *x) {
-  ssize_t at = find(xs, x->id);
-  if (at >= 0) drop_at(xs, (size_t)at);
-  if (xs->n == xs->cap) {
-    size_t cap = xs->cap ? xs->cap * 2 : 64;
-    pr_exec_t **v = realloc(xs->v, cap * sizeof(*v));
+static int put(loaded_t *ls, pr_loaded_t *l) {
+  ssize_t at = find(ls, l->rec->id);
+  if (at >= 0) drop_at(ls, (size_t)at);
+  if (ls->n == ls->cap) {
+    size_t cap = ls->cap ? ls->cap * 2 : 64;
+    pr_loaded_t *v = realloc(ls->v, cap * sizeof(*v));
     if (v == NULL) return PR_ENOMEM;
-    xs->v = v;
-    xs->cap = cap;
+    ls->v = v;
+    ls->cap = cap;
   }
-  xs->v[xs->n++] = x;
+  ls->v[ls->n++] = *l;
   return 0;
 }
 
 static int by_id(const void *a, const void *b) {
-  uint64_t x = (*(pr_exec_t *const *)a)->id, y = (*(pr_exec_t *const *)b)->id;
+  uint64_t x = ((const pr_loaded_t *)a)->rec->id, y = ((const pr_loaded_t *)b)->rec->id;
   return x < y ? -1 : x > y;
 }
 
@@ -508,9 +525,8 @@ static char *read_file(int fd, size_t *n) {
 }
 
 /* Parse frames from `off`; returns the offset after the last good frame. */
-static size_t parse(pr_journal_t *j, const char *p, size_t len, execs_t *xs, uint64_t *next) {
-  pr_history_t *h = j->history;
-  pr_engine_t *e = j->eng;
+static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, uint64_t *next) {
+  pr_journal_t *j = h->j;
   size_t off = HEADER_LEN;
   int bad_sums = 0;
   msgpack_unpacked outer, inner;
@@ -546,16 +562,16 @@ static size_t parse(pr_journal_t *j, const char *p, size_t len, execs_t *xs, uin
     free(k);
     uint64_t id = (uint64_t)get_int(m, hkey[PR_RF_ID], 0);
     if (kind == 's' || kind == 'e') {
-      pr_exec_t *x = id ? loaded_exec(e, m, kind) : NULL;
-      if (x && put(xs, x) != 0) pr_exec_free(x);
+      pr_loaded_t l;
+      if (id && loaded_record(h, m, kind, &l) == 0 && put(ls, &l) != 0) loaded_free(&l);
       if (kind == 'e') kill_entries(h, id, 's');
       add_entry(h, id, off, (uint32_t)(at - off), kind);
     } else if (kind == 'd') {
       const msgpack_object *ids = get(m, "ids");
       for (uint32_t i = 0; ids && ids->type == MSGPACK_OBJECT_ARRAY && i < ids->via.array.size; i++) {
         uint64_t d = ids->via.array.ptr[i].via.u64;
-        ssize_t w = find(xs, d);
-        if (w >= 0) drop_at(xs, (size_t)w);
+        ssize_t w = find(ls, d);
+        if (w >= 0) drop_at(ls, (size_t)w);
         kill_entries(h, d, 0);
         if (d > h->max_id) h->max_id = d;
       }
@@ -578,95 +594,99 @@ static size_t parse(pr_journal_t *j, const char *p, size_t len, execs_t *xs, uin
   return off;
 }
 
-static int give_up(pr_journal_t *j, pr_history_t *h, const char *why) {
-  pr_journal_warn(j, "history: %s: %s; history is off for this engine", h->path, why);
-  pr_history_free(j);
+/* The file cannot be used: history is off (0, *out NULL), with a warning. */
+static int give_up(pr_history_t *h, const char *why) {
+  pr_journal_warn(h->j, "history: %s: %s; history is off for this engine", h->path, why);
+  pr_history_free(h);
   return 0;
 }
 
-int pr_history_open(pr_journal_t *j, const char *path) {
-  pr_engine_t *e = j->eng;
+int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o, pr_history_t **out,
+                    pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id) {
+  *out = NULL;
+  *loaded = NULL;
+  *nloaded = 0;
+  *next_id = 1;
   pr_history_t *h = calloc(1, sizeof(*h));
   if (h == NULL) return PR_ENOMEM;
+  h->j = j;
+  h->o = *o;
+  if (!h->o.tail_bytes) h->o.tail_bytes = PR_HISTORY_DEFAULT_OUTPUT;
+  h->listener = (pr_listener_t){.state = on_state, .removed = on_removed, .purged = on_purged, .arg = h};
   h->fd = h->lockfd = -1;
-  h->tail_bytes = e->opts.history_output_bytes ? e->opts.history_output_bytes
-                                               : PR_HISTORY_DEFAULT_OUTPUT;
-  j->history = h;
   size_t pl = strlen(path);
   h->path = strdup(path);
   h->tmp = malloc(pl + 6);
   char *lock = malloc(pl + 6);
   if (h->path == NULL || h->tmp == NULL || lock == NULL) {
     free(lock);
-    pr_history_free(j);
+    pr_history_free(h);
     return PR_ENOMEM;
   }
   snprintf(h->tmp, pl + 6, "%s.tmp", path);
   snprintf(lock, pl + 6, "%s.lock", path);
   h->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   free(lock);
-  if (h->lockfd < 0) return give_up(j, h, strerror(errno));
-  if (flock(h->lockfd, LOCK_EX | LOCK_NB) != 0)
-    return give_up(j, h, "in use by another proctor engine");
+  if (h->lockfd < 0) return give_up(h, strerror(errno));
+  if (flock(h->lockfd, LOCK_EX | LOCK_NB) != 0) return give_up(h, "in use by another proctor engine");
   h->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (h->fd < 0) return give_up(j, h, strerror(errno));
+  if (h->fd < 0) return give_up(h, strerror(errno));
   size_t len = 0;
   char *p = read_file(h->fd, &len);
-  if (p == NULL) return give_up(j, h, "cannot read it");
+  if (p == NULL) return give_up(h, "cannot read it");
   if (len >= HEADER_LEN ? memcmp(p, HEADER, HEADER_LEN) != 0 : memcmp(p, HEADER, len) != 0) {
     free(p);
-    return give_up(j, h, "not a proctor history file (left alone)");
+    return give_up(h, "not a proctor history file (left alone)");
   }
-  execs_t xs = {0};
+  loaded_t ls = {0};
   uint64_t next = 1;
   size_t good = HEADER_LEN;
   if (len < HEADER_LEN) { /* new, or torn while its header was written */
     if (ftruncate(h->fd, 0) != 0 || write_all(h->fd, HEADER, HEADER_LEN) != 0) {
       free(p);
-      return give_up(j, h, "cannot write it");
+      return give_up(h, "cannot write it");
     }
   } else {
-    good = parse(j, p, len, &xs, &next);
+    good = parse(h, p, len, &ls, &next);
     if (good < len && ftruncate(h->fd, (off_t)good) != 0) {
       free(p);
-      for (size_t i = 0; i < xs.n; i++) pr_exec_free(xs.v[i]);
-      free(xs.v);
-      return give_up(j, h, "cannot truncate its torn tail");
+      pr_history_loaded_free(ls.v, ls.n);
+      return give_up(h, "cannot truncate its torn tail");
     }
   }
   free(p);
   h->size = good;
   if (h->max_id + 1 > next) next = h->max_id + 1;
-  /* Retention, oldest first, then registration. */
-  qsort(xs.v, xs.n, sizeof(*xs.v), by_id);
+  /* Retention, oldest first. */
+  qsort(ls.v, ls.n, sizeof(*ls.v), by_id);
   uint64_t now = pr_now_ms();
-  size_t limit = e->opts.history_limit, dropped = 0;
-  for (size_t i = 0; i < xs.n; i++) {
-    pr_exec_t *x = xs.v[i];
-    int old = e->opts.history_age_ms && x->ended_at + e->opts.history_age_ms <= now;
-    if (old || (limit && xs.n - i > limit)) {
-      kill_entries(h, x->id, 0);
-      pr_exec_free(x);
+  size_t limit = o->limit, dropped = 0, keep = 0;
+  for (size_t i = 0; i < ls.n; i++) {
+    pr_loaded_t *l = &ls.v[i];
+    int old = o->age_ms && l->rec->ended_at + o->age_ms <= now;
+    if (old || (limit && ls.n - i > limit)) {
+      kill_entries(h, l->rec->id, 0);
+      loaded_free(l);
       dropped++;
       continue;
     }
-    if (x->reason && strcmp(x->reason, "host_lost") == 0 && x->started_at == 0) {
+    if (l->rec->reason && strcmp(l->rec->reason, "host_lost") == 0 && l->rec->started_at == 0) {
       int lost = 1; /* an "s" only: say in the file how it ended */
       for (size_t k = 0; k < h->nent && lost; k++)
-        lost = !(h->ent[k].id == x->id && h->ent[k].kind == 'e');
-      if (lost) pr_history_on_state(j, x, PR_RUNNING);
+        lost = !(h->ent[k].id == l->rec->id && h->ent[k].kind == 'e');
+      if (lost) record_frame(h, l->rec, l->rings, 'e');
     }
-    pr_registry_add(e, x);
-    e->nterminal++;
+    ls.v[keep++] = *l;
   }
-  free(xs.v);
-  if (next > e->next_id) e->next_id = next;
-  if (dropped || (h->dead > COMPACT_SLACK && h->dead > h->size / 3)) pr_history_compact(j);
+  if (dropped || (h->dead > COMPACT_SLACK && h->dead > h->size / 3)) compact_soon(h);
+  *out = h;
+  *loaded = ls.v;
+  *nloaded = keep;
+  *next_id = next;
   return 0;
 }
 
-void pr_history_free(pr_journal_t *j) {
-  pr_history_t *h = j->history;
+void pr_history_free(pr_history_t *h) {
   if (h == NULL) return;
   if (h->fd >= 0) close(h->fd);
   if (h->lockfd >= 0) close(h->lockfd); /* releases the flock */
@@ -674,5 +694,4 @@ void pr_history_free(pr_journal_t *j) {
   free(h->tmp);
   free(h->ent);
   free(h);
-  j->history = NULL;
 }

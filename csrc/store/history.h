@@ -1,10 +1,10 @@
-/* history.h — durable execution history: an append-only msgpack file.
+/* store/history.h — durable execution history: an append-only msgpack file.
  *
  * Thread: pr_history_open runs on the HOST thread inside pr_engine_new,
- * before the engine and writer threads exist (it loads the file into the
- * registry). pr_history_on_state/forget/compact run on the ENGINE thread and
- * only build and push jobs; the file itself is written by the journal's
- * WRITER thread. pr_history_free runs on the host after both threads ended.
+ * before the engine and writer threads exist (it loads the file and returns
+ * its records). The listener runs on the ENGINE thread and only packs frames
+ * and pushes jobs; the file itself is written by the journal's WRITER
+ * thread. pr_history_free runs on the host after both threads ended.
  *
  * File layout (every value is msgpack):
  *
@@ -15,6 +15,9 @@
  *                                              out = [[stream, total bytes, tail], ...])
  *       k = "d"  ids were deleted             (ids = [...])
  *       k = "n"  the next id to hand out      (written first by a compaction)
+ *
+ * The record's keys in a frame come from one key table (hkey in history.c):
+ * files written by every release load through it.
  *
  * Load: an "s" with no "e" is an execution whose host died: it comes back
  * failed/host_lost (and an "e" saying so is appended). A frame cut short or
@@ -28,30 +31,48 @@
 #ifndef PR_HISTORY_H
 #define PR_HISTORY_H
 
+#include "base/ring.h"
+#include "engine/events.h"
+#include "include/proctor.h"
 #include "store/journal.h"
 
 #define PR_HISTORY_DEFAULT_OUTPUT (64u << 10)
 
-/* pr_history_open: lock and load `path` into the registry of j->eng, set its
- * next id, and set j->history. A file that cannot be used (locked, not a
- * history file, unreadable) leaves j->history NULL and records a warning.
- * Returns 0 or PR_ENOMEM. Host thread, before the engine thread starts. */
-int pr_history_open(pr_journal_t *j, const char *path);
+typedef struct pr_history pr_history_t;
 
-/* pr_history_free: close the file and free j->history. Host thread, after
- * the writer thread ended. */
-void pr_history_free(pr_journal_t *j);
+typedef struct {
+  size_t tail_bytes;   /* output kept per stream; 0 = PR_HISTORY_DEFAULT_OUTPUT */
+  size_t output_limit; /* ring size of a loaded stream */
+  uint32_t limit;      /* history_limit: records kept at load (0 = all) */
+  uint64_t age_ms;     /* history_age_ms: older records are dropped at load (0 = none) */
+} pr_history_opts_t;
 
-/* pr_history_on_state: append a start entry when x is queued (prev ==
- * PR_NSTATE) and its record with output tails when it ends. Engine thread. */
-void pr_history_on_state(pr_journal_t *j, pr_exec_t *x, pr_state_t prev);
+/* A record loaded from the file, with its output: rings[i] for each stream it
+ * had (NULL otherwise), starting at the offsets the writer saw. */
+typedef struct {
+  pr_record_t *rec;
+  pr_ring_t *rings[PR_NSTREAM];
+} pr_loaded_t;
 
-/* pr_history_forget: the record `id` was removed; remember that in the file.
- * Engine thread. */
-void pr_history_forget(pr_journal_t *j, uint64_t id);
+/* pr_history_open: lock and load `path`. Returns 0 with *out (NULL when the
+ * file cannot be used: locked, not a history file, unreadable — a warning
+ * says so), the records kept after retention in id order (*loaded, *nloaded:
+ * take what you keep, then pr_history_loaded_free) and the next id to hand
+ * out. Returns PR_ENOMEM (nothing to free). Host thread, before the engine
+ * and writer threads start; warnings and jobs go to `j`. */
+int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o, pr_history_t **out,
+                    pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);
 
-/* pr_history_compact: rewrite the file with only what is still remembered.
- * Engine thread (the rewrite runs on the writer thread). */
-void pr_history_compact(pr_journal_t *j);
+/* pr_history_loaded_free: free n loaded records (entries whose rec was set
+ * to NULL and rings to NULL were taken) and the array. */
+void pr_history_loaded_free(pr_loaded_t *v, size_t n);
+
+/* pr_history_listener: the history's listener (state: start and end frames;
+ * removed: a tombstone; purged: a compaction), to add to the engine's list. */
+pr_listener_t *pr_history_listener(pr_history_t *h);
+
+/* pr_history_free: close the file and free h (NULL is fine). Host thread,
+ * after the writer thread ended. */
+void pr_history_free(pr_history_t *h);
 
 #endif

@@ -1,19 +1,32 @@
-/* journal.c — the writer thread shared by the history (history.c) and the
- * audit log (audit.c), and the warnings both report to the host.
+/* store/journal.c — the writer thread shared by the history (history.c) and
+ * the audit log (audit.c), and the warnings both report to the host.
  *
- * Thread: see journal.h. The writer thread only runs jobs; the files it
- * writes belong to it from pr_journal_open (which loads them on the host
- * thread before any thread exists) until pr_journal_close (which joins it).
+ * Thread: see journal.h. The writer thread only runs jobs; the files they
+ * write belong to their sinks, which the writer reaches only through jobs.
  */
 #include "store/journal.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/audit.h"
-#include "store/history.h"
+#include "include/proctor.h"
+
+struct pr_journal {
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  pr_queue_t jobs;  /* locked by mu */
+  size_t queued;    /* bytes in jobs, locked by mu */
+  int stop;         /* locked by mu */
+  uint64_t dropped; /* jobs dropped because the queue was full, locked by mu */
+  char **warnings;  /* locked by mu; taken by pr_journal_warnings */
+  size_t nwarnings;
+};
 
 static void *writer_main(void *arg) {
   pr_journal_t *j = arg;
@@ -26,7 +39,7 @@ static void *writer_main(void *arg) {
     pr_job_t *job = PR_QUEUE_DATA(q, pr_job_t, node);
     j->queued -= job->len;
     pthread_mutex_unlock(&j->mu);
-    job->run(j, job);
+    job->run(job->sink, job);
     free(job);
     pthread_mutex_lock(&j->mu);
   }
@@ -34,32 +47,27 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-int pr_journal_open(pr_engine_t *e) {
-  if (e->opts.history_file == NULL && e->opts.audit_file == NULL) return 0;
+int pr_journal_new(pr_journal_t **out) {
   pr_journal_t *j = calloc(1, sizeof(*j));
+  *out = j;
   if (j == NULL) return PR_ENOMEM;
-  j->eng = e;
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cond, NULL);
   pr_queue_init(&j->jobs);
-  e->journal = j;
-  int rc = 0;
-  if (e->opts.history_file) rc = pr_history_open(j, e->opts.history_file);
-  if (rc == 0 && e->opts.audit_file) rc = pr_audit_open(j, e->opts.audit_file);
-  if (rc == 0) {
-    sigset_t all, old; /* the writer must not take the host's signals */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = -pthread_create(&j->thread, NULL, writer_main, j);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    j->thread_started = rc == 0;
-  }
-  if (rc != 0) pr_journal_close(e);
+  return 0;
+}
+
+int pr_journal_start(pr_journal_t *j) {
+  sigset_t all, old; /* the writer must not take the host's signals */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = -pthread_create(&j->thread, NULL, writer_main, j);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  j->thread_started = rc == 0;
   return rc;
 }
 
-void pr_journal_close(pr_engine_t *e) {
-  pr_journal_t *j = e->journal;
+void pr_journal_stop(pr_journal_t *j) {
   if (j == NULL) return;
   if (j->thread_started) {
     pthread_mutex_lock(&j->mu);
@@ -67,26 +75,30 @@ void pr_journal_close(pr_engine_t *e) {
     pthread_cond_signal(&j->cond);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->thread, NULL);
+    j->thread_started = 0;
   }
   while (!pr_queue_empty(&j->jobs)) { /* only when the thread never started */
     pr_queue_t *q = pr_queue_head(&j->jobs);
     pr_queue_remove(q);
     free(PR_QUEUE_DATA(q, pr_job_t, node));
   }
-  pr_history_free(j);
-  pr_audit_free(j);
+}
+
+void pr_journal_free(pr_journal_t *j) {
+  if (j == NULL) return;
+  pr_journal_stop(j);
   for (size_t i = 0; i < j->nwarnings; i++) free(j->warnings[i]);
   free(j->warnings);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cond);
   free(j);
-  e->journal = NULL;
 }
 
-pr_job_t *pr_journal_job(void (*run)(pr_journal_t *, pr_job_t *), size_t len) {
+pr_job_t *pr_journal_job(void (*run)(void *, pr_job_t *), void *sink, size_t len) {
   pr_job_t *job = calloc(1, sizeof(*job) + len);
   if (job == NULL) return NULL;
   job->run = run;
+  job->sink = sink;
   job->len = len;
   return job;
 }
@@ -127,10 +139,9 @@ void pr_journal_warn(pr_journal_t *j, const char *fmt, ...) {
   free(s);
 }
 
-void pr_journal_warnings(pr_engine_t *e, char ***out, size_t *n) {
+void pr_journal_warnings(pr_journal_t *j, char ***out, size_t *n) {
   *out = NULL;
   *n = 0;
-  pr_journal_t *j = e->journal;
   if (j == NULL) return;
   pthread_mutex_lock(&j->mu);
   *out = j->warnings;
@@ -138,19 +149,4 @@ void pr_journal_warnings(pr_engine_t *e, char ***out, size_t *n) {
   j->warnings = NULL;
   j->nwarnings = 0;
   pthread_mutex_unlock(&j->mu);
-}
-
-void pr_journal_on_state(pr_exec_t *x, pr_state_t prev) {
-  pr_journal_t *j = x->eng->journal;
-  if (j == NULL || x->previous_session) return;
-  if (j->history) pr_history_on_state(j, x, prev);
-  if (j->audit) pr_audit_on_state(j, x, prev);
-}
-
-void pr_journal_on_remove(pr_engine_t *e, pr_exec_t *x) {
-  if (e->journal && e->journal->history) pr_history_forget(e->journal, x->id);
-}
-
-void pr_journal_compact(pr_engine_t *e) {
-  if (e->journal && e->journal->history) pr_history_compact(e->journal);
 }

@@ -16,9 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "include/proctor.h"
+#include "include/proctor_test.h" /* pr_test_hold_events: stall the engine's thread */
 #include "tap.h"
-#include "engine/types.h" /* the engine's event lock, to stall its thread */
 
 static int scale = 1; /* divisor for counts under TSan */
 
@@ -312,9 +311,9 @@ static void test_drain_after_stall(void) {
   uint64_t id3 = 0;
   CHECK(pr_engine_start(e, &s, &id3) == 0 && id3 == 3);
   usleep(200000); /* 1 has exited and its drain timer runs (deadline ~ +1.5 s) */
-  pthread_mutex_lock(&e->evmu);
+  pr_test_hold_events(e);
   usleep(3000000); /* past the deadline; the tail has been in the pipe since +1 s */
-  pthread_mutex_unlock(&e->evmu);
+  pr_test_release_events(e);
   outcome_t *o = calloc(4, sizeof(*o));
   int ok = drain(e, o, 3, 1, 10000);
   uint64_t dt = now_ms() - t0;

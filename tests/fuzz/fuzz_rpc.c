@@ -19,7 +19,7 @@
 
 #include <msgpack.h>
 
-#include "rpc/rpc.h"
+#include "include/proctor_test.h"
 
 static pr_engine_t *eng;
 
@@ -46,17 +46,16 @@ static void sink(void *arg, const char *p, size_t n) {
 
 static void run_one(pr_engine_t *e, void *arg) {
   input_t *in = (input_t *)arg;
-  if (e->rpc == NULL && pr_rpc_start(e, NULL) != 0) abort();
-  pr_rpc_conn_t *c = pr_rpc_virtual_open(e, sink, NULL);
+  pr_rpc_conn_t *c = pr_test_rpc_open(e, sink, NULL);
   if (c == NULL) return;
   size_t chunk = in->n ? (size_t)(in->d[0] & 0x3f) + 1 : 1;
   size_t big = in->n ? (in->d[0] & 0x40 ? in->n : chunk) : 1; /* sometimes all at once */
   for (size_t off = 1; off < in->n;) {
     size_t k = in->n - off < big ? in->n - off : big;
-    if (!pr_rpc_virtual_feed(c, (const char *)in->d + off, k)) break;
+    if (!pr_test_rpc_feed(c, (const char *)in->d + off, k)) break;
     off += k;
   }
-  pr_rpc_virtual_close(c);
+  pr_test_rpc_close(c);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {

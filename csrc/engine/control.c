@@ -1,0 +1,378 @@
+/* engine/control.c — the command queue, running a command, the scheduler,
+ * the shepherd's reports, and the engine's way to shut down.
+ *
+ * Thread: see control.h. A synchronous command's memory belongs to the
+ * waiting host thread: once `done` is set the engine must not touch it again.
+ *
+ *   CLOSE ─► cancel every live execution ─► (all ended | close_timer) ─► finish_close:
+ *        abandon the rest, stop the shepherd, refuse further commands,
+ *        owner->shutdown (RPC server, timers, async) ─► the loop runs dry
+ */
+#include "engine/control.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/worker.h"
+
+#define PR_DEFAULT_OUTPUT_LIMIT (8u << 20)
+#define PR_DEFAULT_HISTORY 1000
+#define PR_DEFAULT_GRACE 2000
+#define PR_DEFAULT_DRAIN 500
+
+#define CONTROL_OF(xcp) ((pr_control_t *)((char *)(xcp)-offsetof(pr_control_t, xc)))
+
+static void finish_close(pr_control_t *c);
+static void on_async(uv_async_t *h);
+
+uint64_t pr_control_next_id(pr_control_t *c) {
+  return __atomic_fetch_add(&c->next_id, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t pr_control_next_rid(pr_control_t *c) {
+  return __atomic_add_fetch(&c->next_rid, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the scheduler --------------------------------------------------------------------- */
+
+/* Begin queued executions while running < max_running. */
+static void schedule(pr_control_t *c) {
+  while (!pr_queue_empty(&c->queued) && !c->xc.closing &&
+         (c->max_running == 0 || c->running < c->max_running)) {
+    pr_queue_t *q = pr_queue_head(&c->queued);
+    pr_queue_remove(q);
+    c->running++;
+    pr_exec_begin(PR_QUEUE_DATA(q, pr_exec_t, runq));
+  }
+}
+
+/* Closing, and nothing is live any more: shut down. */
+static void maybe_closed(pr_control_t *c) {
+  if (!c->xc.closing) return;
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &c->reg.order) {
+    if (!PR_QUEUE_DATA(q, pr_exec_t, order)->finished) return;
+  }
+  finish_close(c);
+}
+
+/* ctx.ended: an execution entered its terminal state. */
+static void ended(pr_exec_ctx_t *xc, pr_exec_t *x, int was_active) {
+  pr_control_t *c = CONTROL_OF(xc);
+  (void)x;
+  c->reg.nterminal++;
+  if (was_active) c->running--;
+  if (!xc->closing) {
+    pr_registry_prune(&c->reg);
+    schedule(c);
+  } else {
+    maybe_closed(c);
+  }
+}
+
+/* ---- the shepherd's reports --------------------------------------------------------- */
+
+static void sup_spawned(void *arg, const pr_wire_hdr_t *h, int *fds, int nfds) {
+  pr_control_t *c = arg;
+  pr_exec_on_spawned(pr_registry_find(&c->reg, h->job, 0), h, fds, nfds);
+}
+
+static void sup_failed(void *arg, const pr_wire_hdr_t *h) {
+  pr_control_t *c = arg;
+  pr_exec_on_failed(pr_registry_find(&c->reg, h->job, 0), h);
+}
+
+static void sup_exited(void *arg, const pr_wire_hdr_t *h) {
+  pr_control_t *c = arg;
+  pr_exec_on_exited(pr_registry_find(&c->reg, h->job, 0), h);
+}
+
+static void sup_lost(void *arg) {
+  pr_control_t *c = arg;
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &c->reg.order) pr_exec_on_supervisor_lost(PR_QUEUE_DATA(q, pr_exec_t, order));
+}
+
+const pr_sup_ops_t pr_control_sup_ops = {sup_spawned, sup_failed, sup_exited, sup_lost};
+
+/* ---- running a command ------------------------------------------------------------------ */
+
+static void on_close_timer(uv_timer_t *t) { finish_close((pr_control_t *)t->data); }
+
+static void run_start(pr_control_t *c, pr_cmd_t *cmd) {
+  pr_exec_t *x = cmd->exec;
+  cmd->exec = NULL;
+  pr_exec_attach(x, &c->xc);
+  int rc = pr_registry_add(&c->reg, x);
+  pr_exec_enqueued(x); /* the first event of every execution, for every listener */
+  if (rc != 0) {
+    pr_exec_refuse(x, rc);
+    return;
+  }
+  if (c->xc.closing) {
+    pr_exec_cancel(x, 1, "engine_closed");
+    return;
+  }
+  pr_queue_push(&c->queued, &x->runq);
+  schedule(c);
+}
+
+static void run_list(pr_control_t *c, pr_cmd_t *cmd) {
+  size_t cap = c->reg.count ? c->reg.count : 1, n = 0;
+  pr_record_t **v = malloc(cap * sizeof(*v));
+  if (v == NULL) {
+    cmd->rc = PR_ENOMEM;
+    return;
+  }
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &c->reg.order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (cmd->session && x->session != cmd->session) continue;
+    if (cmd->a >= 0 && (int64_t)x->state != cmd->a) continue;
+    pr_record_t *r = pr_exec_snapshot_brief(x);
+    if (r == NULL) {
+      pr_records_free(v, n);
+      cmd->rc = PR_ENOMEM;
+      return;
+    }
+    v[n++] = r;
+  }
+  cmd->out = v;
+  cmd->n = n;
+}
+
+static void run_read(pr_exec_t *x, pr_cmd_t *cmd) {
+  if (x == NULL) {
+    cmd->rc = PR_ENOENT;
+    return;
+  }
+  if (cmd->a < 0 || cmd->a >= PR_NSTREAM || x->streams[cmd->a].ring == NULL) {
+    cmd->rc = PR_ENOSTREAM;
+    return;
+  }
+  char *data;
+  size_t len;
+  cmd->rc = pr_ring_read(x->streams[cmd->a].ring, cmd->u, (size_t)cmd->b, &data, &len, &cmd->r1,
+                         &cmd->r2);
+  cmd->out = data;
+  cmd->n = len;
+}
+
+static int cancel_request(pr_control_t *c, uint64_t session, uint64_t rid) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &c->reg.order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (pr_worker_holds(x, rid)) return pr_worker_cancel_request(x, session, rid);
+  }
+  return PR_ENOENT;
+}
+
+static void run_close(pr_control_t *c) {
+  c->xc.closing = 1;
+  pr_queue_t *q = pr_queue_head(&c->reg.order);
+  while (q != &c->reg.order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    q = q->next;
+    if (!x->finished) pr_exec_cancel(x, 0, "engine_closed");
+  }
+  /* Bounded: the largest grace plus a second for draining. */
+  uint64_t bound = c->kill_grace_ms;
+  PR_QUEUE_FOREACH(q, &c->reg.order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (!x->finished && x->grace_ms > bound) bound = x->grace_ms;
+  }
+  uv_timer_start(&c->close_timer, on_close_timer, bound + 1000, 0);
+  maybe_closed(c);
+}
+
+void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
+  pr_exec_t *x = NULL;
+  pr_registry_t *reg = &c->reg;
+  cmd->rc = 0;
+  switch (cmd->type) {
+  case PR_CMD_CANCEL:
+  case PR_CMD_DELETE:
+  case PR_CMD_INPUT:
+  case PR_CMD_CLOSE_STDIN:
+  case PR_CMD_RESIZE:
+  case PR_CMD_GET:
+  case PR_CMD_READ:
+  case PR_CMD_WREQUEST:
+  case PR_CMD_WRESTART: x = pr_registry_find(reg, cmd->id, cmd->session); break;
+  default: break;
+  }
+  switch (cmd->type) {
+  case PR_CMD_START: run_start(c, cmd); break;
+  case PR_CMD_CANCEL:
+    cmd->rc = x ? (int)pr_exec_cancel(x, (int)cmd->a, "canceled") : (int)PR_CANCEL_NOT_FOUND;
+    break;
+  case PR_CMD_DELETE:
+    if (x == NULL) cmd->rc = PR_DELETE_NOT_FOUND;
+    else if (!x->finished) cmd->rc = PR_ACTIVE_PROCESS_CONFLICT;
+    else {
+      pr_registry_remove(reg, x);
+      cmd->rc = PR_DELETED;
+      pr_notify_purged(c->xc.ls); /* the history file shrinks too */
+    }
+    break;
+  case PR_CMD_INPUT: cmd->rc = x ? pr_exec_input(x, cmd->data, cmd->len) : PR_ENOENT; break;
+  case PR_CMD_CLOSE_STDIN: cmd->rc = x ? pr_exec_close_stdin(x) : PR_ENOENT; break;
+  case PR_CMD_RESIZE:
+    cmd->rc = x ? pr_exec_resize(x, (uint16_t)cmd->a, (uint16_t)cmd->b) : PR_ENOENT;
+    break;
+  case PR_CMD_GET:
+    if (x == NULL) cmd->rc = PR_ENOENT;
+    else if ((cmd->out = pr_exec_snapshot(x)) == NULL) cmd->rc = PR_ENOMEM;
+    break;
+  case PR_CMD_LIST: run_list(c, cmd); break;
+  case PR_CMD_PURGE:
+    cmd->n = pr_registry_purge(reg, cmd->session, cmd->u);
+    if (cmd->n) pr_notify_purged(c->xc.ls); /* the history file shrinks too */
+    break;
+  case PR_CMD_READ: run_read(x, cmd); break;
+  case PR_CMD_RESUME:
+    if ((x = pr_registry_find(reg, cmd->id, 0)) != NULL) pr_exec_resume(x);
+    break;
+  case PR_CMD_CALL: cmd->fn(c->owner, cmd->out); break;
+  case PR_CMD_WREQUEST:
+    pr_worker_request(&c->xc, x, cmd->session, cmd->id, cmd->u, cmd->data, cmd->len, (uint64_t)cmd->a);
+    break;
+  case PR_CMD_WCANCEL: cmd->rc = cancel_request(c, cmd->session, cmd->u); break;
+  case PR_CMD_WRESTART: cmd->rc = x ? pr_worker_restart(x) : PR_ENOENT; break;
+  case PR_CMD_CLOSE: run_close(c); break;
+  }
+}
+
+void pr_control_session_closed(pr_control_t *c, uint64_t session) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &c->reg.order) pr_worker_session_closed(PR_QUEUE_DATA(q, pr_exec_t, order), session);
+}
+
+/* ---- the command queue ------------------------------------------------------------------ */
+
+/* Answer a synchronous command (done = 1) or free an asynchronous one. */
+static void answer(pr_control_t *c, pr_cmd_t *cmd, int closed) {
+  if (cmd->sync) {
+    pthread_mutex_lock(&c->mu);
+    cmd->closed = closed;
+    cmd->done = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+  } else {
+    if (cmd->exec) pr_exec_free(cmd->exec);
+    free(cmd);
+  }
+}
+
+static void on_async(uv_async_t *h) {
+  pr_control_t *c = (pr_control_t *)h->data;
+  pr_queue_t local;
+  pr_queue_init(&local);
+  pthread_mutex_lock(&c->mu);
+  pr_queue_move(&c->cmds, &local);
+  pthread_mutex_unlock(&c->mu);
+  while (!pr_queue_empty(&local)) {
+    pr_queue_t *q = pr_queue_head(&local);
+    pr_queue_remove(q);
+    pr_cmd_t *cmd = PR_QUEUE_DATA(q, pr_cmd_t, node);
+    if (c->xc.closing == 2) { /* shut down while this batch ran */
+      answer(c, cmd, 1);
+      continue;
+    }
+    pr_control_run(c, cmd);
+    answer(c, cmd, 0);
+  }
+}
+
+int pr_control_submit(pr_control_t *c, pr_cmd_t *cmd) {
+  pthread_mutex_lock(&c->mu);
+  if (c->loop_done) {
+    pthread_mutex_unlock(&c->mu);
+    if (!cmd->sync) {
+      if (cmd->exec) pr_exec_free(cmd->exec);
+      free(cmd);
+    }
+    return PR_ECLOSED;
+  }
+  pr_queue_push(&c->cmds, &cmd->node);
+  uv_async_send(&c->async); /* under mu: the handle cannot be closing yet */
+  int rc = 0;
+  if (cmd->sync) {
+    /* The engine answers every command it dequeues, also while shutting down. */
+    while (!cmd->done) pthread_cond_wait(&c->cond, &c->mu);
+    rc = cmd->closed ? PR_ECLOSED : 0;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* Everything is over (or the bound passed): end what is left, stop the
+ * shepherd, refuse further commands, and let the owner close its handles;
+ * the loop then runs dry and the thread ends. */
+static void finish_close(pr_control_t *c) {
+  if (c->xc.closing == 2) return;
+  c->xc.closing = 2;
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &c->reg.order) pr_exec_abandon(PR_QUEUE_DATA(q, pr_exec_t, order));
+  pr_sup_shutdown(c->xc.sup, 200);
+  /* Refuse further commands before the async handle goes away, and answer
+   * the ones already queued. */
+  pr_queue_t local;
+  pr_queue_init(&local);
+  pthread_mutex_lock(&c->mu);
+  c->loop_done = 1;
+  pr_queue_move(&c->cmds, &local);
+  pthread_mutex_unlock(&c->mu);
+  while (!pr_queue_empty(&local)) {
+    pr_queue_t *k = pr_queue_head(&local);
+    pr_queue_remove(k);
+    answer(c, PR_QUEUE_DATA(k, pr_cmd_t, node), 1);
+  }
+  c->shutdown(c->owner);
+}
+
+/* ---- life -------------------------------------------------------------------------------- */
+
+int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o, pr_sup_t *sup,
+                    pr_listeners_t *ls, void (*shutdown)(void *), void *owner) {
+  memset(c, 0, sizeof(*c));
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cond, NULL);
+  pr_queue_init(&c->cmds);
+  pr_queue_init(&c->queued);
+  pr_queue_init(&c->reg.order);
+  c->xc.loop = loop;
+  c->xc.sup = sup;
+  c->xc.ls = ls;
+  c->xc.drain_ms = o->drain_ms ? o->drain_ms : PR_DEFAULT_DRAIN;
+  c->xc.ended = ended;
+  c->max_running = o->max_running;
+  c->kill_grace_ms = o->kill_grace_ms ? o->kill_grace_ms : PR_DEFAULT_GRACE;
+  c->output_limit = o->output_limit ? o->output_limit : PR_DEFAULT_OUTPUT_LIMIT;
+  c->next_id = 1;
+  c->owner = owner;
+  c->shutdown = shutdown;
+  int rc = pr_registry_init(&c->reg, &c->xc, o->history_limit ? o->history_limit : PR_DEFAULT_HISTORY,
+                            o->history_age_ms);
+  if (rc == 0) rc = uv_async_init(loop, &c->async, on_async);
+  c->async.data = c;
+  if (rc == 0) rc = uv_timer_init(loop, &c->close_timer);
+  c->close_timer.data = c;
+  return rc;
+}
+
+void pr_control_close_handles(pr_control_t *c) {
+  uv_handle_t *h[] = {(uv_handle_t *)&c->async, (uv_handle_t *)&c->close_timer};
+  for (int i = 0; i < 2; i++)
+    if (h[i]->loop && !uv_is_closing(h[i])) uv_close(h[i], NULL);
+  pr_registry_close(&c->reg);
+}
+
+void pr_control_free_registry(pr_control_t *c) { pr_registry_destroy(&c->reg); }
+
+void pr_control_destroy(pr_control_t *c) {
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cond);
+}

@@ -1,0 +1,230 @@
+/* engine/hostq.c — the host's event queue and the listener that fills it.
+ *
+ * Thread: see hostq.h. Only plain data crosses: events own their strings; an
+ * output event holds a reference to its ring (base/ring.h, locked) and the
+ * bytes are copied out on the host thread by pr_hostq_poll.
+ */
+#include "engine/hostq.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/exec.h"
+
+/* Output delivery is adaptive. The first bytes after a quiet period are
+ * signalled to the host at once (a prompt feels instant); bytes that keep
+ * arriving within PR_FLOOD_NS of the last signal wait for the 1 ms flush
+ * timer, so under a flood the host wakes about once a millisecond and takes
+ * everything that arrived meanwhile in one event, instead of once per read.
+ * Every deferred marker is pushed before its execution's terminal event. */
+#define PR_FLOOD_NS 1000000
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* ---- the queue (engine thread pushes, host pops) ------------------------------------ */
+
+static void push(pr_hostq_t *q, pr_event_t *ev) {
+  pr_queue_t *node = (pr_queue_t *)ev->priv;
+  pthread_mutex_lock(&q->mu);
+  int was_empty = pr_queue_empty(&q->events);
+  pr_queue_push(&q->events, node);
+  q->nevents++;
+  if (was_empty) {
+    uint64_t one = 1;
+    ssize_t w = write(q->wakefd, &one, sizeof(one));
+    (void)w;
+  }
+  pthread_mutex_unlock(&q->mu);
+}
+
+void pr_event_free(pr_event_t *ev) {
+  if (ev == NULL) return;
+  free(ev->reason);
+  free(ev->error);
+  free(ev->data);
+  pr_ring_unref((pr_ring_t *)ev->ring);
+  if (ev->chan) ev->chan_done(ev->chan); /* a chunk consumed: its request's back-pressure count */
+  free(ev);
+}
+
+/* ---- output markers ---------------------------------------------------------------- */
+
+static void push_marker(pr_hostq_t *q, pr_exec_t *x, int stream) {
+  pr_stream_t *s = &x->streams[stream];
+  s->last_mark_ns = uv_hrtime();
+  if (!pr_ring_mark(s->ring)) return; /* a marker is already queued: coalesce */
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = PR_EV_OUTPUT;
+  ev->id = x->id;
+  ev->stream = stream;
+  pr_ring_ref(s->ring);
+  ev->ring = s->ring;
+  push(q, ev);
+}
+
+/* Push the deferred marker of `s` now, if it has one. */
+static void flush_stream(pr_hostq_t *q, pr_stream_t *s) {
+  if (pr_queue_empty(&s->defer)) return;
+  pr_queue_remove(&s->defer);
+  push_marker(q, s->exec, (int)(s - s->exec->streams));
+}
+
+static void on_flush(uv_timer_t *t) {
+  pr_hostq_t *q = (pr_hostq_t *)t->data;
+  while (!pr_queue_empty(&q->deferred))
+    flush_stream(q, PR_QUEUE_DATA(pr_queue_head(&q->deferred), pr_stream_t, defer));
+}
+
+static void on_output(void *arg, pr_exec_t *x, int stream) {
+  pr_hostq_t *q = arg;
+  pr_stream_t *s = &x->streams[stream];
+  if (!pr_queue_empty(&s->defer)) return; /* the flush timer will signal it */
+  if (s->last_mark_ns && uv_hrtime() - s->last_mark_ns < PR_FLOOD_NS) {
+    pr_queue_push(&q->deferred, &s->defer);
+    if (!uv_is_active((uv_handle_t *)&q->flush_timer)) uv_timer_start(&q->flush_timer, on_flush, 1, 0);
+    return;
+  }
+  push_marker(q, x, stream);
+}
+
+/* ---- the other events ----------------------------------------------------------------- */
+
+static void on_state(void *arg, const pr_state_info_t *st) {
+  pr_hostq_t *q = arg;
+  if (pr_state_terminal(st->state)) /* every output event precedes the terminal one */
+    for (int i = 0; i < PR_NSTREAM; i++) flush_stream(q, &st->x->streams[i]);
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = PR_EV_STATE;
+  ev->id = st->id;
+  ev->state = st->state;
+  ev->prev = st->prev;
+  ev->reason = dup_or_null(st->reason);
+  ev->error = dup_or_null(st->error);
+  ev->exit_code = st->exit_code;
+  ev->signal = st->signal;
+  ev->pid = st->pid;
+  push(q, ev);
+}
+
+static void on_worker(void *arg, const pr_exec_t *x, int wstate, uint32_t restarts) {
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = PR_EV_WORKER;
+  ev->id = x->id;
+  ev->worker_state = wstate;
+  ev->restarts = restarts;
+  push(arg, ev);
+}
+
+/* A worker's chunk or reply for the host (session 0): the event takes the text. */
+static void deliver(pr_hostq_t *q, pr_event_type_t type, pr_wmsg_t *m) {
+  if (m->session != 0) return;
+  pr_event_t *ev = calloc(1, sizeof(*ev));
+  if (ev == NULL) return;
+  ev->type = type;
+  ev->id = m->id;
+  ev->rid = m->rid;
+  ev->status = m->status;
+  ev->data = m->text;
+  ev->len = m->len;
+  ev->missed = m->missed;
+  ev->chan = m->chan;
+  ev->chan_done = m->chan_done;
+  m->text = NULL;
+  m->chan = NULL;
+  push(q, ev);
+}
+
+static void on_chunk(void *arg, pr_wmsg_t *m) { deliver(arg, PR_EV_CHUNK, m); }
+
+static void on_reply(void *arg, pr_wmsg_t *m) { deliver(arg, PR_EV_REPLY, m); }
+
+/* ---- life ----------------------------------------------------------------------------- */
+
+int pr_hostq_init(pr_hostq_t *q, uv_loop_t *loop, void (*resume)(void *, uint64_t), void *arg) {
+  memset(q, 0, sizeof(*q));
+  q->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (q->wakefd < 0) return -errno;
+  int rc = uv_timer_init(loop, &q->flush_timer);
+  if (rc != 0) {
+    close(q->wakefd);
+    return rc;
+  }
+  q->flush_timer.data = q;
+  pthread_mutex_init(&q->mu, NULL);
+  pr_queue_init(&q->events);
+  pr_queue_init(&q->deferred);
+  q->resume = resume;
+  q->resume_arg = arg;
+  q->listener = (pr_listener_t){.state = on_state, .output = on_output, .worker = on_worker,
+                                .chunk = on_chunk, .reply = on_reply, .arg = q};
+  return 0;
+}
+
+void pr_hostq_close(pr_hostq_t *q) {
+  if (!uv_is_closing((uv_handle_t *)&q->flush_timer)) uv_close((uv_handle_t *)&q->flush_timer, NULL);
+}
+
+void pr_hostq_destroy(pr_hostq_t *q) {
+  while (!pr_queue_empty(&q->events)) {
+    pr_queue_t *n = pr_queue_head(&q->events);
+    pr_queue_remove(n);
+    pr_event_free((pr_event_t *)(void *)n);
+  }
+  close(q->wakefd);
+  pthread_mutex_destroy(&q->mu);
+}
+
+/* ---- host thread ---------------------------------------------------------------------- */
+
+size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_bytes) {
+  size_t n = 0;
+  pthread_mutex_lock(&q->mu);
+  while (n < max && !pr_queue_empty(&q->events)) {
+    pr_queue_t *node = pr_queue_head(&q->events);
+    pr_queue_remove(node);
+    q->nevents--;
+    evs[n++] = (pr_event_t *)(void *)node;
+  }
+  if (pr_queue_empty(&q->events)) { /* reset readability */
+    uint64_t v;
+    ssize_t r = read(q->wakefd, &v, sizeof(v));
+    (void)r;
+  }
+  pthread_mutex_unlock(&q->mu);
+  /* Output markers become data here, outside the queue lock. */
+  size_t out = 0;
+  for (size_t i = 0; i < n; i++) {
+    pr_event_t *ev = evs[i];
+    if (ev->type == PR_EV_OUTPUT) {
+      int resume = 0;
+      int rc = pr_ring_take_tail((pr_ring_t *)ev->ring, max_bytes, &ev->data, &ev->len,
+                                 &ev->offset, &ev->missed, &resume);
+      if (resume) q->resume(q->resume_arg, ev->id); /* back-pressure: the engine paused it */
+      if (rc != 0 || (ev->len == 0 && ev->missed == 0)) { /* coalesced into an earlier take */
+        pr_event_free(ev);
+        continue;
+      }
+    }
+    evs[out++] = ev;
+  }
+  return out;
+}
+
+int pr_hostq_wait(pr_hostq_t *q, int timeout_ms) {
+  struct pollfd p = {q->wakefd, POLLIN, 0};
+  int r;
+  do r = poll(&p, 1, timeout_ms);
+  while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
+void pr_hostq_hold(pr_hostq_t *q) { pthread_mutex_lock(&q->mu); }
+
+void pr_hostq_unhold(pr_hostq_t *q) { pthread_mutex_unlock(&q->mu); }
