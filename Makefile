@@ -15,7 +15,8 @@ LUA54_INC  ?= $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/incl
 UV_LIBS    ?= $(shell pkg-config --libs libuv 2>/dev/null || echo -luv)
 # msgpack-c is linked statically and its symbols stay hidden inside the core.
 MSGPACK_LIBS ?= -l:libmsgpackc.a -Wl,--exclude-libs,ALL
-# cJSON formats the audit log (csrc/audit.c).
+# cJSON: the audit log's lines, JSON <-> msgpack, the jsonl worker protocol, Lua <-> JSON
+# (csrc/store/audit.c, csrc/base/mpack.c, csrc/engine/worker_jsonl.c, csrc/lua/json.c).
 CJSON_LIBS ?= -lcjson
 FUZZ_SECONDS ?= 60
 BUILD     ?= build
@@ -30,10 +31,11 @@ ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/stream.c csrc/engine/hos
              csrc/engine/registry.c csrc/engine/supervisor.c csrc/engine/control.c csrc/engine/build.c \
              csrc/engine/secrets.c csrc/engine/worker.c csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
 # the msgpack-rpc server, the durable files, and the file that wires them
-ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c
+ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/scan.c csrc/rpc/methods.c csrc/rpc/params.c \
+              csrc/rpc/pack.c
 ENGINE_SRC += csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
 ENGINE_SRC += csrc/proctor.c
-CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c
+CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c csrc/lua/push.c csrc/lua/json.c
 HDRS       = $(wildcard csrc/*/*.h)
 
 NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
@@ -55,8 +57,10 @@ setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
 
 # --- the shepherd: a plain program, shared by both builds -----------------------
-$(SHEPHERD): csrc/shepherd/shepherd.c csrc/base/wire.c csrc/base/wire.h csrc/base/idmap.c csrc/base/idmap.h | $(BUILD)
-	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -o $@.tmp csrc/shepherd/shepherd.c csrc/base/wire.c csrc/base/idmap.c
+# It shares only base/ with the core: the wire protocol, the id map, the buffer.
+SHEPHERD_SRC = $(wildcard csrc/shepherd/*.c) csrc/base/wire.c csrc/base/idmap.c csrc/base/buf.c
+$(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) | $(BUILD)
+	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -o $@.tmp $(SHEPHERD_SRC)
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)
@@ -97,7 +101,7 @@ SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sa
 TSAN_CC    ?= gcc
 TSAN_FLAGS = -O1 -g -fsanitize=thread
 
-# The ASan build splits stdin writes into 4 KiB buffers (exec.c PR_INPUT_CHUNK,
+# The ASan build splits stdin writes into 4 KiB buffers (engine/stream.c PR_INPUT_CHUNK,
 # 1 GiB otherwise), so test_input_roundtrip checks the split path byte for byte.
 $(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
 	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl

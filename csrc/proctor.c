@@ -1,4 +1,4 @@
-/* proctor.c — an engine: the aggregate of its modules, how they are wired,
+/* csrc/proctor.c — an engine: the aggregate of its modules, how they are wired,
  * its lifetime, and the public C API (include/proctor.h).
  *
  * Thread: functions named pr_engine_* run on the HOST thread; thread_main

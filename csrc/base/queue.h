@@ -1,4 +1,4 @@
-/* queue.h — intrusive circular doubly-linked list.
+/* base/queue.h — intrusive circular doubly-linked list.
  *
  * Thread: none of its own; the owner of a list decides who may touch it.
  *

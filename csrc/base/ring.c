@@ -1,4 +1,4 @@
-/* ring.c — bounded byte ring with absolute offsets. See ring.h.
+/* base/ring.c — bounded byte ring with absolute offsets. See ring.h.
  *
  * Thread: shared, every entry point holds r->mu.
  */

@@ -1,4 +1,4 @@
-/* ring.h — bounded byte ring with absolute offsets, one per output stream.
+/* base/ring.h — bounded byte ring with absolute offsets, one per output stream.
  *
  * Thread: shared. The engine thread appends (pr_ring_write); the host thread
  * copies out (pr_ring_read, pr_ring_take). Every function takes the ring's own

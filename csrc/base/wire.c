@@ -1,4 +1,4 @@
-/* wire.c — engine/shepherd packets over SOCK_SEQPACKET with SCM_RIGHTS.
+/* base/wire.c — engine/shepherd packets over SOCK_SEQPACKET with SCM_RIGHTS.
  *
  * Thread: whichever thread owns the socket (engine thread / shepherd main).
  */

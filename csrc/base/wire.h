@@ -1,4 +1,4 @@
-/* wire.h — the packet protocol between an engine and its shepherd.
+/* base/wire.h — the packet protocol between an engine and its shepherd.
  *
  * Thread: engine thread on the host side; the shepherd's only thread on the
  * other. Pure encode/decode plus sendmsg/recvmsg; no state.

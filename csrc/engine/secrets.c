@@ -1,4 +1,4 @@
-/* secrets.c — environment policy (env_allow, secrets) and output masking.
+/* engine/secrets.c — environment policy (env_allow, secrets) and output masking.
  *
  * Thread: see secrets.h (masking on the engine thread, building where the
  * execution is built). A masker belongs to one execution and is touched by

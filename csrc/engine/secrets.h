@@ -1,15 +1,15 @@
-/* secrets.h — what a child's environment holds, and hiding secret values.
+/* engine/secrets.h — what a child's environment holds, and hiding secret values.
  *
  * Thread: pr_secrets_check, pr_env_inherits, pr_env_keys and pr_secrets_new
  * run where an execution is built (the host thread, or the engine thread for
  * RPC starts; they touch only their arguments). pr_secrets_mask runs on the
- * ENGINE thread, once per read, from exec.c got_bytes. pr_secrets_scrub is
+ * ENGINE thread, once per read, from stream.c got_bytes. pr_secrets_scrub is
  * pure and may run anywhere.
  *
  *   read ─► got_bytes ─► pr_secrets_mask ─► (ring, events, RPC, history)
  *            held: the longest tail that may still become a secret
  *            (at most longest-secret − 1 bytes per stream); released by the
- *            next read or at stream end (stream_close calls with p = NULL)
+ *            next read or at stream end (pr_stream_close calls with p = NULL)
  *
  * Environment of a child, in order (later wins): the base environment
  * (host's, or none with clear_env, only the env_allow keys when given, never

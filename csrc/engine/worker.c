@@ -419,7 +419,7 @@ static void respawn(pr_exec_t *x) {
   pr_worker_t *w = W(x);
   w->ready_at = 0;
   set_state(x, PR_WS_STARTING);
-  pr_exec_respawn(x); /* may end x at once (no shepherd): pr_worker_on_end runs */
+  pr_exec_respawn(x); /* may end x at once (no shepherd): on_end runs */
 }
 
 static void on_backoff(uv_timer_t *t) {

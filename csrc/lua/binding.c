@@ -1,8 +1,14 @@
-/* lua_core.c — the `proctor.core` Lua module (LuaJIT/Neovim and Lua 5.4).
+/* lua/binding.c — the `proctor.core` Lua module (LuaJIT/Neovim and Lua 5.4):
+ * the engine userdata, its methods, and their argument checking.
  *
- * Thread: host (the Lua state's thread). The only includer of lua.h.
+ * Thread: host (the Lua state's thread). Only the lua/ files include lua.h,
+ * and they include nothing of the core but include/proctor.h.
  *
- * Conventions (STYLE.md): an engine is a userdata holding one pointer, with
+ *   lua/binding.c  core.new, eng:start ... eng:close: Lua arguments -> pr_engine_*
+ *   lua/push.c     records and events -> Lua tables (the record from its one description)
+ *   lua/json.c     Lua values <-> JSON text (worker payloads, results, chunks)
+ *
+ * Conventions: an engine is a userdata holding one pointer, with
  * __gc/__close/__tostring. Programmer errors (wrong types, bad enum names,
  * negative sizes) raise via luaL_argerror; runtime failures return
  * `nil, "ENAME: message", "ENAME"`. Cancel and delete answer their contract
@@ -14,10 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
-#include "lua/compat.h"
 #include "include/proctor.h"
+#include "lua/compat.h"
+#include "lua/module.h"
 
 #define PR_ENGINE_MT "proctor.core.engine"
 #define PR_MAX_POLL 65536
@@ -132,74 +137,8 @@ static void check_table_keys(lua_State *L, int t, const char *const *known) {
   }
 }
 
-static void set_str(lua_State *L, const char *k, const char *v) {
-  if (v == NULL) return;
-  lua_pushstring(L, v);
-  lua_setfield(L, -2, k);
-}
 
-static void set_int(lua_State *L, const char *k, lua_Integer v) {
-  lua_pushinteger(L, v);
-  lua_setfield(L, -2, k);
-}
-
-static void push_worker_event(lua_State *L, const pr_event_t *ev);
-static void push_json(lua_State *L, const char *text, size_t len);
-
-/* One field's value, the way the Lua core shows it (like the RPC map). */
-static void push_value(lua_State *L, const pr_field_t *f) {
-  const pr_record_t *r = f->r;
-  char sb[32];
-  switch (f->type) {
-  case PR_FT_U64: lua_pushinteger(L, (lua_Integer)f->u); return;
-  case PR_FT_I64: lua_pushinteger(L, (lua_Integer)f->i); return;
-  case PR_FT_BOOL: lua_pushboolean(L, (int)f->i); return;
-  case PR_FT_STR: lua_pushstring(L, f->s); return;
-  case PR_FT_SIGNAL: lua_pushstring(L, pr_signal_name((int)f->i, sb, sizeof(sb))); return;
-  case PR_FT_CMD:
-    if (r->shell) {
-      lua_pushstring(L, r->shell);
-      return;
-    }
-    lua_createtable(L, (int)r->argc, 0);
-    for (size_t i = 0; i < r->argc; i++) {
-      lua_pushstring(L, r->argv && r->argv[i] ? r->argv[i] : "");
-      lua_rawseti(L, -2, (int)i + 1);
-    }
-    return;
-  case PR_FT_KEYS: {
-    lua_createtable(L, (int)pr_record_nkeys(r), 0);
-    size_t at = 0;
-    int i = 0;
-    for (const char *k; (k = pr_record_key_next(r, &at)) != NULL;) {
-      lua_pushstring(L, k);
-      lua_rawseti(L, -2, ++i);
-    }
-    return;
-  }
-  case PR_FT_STREAMS:
-    lua_createtable(L, 0, pr_record_nstreams(r));
-    for (int i = 0; i < PR_NSTREAM; i++) {
-      if (!r->has_stream[i]) continue;
-      lua_pushinteger(L, (lua_Integer)f->streams[i]);
-      lua_setfield(L, -2, pr_stream_name(i));
-    }
-    return;
-  }
-  lua_pushnil(L);
-}
-
-static void push_record(lua_State *L, const pr_record_t *r) {
-  pr_field_t f[PR_RF_COUNT];
-  size_t n = pr_record_fields(r, f);
-  lua_createtable(L, 0, (int)n);
-  for (size_t i = 0; i < n; i++) {
-    push_value(L, &f[i]);
-    lua_setfield(L, -2, f[i].key);
-  }
-}
-
-/* core.new options for the durable files (journal.h). */
+/* core.new options for the durable files (doc/proctor.txt, *proctor-history*). */
 static void opt_files(lua_State *L, pr_engine_opts_t *o) {
   o->history_file = opt_str(L, 1, "history_file");
   o->audit_file = opt_str(L, 1, "audit_file");
@@ -268,36 +207,6 @@ static void opt_env_policy(lua_State *L, int t, pr_spec_t *s) {
     }
     s->env_allow = v;
     s->nallow = n;
-  }
-}
-
-static void push_event(lua_State *L, const pr_event_t *ev) {
-  char sb[32];
-  lua_createtable(L, 0, 8);
-  set_int(L, "id", (lua_Integer)ev->id);
-  if (ev->type >= PR_EV_WORKER) {
-    push_worker_event(L, ev);
-    return;
-  }
-  if (ev->type == PR_EV_OUTPUT) {
-    set_str(L, "type", "output");
-    set_str(L, "stream", pr_stream_name(ev->stream));
-    lua_pushlstring(L, ev->data ? ev->data : "", ev->len);
-    lua_setfield(L, -2, "data");
-    set_int(L, "offset", (lua_Integer)ev->offset);
-    set_int(L, "missed", (lua_Integer)ev->missed);
-    return;
-  }
-  set_str(L, "type", "state");
-  set_str(L, "state", pr_state_name(ev->state));
-  if (ev->prev < PR_NSTATE) set_str(L, "prev", pr_state_name(ev->prev));
-  set_str(L, "reason", ev->reason);
-  set_str(L, "error", ev->error);
-  if (pr_state_terminal(ev->state)) {
-    if (ev->exit_code >= 0) set_int(L, "exit_code", ev->exit_code);
-    if (ev->signal > 0) set_str(L, "signal", pr_signal_name(ev->signal, sb, sizeof(sb)));
-  } else if (ev->pid > 0) {
-    set_int(L, "pid", (lua_Integer)ev->pid);
   }
 }
 
@@ -493,7 +402,7 @@ static int l_get(lua_State *L) {
   pr_record_t *r;
   int rc = pr_engine_get(e, (uint64_t)id, 0, &r);
   if (rc != 0) return fail_id(L, rc, id);
-  push_record(L, r);
+  pr_lua_push_record(L, r);
   pr_record_free(r);
   return 1;
 }
@@ -516,7 +425,7 @@ static int l_list(lua_State *L) {
   if (rc != 0) return fail(L, rc, NULL);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
-    push_record(L, v[i]);
+    pr_lua_push_record(L, v[i]);
     lua_rawseti(L, -2, (int)i + 1);
   }
   pr_records_free(v, n);
@@ -583,7 +492,7 @@ static int push_events(lua_State *L, pr_engine_t *e, lua_Integer max, lua_Intege
     if (want > cap) want = cap;
     size_t n = pr_engine_poll(e, buf, want, (size_t)max_bytes);
     for (size_t i = 0; i < n; i++) {
-      push_event(L, buf[i]);
+      pr_lua_push_event(L, buf[i]);
       pr_event_free(buf[i]);
       lua_rawseti(L, -2, (int)++got);
     }
@@ -679,223 +588,7 @@ static int l_hrtime(lua_State *L) {
   return 1;
 }
 
-/* ---- supervised workers (doc *proctor-workers*) --------------------------------- */
-
-/* Lua value -> JSON text, in two passes over the same value: the first only
- * counts the bytes (and finds what cannot be encoded), the second writes them
- * into one allocation of that size. No Lua stack slots are held by the
- * output, so encoding may push and pop freely; the value cannot change
- * between the passes (raw access only, nothing runs in between). */
-typedef struct {
-  char *p; /* NULL: counting */
-  size_t n;
-  const char *err;
-} jbuf_t;
-
-static void jb_add(jbuf_t *b, const char *s, size_t n) {
-  if (b->err) return;
-  if (b->p) memcpy(b->p + b->n, s, n);
-  b->n += n;
-}
-
-static void jb_str(jbuf_t *b, const char *s, size_t n) {
-  jb_add(b, "\"", 1);
-  size_t run = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    jb_add(b, s + run, i - run);
-    run = i + 1;
-    char esc[8];
-    switch (c) {
-    case '"': jb_add(b, "\\\"", 2); break;
-    case '\\': jb_add(b, "\\\\", 2); break;
-    case '\n': jb_add(b, "\\n", 2); break;
-    case '\r': jb_add(b, "\\r", 2); break;
-    case '\t': jb_add(b, "\\t", 2); break;
-    default: jb_add(b, esc, (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c)); break;
-    }
-  }
-  jb_add(b, s + run, n - run);
-  jb_add(b, "\"", 1);
-}
-
-static void jb_num(jbuf_t *b, lua_State *L, int i) {
-  char nb[40];
-#if LUA_VERSION_NUM >= 503
-  if (lua_isinteger(L, i)) {
-    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)lua_tointeger(L, i)));
-    return;
-  }
-#endif
-  double d = (double)lua_tonumber(L, i);
-  if (d != d || d > 1.7976931348623157e308 || d < -1.7976931348623157e308) {
-    b->err = "cannot encode NaN or infinity";
-    return;
-  }
-  if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
-    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)d));
-  else
-    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%.17g", d));
-}
-
-static void jb_value(jbuf_t *b, lua_State *L, int i, int depth) {
-  if (b->err) return;
-  if (depth > 64) {
-    b->err = "payload nested too deeply (or a cycle)";
-    return;
-  }
-  if (i < 0) i = lua_gettop(L) + i + 1;
-  switch (lua_type(L, i)) {
-  case LUA_TNIL: jb_add(b, "null", 4); return;
-  case LUA_TBOOLEAN: lua_toboolean(L, i) ? jb_add(b, "true", 4) : jb_add(b, "false", 5); return;
-  case LUA_TNUMBER: jb_num(b, L, i); return;
-  case LUA_TSTRING: {
-    size_t n;
-    const char *s = lua_tolstring(L, i, &n);
-    jb_str(b, s, n);
-    return;
-  }
-  case LUA_TLIGHTUSERDATA: /* vim.NIL */
-    if (lua_touserdata(L, i) == NULL) jb_add(b, "null", 4);
-    else b->err = "cannot encode a userdata value";
-    return;
-  case LUA_TTABLE: break;
-  default:
-    b->err = "payload values must be nil, booleans, numbers, strings or tables";
-    return;
-  }
-  if (!lua_checkstack(L, 4)) {
-    b->err = "payload nested too deeply";
-    return;
-  }
-  size_t count = 0;
-  int array = 1;
-  lua_Number max = 0;
-  lua_pushnil(L);
-  while (lua_next(L, i) != 0) {
-    lua_pop(L, 1);
-    count++;
-    if (array) {
-      lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
-      if (k < 1 || k != (lua_Number)(long long)k) array = 0;
-      else if (k > max) max = k;
-    }
-  }
-  if (count == 0) {
-    jb_add(b, "{}", 2);
-    return;
-  }
-  if (array && max == (lua_Number)count) {
-    jb_add(b, "[", 1);
-    for (size_t k = 1; k <= count && !b->err; k++) {
-      if (k > 1) jb_add(b, ",", 1);
-      lua_rawgeti(L, i, (int)k);
-      jb_value(b, L, -1, depth + 1);
-      lua_pop(L, 1);
-    }
-    jb_add(b, "]", 1);
-    return;
-  }
-  jb_add(b, "{", 1);
-  int first = 1;
-  lua_pushnil(L);
-  while (!b->err && lua_next(L, i) != 0) {
-    if (!first) jb_add(b, ",", 1);
-    first = 0;
-    int kt = lua_type(L, -2);
-    if (kt == LUA_TSTRING) {
-      size_t n;
-      const char *k = lua_tolstring(L, -2, &n);
-      jb_str(b, k, n);
-    } else if (kt == LUA_TNUMBER) {
-      char num[48];
-      jbuf_t kb = {num, 0, NULL};
-      jb_num(&kb, L, -2);
-      if (kb.err) b->err = kb.err;
-      else jb_str(b, num, kb.n);
-    } else {
-      b->err = "table keys must be strings or numbers";
-    }
-    jb_add(b, ":", 1);
-    jb_value(b, L, -1, depth + 1);
-    lua_pop(L, 1);
-  }
-  if (b->err) lua_pop(L, 1); /* the key left by the interrupted lua_next */
-  jb_add(b, "}", 1);
-}
-
-/* JSON text -> Lua value (cJSON). null is nil; integers within 2^53 are
- * integers. Text that does not parse is pushed as a string. */
-static void push_cjson(lua_State *L, const cJSON *j, int depth) {
-  luaL_checkstack(L, 4, "JSON value nested too deeply");
-  if (cJSON_IsFalse(j) || cJSON_IsTrue(j)) {
-    lua_pushboolean(L, cJSON_IsTrue(j));
-  } else if (cJSON_IsNumber(j)) {
-    double d = j->valuedouble;
-    if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
-      lua_pushinteger(L, (lua_Integer)d);
-    else
-      lua_pushnumber(L, (lua_Number)d);
-  } else if (cJSON_IsString(j)) {
-    lua_pushstring(L, j->valuestring);
-  } else if (cJSON_IsArray(j)) {
-    lua_createtable(L, cJSON_GetArraySize(j), 0);
-    int k = 1;
-    for (const cJSON *c = j->child; c; c = c->next, k++) {
-      push_cjson(L, c, depth + 1);
-      lua_rawseti(L, -2, k);
-    }
-  } else if (cJSON_IsObject(j)) {
-    lua_createtable(L, 0, cJSON_GetArraySize(j));
-    for (const cJSON *c = j->child; c; c = c->next) {
-      push_cjson(L, c, depth + 1);
-      lua_setfield(L, -2, c->string ? c->string : "");
-    }
-  } else {
-    lua_pushnil(L);
-  }
-}
-
-static void push_json(lua_State *L, const char *text, size_t len) {
-  cJSON *j = text && len ? cJSON_ParseWithLength(text, len) : NULL;
-  if (j == NULL) {
-    if (text && len) lua_pushlstring(L, text, len);
-    else lua_pushnil(L);
-    return;
-  }
-  push_cjson(L, j, 0);
-  cJSON_Delete(j);
-}
-
-static void push_worker_event(lua_State *L, const pr_event_t *ev) {
-  if (ev->type == PR_EV_WORKER) {
-    set_str(L, "type", "worker");
-    set_str(L, "worker_state", pr_worker_state_name(ev->worker_state));
-    set_int(L, "restarts", (lua_Integer)ev->restarts);
-    return;
-  }
-  set_int(L, "rid", (lua_Integer)ev->rid);
-  if (ev->missed) set_int(L, "missed", (lua_Integer)ev->missed);
-  if (ev->type == PR_EV_CHUNK) {
-    set_str(L, "type", "chunk");
-    push_json(L, ev->data, ev->len);
-    lua_setfield(L, -2, "data");
-    return;
-  }
-  set_str(L, "type", "reply");
-  int ok = ev->status == PR_RS_OK;
-  lua_pushboolean(L, ok);
-  lua_setfield(L, -2, "ok");
-  set_str(L, "status", pr_reply_status_name(ev->status));
-  if (ok) {
-    push_json(L, ev->data, ev->len);
-    lua_setfield(L, -2, "result");
-  } else {
-    lua_pushlstring(L, ev->data ? ev->data : "", ev->len);
-    lua_setfield(L, -2, "error");
-  }
-}
+/* ---- supervised workers (doc/proctor.txt, *proctor-workers*) ----------------------- */
 
 static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws) {
   static const char *const keys[] = {"protocol",   "restart",        "max_restarts", "backoff_ms",
@@ -955,17 +648,17 @@ static int l_request(lua_State *L) {
     check_table_keys(L, 4, keys);
     timeout = (uint64_t)opt_nonneg(L, 4, "timeout_ms", 0, (lua_Integer)1 << 40);
   }
-  jbuf_t b = {NULL, 0, NULL};
-  jb_value(&b, L, 3, 0); /* counts */
-  if (b.err) return luaL_argerror(L, 3, b.err);
-  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  size_t len = b.n;
-  if ((b.p = malloc(len + 1)) == NULL) return fail(L, PR_ENOMEM, NULL);
-  b.n = 0;
-  jb_value(&b, L, 3, 0); /* writes the same bytes */
+  size_t len;
+  const char *err = NULL;
+  char *json = pr_lua_to_json(L, 3, &len, &err);
+  if (json == NULL && err) return luaL_argerror(L, 3, err);
+  if (e == NULL || json == NULL) {
+    free(json);
+    return fail(L, e == NULL ? PR_ECLOSED : PR_ENOMEM, NULL);
+  }
   uint64_t rid;
-  int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, b.p, b.n, timeout, &rid);
-  free(b.p);
+  int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, json, len, timeout, &rid);
+  free(json);
   if (rc != 0) return fail(L, rc, NULL);
   lua_pushinteger(L, (lua_Integer)rid);
   return 1;

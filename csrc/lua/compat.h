@@ -1,6 +1,6 @@
-/* compat.h — the few Lua C API differences between LuaJIT/5.1 and 5.4.
+/* lua/compat.h — the few Lua C API differences between LuaJIT/5.1 and 5.4.
  *
- * Thread: host (only lua_core.c includes it).
+ * Thread: host (only the lua/ files include it).
  */
 #ifndef PR_COMPAT_H
 #define PR_COMPAT_H

@@ -4,7 +4,7 @@
  *
  *   socket bytes ─► unpacker buffer ─► scan (framing + limits, in on_read)
  *        ─► pump (uv_idle, one turn per loop iteration while work is pending):
- *             dispatch ≤ PR_RPC_BATCH framed requests (rpc_methods.c)
+ *             dispatch ≤ PR_RPC_BATCH framed requests (rpc/methods.c)
  *             pull subscribed output from the rings while < PR_RPC_SENDQ unsent
  *             answer ready waits ─► one uv_write per turn (the request owns its bytes)
  */
@@ -17,7 +17,7 @@
 #include "base/idmap.h"
 #include "rpc/rpc.h"
 
-/* Limits (doc/rpc.txt-part, "limits"). */
+/* Limits (doc/proctor.txt, *proctor-rpc-limits*). */
 #define PR_RPC_MAX_MESSAGE (4u << 20) /* bytes in one incoming message */
 #define PR_RPC_MAX_OBJECTS 65536      /* array/map entries declared by one message */
 #define PR_RPC_MAX_DEPTH 16           /* nesting of arrays/maps in one message */
@@ -94,7 +94,7 @@ struct pr_rpc_conn {
   int close_when_flushed; /* EOF seen and everything answered: close once written */
   msgpack_sbuffer out;    /* packed, not yet handed to uv_write */
   msgpack_packer pk;      /* packs into `out` */
-  msgpack_sbuffer resp; /* the response being built by a method (rpc_methods.c) */
+  msgpack_sbuffer resp; /* the response being built by a method (rpc/methods.c) */
   msgpack_packer rpk;   /* packs into `resp` */
   size_t queued;          /* bytes in uv_write requests not yet completed */
   pr_queue_t subs, dirty, waits;
@@ -124,7 +124,7 @@ struct pr_rpc {
   uint64_t refused; /* connections refused (other uid, too many) */
 };
 
-/* ---- rpc_server.c ------------------------------------------------------------------- */
+/* ---- rpc/server.c -------------------------------------------------------------------- */
 
 /* pr_rpc_kick: schedule a pump turn for `c` (no-op while closing). */
 void pr_rpc_kick(pr_rpc_conn_t *c);
@@ -140,7 +140,7 @@ void pr_rpc_conn_unref(pr_rpc_conn_t *c);
  * kill_on_disconnect executions, close handles; freed when the last closes. */
 void pr_rpc_conn_close(pr_rpc_conn_t *c);
 
-/* ---- rpc_conn.c --------------------------------------------------------------------- */
+/* ---- rpc/conn.c and rpc/scan.c -------------------------------------------------------- */
 
 /* pr_rpc_conn_init: unpacker and buffers. Returns 0 or PR_ENOMEM. */
 int pr_rpc_conn_init(pr_rpc_conn_t *c);
@@ -163,6 +163,9 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c);
 /* pr_rpc_conn_flush: hand `out` to the socket (or the sink). */
 void pr_rpc_conn_flush(pr_rpc_conn_t *c);
 
+/* pr_rpc_scan_reset: ready for the next message. */
+void pr_rpc_scan_reset(pr_rpc_scan_t *s);
+
 /* pr_rpc_scan: frame bytes p[0..n): *used = bytes consumed (a header cut by
  * the end of the data is left for next time), *complete += messages ended.
  * Returns 0, PR_ETOOBIG (size, entry or nesting limit) or PR_EPROTO (a byte
@@ -170,7 +173,7 @@ void pr_rpc_conn_flush(pr_rpc_conn_t *c);
 int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used,
                 unsigned *complete);
 
-/* Subscriptions (rpc_conn.c). */
+/* Subscriptions (rpc/conn.c). */
 pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id);
 pr_rpc_sub_t *pr_rpc_sub_new(pr_rpc_conn_t *c, pr_exec_t *x);
 void pr_rpc_sub_free(pr_rpc_sub_t *s);
@@ -183,12 +186,12 @@ void pr_rpc_sub_dirty(pr_rpc_sub_t *s);
  * what a stalled client pins beyond the engine's own history. */
 void pr_rpc_sub_ended(pr_rpc_sub_t *s);
 
-/* Waits (rpc_conn.c). pr_rpc_wait_new: a wait on `id` answered to `msgid`,
+/* Waits (rpc/conn.c). pr_rpc_wait_new: a wait on `id` answered to `msgid`,
  * timing out after timeout_ms (< 0: never); linked into c->waits. */
 pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms);
 void pr_rpc_wait_free(pr_rpc_wait_t *w);
 
-/* ---- rpc_methods.c ------------------------------------------------------------------ */
+/* ---- rpc/methods.c and rpc/pack.c ---------------------------------------------------- */
 
 /* pr_rpc_dispatch: handle one decoded message on `c`: a request gets exactly
  * one response (now, or later for `wait`), a notification none. Returns 0, or
@@ -209,6 +212,9 @@ int pr_rpc_pack_output(msgpack_packer *pk, uint64_t id, int stream, const char *
 
 /* pr_rpc_pack_record: a record map like the Lua core's. Returns 0 or -1. */
 int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r);
+
+/* pr_rpc_pack_response_head: [1, msgid, nil, ...] (the result follows). */
+int pr_rpc_pack_response_head(msgpack_packer *pk, uint64_t msgid);
 
 /* pr_rpc_pack_error_response: [1, msgid, [name, message], nil]. Returns 0 or -1. */
 int pr_rpc_pack_error_response(msgpack_packer *pk, uint64_t msgid, int err, const char *msg);

@@ -1,0 +1,29 @@
+/* lua/module.h — what the files of the proctor.core module share.
+ *
+ * Thread: host (the Lua state's thread).
+ */
+#ifndef PR_LUA_MODULE_H
+#define PR_LUA_MODULE_H
+
+#include <stddef.h>
+
+#include "include/proctor.h"
+#include "lua/compat.h"
+
+/* pr_lua_push_record / pr_lua_push_event: push a record / an event as a new
+ * table (push.c). */
+void pr_lua_push_record(lua_State *L, const pr_record_t *r);
+void pr_lua_push_event(lua_State *L, const pr_event_t *ev);
+
+/* pr_lua_to_json: the value at index i as JSON text (malloc'd, NUL-terminated,
+ * *len bytes). NULL with *err set when it cannot be encoded (a NaN, a
+ * function, a cycle...), NULL with *err NULL when out of memory. Raw access
+ * only: no metamethod runs (json.c). */
+char *pr_lua_to_json(lua_State *L, int i, size_t *len, const char **err);
+
+/* pr_lua_push_json: JSON text as a Lua value (null is nil; integers within
+ * 2^53 are integers); text that does not parse is pushed as a string, none as
+ * nil (json.c). */
+void pr_lua_push_json(lua_State *L, const char *text, size_t len);
+
+#endif

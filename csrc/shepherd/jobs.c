@@ -1,0 +1,57 @@
+/* shepherd/jobs.c — the shepherd's job table and its wire to the engine.
+ *
+ * Thread: the shepherd's only thread.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/idmap.h"
+#include "shepherd/shepherd.h"
+
+static pr_idmap_t by_id, by_pid; /* job id -> job, leader pid -> job */
+static int njobs;
+
+uint64_t pr_shep_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds,
+                  int nfds) {
+  pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b};
+  (void)pr_wire_send(pr_shep_sock, &h, NULL, fds, nfds, 0);
+}
+
+job_t *pr_shep_find_id(uint64_t id) { return pr_idmap_get(&by_id, id); }
+
+job_t *pr_shep_find_pid(pid_t pid) { return pr_idmap_get(&by_pid, (uint64_t)pid); }
+
+int pr_shep_add_job(job_t *j) {
+  if (pr_idmap_put(&by_id, j->id, j) != 0) return -1;
+  if (pr_idmap_put(&by_pid, (uint64_t)j->pid, j) != 0) {
+    pr_idmap_del(&by_id, j->id);
+    return -1;
+  }
+  njobs++;
+  return 0;
+}
+
+void pr_shep_remove_job(job_t *j) {
+  pr_idmap_del(&by_id, j->id);
+  pr_idmap_del(&by_pid, (uint64_t)j->pid);
+  njobs--;
+  free(j);
+}
+
+job_t *pr_shep_next_job(size_t *at) { return pr_idmap_next(&by_id, at, NULL); }
+
+int pr_shep_njobs(void) { return njobs; }
+
+void pr_shep_drop_jobs(void) {
+  job_t *j;
+  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) free(j);
+  pr_idmap_destroy(&by_id);
+  pr_idmap_destroy(&by_pid);
+  njobs = 0;
+}
