@@ -45,7 +45,7 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols rock install-rock fuzz
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz
 .DEFAULT_GOAL := all
 
 help: ## list the targets
@@ -134,10 +134,16 @@ fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (defaul
 
 TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN)
 
-test: ## build everything and run every test tier; ends with "N passed, N failed"
+test: ## build everything, check the layers and run every test tier; ends with "N passed, N failed"
 	@$(SETUP) test
 	@$(MAKE) --no-print-directory all $(TEST_BINS)
 	@tests/run
+
+check-layers: ## every #include and call in csrc/ goes down the layers (ARCHITECTURE.md); no C file over 800 lines
+	@scripts/check-layers.sh
+
+callgraph: ## print the file call graph of csrc/, its circles, and the folder graph
+	@scripts/callgraph.sh
 
 check-symbols: all ## only luaopen_proctor_core may be exported
 	@nm -D --defined-only $(NVIM_SO) | awk '$$2 == "T"' ; nm -D --defined-only $(LUA54_SO) | awk '$$2 == "T"'

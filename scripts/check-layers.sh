@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/check-layers.sh — the C core keeps its layers (ARCHITECTURE.md).
+#
+# 1. Every #include "..." in csrc/ (and in the C tests) goes in an allowed
+#    direction:
+#
+#      include/   the public header: includes nothing of the core
+#                 (proctor_test.h, the tests' header, may include base/)
+#      base/      leaves: include/ only
+#      engine/    base/, include/
+#      rpc/       engine/, base/, include/
+#      store/     engine/events.h (the listener seam) and no other engine
+#                 header, base/, include/
+#      lua/       include/ only (the binding uses the public API)
+#      mcp/       include/ only (a program on the public API)
+#      shepherd/  base/wire.h, base/idmap.h, base/buf.h (a separate program)
+#      csrc/*.c   anything: the top level wires the layers together
+#      tests/     include/ (the public and the test header) and their own files
+#
+# 2. The file call graph has no circle of more than three files, none across
+#    folders, the folders form no circle, and no C file is over 800 lines
+#    (scripts/callgraph.sh --check).
+#
+# Prints PASS/FAIL lines like every test tier; exits non-zero on a failure.
+#   scripts/check-layers.sh            both checks
+#   scripts/check-layers.sh --includes only the include check (no compiler)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+allowed() { # allowed <file> <included path>: 0 when the include is allowed
+  local f=$1 inc=$2 dir
+  dir=${f#csrc/}
+  dir=${dir%%/*}
+  case $f in
+  tests/*) [[ $inc == include/* || $inc != */* ]]; return ;;
+  csrc/*/*) ;;
+  csrc/*) return 0 ;; # the top level
+  esac
+  [[ $inc == "$dir"/* ]] && return 0 # its own folder
+  case $dir in
+  include) [[ $f == csrc/include/proctor_test.h && $inc == base/* ]] ;;
+  base) [[ $inc == include/* ]] ;;
+  engine) [[ $inc == base/* || $inc == include/* ]] ;;
+  rpc) [[ $inc == engine/* || $inc == base/* || $inc == include/* ]] ;;
+  store) [[ $inc == engine/events.h || $inc == base/* || $inc == include/* ]] ;;
+  lua | mcp) [[ $inc == include/* ]] ;;
+  shepherd) [[ $inc == base/wire.h || $inc == base/idmap.h || $inc == base/buf.h ]] ;;
+  *) return 1 ;; # a folder nobody placed yet
+  esac
+}
+
+bad=0
+while IFS= read -r line; do
+  f=${line%%:*}
+  inc=$(sed -E 's/^[^:]*:[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
+  if ! allowed "$f" "$inc"; then
+    echo "   ${line%%#*} includes \"$inc\": against the layers"
+    bad=$((bad + 1))
+  fi
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' csrc tests/c tests/fuzz \
+  --include='*.c' --include='*.h' | sort)
+if [ "$bad" -eq 0 ]; then
+  echo "PASS layers: every #include goes down the layers"
+else
+  echo "FAIL layers: $bad #include(s) against the layers (see ARCHITECTURE.md, Invariants)"
+fi
+
+if [ "${1:-}" != "--includes" ]; then
+  out=$(scripts/callgraph.sh --check 2>&1)
+  if [ $? -eq 0 ]; then
+    echo "PASS layers: the file call graph has no circle over three files or across folders, no C file over 800 lines"
+  else
+    echo "$out" | sed -n '/^# circles of files/,$p' | sed 's/^/   /'
+    echo "FAIL layers: scripts/callgraph.sh --check"
+    bad=$((bad + 1))
+  fi
+fi
+[ "$bad" -eq 0 ]
