@@ -23,6 +23,7 @@ dependencies = {
 external_dependencies = {
   UV = { header = "uv.h" },
   MSGPACK = { header = "msgpack.h" },
+  CJSON = { header = "cjson/cJSON.h" },
 }
 build = {
   type = "make",
@@ -32,6 +33,7 @@ build = {
     CFLAGS = "$(CFLAGS)",
     LUA_INCDIR = "$(LUA_INCDIR)",
     UV_LIBS = "-L$(UV_LIBDIR) -luv",
+    CJSON_LIBS = "-L$(CJSON_LIBDIR) -lcjson",
   },
   install_variables = {
     INST_LIBDIR = "$(LIBDIR)",

@@ -1,5 +1,5 @@
 -- spec_spawn.lua — what a child starts with. The shepherd starts children with
--- clone(CLONE_VM | CLONE_VFORK) on a stack of its own (csrc/shepherd.c): these
+-- clone(CLONE_VM | CLONE_VFORK) on a stack of its own (csrc/shepherd/spawn.c): these
 -- show the child gets its own PATH, signal state and descriptors, and that
 -- nothing it does leaks back into the shepherd or the next child.
 local U = require("util")
