@@ -65,6 +65,7 @@ static void ended(pr_exec_ctx_t *xc, pr_exec_t *x, int was_active) {
   c->reg.nterminal++;
   if (was_active) c->running--;
   if (!xc->closing) {
+    if (c->batch) return; /* the walk that ended it prunes and schedules once done */
     pr_registry_prune(&c->reg);
     schedule(c);
   } else {
@@ -89,10 +90,19 @@ static void sup_exited(void *arg, const pr_wire_hdr_t *h) {
   pr_exec_on_exited(pr_registry_find(&c->reg, h->job, 0), h);
 }
 
+/* Ending an execution applies retention, which may remove records from the
+ * list being walked here (the one just ended, when it is the oldest): hold
+ * retention and scheduling until every execution has been told. */
 static void sup_lost(void *arg) {
   pr_control_t *c = arg;
   pr_queue_t *q;
+  c->batch++;
   PR_QUEUE_FOREACH(q, &c->reg.order) pr_exec_on_supervisor_lost(PR_QUEUE_DATA(q, pr_exec_t, order));
+  c->batch--;
+  if (!c->xc.closing) {
+    pr_registry_prune(&c->reg);
+    schedule(c);
+  }
 }
 
 const pr_sup_ops_t pr_control_sup_ops = {sup_spawned, sup_failed, sup_exited, sup_lost};

@@ -89,7 +89,7 @@ typedef struct pr_control {
   int loop_done;           /* locked by mu: the engine has left its loop */
   uv_async_t async;
   uv_timer_t close_timer;  /* bounds the wait of CLOSE */
-  int closing;             /* 0, 1: canceling everything, 2: shut down */
+  int batch;               /* > 0: a walk over the registry is ending executions: no retention */
   /* the owner (csrc/proctor.c) */
   void *owner;             /* passed to CALL functions */
   void (*shutdown)(void *owner); /* closing is over: close the owner's handles */

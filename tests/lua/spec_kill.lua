@@ -290,6 +290,30 @@ return function(T, ctx)
     e2:close()
   end)
 
+  -- Retention removes the oldest terminal record as each one ends: the
+  -- executions the shepherd's death ends include the oldest record itself.
+  test("the shepherd's death with history_limit = 1 ends every live execution", function()
+    local e2 = assert(core.new{ history_limit = 1 })
+    local tag = U.tag()
+    local long = { cmd = { "sleep", "1000" }, env = { PROCTOR_TEST_TAG = tag } }
+    local a = assert(e2:start(long))
+    U.wait_state(e2, a, "running")
+    U.run(e2, { cmd = { "true" } }) -- a terminal record between the live ones
+    local c = assert(e2:start(long))
+    U.wait_state(e2, c, "running")
+    local shepherd = U.ppid(e2:get(a).pid)
+    T.match(U.read_file("/proc/" .. shepherd .. "/cmdline") or "", "proctor%-shepherd")
+    os.execute("kill -9 " .. shepherd)
+    local res = U.collect(e2, { a, c }, 5000)
+    for _, id in ipairs({ a, c }) do
+      T.eq(res[id].final and res[id].final.reason, "supervisor_lost", "execution " .. id)
+    end
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1000), "jobs survived the shepherd")
+    local r = U.run(e2, { cmd = { "sh", "-c", "echo again" } })
+    T.eq(r.out.stdout, "again\n")
+    e2:close()
+  end)
+
   test("close() cancels everything, is bounded, and leaves nothing", function()
     local e2 = assert(core.new{ kill_grace_ms = 300 })
     local tag = U.tag()
