@@ -34,6 +34,14 @@ int pr_mp_kv_bool(msgpack_packer *pk, const char *k, int v) {
   return pr_mp_str(pk, k) || (v ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+int pr_mp_cmd(msgpack_packer *pk, const pr_record_t *r) {
+  if (r->shell) return pr_mp_str(pk, r->shell);
+  if (msgpack_pack_array(pk, r->argc)) return -1;
+  for (size_t i = 0; i < r->argc; i++)
+    if (pr_mp_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
+  return 0;
+}
+
 int pr_mp_key_is(const msgpack_object *o, const char *name) {
   size_t n = strlen(name);
   if (o->type == MSGPACK_OBJECT_STR) return o->via.str.size == n && memcmp(o->via.str.ptr, name, n) == 0;

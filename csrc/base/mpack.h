@@ -13,12 +13,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "include/proctor.h"
+
 int pr_mp_str(msgpack_packer *pk, const char *s);
 int pr_mp_strn(msgpack_packer *pk, const char *s, size_t n);
 int pr_mp_kv_str(msgpack_packer *pk, const char *k, const char *v);
 int pr_mp_kv_int(msgpack_packer *pk, const char *k, int64_t v);
 int pr_mp_kv_u64(msgpack_packer *pk, const char *k, uint64_t v);
 int pr_mp_kv_bool(msgpack_packer *pk, const char *k, int v);
+
+/* pr_mp_cmd: a record's command: r->shell as a str, else its r->argc argv
+ * strings as an array (a NULL entry packs ""). */
+int pr_mp_cmd(msgpack_packer *pk, const pr_record_t *r);
 
 /* pr_mp_key_is: `o` is a str or bin equal to `name`. */
 int pr_mp_key_is(const msgpack_object *o, const char *name);

@@ -1,5 +1,5 @@
 /* base/record.c — the record's fields, listed once (PR_RECORD_FIELDS in
- * include/proctor.h), and copying and freeing records.
+ * include/proctor.h), copying and freeing records, and freeing events.
  *
  * Thread: any. A record is plain data owned by whoever holds it.
  *
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ring.h"
 #include "include/proctor.h"
 
 #define SET_U64(f, v) (f)->u = (uint64_t)(v)
@@ -114,4 +115,14 @@ void pr_records_free(pr_record_t **v, size_t n) {
   if (v == NULL) return;
   for (size_t i = 0; i < n; i++) pr_record_free(v[i]);
   free(v);
+}
+
+void pr_event_free(pr_event_t *ev) {
+  if (ev == NULL) return;
+  free(ev->reason);
+  free(ev->error);
+  free(ev->data);
+  pr_ring_unref((pr_ring_t *)ev->ring);
+  if (ev->chan) ev->chan_done(ev->chan); /* a chunk consumed: its request's back-pressure count */
+  free(ev);
 }

@@ -41,16 +41,6 @@ static void push(pr_hostq_t *q, pr_event_t *ev) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void pr_event_free(pr_event_t *ev) {
-  if (ev == NULL) return;
-  free(ev->reason);
-  free(ev->error);
-  free(ev->data);
-  pr_ring_unref((pr_ring_t *)ev->ring);
-  if (ev->chan) ev->chan_done(ev->chan); /* a chunk consumed: its request's back-pressure count */
-  free(ev);
-}
-
 /* ---- output markers ---------------------------------------------------------------- */
 
 static void push_marker(pr_hostq_t *q, pr_exec_t *x, int stream) {

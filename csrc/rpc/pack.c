@@ -24,12 +24,7 @@ static int pack_value(msgpack_packer *pk, const pr_field_t *f) {
   case PR_FT_BOOL: return f->i ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   case PR_FT_STR: return pr_mp_str(pk, f->s);
   case PR_FT_SIGNAL: return pr_mp_str(pk, pr_signal_name((int)f->i, sb, sizeof(sb)));
-  case PR_FT_CMD:
-    if (r->shell) return pr_mp_str(pk, r->shell);
-    if (msgpack_pack_array(pk, r->argc)) return -1;
-    for (size_t i = 0; i < r->argc; i++)
-      if (pr_mp_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
-    return 0;
+  case PR_FT_CMD: return pr_mp_cmd(pk, r);
   case PR_FT_KEYS: {
     if (msgpack_pack_array(pk, pr_record_nkeys(r))) return -1;
     size_t at = 0;
@@ -56,21 +51,29 @@ int pr_rpc_pack_record(msgpack_packer *pk, const pr_record_t *r) {
 }
 
 int pr_rpc_pack_state(msgpack_packer *pk, const pr_state_info_t *st) {
+  /* The entries present, listed first: the map's size is their count. */
+  struct {
+    const char *key, *str; /* str NULL: the integer */
+    int64_t num;
+  } e[8];
+  size_t n = 0;
   char sb[32];
   int term = pr_state_terminal(st->state);
-  int has_exit = term && st->exit_code >= 0, has_sig = term && st->signal > 0;
-  int has_pid = !term && st->pid > 0;
-  uint32_t n = 2 + (st->prev < PR_NSTATE) + !!st->reason + !!st->error + has_exit + has_sig + has_pid;
+#define ENTRY(k, s, i) e[n].key = (k), e[n].str = (s), e[n++].num = (i)
+  ENTRY("id", NULL, (int64_t)st->id);
+  ENTRY("state", pr_state_name(st->state), 0);
+  if (st->prev < PR_NSTATE) ENTRY("prev", pr_state_name(st->prev), 0);
+  if (st->reason) ENTRY("reason", st->reason, 0);
+  if (st->error) ENTRY("error", st->error, 0);
+  if (term && st->exit_code >= 0) ENTRY("exit_code", NULL, st->exit_code);
+  if (term && st->signal > 0) ENTRY("signal", pr_signal_name(st->signal, sb, sizeof(sb)), 0);
+  if (!term && st->pid > 0) ENTRY("pid", NULL, st->pid);
+#undef ENTRY
   if (msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "state") ||
-      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n) || pr_mp_kv_int(pk, "id", (int64_t)st->id) ||
-      pr_mp_kv_str(pk, "state", pr_state_name(st->state)) ||
-      (st->prev < PR_NSTATE && pr_mp_kv_str(pk, "prev", pr_state_name(st->prev))) ||
-      (st->reason && pr_mp_kv_str(pk, "reason", st->reason)) ||
-      (st->error && pr_mp_kv_str(pk, "error", st->error)) ||
-      (has_exit && pr_mp_kv_int(pk, "exit_code", st->exit_code)) ||
-      (has_sig && pr_mp_kv_str(pk, "signal", pr_signal_name(st->signal, sb, sizeof(sb)))) ||
-      (has_pid && pr_mp_kv_int(pk, "pid", st->pid)))
+      msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n))
     return -1;
+  for (size_t i = 0; i < n; i++)
+    if (e[i].str ? pr_mp_kv_str(pk, e[i].key, e[i].str) : pr_mp_kv_int(pk, e[i].key, e[i].num)) return -1;
   return 0;
 }
 

@@ -86,12 +86,7 @@ static int pack_value(msgpack_packer *pk, const pr_field_t *f) {
   case PR_FT_SIGNAL: return msgpack_pack_int64(pk, f->i);
   case PR_FT_BOOL: return f->i ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   case PR_FT_STR: return pr_mp_str(pk, f->s);
-  case PR_FT_CMD:
-    if (r->shell) return pr_mp_str(pk, r->shell);
-    if (msgpack_pack_array(pk, r->argc)) return -1;
-    for (size_t i = 0; i < r->argc; i++)
-      if (pr_mp_str(pk, r->argv && r->argv[i] ? r->argv[i] : "")) return -1;
-    return 0;
+  case PR_FT_CMD: return pr_mp_cmd(pk, r);
   case PR_FT_KEYS:
     return msgpack_pack_bin(pk, r->env_keys_len) ||
            msgpack_pack_bin_body(pk, r->env_keys ? r->env_keys : "", r->env_keys_len);
