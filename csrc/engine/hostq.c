@@ -158,7 +158,8 @@ int pr_hostq_init(pr_hostq_t *q, uv_loop_t *loop, void (*resume)(void *, uint64_
 }
 
 void pr_hostq_close(pr_hostq_t *q) {
-  if (!uv_is_closing((uv_handle_t *)&q->flush_timer)) uv_close((uv_handle_t *)&q->flush_timer, NULL);
+  uv_handle_t *h = (uv_handle_t *)&q->flush_timer;
+  if (h->loop && !uv_is_closing(h)) uv_close(h, NULL);
 }
 
 void pr_hostq_destroy(pr_hostq_t *q) {

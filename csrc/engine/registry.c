@@ -96,7 +96,8 @@ size_t pr_registry_purge(pr_registry_t *r, uint64_t session, uint64_t older_than
 }
 
 void pr_registry_close(pr_registry_t *r) {
-  if (!uv_is_closing((uv_handle_t *)&r->prune_timer)) uv_close((uv_handle_t *)&r->prune_timer, NULL);
+  uv_handle_t *h = (uv_handle_t *)&r->prune_timer;
+  if (h->loop && !uv_is_closing(h)) uv_close(h, NULL);
 }
 
 void pr_registry_destroy(pr_registry_t *r) {
