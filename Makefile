@@ -86,6 +86,36 @@ $(LUA54_SO): $(LUA54_OBJ)
 $(BUILD):
 	@mkdir -p $@
 
+# --- proctor-mcp: the MCP server (csrc/mcp/), a program installed beside the core ----
+# It links the engine (embedded mode) and talks to every engine through the
+# msgpack-rpc socket; see :help proctor-mcp.
+MCP_SRC        = $(wildcard csrc/mcp/*.c)
+MCP_HDRS       = $(wildcard csrc/mcp/*.h)
+MCP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(MCP_SRC) $(ENGINE_SRC))
+MCP_BIN        = $(BUILD)/proctor-mcp
+
+$(BUILD)/mcp/obj/%.o: csrc/%.c $(HDRS) $(MCP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
+
+$(MCP_BIN): $(MCP_OBJ)
+	$(CC) -pthread -o $@.tmp $(MCP_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl -lm
+	mv -f $@.tmp $@
+
+lua/proctor/proctor-mcp: $(MCP_BIN)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/rock/proctor/proctor-mcp: $(MCP_BIN)
+	@mkdir -p $(dir $@)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+all: lua/proctor/proctor-mcp
+rock: $(BUILD)/rock/proctor/proctor-mcp
+clean: clean-mcp
+.PHONY: clean-mcp
+clean-mcp:
+	rm -f lua/proctor/proctor-mcp
+
 # --- tests ---------------------------------------------------------------------------
 SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # TSan from GCC: clang 14's TSan runtime trips over its own allocator checks
@@ -160,6 +190,7 @@ install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
 	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor
 	install -m 0755 $(BUILD)/rock/proctor/core.so $(INST_LIBDIR)/proctor/core.so
 	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd $(INST_LIBDIR)/proctor/proctor-shepherd
+	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp $(INST_LIBDIR)/proctor/proctor-mcp
 	install -m 0644 lua/proctor/*.lua $(INST_LUADIR)/proctor/
 
 clean: ## remove build outputs
