@@ -94,7 +94,11 @@ MCP_HDRS       = $(wildcard csrc/mcp/*.h)
 MCP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(MCP_SRC) $(ENGINE_SRC))
 MCP_BIN        = $(BUILD)/proctor-mcp
 
-$(BUILD)/mcp/obj/%.o: csrc/%.c $(HDRS) $(MCP_HDRS)
+$(BUILD)/mcp/obj/mcp/%.o: csrc/mcp/%.c $(HDRS) $(MCP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
+
+$(BUILD)/mcp/obj/%.o: csrc/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
 

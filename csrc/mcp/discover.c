@@ -84,7 +84,7 @@ static long parent_of(long pid) {
 }
 
 typedef struct {
-  char path[4096];
+  char path[4096 + 260];
   long pid;
 } cand_t;
 
@@ -115,12 +115,14 @@ char *mc_discover(char *why, size_t whylen) {
   cand_t v[64];
   size_t n = 0;
   char dir[4096];
+  /* Where the editor puts it (lua/proctor/engine.lua): under XDG_RUNTIME_DIR
+   * when that is a directory, else under /tmp/proctor-<uid>. */
   const char *xdg = getenv("XDG_RUNTIME_DIR");
-  if (xdg && *xdg) {
+  struct stat st;
+  if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
     snprintf(dir, sizeof(dir), "%s/proctor", xdg);
-    scan(dir, v, &n, 64);
-  }
-  snprintf(dir, sizeof(dir), "/tmp/proctor-%u", (unsigned)getuid());
+  else
+    snprintf(dir, sizeof(dir), "/tmp/proctor-%u", (unsigned)getuid());
   scan(dir, v, &n, 64);
   if (n == 0) {
     snprintf(why, whylen, "no running editor's proctor socket was found");
