@@ -2,7 +2,7 @@
 ---
 ---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
 ---   :Proctor list | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
----   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id]
+---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | mcp
 ---
 --- Where an id is optional it defaults to the execution of the console (or list
 --- line) under the cursor, then to the most recent execution. Every problem is
@@ -16,7 +16,7 @@ local util = require("proctor.util")
 local engine = require("proctor.engine")
 
 M.subcommands = { "run", "list", "open", "input", "cancel", "cancel!", "delete", "purge", "rerun",
-  "text", "qf", "info" }
+  "text", "qf", "info", "mcp" }
 
 M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "--" }
 
@@ -217,6 +217,12 @@ function H.sub.info(rest)
     lines = M.info_lines()
   end
   vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
+  return lines
+end
+
+-- The proctor-mcp registration snippets for this editor's socket (:help proctor-mcp).
+function H.sub.mcp()
+  local _, lines = require("proctor.mcp").show()
   return lines
 end
 

@@ -2,7 +2,8 @@
 ---
 --- Checks: the C core loads (and if not, why and what to run), its version
 --- matches this Lua layer, the shepherd starts (a real execution runs), the
---- Neovim version is supported, and the RPC socket and its directory are usable.
+--- Neovim version is supported, the RPC socket and its directory are usable, and
+--- proctor-mcp is built (`:Proctor mcp` shows how to register it).
 --- Works with vim.health (0.8: report_*, 0.10+: start/ok/…) and with the
 --- health#report_* functions of Neovim 0.7.
 
@@ -103,6 +104,27 @@ function M.check()
     end
   end
   if vim.env.PROCTOR_SOCKET then r.info("this Neovim runs under proctor: PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET) end
+
+  r.start("proctor: MCP server (proctor-mcp)")
+  local bin = require("proctor.mcp").binary()
+  if vim.fn.executable(bin) == 1 then
+    local v = vim.fn.system({ bin, "--version" })
+    if vim.v.shell_error == 0 then
+      r.ok(vim.trim(v) .. ": " .. bin)
+    else
+      r.error(bin .. " --version failed: " .. vim.trim(v), { "run `make` in " .. (engine.root() or "the plugin directory") })
+    end
+  else
+    r.error("proctor-mcp not found or not executable: " .. bin, { "run `make` in " .. (engine.root() or "the plugin directory") })
+  end
+  if path then
+    r.info("MCP clients reach this editor through " .. path .. " (found by proctor-mcp, or PROCTOR_SOCKET / --socket); "
+      .. "`:Proctor mcp` shows the snippets that register it (:help proctor-mcp)")
+  else
+    r.warn("the RPC socket is off: proctor-mcp runs its own embedded engine, commands do not show here",
+      { "setup{ rpc = { enabled = true } }" })
+  end
+  r.info("ACP clients: require('proctor.acp').terminal({ owner = ..., open = ... }) (:help proctor-acp)")
 end
 
 -- Helpers --------------------------------------------------------------------------

@@ -347,6 +347,11 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   eq(nv.expr(`require('proctor').cancel(${s.id})`), "canceling", "editor cancels");
   const w = await call(S, "wait", { id: s.id, timeout_ms: 30000 });
   eq(w.state, "canceled", "the agent sees the user's cancel");
+  // :Proctor mcp shows this editor's socket and the binary in every snippet.
+  const lines = nv.expr(`require('proctor.commands').exec({ 'mcp' })`);
+  const text = lines.join("\n");
+  assert(text.includes(sock) && text.includes(`claude mcp add proctor -- ${MCP}`) && text.includes("[mcp_servers.proctor]")
+    && text.includes('"type": "local"'), `:Proctor mcp snippets: ${text}`);
   // PROCTOR_SOCKET names it explicitly too.
   const X = await connect({ args: [], env: { ...baseEnv(), PROCTOR_SOCKET: sock }, name: "explicit" });
   eq((await call(X, "run", { command: "echo x" })).owner, "explicit", "PROCTOR_SOCKET");
@@ -358,6 +363,19 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
     return g.isError && g;
   }, 10000);
   assert(/proctor|ENOENT|socket/.test(gone.content[0].text), `after the editor exited: ${gone.content[0].text}`);
+});
+
+await test("examples_mcp_json_entries_work", async () => {
+  const ex = JSON.parse(fs.readFileSync(path.join(ROOT, "examples/mcp.json"), "utf8"));
+  const proj = fs.mkdtempSync(path.join(tmp, "proj-"));
+  for (const [name, entry] of Object.entries(ex.mcpServers)) {
+    assert(entry.command.endsWith("lua/proctor/proctor-mcp"), `${name}: command`);
+    const args = entry.args.map((a) => (a === "/path/to/project" ? proj : a));
+    const X = await connect({ args: [...args, "--no-discover"], env: baseEnv(entry.env), cwd: proj, name });
+    const r = await call(X, "run", { command: "echo ok; echo \"$GITHUB_TOKEN\"" });
+    eq(r.stdout.split("\n")[0], "ok", `${name} runs a command`);
+    if (entry.env.GITHUB_TOKEN) eq(r.stdout, "ok\n***\n", `${name} masks the secret`);
+  }
 });
 
 await test("unsafe_sockets_are_refused", async () => {
