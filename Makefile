@@ -157,6 +157,17 @@ fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (defaul
 
 TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(FUZZ_BIN)
 
+# proctor-mcp under ASan/UBSan (with its shepherd beside it): the mcp tier runs
+# the SDK tests against it too and fails on any sanitizer report. Linked
+# without --exclude-libs: that would hide ASan's malloc from libcjson.
+MCP_ASAN = $(BUILD)/mcp-asan/proctor-mcp
+TEST_BINS += $(MCP_ASAN)
+$(MCP_ASAN): $(MCP_SRC) $(MCP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ $(MCP_SRC) $(ENGINE_SRC) \
+	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
+	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
+
 test: ## build everything and run every test tier; ends with "N passed, N failed"
 	@$(SETUP) test
 	@$(MAKE) --no-print-directory all $(TEST_BINS)

@@ -23,6 +23,7 @@ dependencies = {
 external_dependencies = {
   UV = { header = "uv.h" },
   MSGPACK = { header = "msgpack.h" },
+  CJSON = { header = "cjson/cJSON.h" },
 }
 build = {
   type = "make",

@@ -88,7 +88,15 @@ int mc_mask_add(const char *value) {
   char **v = realloc(secrets, (nsecrets + 1) * sizeof(*v));
   if (v == NULL) return -1;
   secrets = v;
-  if ((secrets[nsecrets] = strdup(value)) == NULL) return -1;
+  char *copy = strdup(value);
+  if (copy == NULL) return -1;
+  /* Longest first, so a value that contains another is masked whole. */
+  size_t at = nsecrets;
+  while (at > 0 && strlen(secrets[at - 1]) < strlen(copy)) {
+    secrets[at] = secrets[at - 1];
+    at--;
+  }
+  secrets[at] = copy;
   nsecrets++;
   return 0;
 }

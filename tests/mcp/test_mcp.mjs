@@ -8,7 +8,8 @@
 // "FAIL mcp/<name>: why"; figures as "# ..." lines. Run by tests/mcp/run
 // from build/sdk-tests/mcp/ (so the SDKs resolve from build/node_modules).
 //
-//   env: PROCTOR_ROOT (the checkout), NVIM (default nvim), MCP_ONLY (substring filter)
+//   env: PROCTOR_ROOT (the checkout), NVIM (default nvim), MCP_ONLY (substring
+//   filter), PROCTOR_MCP (another proctor-mcp binary to test, e.g. an ASan build)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
@@ -20,9 +21,11 @@ import os from "node:os";
 import path from "node:path";
 
 const ROOT = process.env.PROCTOR_ROOT;
-const MCP = path.join(ROOT, "lua/proctor/proctor-mcp");
+const INSTALLED = path.join(ROOT, "lua/proctor/proctor-mcp");
+const MCP = process.env.PROCTOR_MCP || INSTALLED; // e.g. a sanitizer build
 const NVIM = process.env.NVIM || "nvim";
 const ONLY = process.env.MCP_ONLY || "";
+const TIER = process.env.MCP_TIER || "mcp"; // the prefix of the PASS/FAIL names
 const TOOLS = ["run", "start", "status", "list", "output", "input", "cancel", "wait"];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-mcp-test-"));
 let failed = 0;
@@ -38,10 +41,10 @@ async function test(name, fn, timeoutMs = 90000) {
       fn(),
       new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs); }),
     ]);
-    console.log(`PASS mcp/${name}`);
+    console.log(`PASS ${TIER}/${name}`);
   } catch (e) {
     failed++;
-    console.log(`FAIL mcp/${name}: ${String(e && e.stack || e).split("\n").slice(0, 3).join(" | ")}`);
+    console.log(`FAIL ${TIER}/${name}: ${String(e && e.stack || e).split("\n").slice(0, 3).join(" | ")}`);
   } finally {
     clearTimeout(timer);
   }
@@ -350,7 +353,7 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   // :Proctor mcp shows this editor's socket and the binary in every snippet.
   const lines = nv.expr(`require('proctor.commands').exec({ 'mcp' })`);
   const text = lines.join("\n");
-  assert(text.includes(sock) && text.includes(`claude mcp add proctor -- ${MCP}`) && text.includes("[mcp_servers.proctor]")
+  assert(text.includes(sock) && text.includes(`claude mcp add proctor -- ${INSTALLED}`) && text.includes("[mcp_servers.proctor]")
     && text.includes('"type": "local"'), `:Proctor mcp snippets: ${text}`);
   // PROCTOR_SOCKET names it explicitly too.
   const X = await connect({ args: [], env: { ...baseEnv(), PROCTOR_SOCKET: sock }, name: "explicit" });
