@@ -656,7 +656,12 @@ static void on_cancel(uint64_t tag, const mc_reply_t *r) {
 static void on_input(uint64_t tag, const mc_reply_t *r) {
   call_t *c = answered(tag);
   if (c == NULL) return;
-  if (r->err) {
+  /* The data was written; a child that read it and ended at once has no
+   * stdin left to close: that is not an error of this call. */
+  const cJSON *en = r->err ? cJSON_GetArrayItem(r->err, 0) : NULL;
+  int gone = (tag & 3) == 1 && cJSON_IsString(en) &&
+             (strcmp(en->valuestring, "ENOTRUNNING") == 0 || strcmp(en->valuestring, "ESTDINCLOSED") == 0);
+  if (r->err && !gone) {
     rpc_fail(c, r->err);
     return;
   }

@@ -85,11 +85,9 @@ async function runTests(ctx, sessionId) {
   await t("client_advertises_terminals", async () => eq(clientCaps.terminal, true, "clientCapabilities.terminal"));
 
   await t("create_answers_at_once_then_output_and_exit_via_sdk_handle", async () => {
-    const t0 = Date.now();
-    const h = await client.createTerminal({ sessionId, command: "sleep 1; echo done", outputByteLimit: 4096 });
-    const ms = Date.now() - t0;
+    const h = await client.createTerminal({ sessionId, command: "sleep 2; echo done", outputByteLimit: 4096 });
     assert(typeof h.id === "string" && /^\d+$/.test(h.id), `terminalId is the execution id as a string: ${h.id}`);
-    assert(ms < 900, `create answered before the command ended (${ms} ms)`);
+    // create answered at once: the command is still running afterwards
     const running = validate("terminal/output", await h.currentOutput());
     assert(running.exitStatus == null, "no exitStatus while running");
     const exit = validate("terminal/wait_for_exit", await h.waitForExit());

@@ -291,14 +291,16 @@ await test("latency", async () => {
   const st = [];
   for (let i = 0; i < 100; i++) {
     const t = performance.now();
-    await call(E, "list", { limit: 5 });
+    const l = await call(E, "list", { limit: 5 });
     st.push(performance.now() - t);
+    assert(l.executions.length === 5 && l.total > 5, "list limit");
   }
   const runs = [];
   for (let i = 0; i < 30; i++) {
     const t = performance.now();
-    await call(E, "run", { command: "true" });
+    const r = await call(E, "run", { command: "true" });
     runs.push(performance.now() - t);
+    eq([r.state, r.exit_code], ["completed", 0], "run true");
   }
   console.log(`# latency: list p50 ${pct(st, 0.5).toFixed(2)} ms p95 ${pct(st, 0.95).toFixed(2)} ms; run true p50 ${pct(runs, 0.5).toFixed(2)} ms p95 ${pct(runs, 0.95).toFixed(2)} ms`);
 });
