@@ -47,7 +47,9 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
  * PR_ENOTRUNNING, PR_ESTDINCLOSED, PR_EBUSY (more than PR_PENDING_INPUT_MAX
  * bytes would wait for the process to start, or already wait for it to read),
  * PR_ENOMEM, or a UV_E* code.
- * close_stdin / resize: 0 or PR_ENOTRUNNING / PR_ESTDINCLOSED / PR_EINVAL. */
+ * close_stdin / resize: 0 or PR_ENOTRUNNING / PR_ESTDINCLOSED / PR_EINVAL.
+ * resize while queued or starting keeps the size: it is the pty's size from
+ * the moment the pty exists (0 is returned); once ended, PR_ENOTRUNNING. */
 int pr_exec_input(pr_exec_t *x, const char *data, size_t len);
 int pr_exec_close_stdin(pr_exec_t *x);
 int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows);
