@@ -303,8 +303,6 @@ function H.forget(id)
   if ok then console.forget(id) end
 end
 
-H.has_data = vim.fn.has("nvim-0.8") == 1
-
 -- Register the subscribers once.
 function H.hook()
   if H.hooked then return end
@@ -359,7 +357,7 @@ end
 function H.fire(pattern, rec)
   M.event = rec
   local opts = { pattern = pattern, modeline = false }
-  if H.has_data then opts.data = rec end
+  if require("proctor.compat").autocmd_data() then opts.data = rec end
   local ok, e = pcall(vim.api.nvim_exec_autocmds, "User", opts)
   if not ok then util.notify("User " .. pattern .. " autocmd failed: " .. tostring(e)) end
 end
