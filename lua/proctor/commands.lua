@@ -109,10 +109,9 @@ function H.sub.run(rest)
   end
   if rest == "" then H.die("run: a command is needed, e.g. :Proctor run make -j8") end
   spec.cmd = rest
+  spec.open = open or nil -- run() makes the window before the process starts
   local ex, err = require("proctor").run(spec)
   if not ex then H.die("run: " .. H.strip(err)) end
-  engine.specs[ex.id].open = open
-  if open then H.check(require("proctor").open(ex.id)) end
   return ex
 end
 
@@ -188,11 +187,9 @@ function H.sub.rerun(rest)
   else
     new = { cmd = rec.cmd, cwd = rec.cwd, label = rec.label, pty = rec.pty, owner = "nvim" }
   end
+  new.open = (spec == nil or spec.open or require("proctor.console").get(id) ~= nil) or nil
   local ex, err = require("proctor").run(new)
   if not ex then H.die("rerun: " .. H.strip(err)) end
-  local open = spec == nil or spec.open or require("proctor.console").get(id) ~= nil
-  engine.specs[ex.id].open = open
-  if open then H.check(require("proctor").open(ex.id)) end
   return ex
 end
 
