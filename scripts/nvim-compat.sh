@@ -6,6 +6,8 @@
 #
 #   NVIM_COMPAT_SUITE   Debian suite to take neovim from   (default: trixie)
 #   NVIM_COMPAT_MIRROR  archive URI  (default: the machine's own apt sources)
+#   NVIM_COMPAT_ALLOW_EXPIRED=1  accept a Release file past its Valid-Until (a
+#                       stale mirror of sid/forky; signatures are still checked)
 #
 # Debian 13 ("trixie") ships Neovim 0.10.4 built against a newer glibc than
 # Debian 12 has, so it cannot be installed system-wide. Unpacked with its own
@@ -117,6 +119,7 @@ Acquire::http::Timeout "30";
 Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled "false";
 EOF
 [ -n "$proxy" ] && echo "Acquire::http::Proxy \"$proxy\";" >>"$apt/apt.conf"
+[ "${NVIM_COMPAT_ALLOW_EXPIRED:-}" = 1 ] && echo 'Acquire::Check-Valid-Until "false";' >>"$apt/apt.conf"
 APT_CONFIG=$apt/apt.conf
 export APT_CONFIG
 
