@@ -4,7 +4,7 @@
 ---
 ---   what                     older Neovim                  newer Neovim
 ---   libuv binding            vim.loop                      vim.uv (0.10)
----   window/buffer options    nvim_win_set_option, ...      nvim_set_option_value{win=,buf=} (0.8;
+---   window options           nvim_win_set_option           nvim_set_option_value{win=} (0.8;
 ---                                                          the old ones are deprecated in 0.10)
 ---   a bar per window         'statusline'                  'winbar' (0.8)
 ---   text area of a window    the window                    the window less its winbar (0.8)
@@ -35,7 +35,7 @@ end
 --- Set a window-local option of window `win`.
 function M.set_win_option(win, name, value)
   if H.scoped_options() then
-    api.nvim_set_option_value(name, value, { win = win, scope = "local" })
+    api.nvim_set_option_value(name, value, { win = win })
   else
     api.nvim_win_set_option(win, name, value)
   end
@@ -43,7 +43,7 @@ end
 
 --- A window-local option of window `win`.
 function M.get_win_option(win, name)
-  if H.scoped_options() then return api.nvim_get_option_value(name, { win = win, scope = "local" }) end
+  if H.scoped_options() then return api.nvim_get_option_value(name, { win = win }) end
   return api.nvim_win_get_option(win, name)
 end
 
