@@ -293,11 +293,6 @@ function H.hook()
       if ev.event == "BufWinEnter" and H.consoles[M.id_of_buf(ev.buf) or -1] then
         H.set_bar(api.nvim_get_current_win())
       end
-      -- note new sizes now, while the terminals' refresh is still to come
-      for _, c in pairs(H.consoles) do
-        local wins = api.nvim_buf_is_valid(c.buf) and vim.fn.win_findbuf(c.buf) or {}
-        if #wins > 0 then H.held(c, wins) end
-      end
       H.resize_all()
     end,
   })
@@ -748,22 +743,27 @@ function H.ensure_ticker()
   end))
 end
 
--- PTY consoles: give the process the text area of the smallest window showing
--- it. The size is remembered only once the core took it, so a refused one is
--- tried again on the next window change.
+-- After windows changed: note new sizes of the consoles' windows now, while
+-- their terminals' refresh is still to come (see H.held), and give each PTY
+-- process the text area of the smallest window showing its console. A size
+-- is remembered only once the core took it, so a refused one is tried again
+-- on the next window change.
 function H.resize_all()
   local eng = engine.current()
-  if not eng then return end
   for id, c in pairs(H.consoles) do
-    if c.pty and not c.ended and api.nvim_buf_is_valid(c.buf) then
-      local w, h
-      for _, win in ipairs(vim.fn.win_findbuf(c.buf)) do
-        local ww, wh = compat.text_size(win)
-        w = w and math.min(w, ww) or ww
-        h = h and math.min(h, wh) or wh
-      end
-      if w and h and w > 0 and h > 0 and (c.cols ~= w or c.rows ~= h) and eng:resize(id, w, h) then
-        c.cols, c.rows = w, h
+    local wins = api.nvim_buf_is_valid(c.buf) and vim.fn.win_findbuf(c.buf) or {}
+    if #wins > 0 then
+      H.held(c, wins)
+      if eng and c.pty and not c.ended then
+        local w, h
+        for _, win in ipairs(wins) do
+          local ww, wh = compat.text_size(win)
+          w = w and math.min(w, ww) or ww
+          h = h and math.min(h, wh) or wh
+        end
+        if w > 0 and h > 0 and (c.cols ~= w or c.rows ~= h) and eng:resize(id, w, h) then
+          c.cols, c.rows = w, h
+        end
       end
     end
   end
