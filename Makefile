@@ -45,7 +45,7 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10
 .DEFAULT_GOAL := all
 
 help: ## list the targets
@@ -94,6 +94,40 @@ $(LUA54_SO): $(LUA54_OBJ)
 $(BUILD):
 	@mkdir -p $@
 
+# --- proctor-mcp: the MCP server (csrc/mcp/), a program installed beside the core ----
+# It links the engine (embedded mode) and talks to every engine through the
+# msgpack-rpc socket; see :help proctor-mcp.
+MCP_SRC        = $(wildcard csrc/mcp/*.c)
+MCP_HDRS       = $(wildcard csrc/mcp/*.h)
+MCP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(MCP_SRC) $(ENGINE_SRC))
+MCP_BIN        = $(BUILD)/proctor-mcp
+
+$(BUILD)/mcp/obj/mcp/%.o: csrc/mcp/%.c $(HDRS) $(MCP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
+
+$(BUILD)/mcp/obj/%.o: csrc/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
+
+$(MCP_BIN): $(MCP_OBJ)
+	$(CC) -pthread -o $@.tmp $(MCP_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl -lm
+	mv -f $@.tmp $@
+
+lua/proctor/proctor-mcp: $(MCP_BIN)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/rock/proctor/proctor-mcp: $(MCP_BIN)
+	@mkdir -p $(dir $@)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+all: lua/proctor/proctor-mcp
+rock: $(BUILD)/rock/proctor/proctor-mcp
+clean: clean-mcp
+.PHONY: clean-mcp
+clean-mcp:
+	rm -f lua/proctor/proctor-mcp
+
 # --- tests ---------------------------------------------------------------------------
 SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # TSan from GCC: clang 14's TSan runtime trips over its own allocator checks
@@ -134,10 +168,30 @@ fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (defaul
 
 TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN)
 
-test: ## build everything, check the layers and run every test tier; ends with "N passed, N failed"
+# proctor-mcp under ASan/UBSan (with its shepherd beside it): the mcp tier runs
+# the SDK tests against it too and fails on any sanitizer report. Linked
+# without --exclude-libs: that would hide ASan's malloc from libcjson.
+MCP_ASAN = $(BUILD)/mcp-asan/proctor-mcp
+TEST_BINS += $(MCP_ASAN)
+$(MCP_ASAN): $(MCP_SRC) $(MCP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ $(MCP_SRC) $(ENGINE_SRC) \
+	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
+	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
+
+# A second Neovim for the tests: Debian 13's 0.10.4 in a private prefix (the
+# system is untouched). When it cannot be fetched, tests/run fails its tiers
+# with the reason (never skips them).
+NVIM_COMPAT = $(BUILD)/nvim-0.10/nvim
+
+nvim-0.10: ## fetch Debian 13's Neovim 0.10.4 into build/nvim-0.10/ (private apt; `make demo NVIM=build/nvim-0.10/nvim`)
+	@scripts/nvim-compat.sh $(BUILD)/nvim-0.10
+
+test: ## build everything, check the layers and run every test tier (Neovim tiers on 0.7.2 and 0.10.4); ends with "N passed, N failed"
 	@$(SETUP) test
 	@$(MAKE) --no-print-directory all $(TEST_BINS)
-	@tests/run
+	@scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true
+	@NVIM_COMPAT=$(NVIM_COMPAT) tests/run
 
 check-layers: ## every #include and call in csrc/ goes down the layers (ARCHITECTURE.md); no C file over 800 lines
 	@scripts/check-layers.sh
@@ -177,6 +231,7 @@ install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
 	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor
 	install -m 0755 $(BUILD)/rock/proctor/core.so $(INST_LIBDIR)/proctor/core.so
 	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd $(INST_LIBDIR)/proctor/proctor-shepherd
+	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp $(INST_LIBDIR)/proctor/proctor-mcp
 	install -m 0644 lua/proctor/*.lua $(INST_LUADIR)/proctor/
 
 clean: ## remove build outputs

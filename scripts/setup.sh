@@ -32,6 +32,13 @@ for p in $pkgs; do
   fi
 done
 
+# The SDK test tiers (mcp, acp) need node >= 18 and npm. A machine that has
+# them from elsewhere (e.g. NodeSource's nodejs, which bundles npm) keeps them;
+# otherwise Debian's are installed (Debian 12: node 18).
+if [ "$what" = test ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
+  missing="$missing nodejs npm"
+fi
+
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

@@ -37,6 +37,7 @@
 static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);
 static void timer_start(pr_exec_t *x, uint64_t ms);
+static int apply_size(pr_exec_t *x);
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -285,6 +286,7 @@ void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds
       int wfd = fcntl(master, F_DUPFD_CLOEXEC, 3); /* input writes on their own fd */
       if (pr_stream_open(x, PR_PTY, master) == 0 && wfd >= 0) pr_exec_open_input(x, wfd);
       else if (wfd >= 0) close(wfd);
+      apply_size(x); /* a resize while starting: the child sees it (SIGWINCH) */
     }
   } else {
     if (x->stdin_pipe && k < nfds) pr_exec_open_input(x, fds[k++]);
@@ -369,16 +371,27 @@ void pr_exec_on_supervisor_lost(pr_exec_t *x) {
   pr_exec_maybe_finish(x);
 }
 
-int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
-  if (!x->pty) return PR_EINVAL;
-  x->cols = cols;
-  x->rows = rows;
-  if (x->state != PR_RUNNING || !x->streams[PR_PTY].open) return PR_ENOTRUNNING;
+/* Give the pty master the size x->cols x x->rows. 0, PR_ENOTRUNNING (no pty
+ * yet, or gone) or -errno. */
+static int apply_size(pr_exec_t *x) {
+  if (!x->streams[PR_PTY].open) return PR_ENOTRUNNING;
   uv_os_fd_t fd;
   if (uv_fileno((uv_handle_t *)&x->streams[PR_PTY].h.poll, &fd) != 0) return PR_ENOTRUNNING;
-  struct winsize ws = {.ws_row = rows, .ws_col = cols};
+  struct winsize ws = {.ws_row = x->rows, .ws_col = x->cols};
   if (ioctl(fd, TIOCSWINSZ, &ws) < 0) return -errno;
   return 0;
+}
+
+int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
+  if (!x->pty) return PR_EINVAL;
+  if (x->state != PR_QUEUED && x->state != PR_STARTING && x->state != PR_RUNNING)
+    return PR_ENOTRUNNING;
+  x->cols = cols;
+  x->rows = rows;
+  /* Queued: the spawn request carries the size. Starting: the pty is made
+   * with the size of the request; pr_exec_on_spawned applies this one. */
+  if (x->state != PR_RUNNING) return 0;
+  return apply_size(x);
 }
 
 /* ---- workers: one execution, several processes ------------------------------------ */

@@ -183,7 +183,9 @@ void pr_exec_on_supervisor_lost(pr_exec_t *x);
  * the verdict ("canceled", "engine_closed", "disconnected"). */
 pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
 
-/* pr_exec_resize: set the pty size. 0, PR_ENOTRUNNING or PR_EINVAL (no pty). */
+/* pr_exec_resize: set the pty size. 0, PR_ENOTRUNNING or PR_EINVAL (no pty).
+ * While queued or starting the size is kept: it is the pty's size from the
+ * moment the pty exists (0 is returned); once ended, PR_ENOTRUNNING. */
 int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows);
 
 /* pr_exec_abandon: end a live execution at once during engine shutdown:

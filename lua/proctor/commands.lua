@@ -2,7 +2,7 @@
 ---
 ---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
 ---   :Proctor list | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
----   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id]
+---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | mcp
 ---
 --- Where an id is optional it defaults to the execution of the console (or list
 --- line) under the cursor, then to the most recent execution. Every problem is
@@ -16,7 +16,7 @@ local util = require("proctor.util")
 local engine = require("proctor.engine")
 
 M.subcommands = { "run", "list", "open", "input", "cancel", "cancel!", "delete", "purge", "rerun",
-  "text", "qf", "info" }
+  "text", "qf", "info", "mcp" }
 
 M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "--" }
 
@@ -109,10 +109,9 @@ function H.sub.run(rest)
   end
   if rest == "" then H.die("run: a command is needed, e.g. :Proctor run make -j8") end
   spec.cmd = rest
+  spec.open = open or nil -- run() makes the window before the process starts
   local ex, err = require("proctor").run(spec)
   if not ex then H.die("run: " .. H.strip(err)) end
-  engine.specs[ex.id].open = open
-  if open then H.check(require("proctor").open(ex.id)) end
   return ex
 end
 
@@ -188,11 +187,9 @@ function H.sub.rerun(rest)
   else
     new = { cmd = rec.cmd, cwd = rec.cwd, label = rec.label, pty = rec.pty, owner = "nvim" }
   end
+  new.open = (spec == nil or spec.open or require("proctor.console").get(id) ~= nil) or nil
   local ex, err = require("proctor").run(new)
   if not ex then H.die("rerun: " .. H.strip(err)) end
-  local open = spec == nil or spec.open or require("proctor.console").get(id) ~= nil
-  engine.specs[ex.id].open = open
-  if open then H.check(require("proctor").open(ex.id)) end
   return ex
 end
 
@@ -217,6 +214,12 @@ function H.sub.info(rest)
     lines = M.info_lines()
   end
   vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
+  return lines
+end
+
+-- The proctor-mcp registration snippets for this editor's socket (:help proctor-mcp).
+function H.sub.mcp()
+  local _, lines = require("proctor.mcp").show()
   return lines
 end
 

@@ -16,6 +16,19 @@
 --- is the expensive part, so a hidden console keeps its bounded backlog and
 --- renders it when a window shows it again (BufWinEnter).
 ---
+--- Neovim's terminal mirrors its screen into the buffer on a timer (every
+--- 10 ms). A resize and new output between two such refreshes garble the
+--- buffer (lines lost or repeated, 0.7 to 0.12 alike), so after the windows
+--- of a console change size nothing is sent to it until the terminal has
+--- refreshed (its changedtick moves) or `SETTLE_MS` passed (a resize that did
+--- not change the terminal's size refreshes nothing). A console opened with
+--- |proctor.run()| gets its terminal made inside its window, so it starts at
+--- the right size and is not held.
+---
+--- PTY executions get the text area of the smallest window showing their
+--- console (winbar excluded). |proctor.run()| with `open` makes the window
+--- first, so the process sees that size from its first byte.
+---
 --- Opening a console replays what the ring buffer holds and then follows the
 --- events; it works for executions started anywhere (the core, an RPC client).
 --- Closing the window never stops the process. Requiring this module has no
@@ -25,7 +38,8 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local uv = vim.uv or vim.loop
+local compat = require("proctor.compat")
+local uv = compat.uv
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 
@@ -43,6 +57,10 @@ local util = require("proctor.util")
 ---@field at_bol boolean the last byte sent ended a line
 ---@field line string pipe consoles: the line being typed
 ---@field parked boolean|nil not shown in any window: output waits in the backlog
+---@field size_key string sizes of the windows the terminal last took its size from
+---@field hold {tick: integer, until_ms: number}|nil no output until the terminal refreshed
+---@field cols integer|nil pty size the core accepted last
+---@field rows integer|nil
 
 H.consoles = {} ---@type table<integer, proctor.Console>
 H.dirty = {} -- ids with something to render, in order
@@ -50,13 +68,19 @@ H.is_dirty = {}
 H.render_scheduled = false
 H.timer = nil
 H.tick_timer = nil
+H.settle_timer = nil
+H.settling = false
+H.waiting = {} -- ids of held consoles with something to render
 H.hooked = false
-H.has_winbar = vim.fn.has("nvim-0.8") == 1
+-- Longest wait for a resized terminal to refresh (Neovim refreshes 10 ms after a change).
+H.SETTLE_MS = 100
 
 --- Open (or focus) the console of execution `id`.
 ---@param id integer
----@param opts {open: string|nil, size: integer|nil, enter: boolean|nil}|nil
+---@param opts {open: string|nil, size: integer|nil, enter: boolean|nil, window: proctor.Window|nil}|nil
 ---   open: "split" | "vsplit" | "tab" | "float" | "current" | "none" (only create the buffer)
+---   window: a window from |M.window()| to show the console in (open, size and enter were
+---   applied when it was made)
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open(id, opts)
   opts = opts or {}
@@ -66,16 +90,72 @@ function M.open(id, opts)
   local rec, msg = eng:get(id)
   if not rec then return nil, msg end
   H.hook()
+  local made = opts.window and api.nvim_win_is_valid(opts.window.win) and opts.window or nil
   local c = H.consoles[id]
-  if not c or not api.nvim_buf_is_valid(c.buf) then c = H.create(eng, rec) end
-  local cfg = require("proctor.config").get().console
-  local how = opts.open or cfg.open
-  if how == "none" then return c.buf, nil end
-  local enter = opts.enter
-  if enter == nil then enter = cfg.enter end
-  local win = H.show(c.buf, how, opts.size or cfg.size, enter)
+  if not c or not api.nvim_buf_is_valid(c.buf) then
+    c = H.create(eng, rec, made and made.win)
+  elseif made then
+    made:cancel()
+    made = nil
+  end
+  local win
+  if made then
+    api.nvim_win_set_buf(made.win, c.buf)
+    made:done()
+    win = made.win
+    H.set_bar(win)
+    H.follow(win, c.buf)
+  else
+    local cfg = require("proctor.config").get().console
+    local how = opts.open or cfg.open
+    if how == "none" then return c.buf, nil end
+    local enter = opts.enter
+    if enter == nil then enter = cfg.enter end
+    win = H.show(c.buf, how, opts.size or cfg.size, enter)
+  end
   H.resize_all()
   return c.buf, win
+end
+
+---@class proctor.Window
+---@field win integer
+---@field cancel fun(self) close it (or give "current" its buffer back)
+---@field done fun(self) the console is in it: drop the placeholder
+
+--- Make the window a console will be shown in, before its execution starts
+--- (`opts` as for |M.open()|), showing an empty placeholder with the console's
+--- bar, so that its text area (|proctor.compat.text_size()|) is the size the
+--- console will have. Pass it to M.open{ window = } once started, or cancel it.
+---@return proctor.Window|nil
+function M.window(opts)
+  opts = opts or {}
+  local cfg = require("proctor.config").get().console
+  local how = opts.open or cfg.open
+  if how == "none" then return nil end
+  local enter = opts.enter
+  if enter == nil then enter = cfg.enter end
+  local ph = api.nvim_create_buf(false, true)
+  vim.bo[ph].bufhidden = "wipe"
+  local prev_win = api.nvim_get_current_win()
+  local prev_buf = api.nvim_win_get_buf(prev_win)
+  local prev_bar = cfg.bar and compat.get_win_option(prev_win, H.bar_option())
+  local win = H.show(ph, how, opts.size or cfg.size, enter)
+  if cfg.bar then compat.set_win_option(win, H.bar_option(), H.BAR) end
+  local w = { win = win }
+  function w.cancel()
+    if not api.nvim_win_is_valid(win) then return end
+    if win == prev_win then
+      if api.nvim_buf_is_valid(prev_buf) then api.nvim_win_set_buf(win, prev_buf) end
+      if prev_bar then compat.set_win_option(win, H.bar_option(), prev_bar) end
+    elseif #api.nvim_list_wins() > 1 then
+      api.nvim_win_close(win, true)
+    end
+    if api.nvim_buf_is_valid(ph) then pcall(api.nvim_buf_delete, ph, { force = true }) end
+  end
+  function w.done()
+    if api.nvim_buf_is_valid(ph) then pcall(api.nvim_buf_delete, ph, { force = true }) end
+  end
+  return w
 end
 
 --- The console of `id`, if one exists.
@@ -111,7 +191,7 @@ function M.bar(win)
   win = win or vim.g.statusline_winid or api.nvim_get_current_win()
   local ok, buf = pcall(api.nvim_win_get_buf, win)
   local id = ok and M.id_of_buf(buf)
-  if not id then return H.has_winbar and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
+  if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
   local eng = engine.current()
   local rec = eng and eng:get(id)
   if not rec then return "proctor #" .. id .. " (deleted)" end
@@ -205,14 +285,22 @@ function H.hook()
   H.hooked = true
   engine.subscribe("console", H.on_event)
   local g = api.nvim_create_augroup("proctor_console", { clear = true })
-  api.nvim_create_autocmd({ "VimResized", "WinScrolled", "WinEnter", "BufWinEnter" }, {
+  api.nvim_create_autocmd(compat.resize_events(), {
     group = g,
-    callback = function() H.resize_all() end,
+    callback = function(ev)
+      -- A window that shows a console gets its bar before any size is taken:
+      -- the bar (a winbar) is part of what the process must not count.
+      if ev.event == "BufWinEnter" and H.consoles[M.id_of_buf(ev.buf) or -1] then
+        H.set_bar(api.nvim_get_current_win())
+      end
+      H.resize_all()
+    end,
   })
 end
 
--- Create the buffer and terminal for `rec` and queue the replay of its ring buffer.
-function H.create(eng, rec)
+-- Create the buffer and terminal for `rec` and queue the replay of its ring
+-- buffer. The terminal takes its size from `win` (default: the current window).
+function H.create(eng, rec, win)
   local id = rec.id
   local old = H.consoles[id]
   if old then M.forget(id) end
@@ -224,7 +312,11 @@ function H.create(eng, rec)
     id = id, buf = buf, pty = rec.pty, next = {}, chunks = {}, n = 0, skipped = 0,
     final_done = false, at_bol = true, line = "",
   }
-  c.chan = api.nvim_open_term(buf, { on_input = function(_, _, _, data) H.on_input(c, data) end })
+  win = win or api.nvim_get_current_win()
+  api.nvim_win_call(win, function()
+    c.chan = api.nvim_open_term(buf, { on_input = function(_, _, _, data) H.on_input(c, data) end })
+  end)
+  c.size_key = H.key_of({ win })
   H.consoles[id] = c
   api.nvim_buf_set_var(buf, "proctor_id", id)
   vim.bo[buf].bufhidden = "hide"
@@ -239,7 +331,6 @@ function H.create(eng, rec)
   api.nvim_create_autocmd("BufWinEnter", {
     buffer = buf,
     callback = function()
-      H.set_bar(api.nvim_get_current_win())
       if c.parked then -- shown again: render what waited (its tail)
         c.parked = false
         local tail = require("proctor.config").get().console.tail_bytes
@@ -353,11 +444,14 @@ function H.render()
     local id = list[i]
     i = i + 1
     local c = H.consoles[id]
-    if c and api.nvim_buf_is_valid(c.buf) and #vim.fn.win_findbuf(c.buf) == 0 then
+    local wins = c and api.nvim_buf_is_valid(c.buf) and vim.fn.win_findbuf(c.buf)
+    if wins and #wins == 0 then
       -- Not shown anywhere: the terminal emulator is the costly part, so a
       -- hidden console only keeps its (bounded) backlog; BufWinEnter resumes it.
       c.parked = true
-    elseif c and api.nvim_buf_is_valid(c.buf) then
+    elseif wins and H.held(c, wins) then
+      H.settle(id) -- the terminal is being resized: its refresh first (see the header)
+    elseif wins then
       if budget > 0 then
         budget = budget - H.render_one(c, budget)
         if c.n > 0 or c.skipped > 0 or (c.ended and not c.final_done) then again[#again + 1] = id end
@@ -376,6 +470,53 @@ function H.render()
     if not H.timer then H.timer = uv.new_timer() end
     H.timer:start(0, 0, function() vim.schedule(H.render) end)
   end
+end
+
+-- The sizes of windows `wins` as one string (what a terminal is sized from).
+function H.key_of(wins)
+  local parts = {}
+  for i, win in ipairs(wins) do
+    local cols, rows = compat.text_size(win)
+    parts[i] = cols .. "x" .. rows
+  end
+  table.sort(parts)
+  return table.concat(parts, ",")
+end
+
+-- Note a change of the sizes of the windows showing `c` (shown in `wins`):
+-- output waits until its terminal refreshed. Returns true while it waits.
+function H.held(c, wins)
+  local key = H.key_of(wins)
+  local tick = api.nvim_buf_get_changedtick(c.buf)
+  if key ~= c.size_key then
+    c.size_key = key
+    c.hold = { tick = tick, until_ms = uv.now() + H.SETTLE_MS }
+  end
+  local hold = c.hold
+  if hold and (tick ~= hold.tick or uv.now() >= hold.until_ms) then
+    c.hold = nil
+    hold = nil
+  end
+  return hold ~= nil
+end
+
+-- Render console `id`, held now, again in a few ms (one timer for all).
+function H.settle(id)
+  H.waiting[id] = true
+  if H.settling then return end
+  H.settling = true
+  if not H.settle_timer then H.settle_timer = uv.new_timer() end
+  H.settle_timer:start(5, 0, function()
+    vim.schedule(function()
+      H.settling = false
+      local ids = H.waiting
+      H.waiting = {}
+      for wid in pairs(ids) do
+        local c = H.consoles[wid]
+        if c then H.mark(c) end
+      end
+    end)
+  end)
 end
 
 -- Render up to `budget` bytes of `c`; returns the bytes taken from the backlog.
@@ -561,16 +702,16 @@ function H.follow(win, buf)
   pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 })
 end
 
+H.BAR = "%{%v:lua.require'proctor.console'.bar()%}"
+
+-- The option a console's bar goes in: 'winbar', or 'statusline' before it existed.
+function H.bar_option() return compat.has_winbar() and "winbar" or "statusline" end
+
 function H.set_bar(win)
   if not require("proctor.config").get().console.bar then return end
   local buf = api.nvim_win_get_buf(win)
   if not vim.b[buf].proctor_id then return end
-  local expr = "%{%v:lua.require'proctor.console'.bar()%}"
-  if H.has_winbar then
-    api.nvim_win_set_option(win, "winbar", expr)
-  else
-    api.nvim_win_set_option(win, "statusline", expr)
-  end
+  compat.set_win_option(win, H.bar_option(), H.BAR)
 end
 
 function H.redraw_bars()
@@ -602,23 +743,27 @@ function H.ensure_ticker()
   end))
 end
 
--- PTY consoles: give the process the size of the smallest window showing it.
+-- After windows changed: note new sizes of the consoles' windows now, while
+-- their terminals' refresh is still to come (see H.held), and give each PTY
+-- process the text area of the smallest window showing its console. A size
+-- is remembered only once the core took it, so a refused one is tried again
+-- on the next window change.
 function H.resize_all()
   local eng = engine.current()
-  if not eng then return end
   for id, c in pairs(H.consoles) do
-    if c.pty and not c.ended and api.nvim_buf_is_valid(c.buf) then
-      local w, h
-      for _, win in ipairs(vim.fn.win_findbuf(c.buf)) do
-        local info = vim.fn.getwininfo(win)[1]
-        local ww = api.nvim_win_get_width(win) - (info and info.textoff or 0)
-        local wh = api.nvim_win_get_height(win)
-        w = w and math.min(w, ww) or ww
-        h = h and math.min(h, wh) or wh
-      end
-      if w and h and w > 0 and h > 0 and (c.cols ~= w or c.rows ~= h) then
-        c.cols, c.rows = w, h
-        eng:resize(id, w, h)
+    local wins = api.nvim_buf_is_valid(c.buf) and vim.fn.win_findbuf(c.buf) or {}
+    if #wins > 0 then
+      H.held(c, wins)
+      if eng and c.pty and not c.ended then
+        local w, h
+        for _, win in ipairs(wins) do
+          local ww, wh = compat.text_size(win)
+          w = w and math.min(w, ww) or ww
+          h = h and math.min(h, wh) or wh
+        end
+        if w > 0 and h > 0 and (c.cols ~= w or c.rows ~= h) and eng:resize(id, w, h) then
+          c.cols, c.rows = w, h
+        end
       end
     end
   end

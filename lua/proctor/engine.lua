@@ -19,7 +19,7 @@
 local M = {}
 local H = {}
 
-local uv = vim.uv or vim.loop
+local uv = require("proctor.compat").uv
 
 --- Version of the C core this Lua layer is written for.
 M.core_version = "0.1.0"
@@ -58,7 +58,7 @@ function M.load_core()
   if not ok then
     local root = M.root() or "<proctor directory>"
     local why = tostring(core):gsub("\n.*", "")
-    if vim.loop.fs_stat(root .. "/lua/proctor/core.so") == nil then
+    if uv.fs_stat(root .. "/lua/proctor/core.so") == nil then
       H.load_err = "the C core is not built (lua/proctor/core.so is missing): run `make` in " .. root
     else
       H.load_err = "the C core failed to load (" .. why .. "): run `make clean all` in " .. root
@@ -102,7 +102,7 @@ function M.get()
   opts.listen = M.socket_path()
   local cfg = require("proctor.config").get()
   if cfg.history.enabled then
-    local file = cfg.history.file or (M.state_dir() .. "/proctor/history.mpk")
+    local file = cfg.history.file or (require("proctor.compat").state_dir() .. "/proctor/history.mpk")
     vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
     opts.history_file = file
     opts.history_output_bytes = cfg.history.output_bytes
@@ -154,12 +154,6 @@ function M.socket_path()
   end
   local uid = (uv.getuid and uv.getuid()) or tonumber(vim.fn.system({ "id", "-u" })) or 0
   return string.format("/tmp/proctor-%d/%d.sock", uid, pid)
-end
-
---- stdpath("state") (Neovim 0.8+), or stdpath("data") on 0.7.
-function M.state_dir()
-  local ok, dir = pcall(vim.fn.stdpath, "state")
-  return ok and dir or vim.fn.stdpath("data")
 end
 
 --- Why the socket is off, when it failed to start (nil otherwise).

@@ -2,15 +2,18 @@
 ---
 --- Checks: the C core loads (and if not, why and what to run), its version
 --- matches this Lua layer, the shepherd starts (a real execution runs), the
---- Neovim version is supported, and the RPC socket and its directory are usable.
---- Works with vim.health (0.8: report_*, 0.10+: start/ok/…) and with the
---- health#report_* functions of Neovim 0.7.
+--- Neovim version is supported, the RPC socket and its directory are usable, and
+--- proctor-mcp is built (`:Proctor mcp` shows how to register it).
+--- Reports through proctor.compat.health(): vim.health.start/ok/... where they
+--- exist (no deprecation warning on 0.10+), else the older reporters.
 
 local M = {}
-local H = {}
+
+local compat = require("proctor.compat")
+local uv = compat.uv
 
 function M.check()
-  local r = H.reporter()
+  local r = compat.health()
   r.start("proctor: Neovim")
   if vim.fn.has("nvim-0.7.2") == 1 then
     local v = vim.version()
@@ -18,8 +21,11 @@ function M.check()
   else
     r.error("Neovim 0.7.2 or newer is needed", { "upgrade Neovim (Debian 12 ships 0.7.2)" })
   end
-  if vim.fn.has("nvim-0.8") == 0 then
-    r.info("Neovim < 0.8: consoles show their bar in the statusline (no winbar); User autocmds have no `data` (use require('proctor').event)")
+  if not compat.has_winbar() then
+    r.info("no 'winbar' in this Neovim: consoles show their bar in the statusline")
+  end
+  if not compat.autocmd_data() then
+    r.info("User autocmds carry no `data` in this Neovim: use require('proctor').event")
   end
 
   r.start("proctor: C core")
@@ -47,8 +53,8 @@ function M.check()
   else
     local id = eng:start({ cmd = { "sh", "-c", "exit 7" } })
     local rec
-    local deadline = vim.loop.hrtime() + 5e9
-    while vim.loop.hrtime() < deadline do
+    local deadline = uv.hrtime() + 5e9
+    while uv.hrtime() < deadline do
       for _, ev in ipairs(eng:wait(200) or {}) do
         if ev.id == id and engine.TERMINAL[ev.state] then rec = ev end
       end
@@ -77,8 +83,8 @@ function M.check()
   end
   if path then
     local dir = vim.fn.fnamemodify(path, ":h")
-    local st = vim.loop.fs_stat(dir)
-    local uid = vim.loop.getuid and vim.loop.getuid() or nil
+    local st = uv.fs_stat(dir)
+    local uid = uv.getuid and uv.getuid() or nil
     if #path > 107 then
       r.error("socket path is longer than 107 bytes: " .. path, { "set setup{ rpc = { path = <shorter> } }" })
     elseif st then
@@ -103,23 +109,27 @@ function M.check()
     end
   end
   if vim.env.PROCTOR_SOCKET then r.info("this Neovim runs under proctor: PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET) end
-end
 
--- Helpers --------------------------------------------------------------------------
-
-function H.reporter()
-  local h = vim.health
-  if h and h.start then
-    return { start = h.start, ok = h.ok, info = h.info, warn = h.warn, error = h.error }
-  elseif h and h.report_start then
-    return { start = h.report_start, ok = h.report_ok, info = h.report_info, warn = h.report_warn, error = h.report_error }
-  end
-  local function fn(name)
-    return function(msg, advice)
-      if advice then vim.fn["health#report_" .. name](msg, advice) else vim.fn["health#report_" .. name](msg) end
+  r.start("proctor: MCP server (proctor-mcp)")
+  local bin = require("proctor.mcp").binary()
+  if vim.fn.executable(bin) == 1 then
+    local v = vim.fn.system({ bin, "--version" })
+    if vim.v.shell_error == 0 then
+      r.ok(vim.trim(v) .. ": " .. bin)
+    else
+      r.error(bin .. " --version failed: " .. vim.trim(v), { "run `make` in " .. (engine.root() or "the plugin directory") })
     end
+  else
+    r.error("proctor-mcp not found or not executable: " .. bin, { "run `make` in " .. (engine.root() or "the plugin directory") })
   end
-  return { start = fn("start"), ok = fn("ok"), info = fn("info"), warn = fn("warn"), error = fn("error") }
+  if path then
+    r.info("MCP clients reach this editor through " .. path .. " (found by proctor-mcp, or PROCTOR_SOCKET / --socket); "
+      .. "`:Proctor mcp` shows the snippets that register it (:help proctor-mcp)")
+  else
+    r.warn("the RPC socket is off: proctor-mcp runs its own embedded engine, commands do not show here",
+      { "setup{ rpc = { enabled = true } }" })
+  end
+  r.info("ACP clients: require('proctor.acp').terminal({ owner = ..., open = ... }) (:help proctor-acp)")
 end
 
 return M

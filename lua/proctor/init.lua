@@ -124,13 +124,25 @@ function M.run(spec)
   local eng, err = engine.get()
   if not eng then return H.fail("ENOENGINE", err) end
   H.hook()
+  local open = spec.open and (type(spec.open) == "table" and spec.open or {}) or nil
+  -- The console's window is made first: a pty gets its text area from the first byte.
+  local made, window = pcall(function() return open and require("proctor.console").window(open) end)
+  window = made and window or nil -- no room for it now: M.open below says why
+  if window and s.pty then
+    local cols, rows = require("proctor.compat").text_size(window.win)
+    if spec.cols == nil and cols > 0 then s.cols = cols end
+    if spec.rows == nil and rows > 0 then s.rows = rows end
+  end
   local ok, id, msg, name = pcall(eng.start, eng, s)
+  if not (ok and id) and window then window:cancel() end
   if not ok then return H.fail("EINVAL", (tostring(id):gsub("^.-: ", "", 1))) end
   if not id then return nil, msg, name end
   local ex = setmetatable({ id = id }, Execution)
+  -- kept for rerun: the size from this window is not the next one's
   engine.specs[id] = vim.tbl_extend("force", s, { open = spec.open })
+  engine.specs[id].cols, engine.specs[id].rows = spec.cols, spec.rows
   if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
-  if spec.open then M.open(id, type(spec.open) == "table" and spec.open or nil) end
+  if open then M.open(id, vim.tbl_extend("force", open, { window = window })) end
   return ex
 end
 
@@ -303,8 +315,6 @@ function H.forget(id)
   if ok then console.forget(id) end
 end
 
-H.has_data = vim.fn.has("nvim-0.8") == 1
-
 -- Register the subscribers once.
 function H.hook()
   if H.hooked then return end
@@ -359,7 +369,7 @@ end
 function H.fire(pattern, rec)
   M.event = rec
   local opts = { pattern = pattern, modeline = false }
-  if H.has_data then opts.data = rec end
+  if require("proctor.compat").autocmd_data() then opts.data = rec end
   local ok, e = pcall(vim.api.nvim_exec_autocmds, "User", opts)
   if not ok then util.notify("User " .. pattern .. " autocmd failed: " .. tostring(e)) end
 end

@@ -9,7 +9,7 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local uv = vim.uv or vim.loop
+local uv = require("proctor.compat").uv
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 
@@ -103,11 +103,13 @@ function M.refresh()
   vim.bo[buf].modified = false
   local ns = H.ns()
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  api.nvim_buf_add_highlight(buf, ns, "Comment", 0, 0, -1)
-  api.nvim_buf_add_highlight(buf, ns, "Title", 1, 0, -1)
-  for lnum, st in pairs(hl) do
-    api.nvim_buf_add_highlight(buf, ns, H.hl[st] or "Normal", lnum - 1, 7, 17)
+  -- extmarks: nvim_buf_add_highlight is deprecated from Neovim 0.11
+  local function mark(row, from, to, group)
+    api.nvim_buf_set_extmark(buf, ns, row, from, { end_col = math.min(to, #lines[row + 1]), hl_group = group })
   end
+  mark(0, 0, #lines[1], "Comment")
+  mark(1, 0, #lines[2], "Title")
+  for lnum, st in pairs(hl) do mark(lnum - 1, 7, 17, H.hl[st] or "Normal") end
   if keep then
     for lnum, id in pairs(rows) do
       if id == keep then

@@ -21,7 +21,7 @@ end
 
 --- Milliseconds since the epoch, like the core's timestamps.
 function M.now_ms()
-  local sec, usec = (vim.uv or vim.loop).gettimeofday()
+  local sec, usec = require("proctor.compat").uv.gettimeofday()
   return sec * 1000 + math.floor(usec / 1000)
 end
 

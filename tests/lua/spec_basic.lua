@@ -140,6 +140,20 @@ return function(T, ctx)
     T.eq(name, "EINVAL")
   end)
 
+  test("pty: a size given before the process runs is its size once it runs", function()
+    -- A resize right after start meets the execution queued or starting (the
+    -- spawn is a round trip to the shepherd); it is kept and applied as soon
+    -- as the pty exists, so the child (and a later SIGWINCH) sees the last size.
+    for i = 1, 5 do
+      local id = assert(eng:start{ cmd = "while [ \"$(stty size)\" != '33 101' ]; do sleep 0.01; done; stty size",
+        pty = true, cols = 80, rows = 24, timeout_ms = 5000 })
+      T.eq(eng:resize(id, 101, 33), true, "run " .. i .. ": resize before running is taken")
+      local r = U.collect(eng, { id })[id]
+      T.eq(r.final.state, "completed", "run " .. i .. ": the pty got 33x101 (not the 24x80 of the start spec)")
+      T.match((r.out.pty or ""):gsub("\r", ""), "^33 101\n$")
+    end
+  end)
+
   test("pty: TERM is xterm-256color and the job has a controlling terminal", function()
     local r = U.run(eng, { cmd = { "sh", "-c",
       "echo TERM=$TERM; echo TTY=$(tty); ps -o pid=,sid=,pgid=,tpgid=,tty=,stat= -p $$ | sed 's/^/PS=/'" }, pty = true })

@@ -7,9 +7,36 @@ M.root = os.getenv("PROCTOR_ROOT") or vim.fn.getcwd()
 -- (development only; tests/run does not set it).
 M.core_rtp = os.getenv("PROCTOR_TEST_CORE_RTP")
 
+-- Every deprecation seen while the tests run, here and in child Neovims:
+-- vim.deprecate() calls (Neovim 0.8+) and messages that say "deprecated".
+-- spec_deprecation, the last spec, fails when there is any.
+M.deprecations = {}
+-- Lua code that installs the same watch in a child Neovim (into _G.deprecations).
+M.watch_deprecations = [[
+  _G.deprecations = {}
+  if vim.deprecate then
+    local orig = vim.deprecate
+    vim.deprecate = function(name, alt, ...)
+      table.insert(_G.deprecations, ("vim.deprecate(%s -> %s)"):format(tostring(name), tostring(alt)) .. debug.traceback("", 2))
+      return orig(name, alt, ...)
+    end
+  end
+]]
+if vim.deprecate then
+  local orig = vim.deprecate
+  vim.deprecate = function(name, alt, ...)
+    M.deprecations[#M.deprecations + 1] = ("vim.deprecate(%s -> %s)"):format(tostring(name), tostring(alt))
+      .. debug.traceback("", 2)
+    return orig(name, alt, ...)
+  end
+end
+
 -- Captured vim.notify calls: { {msg=, level=}, ... }
 M.notes = {}
-vim.notify = function(msg, level) M.notes[#M.notes + 1] = { msg = msg, level = level } end
+vim.notify = function(msg, level)
+  M.notes[#M.notes + 1] = { msg = msg, level = level }
+  if tostring(msg):lower():find("deprecat") then M.deprecations[#M.deprecations + 1] = tostring(msg) end
+end
 function M.clear_notes() M.notes = {} end
 function M.note_texts()
   local t = {}
@@ -115,9 +142,12 @@ end
 -- `init`: start it as `nvim --clean -u <init>` instead (the init loads proctor).
 function M.child(opts)
   opts = opts or {}
+  local watch = (M.watch_deprecations:gsub("%s*\n%s*", " "))
   local cmd = { vim.v.progpath, "--embed", "--headless", "-u", "NONE", "-i", "NONE", "-n",
-    "--cmd", "set rtp^=" .. M.root }
-  if opts.init then cmd = { vim.v.progpath, "--embed", "--headless", "--clean", "-n", "-u", opts.init } end
+    "--cmd", "lua " .. watch, "--cmd", "set rtp^=" .. M.root }
+  if opts.init then
+    cmd = { vim.v.progpath, "--embed", "--headless", "--clean", "-n", "--cmd", "lua " .. watch, "-u", opts.init }
+  end
   if M.core_rtp then vim.list_extend(cmd, { "--cmd", "set rtp^=" .. M.core_rtp }) end
   if not opts.init then vim.list_extend(cmd, { "--cmd", "runtime plugin/proctor.lua" }) end
   local job = vim.fn.jobstart(cmd, { rpc = true, env = opts.env })
@@ -128,7 +158,20 @@ function M.child(opts)
   end
   function c.input(keys) return vim.rpcrequest(job, "nvim_input", keys) end
   function c.cmd(s) return vim.rpcrequest(job, "nvim_command", s) end
-  function c.stop() pcall(vim.fn.jobstop, job) end
+  function c.stop()
+    local ok, seen = pcall(c.lua, [[
+      local d = _G.deprecations or {}
+      for _, m in ipairs(_G.notes or {}) do
+        if tostring(m):lower():find("deprecat") then d[#d + 1] = tostring(m) end
+      end
+      for l in vim.fn.execute("messages"):gmatch("[^\n]+") do
+        if l:lower():find("deprecat") then d[#d + 1] = l end
+      end
+      return d
+    ]])
+    for _, m in ipairs(ok and seen or {}) do M.deprecations[#M.deprecations + 1] = "child Neovim: " .. m end
+    pcall(vim.fn.jobstop, job)
+  end
   -- Wait until `code` (a Lua expression returning a truthy value) holds in the child.
   function c.wait(ms, code, msg, ...)
     local args = { ... }

@@ -246,7 +246,13 @@ return function(test, T, H)
     H.clear_notes()
     local exs = {}
     for i = 1, 20 do exs[i] = p.run({ cmd = { "true" } }) end
-    vim.wait(50)
+    -- let all 20 end before the layer sees any event (eng:get does not drain
+    -- events; uv.sleep runs no callbacks), so their ends come in one batch
+    local eng, uv = require("proctor.engine").current(), vim.uv or vim.loop
+    local deadline = uv.hrtime() + 5e9
+    for i = 1, 20 do
+      while not require("proctor.engine").TERMINAL[eng:get(exs[i].id).state] and uv.hrtime() < deadline do uv.sleep(5) end
+    end
     for i = 1, 20 do exs[i]:wait(5000) end
     T.ok(#H.notes < 20, "batched: " .. #H.notes .. " notifications")
     T.match(table.concat(H.note_texts(), "\n"), "completed")

@@ -29,13 +29,20 @@ return function(test, T, H)
       .. "\27[44m  blue bg  \27[0m|\27[4munder\27[24m\r\ntab\there\r\n")
     T.eq(table.concat(body(buf), "\n"), table.concat(expected, "\n"))
     T.eq(body(buf)[1], "red plain bold green", "no escape sequences in the text")
-    -- the terminal highlighted the coloured text (a terminal highlight exists on line 1)
-    local hl_ok = true
-    if vim.fn.exists("*synIDattr") == 1 and vim.inspect_pos then
-      local pos = vim.inspect_pos(buf, 0, 0)
-      hl_ok = #pos.extmarks > 0 or #(pos.syntax or {}) > 0 or pos.terminal ~= nil
-    end
-    T.ok(hl_ok, "colour highlight present")
+    -- the terminal coloured the text: on the screen, the cells of "red",
+    -- "plain" and "bold green" have three different attributes
+    local win = vim.fn.bufwinid(buf)
+    vim.fn.win_execute(win, "normal! gg0")
+    vim.cmd("redraw")
+    local pos = vim.fn.screenpos(win, 1, 1)
+    T.ok(pos.row > 0, "line 1 is on the screen")
+    T.eq(vim.fn.screenchar(pos.row, pos.col), ("r"):byte())
+    T.eq(vim.fn.screenchar(pos.row, pos.col + 10), ("b"):byte())
+    local red, plain, green = vim.fn.screenattr(pos.row, pos.col), vim.fn.screenattr(pos.row, pos.col + 4),
+      vim.fn.screenattr(pos.row, pos.col + 10)
+    T.ok(red ~= plain and green ~= plain and red ~= green,
+      ("coloured cells: red %d, plain %d, bold green %d"):format(red, plain, green))
+    T.eq(vim.fn.screenattr(pos.row, pos.col + 1), red, "the whole word is red")
   end)
 
   test("console: \\r progress updates redraw one line", function()
@@ -117,8 +124,8 @@ return function(test, T, H)
     H.wait(3000, function() return engine.state[ex.id] == "running" end)
     local bar = require("proctor.console").bar(win)
     T.match(bar, "^proctor #" .. ex.id .. " barred │ running [%d.]+ m?s$")
-    local opt = vim.fn.has("nvim-0.8") == 1 and "winbar" or "statusline"
-    T.match(api.nvim_win_get_option(win, opt), "proctor%.console'%.bar%(%)")
+    local opt = vim.fn.exists("+winbar") == 1 and "winbar" or "statusline"
+    T.match(require("proctor.compat").get_win_option(win, opt), "proctor%.console'%.bar%(%)")
     H.wait_final(buf)
     T.match(require("proctor.console").bar(win), "^proctor #" .. ex.id .. " barred │ failed: exit 2 after [%d.]+ m?s$")
     -- a window showing another buffer gets no proctor text
@@ -145,6 +152,33 @@ return function(test, T, H)
     T.eq(#l, 30)
     T.eq(l[1], "tick1")
     T.eq(l[30], "tick30")
+  end)
+
+  test("output right after the console's window changed size keeps every line in order", function()
+    -- Neovim's terminal garbles its buffer when a resize and new output come
+    -- between two of its refreshes; the console holds output until then.
+    close_others()
+    local old = vim.o.scrollback
+    vim.o.scrollback = 100000
+    local ok, err = pcall(function()
+      for round, size in ipairs({ 6, 11, 4 }) do
+        local ex = p.run({ cmd = "seq 1 40; read go; seq 41 80", label = "resized" .. round })
+        local buf, win = ex:open({ size = 9 })
+        H.wait(5000, function() return H.has_line(buf, "^40$") end, "first lines")
+        vim.wait(50) -- the terminal refreshed after them
+        api.nvim_win_set_height(win, size)
+        T.eq(ex:input("go\n"), true)
+        H.wait_final(buf)
+        local l = body(buf)
+        T.eq(#l, 80, "round " .. round .. ": line count: " .. table.concat(l, ","))
+        for i = 1, 80 do
+          if l[i] ~= tostring(i) then error("round " .. round .. ": line " .. i .. " is " .. tostring(l[i])) end
+        end
+        close_others()
+      end
+    end)
+    vim.o.scrollback = old
+    if not ok then error(err, 0) end
   end)
 
   test("open mid-run the console of an execution started through the core", function()

@@ -4,7 +4,7 @@
 return function(test, T, H)
   local p = require("proctor")
   local engine = require("proctor.engine")
-  local uv = vim.loop
+  local uv = vim.uv or vim.loop
 
   local function fresh(opts)
     engine._reset()

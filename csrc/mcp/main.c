@@ -1,0 +1,427 @@
+/* main.c — proctor-mcp: options, the poll() loop, and the MCP side of the
+ * stdio transport (newline-delimited JSON-RPC 2.0 on stdin/stdout; stderr is
+ * for logs).
+ *
+ * Thread: main (the only one, besides the embedded engine's own).
+ *
+ * Lifecycle: initialize (protocol version negotiated: the client's when we
+ * speak it, else our latest) → tools/list, tools/call (tools.c) → stdin EOF
+ * or SIGTERM/SIGINT: the connection to proctor closes (socket mode: the
+ * executions stay in the editor, unless --kill-on-exit) or the embedded
+ * engine cancels everything and waits (bounded by its grace period); exit 0.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcp.h"
+
+mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
+
+static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest first */
+
+static char client_name[MC_NAME_MAX + 1] = "mcp-client";
+static volatile sig_atomic_t stop_signal;
+
+static const char *instructions =
+    "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console the "
+    "user can type into and stop. Use run for commands that finish (it waits up to wait_ms and returns "
+    "the exit status and output tail); use start for servers and watchers, then output, wait, input and "
+    "cancel with its id. Cancel kills the whole process tree.";
+
+void mc_log(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("proctor-mcp: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+const char *mc_client_name(void) { return client_name; }
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void write_all(const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(STDOUT_FILENO, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        struct pollfd pf = {.fd = STDOUT_FILENO, .events = POLLOUT};
+        poll(&pf, 1, 1000);
+        continue;
+      }
+      mc_log("stdout: %s; exiting", strerror(errno));
+      mc_embedded_stop();
+      _exit(1);
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+void mc_send(cJSON *msg) {
+  char *s = cJSON_PrintUnformatted(msg);
+  cJSON_Delete(msg);
+  if (s == NULL) {
+    mc_log("out of memory printing a message");
+    return;
+  }
+  size_t n = strlen(s);
+  s[n] = '\n'; /* replaces the NUL; write n + 1 bytes */
+  write_all(s, n + 1);
+  free(s);
+}
+
+static cJSON *envelope(const cJSON *id) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+  cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+  return m;
+}
+
+void mc_respond(const cJSON *id, cJSON *result) {
+  cJSON *m = envelope(id);
+  cJSON_AddItemToObject(m, "result", result);
+  mc_send(m);
+}
+
+void mc_respond_error(const cJSON *id, int code, const char *message) {
+  cJSON *m = envelope(id);
+  cJSON *e = cJSON_AddObjectToObject(m, "error");
+  cJSON_AddNumberToObject(e, "code", code);
+  cJSON_AddStringToObject(e, "message", message);
+  mc_send(m);
+}
+
+/* ---- the MCP side ---------------------------------------------------------------------------- */
+
+static void on_initialize(const cJSON *id, const cJSON *params) {
+  const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
+  const char *version = versions[0];
+  for (size_t i = 0; cJSON_IsString(pv) && i < sizeof(versions) / sizeof(versions[0]); i++)
+    if (strcmp(pv->valuestring, versions[i]) == 0) version = versions[i];
+  const cJSON *ci = cJSON_GetObjectItemCaseSensitive(params, "clientInfo");
+  const cJSON *name = ci ? cJSON_GetObjectItemCaseSensitive(ci, "name") : NULL;
+  if (cJSON_IsString(name) && name->valuestring[0]) {
+    /* at most MC_NAME_MAX bytes, cut at a character boundary */
+    size_t n = strlen(name->valuestring);
+    if (n > MC_NAME_MAX) n = mc_utf8_head(name->valuestring, MC_NAME_MAX);
+    memcpy(client_name, name->valuestring, n);
+    client_name[n] = 0;
+  }
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "protocolVersion", version);
+  cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
+  cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+  cJSON_AddFalseToObject(tools, "listChanged");
+  cJSON *si = cJSON_AddObjectToObject(r, "serverInfo");
+  cJSON_AddStringToObject(si, "name", "proctor-mcp");
+  cJSON_AddStringToObject(si, "title", "proctor");
+  cJSON_AddStringToObject(si, "version", MC_VERSION);
+  cJSON_AddStringToObject(r, "instructions", instructions);
+  mc_respond(id, r);
+}
+
+static void on_message(const char *line, size_t len) {
+  cJSON *m = cJSON_ParseWithLength(line, len);
+  if (m == NULL) {
+    mc_respond_error(NULL, -32700, "parse error: not JSON");
+    return;
+  }
+  if (!cJSON_IsObject(m)) {
+    mc_respond_error(NULL, -32600, cJSON_IsArray(m) ? "invalid request: batches are not supported"
+                                                    : "invalid request: an object expected");
+    cJSON_Delete(m);
+    return;
+  }
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
+  const cJSON *method = cJSON_GetObjectItemCaseSensitive(m, "method");
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(m, "params");
+  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m, "jsonrpc");
+  int valid_id = cJSON_IsString(id) || (cJSON_IsNumber(id) && id->valuedouble == (double)(int64_t)id->valuedouble);
+  if (!cJSON_IsString(method)) {
+    /* a response to a request of ours (we send none), or garbage */
+    if (id && !cJSON_GetObjectItemCaseSensitive(m, "result") && !cJSON_GetObjectItemCaseSensitive(m, "error"))
+      mc_respond_error(valid_id ? id : NULL, -32600, "invalid request: no method");
+    cJSON_Delete(m);
+    return;
+  }
+  if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0) {
+    if (id) mc_respond_error(valid_id ? id : NULL, -32600, "invalid request: jsonrpc must be \"2.0\"");
+    cJSON_Delete(m);
+    return;
+  }
+  if (params && !cJSON_IsObject(params)) {
+    if (id) mc_respond_error(valid_id ? id : NULL, -32602, "invalid params: an object expected");
+    cJSON_Delete(m);
+    return;
+  }
+  const char *meth = method->valuestring;
+  if (id == NULL) { /* a notification */
+    if (strcmp(meth, "notifications/cancelled") == 0) {
+      const cJSON *rid = params ? cJSON_GetObjectItemCaseSensitive(params, "requestId") : NULL;
+      if (rid) mc_tools_cancel(rid);
+    }
+    /* notifications/initialized and anything else: nothing to do */
+    cJSON_Delete(m);
+    return;
+  }
+  if (!valid_id) {
+    mc_respond_error(NULL, -32600, "invalid request: id must be a string or an integer");
+  } else if (strcmp(meth, "initialize") == 0) {
+    on_initialize(id, params);
+  } else if (strcmp(meth, "ping") == 0) {
+    mc_respond(id, cJSON_CreateObject());
+  } else if (strcmp(meth, "tools/list") == 0) {
+    mc_respond(id, mc_tools_list());
+  } else if (strcmp(meth, "tools/call") == 0) {
+    if (params == NULL)
+      mc_respond_error(id, -32602, "invalid params: tools/call needs params");
+    else
+      mc_tools_call(id, params);
+  } else {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "method not found: %.200s", meth);
+    mc_respond_error(id, -32601, msg);
+  }
+  cJSON_Delete(m);
+}
+
+/* ---- stdin ---------------------------------------------------------------------------------- */
+
+static struct {
+  char *buf;
+  size_t len, cap;
+  int skipping; /* inside a line longer than MC_LINE_MAX: drop until its end */
+  int eof;
+} in;
+
+static void read_stdin(void) {
+  if (in.cap - in.len < 65536) {
+    size_t cap = in.cap ? in.cap * 2 : 131072;
+    char *p = realloc(in.buf, cap);
+    if (p == NULL) {
+      mc_log("out of memory reading stdin");
+      in.eof = 1;
+      return;
+    }
+    in.buf = p;
+    in.cap = cap;
+  }
+  ssize_t n = read(STDIN_FILENO, in.buf + in.len, in.cap - in.len);
+  if (n < 0) {
+    if (errno != EINTR && errno != EAGAIN) in.eof = 1;
+    return;
+  }
+  if (n == 0) {
+    in.eof = 1;
+    return;
+  }
+  in.len += (size_t)n;
+  size_t start = 0;
+  for (;;) {
+    char *nl = memchr(in.buf + start, '\n', in.len - start);
+    if (nl == NULL) break;
+    size_t end = (size_t)(nl - in.buf);
+    if (in.skipping) {
+      in.skipping = 0;
+    } else {
+      size_t e = end;
+      if (e > start && in.buf[e - 1] == '\r') e--;
+      size_t s = start;
+      while (s < e && (in.buf[s] == ' ' || in.buf[s] == '\t'))
+        s++;
+      if (e > s) on_message(in.buf + s, e - s);
+    }
+    start = end + 1;
+  }
+  memmove(in.buf, in.buf + start, in.len - start);
+  in.len -= start;
+  if (in.len > MC_LINE_MAX) {
+    if (!in.skipping) mc_respond_error(NULL, -32700, "parse error: a message larger than 8 MiB");
+    in.skipping = 1;
+    in.len = 0;
+  }
+  /* keep the buffer from staying huge after one big message */
+  if (in.len < 65536 && in.cap > (1u << 20)) {
+    char *p = realloc(in.buf, 131072);
+    if (p) {
+      in.buf = p;
+      in.cap = 131072;
+    }
+  }
+}
+
+/* ---- options -------------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fputs("usage: proctor-mcp [options]\n"
+        "An MCP server (stdio) that runs commands as proctor executions.\n"
+        "  --socket PATH        use this proctor socket (default: $PROCTOR_SOCKET, else the running\n"
+        "                       editor's socket found in $XDG_RUNTIME_DIR/proctor or /tmp/proctor-UID)\n"
+        "  --embedded           never use an editor's socket: run a private engine\n"
+        "  --no-discover        do not look for an editor's socket (without a socket: embedded)\n"
+        "  --allow-cwd DIR      commands may run only in DIR or below (repeatable)\n"
+        "  --deny PATTERN       refuse commands matching this glob, e.g. '*rm -rf*' (repeatable)\n"
+        "  --allow PATTERN      run only commands matching one of these globs (repeatable)\n"
+        "  --secret NAME[=VAR]  give commands NAME with the value of our $VAR (default $NAME),\n"
+        "                       masked as *** in all output and results (repeatable)\n"
+        "  --kill-on-exit       socket mode: end our executions when proctor-mcp exits\n"
+        "  --shepherd PATH      embedded: the proctor-shepherd to use (default: next to proctor-mcp)\n"
+        "  --output-limit N     embedded: bytes of output kept per stream (default 8 MiB)\n"
+        "  --progress-ms N      interval of progress notifications (default 1000)\n"
+        "  --version, --help\n"
+        "See :help proctor-mcp.\n",
+        f);
+}
+
+static int push(void *vec, size_t *n, size_t size, const void *item) {
+  void **v = (void **)vec;
+  char *p = realloc(*v, (*n + 1) * size);
+  if (p == NULL) return -1;
+  memcpy(p + *n * size, item, size);
+  *v = p;
+  (*n)++;
+  return 0;
+}
+
+static int parse_args(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = strcmp(a, "--socket") == 0 || strcmp(a, "--allow-cwd") == 0 || strcmp(a, "--deny") == 0 ||
+                strcmp(a, "--allow") == 0 || strcmp(a, "--secret") == 0 || strcmp(a, "--shepherd") == 0 ||
+                strcmp(a, "--output-limit") == 0 || strcmp(a, "--progress-ms") == 0;
+    if (takes && v == NULL) {
+      mc_log("%s needs a value", a);
+      return -1;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (strcmp(a, "--version") == 0) {
+      printf("proctor-mcp %s\n", MC_VERSION);
+      exit(0);
+    } else if (strcmp(a, "--embedded") == 0) {
+      mc_opts.embedded = 1;
+    } else if (strcmp(a, "--no-discover") == 0) {
+      mc_opts.discover = 0;
+    } else if (strcmp(a, "--kill-on-exit") == 0) {
+      mc_opts.kill_on_exit = 1;
+    } else if (strcmp(a, "--socket") == 0) {
+      mc_opts.socket = v;
+    } else if (strcmp(a, "--allow-cwd") == 0) {
+      char *real = realpath(v, NULL);
+      if (real == NULL) {
+        mc_log("--allow-cwd %s: %s", v, strerror(errno));
+        return -1;
+      }
+      if (push(&mc_opts.allow_cwd, &mc_opts.n_allow_cwd, sizeof(char *), &real)) return -1;
+    } else if (strcmp(a, "--deny") == 0) {
+      if (push(&mc_opts.deny, &mc_opts.n_deny, sizeof(char *), &v)) return -1;
+    } else if (strcmp(a, "--allow") == 0) {
+      if (push(&mc_opts.allow, &mc_opts.n_allow, sizeof(char *), &v)) return -1;
+    } else if (strcmp(a, "--secret") == 0) {
+      mc_secret_t s;
+      char *name = strdup(v);
+      char *eq = name ? strchr(name, '=') : NULL;
+      if (name == NULL) return -1;
+      if (eq) *eq = 0;
+      const char *var = eq ? eq + 1 : name;
+      if (name[0] == 0 || var[0] == 0) {
+        mc_log("--secret %s: NAME or NAME=VAR expected", v);
+        return -1;
+      }
+      s.name = name;
+      s.value = getenv(var);
+      if (s.value == NULL || s.value[0] == 0) {
+        mc_log("--secret %s: $%s is not set (or empty); the secret is left out", v, var);
+        continue;
+      }
+      if (strlen(s.value) > 4096) {
+        mc_log("--secret %s: the value is longer than 4096 bytes", v);
+        return -1;
+      }
+      if (push(&mc_opts.secrets, &mc_opts.n_secrets, sizeof(s), &s) || mc_mask_add(s.value)) return -1;
+    } else if (strcmp(a, "--shepherd") == 0) {
+      mc_opts.shepherd = v;
+    } else if (strcmp(a, "--output-limit") == 0 || strcmp(a, "--progress-ms") == 0) {
+      char *end;
+      unsigned long long n = strtoull(v, &end, 10);
+      if (*end || end == v) {
+        mc_log("%s %s: a number expected", a, v);
+        return -1;
+      }
+      if (a[2] == 'o')
+        mc_opts.output_limit = n;
+      else
+        mc_opts.progress_ms = n > 3600000 ? 3600000 : (uint32_t)n;
+    } else {
+      mc_log("unknown option %s (see --help)", a);
+      return -1;
+    }
+    if (takes) i++;
+  }
+  if (mc_opts.socket == NULL && !mc_opts.embedded) {
+    const char *env = getenv("PROCTOR_SOCKET");
+    if (env && *env) mc_opts.socket = env;
+  }
+  char *cwd = realpath(".", NULL);
+  if (cwd == NULL) {
+    mc_log("cannot resolve the current directory: %s", strerror(errno));
+    return -1;
+  }
+  mc_opts.cwd = cwd;
+  return 0;
+}
+
+static void on_signal(int sig) { stop_signal = sig; }
+
+int main(int argc, char **argv) {
+  if (parse_args(argc, argv) != 0) return 2;
+  if (mc_tools_init() != 0) return 1;
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns EINTR */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+
+  while (!stop_signal && !in.eof) {
+    struct pollfd pf[3];
+    int n = 0, irpc = -1, ieng = -1;
+    pf[n++] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
+    short ev;
+    int rfd = mc_rpc_fd(&ev);
+    if (rfd >= 0) {
+      irpc = n;
+      pf[n++] = (struct pollfd){.fd = rfd, .events = ev};
+    }
+    int efd = mc_embedded_fd();
+    if (efd >= 0) {
+      ieng = n;
+      pf[n++] = (struct pollfd){.fd = efd, .events = POLLIN};
+    }
+    int rc = poll(pf, (nfds_t)n, mc_timers_timeout());
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      mc_log("poll: %s", strerror(errno));
+      break;
+    }
+    if (ieng >= 0 && pf[ieng].revents) mc_embedded_drain();
+    if (irpc >= 0 && pf[irpc].revents) mc_rpc_io(pf[irpc].revents);
+    if (pf[0].revents) read_stdin();
+    mc_timers_run();
+  }
+  mc_rpc_close();
+  mc_embedded_stop();
+  return 0;
+}

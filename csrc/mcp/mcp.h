@@ -1,0 +1,184 @@
+/* mcp.h — proctor-mcp, an MCP server (stdio, JSON-RPC 2.0) that runs the
+ * agent's commands as proctor executions. Internal declarations shared by the
+ * files of csrc/mcp/.
+ *
+ * Thread: one. Everything runs on the main thread in one poll() loop
+ * (loop.c): stdin (MCP messages), the proctor msgpack-rpc socket (rpc.c) and,
+ * in embedded mode, the engine's wake fd (embedded.c).
+ *
+ *   MCP client ──stdin──► main.c (framing, initialize, tools/list, cancel)
+ *        ▲                   │ tools/call
+ *        └──────stdout───────┤
+ *                            ▼
+ *                        tools.c (validate, policy, steps) ──► rpc.c ──► proctor socket
+ *                                                                  (the editor's, or the
+ *                                                                   private one of embedded.c)
+ *
+ * Only rpc.c includes msgpack.h; only embedded.c includes the engine's header.
+ */
+#ifndef PR_MCP_H
+#define PR_MCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define MC_VERSION "0.1.0"
+#define MC_NAME_MAX 128        /* bytes of a client name passed to `hello` */
+#define MC_LINE_MAX (8u << 20) /* bytes of one incoming MCP message */
+
+/* ---- loop.c: fds and timers -------------------------------------------------------- */
+
+typedef struct mc_timer {
+  uint64_t due_ms; /* mc_now_ms() value at which cb runs */
+  void (*cb)(struct mc_timer *t);
+  int active;
+  struct mc_timer *next; /* the loop's list of active timers */
+} mc_timer_t;
+
+/* Monotonic milliseconds. */
+uint64_t mc_now_ms(void);
+/* Arm (or re-arm) `t` to run once after `ms`. */
+void mc_timer_start(mc_timer_t *t, uint64_t ms);
+/* Disarm `t` (no-op when not armed). */
+void mc_timer_stop(mc_timer_t *t);
+/* 1 while `t` is armed. */
+static inline int mc_timer_active(const mc_timer_t *t) { return t->active; }
+/* Milliseconds until the next timer is due (0: now), or -1 when none is armed. */
+int mc_timers_timeout(void);
+/* Run the callbacks of the timers that are due. */
+void mc_timers_run(void);
+
+/* ---- text.c: UTF-8, masking, policy ---------------------------------------------------- */
+
+/* Length of the longest prefix of p[0..n) that ends on a UTF-8 character
+ * boundary (a trailing incomplete sequence is left out). */
+size_t mc_utf8_head(const char *p, size_t n);
+/* Bytes at the start of p[0..n) that are continuation bytes of a character
+ * begun before p (at most 3). */
+size_t mc_utf8_skip(const char *p, size_t n);
+/* A NUL-terminated copy of p[0..n) that is valid UTF-8: invalid bytes and NUL
+ * become U+FFFD. Returns NULL only when out of memory. */
+char *mc_utf8_clean(const char *p, size_t n);
+/* Replace every occurrence of every configured secret value in every string
+ * of `j` (keys too) with "***". */
+void mc_mask_json(cJSON *j);
+/* Add a secret value (copied) to mask. Returns 0 or -1 (out of memory). */
+int mc_mask_add(const char *value);
+/* glob match (fnmatch without FNM_PATHNAME): 1 when `s` matches `pat`. */
+int mc_glob(const char *pat, const char *s);
+
+/* ---- server options (main.c) ------------------------------------------------------------ */
+
+typedef struct {
+  const char *name;  /* the variable the child gets */
+  const char *value; /* its value (from our environment) */
+} mc_secret_t;
+
+typedef struct {
+  const char *socket;   /* --socket / PROCTOR_SOCKET; NULL: discover */
+  int embedded;         /* --embedded: never use an editor's socket */
+  int discover;         /* look for an editor's socket when none is named (default 1) */
+  char **allow_cwd;     /* realpath'd directories; n_allow_cwd == 0: anywhere */
+  size_t n_allow_cwd;
+  const char **deny;    /* glob patterns a command must not match */
+  size_t n_deny;
+  const char **allow;   /* glob patterns a command must match one of (when any) */
+  size_t n_allow;
+  mc_secret_t *secrets;
+  size_t n_secrets;
+  int kill_on_exit;     /* socket mode: executions end when proctor-mcp exits */
+  const char *shepherd; /* embedded: proctor-shepherd path; NULL: next to us */
+  uint64_t output_limit; /* embedded: bytes kept per stream */
+  const char *cwd;      /* our working directory (realpath), the default cwd */
+  uint32_t progress_ms; /* interval of notifications/progress */
+} mc_opts_t;
+
+extern mc_opts_t mc_opts;
+
+/* ---- main.c: the MCP side ---------------------------------------------------------------- */
+
+/* Send one JSON-RPC message (consumes `msg`). */
+void mc_send(cJSON *msg);
+/* Send a response {id, result} (consumes `result`; `id` is copied). */
+void mc_respond(const cJSON *id, cJSON *result);
+/* Send an error response (`id` copied; NULL: id null). */
+void mc_respond_error(const cJSON *id, int code, const char *message);
+/* Log a line to stderr, prefixed "proctor-mcp: ". */
+void mc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The client's name (clientInfo.name), or "mcp-client". */
+const char *mc_client_name(void);
+
+/* ---- rpc.c: the msgpack-rpc client ------------------------------------------------------- */
+
+/* A reply: `err` (NULL on success) is [name, message] converted to JSON;
+ * `result` the result converted to JSON (bin values: UTF-8-cleaned strings).
+ * `data`/`data_len`: the raw bytes of a result map's "data" bin (read), else NULL.
+ * The callback does not own them. */
+typedef struct {
+  const cJSON *err;
+  const cJSON *result;
+  const char *data;
+  size_t data_len;
+} mc_reply_t;
+typedef void (*mc_rpc_cb)(uint64_t tag, const mc_reply_t *r);
+
+/* Connect to the socket at `path` after checking it is safe (ours, 0600 in a
+ * 0700 directory; the peer's uid is ours), then say `hello` with `name`.
+ * Returns 0, or -1 with a message in `err`. */
+int mc_rpc_connect(const char *path, const char *name, char *err, size_t errlen);
+/* 1 while connected. */
+int mc_rpc_connected(void);
+/* Why the connection was lost (empty when it was not). */
+const char *mc_rpc_lost(void);
+/* Send a request; `params` (a JSON array, consumed) becomes msgpack. `cb(tag, reply)`
+ * (may be NULL: the answer is dropped) runs once with the answer, or with err = ["ECONNRESET", ...] when the
+ * connection is lost first. Returns 0, or -1 when not connected (cb not called). */
+int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag);
+/* The fd to poll (-1 when not connected) and the events wanted. */
+int mc_rpc_fd(short *events);
+/* Handle readiness of the fd (revents from poll). */
+void mc_rpc_io(short revents);
+/* Close the connection (pending callbacks get ECONNRESET). */
+void mc_rpc_close(void);
+
+/* ---- discover.c: which socket ----------------------------------------------------------- */
+
+/* Check that `path` is a socket we may talk to: ours, mode 0600 (no group or
+ * other bits), in a directory of ours with mode 0700. Returns 0 or -1 with a
+ * message in `err`. */
+int mc_socket_safe(const char *path, char *err, size_t errlen);
+/* Find the running editor's proctor socket: in $XDG_RUNTIME_DIR/proctor/ (or
+ * /tmp/proctor-<uid>/ without XDG_RUNTIME_DIR), the <pid>.sock of a live process, preferring one of
+ * our ancestors; else the only one. Returns a malloc'd path, or NULL (with
+ * why in `why`: none found, or several and none an ancestor). */
+char *mc_discover(char *why, size_t whylen);
+
+/* ---- embedded.c: a private engine ------------------------------------------------------- */
+
+/* Start an engine listening on a socket in a fresh private 0700 directory.
+ * Returns 0 and the socket path (static storage), or -1 with `err`. */
+int mc_embedded_start(const char **path, char *err, size_t errlen);
+/* The engine's wake fd (-1 when none). */
+int mc_embedded_fd(void);
+/* Take and drop the engine's host events (they are read through the socket). */
+void mc_embedded_drain(void);
+/* Cancel everything, wait (bounded), remove the directory. */
+void mc_embedded_stop(void);
+
+/* ---- tools.c ------------------------------------------------------------------------------ */
+
+/* Parse the tool definitions (schemas.h). Returns 0, or -1 (a bug: logged). */
+int mc_tools_init(void);
+/* The tools/list result (a new object). */
+cJSON *mc_tools_list(void);
+/* Start tools/call (`id` and `params` borrowed). `progress` is the
+ * _meta.progressToken or NULL. Answers now or later via mc_respond. */
+void mc_tools_call(const cJSON *id, const cJSON *params);
+/* notifications/cancelled for request `id`: stop it and never answer it. */
+void mc_tools_cancel(const cJSON *id);
+/* Number of tool calls in progress. */
+size_t mc_tools_pending(void);
+
+#endif

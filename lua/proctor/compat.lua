@@ -1,0 +1,116 @@
+--- proctor.compat — every difference between the Neovim versions proctor runs
+--- on (0.7.2 and newer), found by feature detection, never by version number.
+--- The rest of the Lua layer calls these and never probes Neovim itself.
+---
+---   what                     older Neovim                  newer Neovim
+---   libuv binding            vim.loop                      vim.uv (0.10)
+---   window options           nvim_win_set_option           nvim_set_option_value{win=} (0.8;
+---                                                          the old ones are deprecated in 0.10)
+---   a bar per window         'statusline'                  'winbar' (0.8)
+---   text area of a window    the window                    the window less its winbar (0.8)
+---   window size changed      WinScrolled                   WinResized (0.9)
+---   User autocmd payload     none (read proctor.event)     `data` (0.8)
+---   state directory          stdpath("data")               stdpath("state") (0.8)
+---   :checkhealth reporting   health#report_* (0.7),        vim.health.start/ok/... (0.9; report_*
+---                            vim.health.report_* (0.8)     warn as deprecated from 0.10)
+---
+--- Probes are cheap and run once, on first use. Requiring this module has no
+--- side effects.
+
+local M = {}
+local H = {}
+
+local api = vim.api
+
+--- The libuv binding (luv).
+M.uv = vim.uv or vim.loop
+
+--- Does this Neovim have 'winbar'?
+---@return boolean
+function M.has_winbar()
+  if H.winbar == nil then H.winbar = vim.fn.exists("+winbar") == 1 end
+  return H.winbar
+end
+
+--- Set a window-local option of window `win`.
+function M.set_win_option(win, name, value)
+  if H.scoped_options() then
+    api.nvim_set_option_value(name, value, { win = win })
+  else
+    api.nvim_win_set_option(win, name, value)
+  end
+end
+
+--- A window-local option of window `win`.
+function M.get_win_option(win, name)
+  if H.scoped_options() then return api.nvim_get_option_value(name, { win = win }) end
+  return api.nvim_win_get_option(win, name)
+end
+
+--- The text area of window `win`: columns without the number, sign and fold
+--- columns, rows without the winbar (and, as always, without the statusline).
+--- This is what a terminal shown in the window displays.
+---@return integer cols, integer rows
+function M.text_size(win)
+  local info = vim.fn.getwininfo(win)[1]
+  if not info then return 0, 0 end
+  -- getwininfo(): `height` leaves the winbar out where there is one; `width`
+  -- includes `textoff` columns of number/sign/fold column.
+  return info.width - (info.textoff or 0), info.height
+end
+
+--- The autocmd events after which the windows may have a new size:
+--- WinResized where it exists (0.9), else WinScrolled, which also fires then.
+---@return string[]
+function M.resize_events()
+  local events = { "VimResized", "WinScrolled", "WinEnter", "BufWinEnter" }
+  if vim.fn.exists("##WinResized") == 1 then events[#events + 1] = "WinResized" end
+  return events
+end
+
+--- Can User autocmds carry a `data` payload (nvim_exec_autocmds{data=})?
+---@return boolean
+function M.autocmd_data()
+  if H.data == nil then
+    -- An empty group of our own: nothing runs, only the key is checked.
+    local g = api.nvim_create_augroup("proctor_compat_probe", { clear = true })
+    H.data = pcall(api.nvim_exec_autocmds, "User", { group = g, pattern = "ProctorProbe", modeline = false, data = {} })
+    pcall(api.nvim_del_augroup_by_id, g)
+  end
+  return H.data
+end
+
+--- stdpath("state") where Neovim has it, else stdpath("data").
+---@return string
+function M.state_dir()
+  local ok, dir = pcall(vim.fn.stdpath, "state")
+  return ok and dir or vim.fn.stdpath("data")
+end
+
+--- The :checkhealth reporter: { start, ok, info, warn, error }, each
+--- fn(msg, advice?) with advice a list of strings.
+function M.health()
+  local h = vim.health
+  if h and h.start then
+    return { start = h.start, ok = h.ok, info = h.info, warn = h.warn, error = h.error }
+  elseif h and h.report_start then
+    return { start = h.report_start, ok = h.report_ok, info = h.report_info, warn = h.report_warn,
+      error = h.report_error }
+  end
+  local function fn(name)
+    return function(msg, advice)
+      if advice then vim.fn["health#report_" .. name](msg, advice) else vim.fn["health#report_" .. name](msg) end
+    end
+  end
+  return { start = fn("start"), ok = fn("ok"), info = fn("info"), warn = fn("warn"), error = fn("error") }
+end
+
+-- Helpers ------------------------------------------------------------------------
+
+-- Does nvim_get/set_option_value take {win=} and {buf=}? (0.7's takes only scope.)
+function H.scoped_options()
+  if H.scoped == nil then H.scoped = pcall(api.nvim_get_option_value, "buftype", { buf = 0 }) end
+  return H.scoped
+end
+
+return M

@@ -1,0 +1,401 @@
+// tests/mcp/test_mcp.mjs — proctor-mcp driven by the official MCP TypeScript
+// SDK (Client + StdioClientTransport), first with its embedded engine, then
+// against a headless Neovim running proctor (socket mode, found by discovery).
+//
+// The SDK validates every structuredContent against the tool's outputSchema
+// (after listTools); the schemas themselves are compiled with Ajv (JSON
+// Schema 2020-12, the MCP default dialect). Prints "PASS mcp/<name>" or
+// "FAIL mcp/<name>: why"; figures as "# ..." lines. Run by tests/mcp/run
+// from build/sdk-tests/mcp/ (so the SDKs resolve from build/node_modules).
+//
+//   env: PROCTOR_ROOT (the checkout), NVIM (default nvim), MCP_ONLY (substring
+//   filter), PROCTOR_MCP (another proctor-mcp binary to test, e.g. an ASan build)
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import Ajv2020 from "ajv/dist/2020.js";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+
+const ROOT = process.env.PROCTOR_ROOT;
+const INSTALLED = path.join(ROOT, "lua/proctor/proctor-mcp");
+const MCP = process.env.PROCTOR_MCP || INSTALLED; // e.g. a sanitizer build
+const NVIM = process.env.NVIM || "nvim";
+const ONLY = process.env.MCP_ONLY || "";
+const TIER = process.env.MCP_TIER || "mcp"; // the prefix of the PASS/FAIL names
+const TOOLS = ["run", "start", "status", "list", "output", "input", "cancel", "wait"];
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-mcp-test-"));
+let failed = 0;
+const cleanups = [];
+
+// ---- harness -------------------------------------------------------------------------
+
+async function test(name, fn, timeoutMs = 90000) {
+  if (ONLY && !name.includes(ONLY)) return;
+  let timer;
+  try {
+    await Promise.race([
+      fn(),
+      new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs); }),
+    ]);
+    console.log(`PASS ${TIER}/${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${TIER}/${name}: ${String(e && e.stack || e).split("\n").slice(0, 3).join(" | ")}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+function eq(a, b, what) {
+  if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`${what}: expected ${JSON.stringify(b)}, got ${JSON.stringify(a)}`);
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(what, fn, timeoutMs = 30000, every = 50) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(every);
+  }
+}
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+const groupAlive = (pgid) => { try { process.kill(-pgid, 0); return true; } catch { return false; } };
+function pct(v, p) { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; }
+
+// An environment without an inherited proctor socket, with a private runtime dir.
+function baseEnv(extra = {}) {
+  const env = { ...process.env, XDG_RUNTIME_DIR: fs.mkdtempSync(path.join(tmp, "run-")), ...extra };
+  delete env.PROCTOR_SOCKET;
+  return env;
+}
+
+async function connect({ args = ["--embedded"], env = baseEnv(), cwd = tmp, name = "proctor-sdk-test" } = {}) {
+  const transport = new StdioClientTransport({ command: MCP, args, env, cwd, stderr: "pipe" });
+  let stderr = "";
+  transport.stderr.on("data", (d) => { stderr += d; });
+  const client = new Client({ name, version: "1.0.0" }, { capabilities: {} });
+  await client.connect(transport);
+  const { tools } = await client.listTools(); // caches the output validators
+  const s = { client, transport, tools, stderr: () => stderr };
+  cleanups.push(() => client.close().catch(() => {}));
+  return s;
+}
+
+// callTool through the SDK; a tool error (isError) throws unless allowError.
+async function call(s, name, args = {}, opts = {}) {
+  const r = await s.client.callTool({ name, arguments: args }, undefined, opts);
+  if (r.isError && !opts.allowError) throw new Error(`${name} failed: ${r.content?.[0]?.text}`);
+  if (!r.isError) {
+    assert(r.structuredContent, `${name}: no structuredContent`);
+    eq(JSON.parse(r.content[0].text), r.structuredContent, `${name}: text content is the structured content`);
+  }
+  return opts.allowError ? r : r.structuredContent;
+}
+
+// ---- embedded ------------------------------------------------------------------------------
+
+const E = await connect();
+
+await test("initialize_negotiates_the_latest_version", async () => {
+  eq(E.client.getServerVersion().name, "proctor-mcp", "server name");
+  assert(E.client.getServerCapabilities().tools, "tools capability");
+  // The SDK asked for its latest; check what was answered with a raw exchange.
+  for (const [asked, want] of [["2025-06-18", "2025-06-18"], [LATEST_PROTOCOL_VERSION, LATEST_PROTOCOL_VERSION], ["1999-01-01", "2025-11-25"]]) {
+    const out = execFileSync(MCP, ["--embedded"], {
+      input: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: asked, capabilities: {}, clientInfo: { name: "raw", version: "0" } } }) + "\n",
+      env: baseEnv(), cwd: tmp, timeout: 20000,
+    }).toString();
+    eq(JSON.parse(out.split("\n")[0]).result.protocolVersion, want, `version answered to ${asked}`);
+  }
+});
+
+await test("tools_list_schemas_compile_and_annotations_are_honest", async () => {
+  eq(E.tools.map((t) => t.name).sort(), [...TOOLS].sort(), "tool names");
+  const ajv = new Ajv2020({ strict: true, allowUnionTypes: true });
+  for (const t of E.tools) {
+    assert(t.description && t.title, `${t.name}: title and description`);
+    eq(t.inputSchema.type, "object", `${t.name}: inputSchema type`);
+    eq(t.outputSchema.type, "object", `${t.name}: outputSchema type`);
+    ajv.compile(t.inputSchema); // throws on an invalid schema
+    ajv.compile(t.outputSchema);
+  }
+  const a = Object.fromEntries(E.tools.map((t) => [t.name, t.annotations]));
+  for (const n of ["status", "list", "output", "wait"]) eq(a[n].readOnlyHint, true, `${n} readOnlyHint`);
+  for (const n of ["run", "start", "cancel", "input"]) {
+    eq(a[n].readOnlyHint, false, `${n} readOnlyHint`);
+    eq(a[n].destructiveHint, true, `${n} destructiveHint`);
+  }
+  eq(a.cancel.idempotentHint, true, "cancel idempotentHint");
+  eq(a.run.idempotentHint, false, "run idempotentHint");
+  eq(a.run.openWorldHint, true, "run openWorldHint");
+});
+
+await test("run_returns_exit_status_and_tails", async () => {
+  const r = await call(E, "run", { command: "echo hello; echo oops >&2; exit 3" });
+  eq([r.state, r.running, r.exit_code, r.signal, r.reason], ["failed", false, 3, null, "exit"], "end");
+  eq([r.stdout, r.stderr, r.stdout_skipped], ["hello\n", "oops\n", 0], "tails");
+  eq(r.owner, "proctor-sdk-test", "owner is the client's name");
+  const ok = await call(E, "run", { command: "printf", args: ["%s|", "a b", "c"] });
+  eq([ok.state, ok.exit_code, ok.stdout], ["completed", 0, "a b|c|"], "argv without a shell");
+  const sig = await call(E, "run", { command: "kill -9 $$" });
+  eq([sig.state, sig.exit_code, sig.signal], ["failed", null, "SIGKILL"], "a signal is reported as a signal");
+});
+
+await test("run_uses_cwd_and_env", async () => {
+  const sub = fs.mkdtempSync(path.join(tmp, "cwd-"));
+  const r = await call(E, "run", { command: "pwd; echo \"$FOO\"", cwd: path.basename(sub), env: { FOO: "bar baz" } });
+  eq(r.stdout, `${fs.realpathSync(sub)}\nbar baz\n`, "relative cwd and env");
+  const bad = await call(E, "run", { command: "true", cwd: "/nonexistent-dir" }, { allowError: true });
+  assert(bad.isError && /nonexistent-dir/.test(bad.content[0].text), "a missing cwd is a tool error");
+});
+
+await test("run_tail_is_cut_at_a_character_boundary", async () => {
+  // 3 bytes per character: a tail of 100 bytes starts inside one.
+  const r = await call(E, "run", { command: "for i in $(seq 60); do printf '€'; done", tail_bytes: 100 });
+  eq(r.stdout_bytes, 180, "bytes");
+  assert(/^€+$/.test(r.stdout) && !r.stdout.includes("\uFFFD"), "whole characters only");
+  eq(r.stdout.length * 3 + r.stdout_skipped, 180, "skipped + kept = all");
+});
+
+await test("long_run_streams_progress", async () => {
+  const P = await connect({ args: ["--embedded", "--progress-ms", "150"] });
+  const seen = [];
+  const r = await call(P, "run", { command: "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.25; done" }, {
+    onprogress: (p) => seen.push(p), resetTimeoutOnProgress: true,
+  });
+  eq(r.state, "completed", "state");
+  assert(seen.length >= 3, `at least 3 progress notifications, got ${seen.length}`);
+  for (let i = 1; i < seen.length; i++) assert(seen[i].progress > seen[i - 1].progress, "progress increases");
+  assert(seen.some((p) => /step \d/.test(p.message || "")), `a message shows the last line: ${JSON.stringify(seen.map((p) => p.message))}`);
+  const w = await call(P, "start", { command: "sleep 0.8; echo done" });
+  const seen2 = [];
+  const done = await call(P, "wait", { id: w.id, timeout_ms: 20000 }, { onprogress: (p) => seen2.push(p) });
+  eq([done.state, done.stdout], ["completed", "done\n"], "wait result");
+  assert(seen2.length >= 2, `wait sends progress too (${seen2.length})`);
+});
+
+await test("run_returns_the_id_when_still_running_then_wait", async () => {
+  const r = await call(E, "run", { command: "echo started; sleep 1.5; echo finished", wait_ms: 100 });
+  eq([r.running, r.state, r.stdout], [true, "running", "started\n"], "still running, tail so far");
+  const w = await call(E, "wait", { id: r.id, timeout_ms: 30000 });
+  eq([w.running, w.exit_code, w.stdout], [false, 0, "started\nfinished\n"], "after wait");
+});
+
+await test("cancel_tool_kills_the_tree", async () => {
+  const s = await call(E, "start", { command: "sleep 300 & sleep 300 & trap '' TERM; wait" });
+  const st = await until("running", async () => { const x = await call(E, "status", { id: s.id }); return x.pid && x; });
+  const c = await call(E, "cancel", { id: s.id });
+  eq(c.result, "canceling", "cancel result");
+  const w = await call(E, "wait", { id: s.id, timeout_ms: 30000 });
+  eq([w.state, w.running], ["canceled", false], "state");
+  await until("the process group is gone", () => !groupAlive(st.pid), 10000);
+  eq((await call(E, "cancel", { id: s.id })).result, "already_terminal", "second cancel");
+  const nf = await call(E, "cancel", { id: 99999 }, { allowError: true });
+  assert(nf.isError && /ENOENT/.test(nf.content[0].text), "unknown id is a tool error");
+});
+
+await test("request_cancellation_stops_the_run", async () => {
+  const ac = new AbortController();
+  const p = call(E, "run", { command: "echo $$ > pid; exec sleep 300", cwd: tmp, wait_ms: 60000 }, { signal: ac.signal });
+  const pidFile = path.join(tmp, "pid");
+  const pid = await until("the command started", () => fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8")));
+  ac.abort("test cancels");
+  await p.then(() => { throw new Error("the call resolved"); }, () => {});
+  await until("the command ended after notifications/cancelled", () => !alive(pid), 10000);
+  const l = await call(E, "list", { state: "canceled" });
+  assert(l.executions.some((x) => x.command.includes("exec sleep 300")), "listed as canceled");
+  fs.unlinkSync(pidFile);
+  // The server still answers afterwards.
+  eq((await call(E, "run", { command: "echo alive" })).stdout, "alive\n", "still serving");
+});
+
+await test("flood_is_read_with_a_byte_limit", async () => {
+  const total = 24 * 1024 * 1024;
+  const s = await call(E, "start", { command: `yes 'héllo wörld ✓' | head -c ${total}` });
+  const w = await call(E, "wait", { id: s.id, timeout_ms: 60000, tail_bytes: 1000 });
+  eq([w.state, w.stdout_bytes], ["completed", total], "flood ended");
+  assert(w.stdout.length > 0 && !w.stdout.includes("\uFFFD"), "tail is whole characters");
+  const t0 = performance.now();
+  const r = await call(E, "output", { id: s.id, offset: 0, max_bytes: 65536 });
+  const ms = performance.now() - t0;
+  assert(r.missed > 0, "the ring dropped the head: missed > 0");
+  const len = Buffer.byteLength(r.data);
+  assert(len <= 65536 && len > 65000, `at most the limit: ${len}`);
+  eq(r.next_offset - r.offset, len, "next_offset - offset = bytes of data");
+  eq(r.total_bytes, total, "total_bytes");
+  assert(!r.data.includes("\uFFFD"), "no broken character at either end");
+  const r2 = await call(E, "output", { id: s.id, offset: r.next_offset, max_bytes: 1000 });
+  eq([r2.offset, r2.missed], [r.next_offset, 0], "continues where the last read stopped");
+  const end = await call(E, "output", { id: s.id, offset: -64, max_bytes: 1000 });
+  eq([end.next_offset, end.eof], [total, true], "negative offset reads the end");
+  // Figures: a 1 MiB read, and the wall time of the 64 KiB one.
+  const t1 = performance.now();
+  const big = await call(E, "output", { id: s.id, offset: r.next_offset, max_bytes: 1048576 });
+  console.log(`# flood: 64 KiB read ${ms.toFixed(1)} ms, 1 MiB read ${(performance.now() - t1).toFixed(1)} ms (${Buffer.byteLength(big.data)} bytes)`);
+});
+
+await test("input_reaches_stdin", async () => {
+  const s = await call(E, "start", { command: "printf 'name? '; read a; echo \"hi $a\"" });
+  await until("the prompt", async () => (await call(E, "output", { id: s.id })).data === "name? ");
+  const i = await call(E, "input", { id: s.id, data: "Ada\n", eof: true });
+  eq([i.bytes, i.stdin_closed], [4, true], "input result");
+  eq((await call(E, "wait", { id: s.id })).stdout, "name? hi Ada\n", "answer");
+  const late = await call(E, "input", { id: s.id, data: "x" }, { allowError: true });
+  assert(late.isError && /ENOTRUNNING|ESTDINCLOSED/.test(late.content[0].text), `input after the end: ${late.content[0].text}`);
+});
+
+await test("errors_are_tool_errors_or_protocol_errors", async () => {
+  let e;
+  await E.client.callTool({ name: "nope", arguments: {} }).catch((x) => { e = x; });
+  assert(e && e.code === -32602, `unknown tool: JSON-RPC error -32602, got ${e && e.code}`);
+  for (const [name, args, re] of [
+    ["status", { id: "x" }, /'id' must be an integer/],
+    ["status", {}, /'id' is required/],
+    ["run", { command: "true", bogus: 1 }, /unknown argument 'bogus'/],
+    ["output", { id: 1, stream: "pty" }, /one of/],
+    ["status", { id: 424242 }, /ENOENT/],
+  ]) {
+    const r = await call(E, name, args, { allowError: true });
+    assert(r.isError && re.test(r.content[0].text), `${name} ${JSON.stringify(args)}: ${r.content?.[0]?.text}`);
+  }
+});
+
+await test("fence_and_secrets", async () => {
+  const inside = fs.mkdtempSync(path.join(tmp, "fence-"));
+  const F = await connect({
+    args: ["--embedded", "--allow-cwd", inside, "--deny", "*rm -rf*", "--secret", "TOKEN=MY_TEST_SECRET"],
+    env: baseEnv({ MY_TEST_SECRET: "s3cr3t-v4lue" }), cwd: inside,
+  });
+  const r = await call(F, "run", { command: "echo \"token=$TOKEN\"; echo s3cr3t-v4lue >&2" });
+  eq([r.stdout, r.stderr], ["token=***\n", "***\n"], "secret masked in output");
+  const c = await call(F, "run", { command: "echo s3cr3t-v4lue" });
+  assert(!JSON.stringify(c).includes("s3cr3t"), "the value appears nowhere in a result");
+  eq(c.command, "echo ***", "masked in the command");
+  const deny = await call(F, "run", { command: "rm -rf /tmp/nothing-here" }, { allowError: true });
+  assert(deny.isError && /deny/.test(deny.content[0].text), "deny pattern refuses");
+  const out = await call(F, "run", { command: "true", cwd: "/" }, { allowError: true });
+  assert(out.isError && /outside/.test(out.content[0].text), "cwd outside --allow-cwd refused");
+  const sub = fs.mkdtempSync(path.join(inside, "sub-"));
+  eq((await call(F, "run", { command: "pwd", cwd: sub })).stdout, fs.realpathSync(sub) + "\n", "a subdirectory is allowed");
+  const env = await call(F, "run", { command: "true", env: { TOKEN: "x" } }, { allowError: true });
+  assert(env.isError && /secret/.test(env.content[0].text), "env may not override a secret");
+});
+
+await test("latency", async () => {
+  const st = [];
+  for (let i = 0; i < 100; i++) {
+    const t = performance.now();
+    const l = await call(E, "list", { limit: 5 });
+    st.push(performance.now() - t);
+    assert(l.executions.length === 5 && l.total > 5, "list limit");
+  }
+  const runs = [];
+  for (let i = 0; i < 30; i++) {
+    const t = performance.now();
+    const r = await call(E, "run", { command: "true" });
+    runs.push(performance.now() - t);
+    eq([r.state, r.exit_code], ["completed", 0], "run true");
+  }
+  console.log(`# latency: list p50 ${pct(st, 0.5).toFixed(2)} ms p95 ${pct(st, 0.95).toFixed(2)} ms; run true p50 ${pct(runs, 0.5).toFixed(2)} ms p95 ${pct(runs, 0.95).toFixed(2)} ms`);
+});
+
+// ---- socket mode: a headless Neovim running proctor ---------------------------------------------
+
+function startNvim() {
+  const run = fs.mkdtempSync(path.join(tmp, "nvrun-"));
+  const listen = path.join(run, "nvim.sock");
+  const env = { ...baseEnv(), XDG_RUNTIME_DIR: run };
+  const lua = `local e = require("proctor.engine"); assert(e.get()); vim.fn.writefile({ e.current():address() }, "${run}/address")`;
+  const child = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
+    "-c", `set rtp^=${ROOT}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
+  cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
+  const nv = {
+    run, env, child, listen,
+    expr(luaExpr) {
+      // Neovim 0.7 prints the value on stderr, later versions on stdout.
+      const r = spawnSync(NVIM, ["--server", listen, "--remote-expr", `luaeval("vim.fn.json_encode(${luaExpr.replace(/"/g, '\\"')})")`],
+        { env, timeout: 20000 });
+      const out = (r.stdout.toString() + r.stderr.toString()).trim();
+      try { return JSON.parse(out); } catch { throw new Error(`--remote-expr answered: ${out}`); }
+    },
+  };
+  return nv;
+}
+
+await test("socket_mode_executions_live_in_the_editor", async () => {
+  const nv = startNvim();
+  const addrFile = path.join(nv.run, "address");
+  await until("Neovim's proctor socket", () => fs.existsSync(addrFile), 30000);
+  const sock = fs.readFileSync(addrFile, "utf8").trim();
+  eq(path.dirname(sock), path.join(nv.run, "proctor"), "the editor's socket is in XDG_RUNTIME_DIR/proctor");
+  // Discovery: no PROCTOR_SOCKET, the same XDG_RUNTIME_DIR.
+  const S = await connect({ args: [], env: { ...nv.env }, name: "socket-client" });
+  const r = await call(S, "run", { command: "echo from-mcp", label: "mcp-run" });
+  eq([r.state, r.stdout, r.owner], ["completed", "from-mcp\n", "socket-client"], "ran");
+  assert(/connected to .*proctor\/\d+\.sock/.test(S.stderr()), `discovered the editor's socket: ${S.stderr()}`);
+  const listed = nv.expr(`vim.tbl_map(function(r) return { id = r.id, owner = r.owner, label = r.label, state = r.state } end, require('proctor').list())`);
+  const mine = listed.find((x) => x.id === r.id);
+  assert(mine, `execution ${r.id} is in the editor's list: ${JSON.stringify(listed)}`);
+  eq([mine.owner, mine.label, mine.state], ["socket-client", "mcp-run", "completed"], "owned by the client's name");
+  // The user can open its console in the editor.
+  const buf = nv.expr(`(function() local b = require('proctor').open(${r.id}, { open = 'none' }); return vim.api.nvim_buf_get_name(b) end)()`);
+  assert(/proctor:\/\/\d+/.test(buf), `console buffer ${buf}`);
+  // The editor can stop what the agent started; the agent sees it.
+  const s = await call(S, "start", { command: "sleep 300" });
+  await until("running", async () => (await call(S, "status", { id: s.id })).state === "running");
+  eq(nv.expr(`require('proctor').cancel(${s.id})`), "canceling", "editor cancels");
+  const w = await call(S, "wait", { id: s.id, timeout_ms: 30000 });
+  eq(w.state, "canceled", "the agent sees the user's cancel");
+  // :Proctor mcp shows this editor's socket and the binary in every snippet.
+  const lines = nv.expr(`require('proctor.commands').exec({ 'mcp' })`);
+  const text = lines.join("\n");
+  assert(text.includes(sock) && text.includes(`claude mcp add proctor -- ${INSTALLED}`) && text.includes("[mcp_servers.proctor]")
+    && text.includes('"type": "local"'), `:Proctor mcp snippets: ${text}`);
+  // PROCTOR_SOCKET names it explicitly too.
+  const X = await connect({ args: [], env: { ...baseEnv(), PROCTOR_SOCKET: sock }, name: "explicit" });
+  eq((await call(X, "run", { command: "echo x" })).owner, "explicit", "PROCTOR_SOCKET");
+  // The editor exits: the next call fails clearly.
+  nv.child.kill("SIGTERM");
+  await until("Neovim exited", () => nv.child.exitCode !== null || nv.child.signalCode !== null, 20000);
+  const gone = await until("a clear error", async () => {
+    const g = await call(X, "status", { id: s.id }, { allowError: true });
+    return g.isError && g;
+  }, 10000);
+  assert(/proctor|ENOENT|socket/.test(gone.content[0].text), `after the editor exited: ${gone.content[0].text}`);
+});
+
+await test("examples_mcp_json_entries_work", async () => {
+  const ex = JSON.parse(fs.readFileSync(path.join(ROOT, "examples/mcp.json"), "utf8"));
+  const proj = fs.mkdtempSync(path.join(tmp, "proj-"));
+  for (const [name, entry] of Object.entries(ex.mcpServers)) {
+    assert(entry.command.endsWith("lua/proctor/proctor-mcp"), `${name}: command`);
+    const args = entry.args.map((a) => (a === "/path/to/project" ? proj : a));
+    const X = await connect({ args: [...args, "--no-discover"], env: baseEnv(entry.env), cwd: proj, name });
+    const r = await call(X, "run", { command: "echo ok; echo \"$GITHUB_TOKEN\"" });
+    eq(r.stdout.split("\n")[0], "ok", `${name} runs a command`);
+    if (entry.env.GITHUB_TOKEN) eq(r.stdout, "ok\n***\n", `${name} masks the secret`);
+  }
+});
+
+await test("unsafe_sockets_are_refused", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "open-"));
+  fs.chmodSync(dir, 0o755);
+  const p = path.join(dir, "x.sock");
+  const srv = net.createServer(() => {});
+  await new Promise((res) => srv.listen(p, res));
+  cleanups.push(() => srv.close());
+  fs.chmodSync(p, 0o666);
+  const U = await connect({ args: ["--socket", p], env: baseEnv() });
+  const r = await call(U, "run", { command: "true" }, { allowError: true });
+  assert(r.isError && /refused/.test(r.content[0].text), `refused: ${r.content[0].text}`);
+});
+
+for (const c of cleanups.reverse()) await c();
+fs.rmSync(tmp, { recursive: true, force: true });
+process.exit(failed ? 1 : 0);
