@@ -25,7 +25,7 @@ SETUP     ?= scripts/setup.sh
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread -Icsrc $(WARN)
 
 BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/record.c csrc/base/buf.c \
-             csrc/base/idmap.c csrc/base/mpack.c csrc/base/ring.c csrc/base/wire.c
+             csrc/base/idmap.c csrc/base/mpack.c csrc/base/utf8.c csrc/base/ring.c csrc/base/wire.c
 # the engine thread: executions, streams, the shepherd link, commands, workers
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/supervisor.c csrc/engine/control.c csrc/engine/build.c \
@@ -146,8 +146,10 @@ $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(H
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
-$(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h csrc/base/idmap.c csrc/base/buf.c $(HDRS)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_base.c csrc/base/idmap.c csrc/base/buf.c
+TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c
+$(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h $(TEST_BASE_SRC) $(HDRS)
+	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
+	  -l:libmsgpackc.a $(CJSON_LIBS)
 
 # The RPC fuzz target: libFuzzer + ASan/UBSan over the decoder and dispatcher
 # (no socket, no real spawns). `make fuzz` explores; tests/rpc/run replays

@@ -12,7 +12,7 @@
 #      store/     engine/events.h (the listener seam) and no other engine
 #                 header, base/, include/
 #      lua/       include/ only (the binding uses the public API)
-#      mcp/       include/ only (a program on the public API)
+#      mcp/       base/, include/ (a program on the public API and the leaves)
 #      shepherd/  base/wire.h, base/idmap.h, base/buf.h (a separate program)
 #      csrc/*.c   anything: the top level wires the layers together
 #      tests/     include/ (the public and the test header) and their own files
@@ -46,7 +46,8 @@ allowed() { # allowed <file> <included path>: 0 when the include is allowed
   engine) [[ $inc == base/* || $inc == include/* ]] ;;
   rpc) [[ $inc == engine/* || $inc == base/* || $inc == include/* ]] ;;
   store) [[ $inc == engine/events.h || $inc == base/* || $inc == include/* ]] ;;
-  lua | mcp) [[ $inc == include/* ]] ;;
+  lua) [[ $inc == include/* ]] ;;
+  mcp) [[ $inc == base/* || $inc == include/* ]] ;;
   shepherd) [[ $inc == base/wire.h || $inc == base/idmap.h || $inc == base/buf.h ]] ;;
   *) return 1 ;; # a folder nobody placed yet
   esac

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "include/proctor.h"
 
 #define MAX_DEPTH 64
@@ -51,6 +52,14 @@ int pr_mp_key_is(const msgpack_object *o, const char *name) {
 
 /* ---- msgpack -> cJSON -> text --------------------------------------------------------- */
 
+/* A str or bin as a cJSON string, repaired to valid UTF-8. */
+static cJSON *string(const char *p, uint32_t n) {
+  char *s = pr_utf8_clean(p, n); /* borrowed bytes are not NUL-terminated */
+  cJSON *j = s ? cJSON_CreateString(s) : NULL;
+  free(s);
+  return j;
+}
+
 static cJSON *to_cjson(const msgpack_object *o, int depth) {
   if (depth > MAX_DEPTH) return cJSON_CreateNull();
   switch (o->type) {
@@ -59,15 +68,8 @@ static cJSON *to_cjson(const msgpack_object *o, int depth) {
   case MSGPACK_OBJECT_NEGATIVE_INTEGER: return cJSON_CreateNumber((double)o->via.i64);
   case MSGPACK_OBJECT_FLOAT32:
   case MSGPACK_OBJECT_FLOAT64: return cJSON_CreateNumber(o->via.f64);
-  case MSGPACK_OBJECT_STR:
-  case MSGPACK_OBJECT_BIN: {
-    const char *p = o->type == MSGPACK_OBJECT_STR ? o->via.str.ptr : o->via.bin.ptr;
-    uint32_t n = o->type == MSGPACK_OBJECT_STR ? o->via.str.size : o->via.bin.size;
-    char *s = strndup(p ? p : "", n); /* borrowed bytes are not NUL-terminated */
-    cJSON *j = s ? cJSON_CreateString(s) : NULL;
-    free(s);
-    return j;
-  }
+  case MSGPACK_OBJECT_STR: return string(o->via.str.ptr, o->via.str.size);
+  case MSGPACK_OBJECT_BIN: return string(o->via.bin.ptr, o->via.bin.size);
   case MSGPACK_OBJECT_ARRAY: {
     cJSON *a = cJSON_CreateArray();
     for (uint32_t i = 0; a && i < o->via.array.size; i++) {
@@ -85,7 +87,8 @@ static cJSON *to_cjson(const msgpack_object *o, int depth) {
     for (uint32_t i = 0; m && i < o->via.map.size; i++) {
       const msgpack_object *k = &o->via.map.ptr[i].key;
       char *key;
-      if (k->type == MSGPACK_OBJECT_STR) key = strndup(k->via.str.ptr ? k->via.str.ptr : "", k->via.str.size);
+      if (k->type == MSGPACK_OBJECT_STR) key = pr_utf8_clean(k->via.str.ptr, k->via.str.size);
+      else if (k->type == MSGPACK_OBJECT_BIN) key = pr_utf8_clean(k->via.bin.ptr, k->via.bin.size);
       else {
         size_t n;
         key = pr_mp_to_json(k, &n); /* a non-string key: its JSON text */
@@ -104,6 +107,8 @@ static cJSON *to_cjson(const msgpack_object *o, int depth) {
   default: return cJSON_CreateNull(); /* nil, ext */
   }
 }
+
+cJSON *pr_mp_to_cjson(const msgpack_object *o) { return to_cjson(o, 0); }
 
 char *pr_mp_to_json(const msgpack_object *o, size_t *n) {
   cJSON *j = to_cjson(o, 0);

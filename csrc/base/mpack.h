@@ -1,5 +1,6 @@
 /* base/mpack.h — the one set of msgpack helpers: strings, key/value pairs,
- * and JSON text <-> msgpack values.
+ * and JSON <-> msgpack values (the engine's worker protocols and RPC
+ * payloads, and proctor-mcp's client, csrc/mcp/rpc.c).
  *
  * Thread: any (they touch only their arguments).
  *
@@ -29,10 +30,15 @@ int pr_mp_cmd(msgpack_packer *pk, const pr_record_t *r);
 /* pr_mp_key_is: `o` is a str or bin equal to `name`. */
 int pr_mp_key_is(const msgpack_object *o, const char *name);
 
-/* pr_mp_to_json: a msgpack value as JSON text (malloc'd, NUL-terminated,
- * length in *n), or NULL when out of memory. Map keys that are not strings
- * become their JSON text; bin is a string; nil and ext are null; nesting
- * beyond 64 levels is null. */
+/* pr_mp_to_cjson: a msgpack value as a new cJSON value (the caller deletes
+ * it), or NULL when out of memory. str and bin become strings repaired to
+ * valid UTF-8 (pr_utf8_clean: invalid bytes and NUL become U+FFFD); map keys
+ * likewise, and keys of other types become their JSON text; nil and ext are
+ * null; nesting beyond 64 levels is null.
+ * pr_mp_to_json: the same value as JSON text (malloc'd, NUL-terminated,
+ * length in *n), or NULL when out of memory. */
+struct cJSON;
+struct cJSON *pr_mp_to_cjson(const msgpack_object *o);
 char *pr_mp_to_json(const msgpack_object *o, size_t *n);
 
 /* pr_mp_pack_json: pack JSON text (`len` bytes; 0 = null) as a msgpack value.
@@ -40,8 +46,8 @@ char *pr_mp_to_json(const msgpack_object *o, size_t *n);
  * (not JSON: nothing was packed) or PR_ENOMEM. */
 int pr_mp_pack_json(msgpack_packer *pk, const char *json, size_t len);
 
-/* pr_mp_pack_cjson: the same for a parsed cJSON value. Returns 0 or -1. */
-struct cJSON;
+/* pr_mp_pack_cjson: the same for a parsed cJSON value (NULL and invalid
+ * values pack nil). Returns 0 or -1. */
 int pr_mp_pack_cjson(msgpack_packer *pk, const struct cJSON *j);
 
 #endif

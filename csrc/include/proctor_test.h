@@ -9,7 +9,9 @@
 
 #include "base/buf.h"
 #include "base/idmap.h"
+#include "base/mpack.h"
 #include "base/ring.h"
+#include "base/utf8.h"
 #include "include/proctor.h"
 
 /* pr_test_hold_events / pr_test_release_events: take and give back the lock

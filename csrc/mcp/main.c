@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/utf8.h"
 #include "mcp.h"
 
 mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
@@ -113,7 +114,7 @@ static void on_initialize(const cJSON *id, const cJSON *params) {
   if (cJSON_IsString(name) && name->valuestring[0]) {
     /* at most MC_NAME_MAX bytes, cut at a character boundary */
     size_t n = strlen(name->valuestring);
-    if (n > MC_NAME_MAX) n = mc_utf8_head(name->valuestring, MC_NAME_MAX);
+    if (n > MC_NAME_MAX) n = pr_utf8_head(name->valuestring, MC_NAME_MAX);
     memcpy(client_name, name->valuestring, n);
     client_name[n] = 0;
   }

@@ -14,7 +14,9 @@
  *                                                                  (the editor's, or the
  *                                                                   private one of embedded.c)
  *
- * Only rpc.c includes msgpack.h; only embedded.c includes the engine's header.
+ * Layers (scripts/check-layers.sh): these files include their own headers,
+ * base/ and include/ only. Only rpc.c packs msgpack (base/mpack.h); only
+ * embedded.c uses the engine's public API (include/proctor.h).
  */
 #ifndef PR_MCP_H
 #define PR_MCP_H
@@ -50,17 +52,8 @@ int mc_timers_timeout(void);
 /* Run the callbacks of the timers that are due. */
 void mc_timers_run(void);
 
-/* ---- text.c: UTF-8, masking, policy ---------------------------------------------------- */
+/* ---- text.c: masking, policy ---------------------------------------------------- */
 
-/* Length of the longest prefix of p[0..n) that ends on a UTF-8 character
- * boundary (a trailing incomplete sequence is left out). */
-size_t mc_utf8_head(const char *p, size_t n);
-/* Bytes at the start of p[0..n) that are continuation bytes of a character
- * begun before p (at most 3). */
-size_t mc_utf8_skip(const char *p, size_t n);
-/* A NUL-terminated copy of p[0..n) that is valid UTF-8: invalid bytes and NUL
- * become U+FFFD. Returns NULL only when out of memory. */
-char *mc_utf8_clean(const char *p, size_t n);
 /* Replace every occurrence of every configured secret value in every string
  * of `j` (keys too) with "***". */
 void mc_mask_json(cJSON *j);

@@ -4,14 +4,14 @@
  * Thread: main. Non-blocking: requests are packed into an output buffer that
  * the poll loop flushes when the socket is writable; answers are matched to
  * their callbacks by msgid. The server's notifications are ignored (we never
- * subscribe). Parameters and results cross this file as cJSON, so no other
- * file includes msgpack.h.
+ * subscribe). Parameters and results cross this file as cJSON (converted by
+ * base/mpack.c, strings repaired to valid UTF-8), so no other file of
+ * proctor-mcp includes msgpack.h.
  *
  *   mc_rpc_call(method, [params]) ─► [0, msgid, method, params] ─► outbuf ─► socket
  *   socket ─► unpacker ─► [1, msgid, err, result] ─► pending[msgid].cb(tag, reply)
  */
 #include <errno.h>
-#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <msgpack.h>
-
+#include "base/mpack.h"
 #include "mcp.h"
 
 #define MAX_ANSWER (8u << 20) /* the server answers at most 4 MiB of data per read */
@@ -43,91 +42,6 @@ static struct {
   pending_t *pending; /* oldest first */
   char lost[256];
 } C = {.fd = -1};
-
-/* ---- msgpack <-> JSON ------------------------------------------------------------------- */
-
-static cJSON *to_json(const msgpack_object *o, int depth) {
-  if (depth > 32) return cJSON_CreateNull();
-  switch (o->type) {
-  case MSGPACK_OBJECT_NIL: return cJSON_CreateNull();
-  case MSGPACK_OBJECT_BOOLEAN: return cJSON_CreateBool(o->via.boolean);
-  case MSGPACK_OBJECT_POSITIVE_INTEGER: return cJSON_CreateNumber((double)o->via.u64);
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return cJSON_CreateNumber((double)o->via.i64);
-  case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64: return cJSON_CreateNumber(o->via.f64);
-  case MSGPACK_OBJECT_STR:
-  case MSGPACK_OBJECT_BIN: {
-    char *s = mc_utf8_clean(o->via.str.ptr, o->via.str.size);
-    if (s == NULL) return NULL;
-    cJSON *j = cJSON_CreateString(s);
-    free(s);
-    return j;
-  }
-  case MSGPACK_OBJECT_ARRAY: {
-    cJSON *a = cJSON_CreateArray();
-    for (uint32_t i = 0; a && i < o->via.array.size; i++) {
-      cJSON *v = to_json(&o->via.array.ptr[i], depth + 1);
-      if (v == NULL) {
-        cJSON_Delete(a);
-        return NULL;
-      }
-      cJSON_AddItemToArray(a, v);
-    }
-    return a;
-  }
-  case MSGPACK_OBJECT_MAP: {
-    cJSON *m = cJSON_CreateObject();
-    for (uint32_t i = 0; m && i < o->via.map.size; i++) {
-      const msgpack_object *k = &o->via.map.ptr[i].key;
-      if (k->type != MSGPACK_OBJECT_STR && k->type != MSGPACK_OBJECT_BIN) continue;
-      char *ks = mc_utf8_clean(k->via.str.ptr, k->via.str.size);
-      cJSON *v = ks ? to_json(&o->via.map.ptr[i].val, depth + 1) : NULL;
-      if (v == NULL) {
-        free(ks);
-        cJSON_Delete(m);
-        return NULL;
-      }
-      cJSON_AddItemToObject(m, ks, v);
-      free(ks);
-    }
-    return m;
-  }
-  default: return cJSON_CreateNull();
-  }
-}
-
-static int pack_json(msgpack_packer *pk, const cJSON *j) {
-  if (cJSON_IsNull(j) || cJSON_IsInvalid(j)) return msgpack_pack_nil(pk);
-  if (cJSON_IsTrue(j)) return msgpack_pack_true(pk);
-  if (cJSON_IsFalse(j)) return msgpack_pack_false(pk);
-  if (cJSON_IsNumber(j)) {
-    double d = j->valuedouble;
-    if (d == floor(d) && fabs(d) < 9007199254740992.0) return msgpack_pack_int64(pk, (int64_t)d);
-    return msgpack_pack_double(pk, d);
-  }
-  if (cJSON_IsString(j)) {
-    size_t n = strlen(j->valuestring);
-    return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, j->valuestring, n);
-  }
-  if (cJSON_IsArray(j)) {
-    int n = cJSON_GetArraySize(j);
-    if (msgpack_pack_array(pk, (size_t)n)) return -1;
-    for (const cJSON *c = j->child; c; c = c->next)
-      if (pack_json(pk, c)) return -1;
-    return 0;
-  }
-  if (cJSON_IsObject(j)) {
-    int n = cJSON_GetArraySize(j);
-    if (msgpack_pack_map(pk, (size_t)n)) return -1;
-    for (const cJSON *c = j->child; c; c = c->next) {
-      size_t kn = strlen(c->string);
-      if (msgpack_pack_str(pk, kn) || msgpack_pack_str_body(pk, c->string, kn) || pack_json(pk, c))
-        return -1;
-    }
-    return 0;
-  }
-  return msgpack_pack_nil(pk);
-}
 
 /* ---- connection ------------------------------------------------------------------------- */
 
@@ -212,10 +126,8 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
   size_t mark = C.out_len;
   msgpack_packer pk;
   msgpack_packer_init(&pk, NULL, out_write);
-  size_t mn = strlen(method);
   int bad = msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 0) || msgpack_pack_uint32(&pk, p->msgid) ||
-            msgpack_pack_str(&pk, mn) || msgpack_pack_str_body(&pk, method, mn) ||
-            (params ? pack_json(&pk, params) : msgpack_pack_array(&pk, 0));
+            pr_mp_str(&pk, method) || (params ? pr_mp_pack_cjson(&pk, params) : msgpack_pack_array(&pk, 0));
   cJSON_Delete(params);
   if (bad) {
     C.out_len = mark;
@@ -245,14 +157,13 @@ static void on_message(const msgpack_object *m) {
   mc_reply_t r = {0};
   cJSON *err = NULL, *res = NULL;
   if (a[2].type != MSGPACK_OBJECT_NIL) {
-    err = to_json(&a[2], 0);
+    err = pr_mp_to_cjson(&a[2]);
   } else {
-    res = to_json(&a[3], 0);
+    res = pr_mp_to_cjson(&a[3]);
     if (a[3].type == MSGPACK_OBJECT_MAP)
       for (uint32_t i = 0; i < a[3].via.map.size; i++) {
         const msgpack_object_kv *kv = &a[3].via.map.ptr[i];
-        if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 &&
-            memcmp(kv->key.via.str.ptr, "data", 4) == 0 &&
+        if (pr_mp_key_is(&kv->key, "data") &&
             (kv->val.type == MSGPACK_OBJECT_BIN || kv->val.type == MSGPACK_OBJECT_STR)) {
           r.data = kv->val.via.bin.ptr;
           r.data_len = kv->val.via.bin.size;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/utf8.h"
 #include "mcp.h"
 #include "schemas.h"
 
@@ -429,10 +430,10 @@ static const char *tail_stream(const cJSON *rec, int i) {
 static char *answer_text(const mc_reply_t *r, int cut_end, size_t *skip, size_t *len) {
   const char *d = r->data ? r->data : "";
   size_t n = r->data ? r->data_len : 0;
-  *skip = mc_utf8_skip(d, n);
+  *skip = pr_utf8_skip(d, n);
   *len = n - *skip;
-  if (cut_end) *len = mc_utf8_head(d + *skip, *len);
-  return mc_utf8_clean(d + *skip, *len);
+  if (cut_end) *len = pr_utf8_head(d + *skip, *len);
+  return pr_utf8_clean(d + *skip, *len);
 }
 
 /* run/wait: every tail is in: answer. */
