@@ -4,10 +4,11 @@
 # Every csrc/**/*.c is compiled on its own at -O0 (nothing inlined across a
 # call, nothing dropped) into a private temp dir. nm then gives, per object,
 # the global functions it defines (T) and the symbols it uses but does not
-# define (U). An arrow A -> B means: A uses a non-static pr_* function that
-# B defines. Static functions and static inline helpers in headers make no
-# arrows. The same arrows between folders (csrc/base, csrc/engine, ...; the
-# top-level csrc/*.c count as the folder ".") make the folder graph.
+# define (U). An arrow A -> B means: A uses a non-static function that B
+# defines (pr_* of the core, mc_* of proctor-mcp in csrc/mcp/). Static
+# functions, static inline helpers in headers and variables make no arrows.
+# The same arrows between folders (csrc/base, csrc/engine, ...; the top-level
+# csrc/*.c count as the folder ".") make the folder graph.
 #
 # Printed: every arrow with the functions it stands for, the strongly
 # connected components (circles) of files and of folders, and the C files
@@ -62,7 +63,7 @@ edges = collections.defaultdict(lambda: collections.defaultdict(set))
 for f in files:
     for s in used[f]:
         g = defined.get(s)
-        if g and g != f and s.startswith("pr_"):
+        if g and g != f and s.startswith(("pr_", "mc_")):
             edges[f][g].add(s)
 
 def folder(f):
@@ -91,7 +92,7 @@ def sccs(nodes, succ):
         if v not in index: visit(v)
     return out
 
-print("# file graph: A -> B when A uses a non-static pr_* function defined in B")
+print("# file graph: A -> B when A uses a non-static pr_*/mc_* function defined in B")
 for f in files:
     for g in sorted(edges[f]):
         print(f"{f} -> {g}: {' '.join(sorted(edges[f][g]))}")

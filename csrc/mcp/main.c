@@ -1,6 +1,6 @@
 /* main.c — proctor-mcp: options, the poll() loop, and the MCP side of the
- * stdio transport (newline-delimited JSON-RPC 2.0 on stdin/stdout; stderr is
- * for logs).
+ * stdio transport: newline-delimited JSON-RPC 2.0 read from stdin and
+ * dispatched here (what goes out on stdout, and the logs on stderr: send.c).
  *
  * Thread: main (the only one, besides the embedded engine's own).
  *
@@ -14,20 +14,17 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/utf8.h"
 #include "mcp.h"
 
 mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest first */
 
-static char client_name[MC_NAME_MAX + 1] = "mcp-client";
 static volatile sig_atomic_t stop_signal;
 
 static const char *instructions =
@@ -35,72 +32,6 @@ static const char *instructions =
     "user can type into and stop. Use run for commands that finish (it waits up to wait_ms and returns "
     "the exit status and output tail); use start for servers and watchers, then output, wait, input and "
     "cancel with its id. Cancel kills the whole process tree.";
-
-void mc_log(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("proctor-mcp: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-const char *mc_client_name(void) { return client_name; }
-
-/* ---- output ------------------------------------------------------------------------------- */
-
-static void write_all(const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(STDOUT_FILENO, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        struct pollfd pf = {.fd = STDOUT_FILENO, .events = POLLOUT};
-        poll(&pf, 1, 1000);
-        continue;
-      }
-      mc_log("stdout: %s; exiting", strerror(errno));
-      mc_embedded_stop();
-      _exit(1);
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
-void mc_send(cJSON *msg) {
-  char *s = cJSON_PrintUnformatted(msg);
-  cJSON_Delete(msg);
-  if (s == NULL) {
-    mc_log("out of memory printing a message");
-    return;
-  }
-  size_t n = strlen(s);
-  s[n] = '\n'; /* replaces the NUL; write n + 1 bytes */
-  write_all(s, n + 1);
-  free(s);
-}
-
-static cJSON *envelope(const cJSON *id) {
-  cJSON *m = cJSON_CreateObject();
-  cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-  cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-  return m;
-}
-
-void mc_respond(const cJSON *id, cJSON *result) {
-  cJSON *m = envelope(id);
-  cJSON_AddItemToObject(m, "result", result);
-  mc_send(m);
-}
-
-void mc_respond_error(const cJSON *id, int code, const char *message) {
-  cJSON *m = envelope(id);
-  cJSON *e = cJSON_AddObjectToObject(m, "error");
-  cJSON_AddNumberToObject(e, "code", code);
-  cJSON_AddStringToObject(e, "message", message);
-  mc_send(m);
-}
 
 /* ---- the MCP side ---------------------------------------------------------------------------- */
 
@@ -111,13 +42,7 @@ static void on_initialize(const cJSON *id, const cJSON *params) {
     if (strcmp(pv->valuestring, versions[i]) == 0) version = versions[i];
   const cJSON *ci = cJSON_GetObjectItemCaseSensitive(params, "clientInfo");
   const cJSON *name = ci ? cJSON_GetObjectItemCaseSensitive(ci, "name") : NULL;
-  if (cJSON_IsString(name) && name->valuestring[0]) {
-    /* at most MC_NAME_MAX bytes, cut at a character boundary */
-    size_t n = strlen(name->valuestring);
-    if (n > MC_NAME_MAX) n = pr_utf8_head(name->valuestring, MC_NAME_MAX);
-    memcpy(client_name, name->valuestring, n);
-    client_name[n] = 0;
-  }
+  if (cJSON_IsString(name) && name->valuestring[0]) mc_set_client_name(name->valuestring);
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "protocolVersion", version);
   cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");

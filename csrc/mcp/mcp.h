@@ -8,11 +8,13 @@
  *
  *   MCP client ──stdin──► main.c (framing, initialize, tools/list, cancel)
  *        ▲                   │ tools/call
- *        └──────stdout───────┤
+ *        └──stdout── send.c ◄┤
  *                            ▼
- *                        tools.c (validate, policy, steps) ──► rpc.c ──► proctor socket
- *                                                                  (the editor's, or the
- *                                                                   private one of embedded.c)
+ *                        tools.c ─► fence.c (arguments, policy, the start spec)
+ *                            │  ─► steps.c, progress.c (RPC answers) ─► call.c (answer)
+ *                            ▼
+ *                         rpc.c ──► proctor socket (the editor's, or the
+ *                                   private one of embedded.c)
  *
  * Layers (scripts/check-layers.sh): these files include their own headers,
  * base/ and include/ only. Only rpc.c packs msgpack (base/mpack.h); only
@@ -62,7 +64,7 @@ int mc_mask_add(const char *value);
 /* glob match (fnmatch without FNM_PATHNAME): 1 when `s` matches `pat`. */
 int mc_glob(const char *pat, const char *s);
 
-/* ---- server options (main.c) ------------------------------------------------------------ */
+/* ---- server options (main.c parses them) ------------------------------------------------------------ */
 
 typedef struct {
   const char *name;  /* the variable the child gets */
@@ -90,7 +92,7 @@ typedef struct {
 
 extern mc_opts_t mc_opts;
 
-/* ---- main.c: the MCP side ---------------------------------------------------------------- */
+/* ---- send.c: what goes out ------------------------------------------------------------------ */
 
 /* Send one JSON-RPC message (consumes `msg`). */
 void mc_send(cJSON *msg);
@@ -102,6 +104,9 @@ void mc_respond_error(const cJSON *id, int code, const char *message);
 void mc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The client's name (clientInfo.name), or "mcp-client". */
 const char *mc_client_name(void);
+/* Keep `name` (initialize's clientInfo.name) as the client's name: at most
+ * MC_NAME_MAX bytes, cut at a character boundary. */
+void mc_set_client_name(const char *name);
 
 /* ---- rpc.c: the msgpack-rpc client ------------------------------------------------------- */
 
@@ -160,7 +165,7 @@ void mc_embedded_drain(void);
 /* Cancel everything, wait (bounded), remove the directory. */
 void mc_embedded_stop(void);
 
-/* ---- tools.c ------------------------------------------------------------------------------ */
+/* ---- tools.c (the tool files share call.h) -------------------------------------------------- */
 
 /* Parse the tool definitions (schemas.h). Returns 0, or -1 (a bug: logged). */
 int mc_tools_init(void);
@@ -171,7 +176,5 @@ cJSON *mc_tools_list(void);
 void mc_tools_call(const cJSON *id, const cJSON *params);
 /* notifications/cancelled for request `id`: stop it and never answer it. */
 void mc_tools_cancel(const cJSON *id);
-/* Number of tool calls in progress. */
-size_t mc_tools_pending(void);
 
 #endif
