@@ -334,6 +334,11 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   await until("Neovim's proctor socket", () => fs.existsSync(addrFile), 30000);
   const sock = fs.readFileSync(addrFile, "utf8").trim();
   eq(path.dirname(sock), path.join(nv.run, "proctor"), "the editor's socket is in XDG_RUNTIME_DIR/proctor");
+  // The editor is the Neovim named by $NVIM (tests/run runs the tier on each).
+  const [major, minor, patch] = nv.expr(`{ vim.version().major, vim.version().minor, vim.version().patch }`);
+  const named = execFileSync(NVIM, ["--version"]).toString().split("\n")[0];
+  assert(named.startsWith(`NVIM v${major}.${minor}.${patch}`), `the editor runs ${major}.${minor}.${patch}, $NVIM is ${named}`);
+  console.log(`# socket mode: the editor is ${named} (${NVIM})`);
   // Discovery: no PROCTOR_SOCKET, the same XDG_RUNTIME_DIR.
   const S = await connect({ args: [], env: { ...nv.env }, name: "socket-client" });
   const r = await call(S, "run", { command: "echo from-mcp", label: "mcp-run" });
