@@ -1,4 +1,4 @@
-/* test_ring.c — unit tests of the output ring (csrc/ring.c). */
+/* test_ring.c — unit tests of the output ring (csrc/base/ring.c). */
 #include <stdlib.h>
 
 #include "include/proctor_test.h"
