@@ -39,7 +39,7 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols rock install-rock fuzz nvim-0.10
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols rock install-rock fuzz nvim-0.10 doc
 .DEFAULT_GOAL := all
 
 help: ## list the targets
@@ -181,6 +181,9 @@ test: ## build everything and run every test tier (Neovim tiers on 0.7.2 and 0.1
 	@$(MAKE) --no-print-directory all $(TEST_BINS)
 	@scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true
 	@NVIM_COMPAT=$(NVIM_COMPAT) tests/run
+
+doc: ## regenerate the parts of doc/proctor.txt and lua/proctor/types.lua made from the code (scripts/gendoc.lua)
+	$(NVIM) --headless -u NONE -i NONE -n --cmd 'set rtp^=.' -c "lua dofile('scripts/gendoc.lua').write()" -c 'qa!'
 
 check-symbols: all ## only luaopen_proctor_core may be exported
 	@nm -D --defined-only $(NVIM_SO) | awk '$$2 == "T"' ; nm -D --defined-only $(LUA54_SO) | awk '$$2 == "T"'

@@ -362,20 +362,10 @@ function H.create(eng, rec, win)
   return c
 end
 
+-- Normal-mode keys of a console (setup{ keymaps = { console } }).
 function H.keymaps(c)
-  local buf, id = c.buf, c.id
-  local function map(lhs, fn, desc)
-    vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
-  end
-  map("q", function()
-    if #api.nvim_list_wins() > 1 then api.nvim_win_close(0, false) else vim.cmd("bprevious") end
-  end, "proctor: close the console window (the process keeps running)")
-  map("<C-c>", function() require("proctor.commands").exec({ "cancel", tostring(id) }) end,
-    "proctor: cancel the execution")
-  map("R", function() require("proctor.commands").exec({ "rerun", tostring(id) }) end,
-    "proctor: run the same command again")
-  map("gt", function() require("proctor.commands").exec({ "text", tostring(id) }) end,
-    "proctor: plain-text view of the output")
+  local map = require("proctor.config").get().keymaps.console
+  require("proctor.actions").map_keys(c.buf, map, function() return c.id end)
 end
 
 -- Append `data` to the backlog; past backlog_limit keep only the tail. A

@@ -63,7 +63,7 @@ H.hooked = false
 --- Configure proctor. May be called again (each call starts from the defaults).
 --- A bad key or type is reported as one `(proctor) setup: …` error and the
 --- previous configuration stays; unknown keys warn.
----@param opts proctor.Config|nil
+---@param opts proctor.SetupOpts|nil
 ---@return boolean ok, string|nil err
 function M.setup(opts)
   local config = require("proctor.config")

@@ -14,10 +14,6 @@ local engine = require("proctor.engine")
 local util = require("proctor.util")
 
 M.name = "proctor://list"
-M.keys = {
-  { "<CR>", "open" }, { "o", "open" }, { "c", "cancel" }, { "C", "kill" }, { "d", "delete" },
-  { "r", "rerun" }, { "i", "input" }, { "P", "purge" }, { "R", "refresh" }, { "q", "close" },
-}
 M.header_lines = 2
 
 H.buf = nil
@@ -62,7 +58,10 @@ function M.refresh()
     keep = keep or H.rows[api.nvim_win_get_cursor(w)[1]]
   end
   local keys = {}
-  for _, k in ipairs(M.keys) do keys[#keys + 1] = k[1] .. " " .. k[2] end
+  local actions = require("proctor.actions")
+  for _, b in ipairs(actions.bindings(require("proctor.config").get().keymaps.list)) do
+    keys[#keys + 1] = b[1] .. " " .. (type(b[2]) == "string" and b[2] or "fn")
+  end
   local lines = {
     "proctor — " .. table.concat(keys, "  "),
     string.format("%-6s %-10s %-9s %-10s %-8s %-6s %s", "ID", "STATE", "EXIT", "DURATION", "STARTED", "OWNER",
@@ -120,41 +119,19 @@ function M.refresh()
   H.set_timer(live and #wins > 0)
 end
 
---- Run a list-view action on the execution under the cursor (what the keys do).
----@param action string open|cancel|kill|delete|rerun|input|purge|refresh|close
-function M.action(action)
-  local cmds = require("proctor.commands")
+--- Run a list-view action (an entry of proctor.actions) on the execution
+--- under the cursor: what the keys do.
+---@param name string open|cancel|kill|delete|rerun|input|purge|refresh|close
+function M.action(name)
+  local actions = require("proctor.actions")
+  local a = actions.actions[name]
   local id = M.id_under_cursor()
-  local function need()
-    if not id then util.notify("no execution on this line", vim.log.levels.WARN) end
-    return id
+  if a and a.id == "required" and not id then
+    util.notify("no execution on this line", vim.log.levels.WARN)
+    return
   end
-  if action == "close" then
-    if #api.nvim_list_wins() > 1 then api.nvim_win_close(0, false) else vim.cmd("bprevious") end
-    return
-  elseif action == "refresh" then
-    return M.refresh()
-  elseif action == "purge" then
-    cmds.exec({ "purge" })
-  elseif action == "open" then
-    if need() then cmds.exec({ "open", tostring(id) }) end
-    return
-  elseif action == "cancel" then
-    if need() then cmds.exec({ "cancel", tostring(id) }) end
-  elseif action == "kill" then
-    if need() then cmds.exec({ "cancel!", tostring(id) }) end
-  elseif action == "delete" then
-    if need() then cmds.exec({ "delete", tostring(id) }) end
-  elseif action == "rerun" then
-    if need() then cmds.exec({ "rerun", tostring(id) }) end
-    return
-  elseif action == "input" then
-    if not need() then return end
-    vim.ui.input({ prompt = string.format("input to #%d: ", id) }, function(text)
-      if text then cmds.exec({ "input", tostring(id), text }) end
-    end)
-  end
-  M.refresh()
+  actions.call(name, id)
+  H.after(name)
 end
 
 -- Helpers --------------------------------------------------------------------------
@@ -193,10 +170,7 @@ function H.create()
   vim.bo[buf].swapfile = false
   vim.bo[buf].filetype = "proctor-list"
   vim.bo[buf].modifiable = false
-  for _, k in ipairs(M.keys) do
-    vim.keymap.set("n", k[1], function() M.action(k[2]) end,
-      { buffer = buf, nowait = true, silent = true, desc = "proctor list: " .. k[2] })
-  end
+  H.keymaps(buf)
   api.nvim_create_autocmd("BufWipeout", {
     buffer = buf,
     once = true,
@@ -208,6 +182,27 @@ function H.create()
   api.nvim_create_autocmd("BufWinEnter", { buffer = buf, callback = function() M.refresh() end })
   H.buf = buf
   return buf
+end
+
+-- The list view's keys (setup{ keymaps = { list } }): each acts on the line under the cursor.
+function H.keymaps(buf)
+  local map = require("proctor.config").get().keymaps.list
+  local actions = require("proctor.actions")
+  for _, b in ipairs(actions.bindings(map)) do
+    local rhs = b[2]
+    local fn
+    if type(rhs) == "string" then
+      fn = function() M.action(rhs) end
+    else
+      fn = function() util.protect(rhs, M.id_under_cursor()) end
+    end
+    vim.keymap.set("n", b[1], fn, { buffer = buf, nowait = true, silent = true, desc = "proctor list: " .. b[3] })
+  end
+end
+
+-- After action `name` ran from the list: show its effect at once.
+function H.after(name)
+  if name ~= "open" and name ~= "rerun" and name ~= "close" and name ~= "refresh" then M.refresh() end
 end
 
 -- State changes refresh the list at most every 50 ms.

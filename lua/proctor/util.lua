@@ -4,8 +4,51 @@
 local M = {}
 
 --- Show one `(proctor) …` message. `level` defaults to ERROR.
+---@param msg string
+---@param level integer|nil a vim.log.levels value
 function M.notify(msg, level)
   vim.notify("(proctor) " .. msg, level or vim.log.levels.ERROR)
+end
+
+--- Stop the current action with a message for the user: M.protect() shows it
+--- as one `(proctor) …` error (no traceback).
+---@param msg string
+function M.die(msg) error({ proctor = msg }, 0) end
+
+--- "ENOENT: no such execution 4" -> "no such execution 4"
+---@param err any
+---@return string
+function M.strip(err) return (tostring(err):gsub("^E%u+: ", "")) end
+
+--- `a, b` when `a` is not nil, else M.die() with the message `b` (a failure tuple's).
+function M.check(a, b)
+  if a == nil then M.die(M.strip(b)) end
+  return a, b
+end
+
+--- `{ n = select("#", ...), ... }`: every value, nils included.
+function M.pack(...) return { n = select("#", ...), ... } end
+
+--- The last internal error's traceback (for bug reports: `:lua print(require("proctor.util").last_trace)`).
+M.last_trace = nil
+
+--- Run `fn(...)`; return what it returns, or nil after showing one message:
+--- M.die()'s text, or "internal error: …" for anything else (never a traceback).
+function M.protect(fn, ...)
+  local args = { n = select("#", ...), ... }
+  local res = M.pack(xpcall(function() return fn(unpack(args, 1, args.n)) end, function(e)
+    if type(e) == "table" and e.proctor then return e end
+    return { internal = tostring(e), trace = debug.traceback(tostring(e), 2) }
+  end))
+  if res[1] then return unpack(res, 2, res.n) end
+  local e = res[2]
+  if e.proctor then
+    M.notify(e.proctor)
+  else
+    M.last_trace = e.trace
+    M.notify("internal error: " .. e.internal:gsub("\n.*", ""))
+  end
+  return nil
 end
 
 --- "3.2 s", "450 ms", "2 min 05 s", "1 h 02 min".

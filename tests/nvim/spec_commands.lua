@@ -89,7 +89,7 @@ return function(test, T, H)
 
   test(":Proctor completion of subcommands, ids and run options", function()
     local comp = function(line) return cmds.complete(line:match("(%S*)$"), line, #line) end
-    T.eq(table.concat(comp("Proctor "), ","), table.concat(cmds.subcommands, ","))
+    T.eq(table.concat(comp("Proctor "), ","), table.concat(cmds.subcommands(), ","))
     T.eq(table.concat(comp("Proctor ca"), ","), "cancel,cancel!")
     T.eq(table.concat(comp("Proctor r"), ","), "run,rerun")
     local done = p.run({ cmd = "true" })
@@ -140,10 +140,11 @@ return function(test, T, H)
       T.eq(H.notes[1].level, vim.log.levels.ERROR, c[1])
     end
     -- an internal error is still one message (simulated)
-    local orig = cmds._H.sub.info
-    cmds._H.sub.info = function() error("boom") end
+    local info = require("proctor.actions").actions.info
+    local orig = info.run
+    info.run = function() error("boom") end
     local n = ex("Proctor info")
-    cmds._H.sub.info = orig
+    info.run = orig
     T.eq(#n, 1)
     T.match(n[1], "^%(proctor%) internal error: .*boom")
     T.ok(not n[1]:find("\n"), "one line")
@@ -230,6 +231,35 @@ return function(test, T, H)
     T.match(text, "shepherd starts")
     T.match(text, "socket directory usable")
     vim.cmd("bwipeout!")
+  end)
+
+  test("the generated help (config block, key tables, actions) and types.lua match the code", function()
+    local G = dofile(H.root .. "/scripts/gendoc.lua")
+    local diffs = G.check()
+    local msg = {}
+    for _, d in ipairs(diffs) do
+      msg[#msg + 1] = ("%s:%d: want %q, have %q (run make doc)"):format(d.path, d.line, tostring(d.want), tostring(d.have))
+    end
+    T.eq(#diffs, 0, table.concat(msg, "\n"))
+    -- the check sees a change of the schema, of a key map and of an action
+    local config = require("proctor.config")
+    local e = config.by_key["console.size"]
+    local saved = e.description
+    e.description = "changed"
+    local changed = G.check()
+    e.description = saved
+    T.eq(#changed, 2, "doc and types differ from a changed schema")
+    config.defaults.keymaps.list["x"] = "kill"
+    changed = G.check()
+    config.defaults.keymaps.list["x"] = nil
+    T.eq(#changed, 1, "the list's key table differs")
+    local cancel = require("proctor.actions").actions.cancel
+    saved = cancel.desc
+    cancel.desc = "changed"
+    changed = G.check()
+    cancel.desc = saved
+    T.eq(#changed, 1, "the key tables differ")
+    T.eq(#G.check(), 0)
   end)
 
   test("helptags doc runs clean", function()
