@@ -214,11 +214,12 @@ rock: $(ROCK_OBJ) $(SHEPHERD) ## build the core and the shepherd for luarocks
 # The shepherd must sit next to core.so (found with dladdr), or be named by
 # $$PROCTOR_SHEPHERD or core.new{ shepherd = path }.
 install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
-	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor
+	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor $(INST_LUADIR)/proctor/console
 	install -m 0755 $(BUILD)/rock/proctor/core.so $(INST_LIBDIR)/proctor/core.so
 	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd $(INST_LIBDIR)/proctor/proctor-shepherd
 	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp $(INST_LIBDIR)/proctor/proctor-mcp
 	install -m 0644 lua/proctor/*.lua $(INST_LUADIR)/proctor/
+	install -m 0644 lua/proctor/console/*.lua $(INST_LUADIR)/proctor/console/
 
 clean: ## remove build outputs
 	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd

@@ -291,7 +291,7 @@ A.text = {
   id = "required", fallback = "recent",
   command = { args = "id" },
   run = function(id)
-    check(require("proctor.console").text(id))
+    check(require("proctor.views").text(id))
     return id
   end,
 }
@@ -301,7 +301,7 @@ A.qf = {
   id = "required", fallback = "recent",
   command = { args = "id" },
   run = function(id)
-    return check(require("proctor.console").qf(id))
+    return check(require("proctor.views").qf(id))
   end,
 }
 

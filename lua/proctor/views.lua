@@ -1,7 +1,11 @@
---- proctor.views — read-only views of executions: the record and engine
---- summaries :Proctor info shows. Requiring this module has no side effects.
+--- proctor.views — read-only views of executions: the plain-text view of the
+--- output (`proctor://<id>/text`), the quickfix list made from it, and the
+--- record and engine summaries :Proctor info shows. Requiring this module has
+--- no side effects.
 
 local M = {}
+
+local api = vim.api
 
 local util = require("proctor.util")
 local engine = require("proctor.engine")
@@ -63,6 +67,78 @@ function M.info_lines()
   lines[#lines + 1] = string.format("  config:    notify=%s, kill_grace_ms=%d, output_limit=%d, console.open=%s",
     c.notify, c.engine.kill_grace_ms, c.engine.output_limit, c.console.open)
   return lines
+end
+
+--- Plain text of everything the ring buffer holds for `id` (ANSI stripped).
+---@return string[]|nil lines, string|nil err
+function M.plain(id)
+  local eng, err = engine.get()
+  if not eng then return nil, err end
+  local rec, msg = eng:get(id)
+  if not rec then return nil, msg end
+  local out = {}
+  local streams = rec.pty and { "pty" } or { "stdout", "stderr" }
+  for _, s in ipairs(streams) do
+    local total = rec.bytes and rec.bytes[s] or 0
+    local data, _, missed = eng:read(id, s, 0, math.max(total, 1))
+    data = data or ""
+    if s == "stderr" and data ~= "" and #out > 0 then out[#out + 1] = "── stderr ──" end
+    if missed and missed > 0 then
+      out[#out + 1] = string.format("[proctor] the first %d bytes of %s were dropped from the ring buffer", missed, s)
+    end
+    vim.list_extend(out, util.plain_lines(data))
+  end
+  return out
+end
+
+--- `:Proctor text`: open a plain-text view of the retained output.
+function M.text(id, opts)
+  local lines, err = M.plain(id)
+  if not lines then return nil, err end
+  local name = "proctor://" .. id .. "/text"
+  local buf = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
+  if buf == -1 or not api.nvim_buf_is_valid(buf) then
+    buf = api.nvim_create_buf(true, true)
+    pcall(api.nvim_buf_set_name, buf, name)
+    vim.bo[buf].bufhidden = "wipe"
+    vim.bo[buf].swapfile = false
+    api.nvim_buf_set_var(buf, "proctor_id", id)
+  end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].modified = false
+  local cfg = require("proctor.config").get().console
+  opts = opts or {}
+  local win = require("proctor.console.window").show(buf, opts.open or cfg.open, opts.size or cfg.size, true)
+  return buf, win
+end
+
+--- `:Proctor qf`: load the retained output into the quickfix list with 'errorformat'.
+--- File names are resolved against the execution's working directory.
+---@return integer|nil valid number of valid entries, string|nil err
+function M.qf(id, opts)
+  local lines, err = M.plain(id)
+  if not lines then return nil, err end
+  local rec = engine.current():get(id)
+  local efm = api.nvim_eval("&errorformat")
+  local scope = vim.fn.haslocaldir() == 1 and "lcd" or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
+  local prev = vim.fn.getcwd()
+  local moved = rec.cwd and rec.cwd ~= prev and vim.fn.isdirectory(rec.cwd) == 1
+  if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(rec.cwd)) end
+  local ok, e = pcall(vim.fn.setqflist, {}, " ", {
+    title = string.format("proctor #%d %s", id, util.title(rec)),
+    lines = lines,
+    efm = efm,
+  })
+  if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(prev)) end
+  if not ok then return nil, tostring(e) end
+  local valid = 0
+  for _, item in ipairs(vim.fn.getqflist()) do
+    if item.valid == 1 then valid = valid + 1 end
+  end
+  if not (opts and opts.open == false) then vim.cmd("botright copen") end
+  return valid
 end
 
 return M

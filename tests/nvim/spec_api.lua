@@ -4,7 +4,8 @@ return function(test, T, H)
 
   test("require has no side effects", function()
     for _, m in ipairs({ "proctor", "proctor.config", "proctor.engine", "proctor.console", "proctor.commands",
-      "proctor.list", "proctor.util", "proctor.health" }) do
+      "proctor.list", "proctor.util", "proctor.health", "proctor.actions", "proctor.views", "proctor.compat",
+      "proctor.console.backlog", "proctor.console.editor", "proctor.console.window" }) do
       require(m)
     end
     T.eq(require("proctor.engine").current(), nil, "engine created by require")
