@@ -54,9 +54,6 @@ end
 function Execution:__tostring() return "proctor.Execution(" .. self.id .. ")" end
 
 H.watch = {} -- id -> { exec, on_output, on_state, on_exit }
-H.pending_input = {} -- id -> list of data strings (and false = close stdin) waiting for "running";
-                     -- .bytes: their total, at most H.PENDING_MAX
-H.PENDING_MAX = 16 * 1024 * 1024
 H.ended = {} -- terminal records collected during a batch, for notifications
 H.hooked = false
 
@@ -205,47 +202,26 @@ function M.purge(opts)
   return n
 end
 
---- Send `data` to the process. Before the process runs (queued, starting) the
---- data is kept and sent when it starts.
+--- Send `data` to the process. Before the process runs (queued, starting)
+--- the core keeps the data and writes it when it starts (|proctor-core-input|).
+---@param id integer
+---@param data string
 ---@return boolean|nil ok, string|nil err, string|nil name
 function M.input(id, data)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   if type(data) ~= "string" then return H.fail("EINVAL", "input data must be a string") end
-  local q = H.pending_input[id]
-  if not q then
-    local ok, msg, name = eng:input(id, data)
-    if ok or name ~= "ENOTRUNNING" or not H.early(eng, id) then return ok, msg, name end
-    H.hook()
-    q = { bytes = 0 }
-    H.pending_input[id] = q
-  end
-  -- the core's bound for input waiting for a start (|proctor-core-input|)
-  if q.bytes + #data > H.PENDING_MAX then
-    return H.fail("EBUSY", ("more than %d MiB of input would wait for execution %d to start")
-      :format(H.PENDING_MAX / 1048576, id))
-  end
-  q[#q + 1] = data
-  q.bytes = q.bytes + #data
-  return true
+  return eng:input(id, data)
 end
 
---- Close the process's stdin (pty: send ^D).
+--- Close the process's stdin (pty: send ^D); before it runs, once it runs.
+---@param id integer
+---@return boolean|nil ok, string|nil err, string|nil name
 function M.close_stdin(id)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
-  if H.pending_input[id] then
-    table.insert(H.pending_input[id], false)
-    return true
-  end
-  local ok, msg, name = eng:close_stdin(id)
-  if not ok and name == "ENOTRUNNING" and H.early(eng, id) then
-    H.hook()
-    H.pending_input[id] = { false, bytes = 0 }
-    return true
-  end
-  return ok, msg, name
+  return eng:close_stdin(id)
 end
 
 --- Open (or focus) the console of an execution. See |proctor.open()|.
@@ -301,16 +277,9 @@ function H.engine()
   return eng, err
 end
 
--- Is the execution before "running" (input must wait)?
-function H.early(eng, id)
-  local rec = eng:get(id)
-  return rec and (rec.state == "queued" or rec.state == "starting")
-end
-
 function H.forget(id)
   engine.forget(id)
   H.watch[id] = nil
-  H.pending_input[id] = nil
   local ok, console = pcall(require, "proctor.console")
   if ok then console.forget(id) end
 end
@@ -332,9 +301,7 @@ function H.on_event(ev)
     end
     return
   end
-  if ev.state == "running" and H.pending_input[id] then H.flush_input(id) end
   local terminal = engine.TERMINAL[ev.state]
-  if terminal then H.pending_input[id] = nil end
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
   local rec
   local eng = engine.current()
@@ -348,16 +315,6 @@ function H.on_event(ev)
     H.watch[id] = nil
     H.fire("ProctorExit", rec)
     H.ended[#H.ended + 1] = rec
-  end
-end
-
-function H.flush_input(id)
-  local eng = engine.current()
-  local q = H.pending_input[id]
-  H.pending_input[id] = nil
-  if not eng then return end
-  for _, d in ipairs(q) do
-    if d == false then eng:close_stdin(id) else eng:input(id, d) end
   end
 end
 
