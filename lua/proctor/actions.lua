@@ -121,6 +121,9 @@ function M.call(name, id, opts)
 end
 
 --- M.call() without the protection: a problem raises (util.die) for the caller to show.
+---@param name string
+---@param id integer|nil
+---@param opts table|nil
 function M.run(name, id, opts)
   local a = A[name]
   if not a then die("unknown action '" .. tostring(name) .. "'") end
@@ -165,6 +168,7 @@ function M.fits(a, rec)
 end
 
 --- The engine, or die with why it cannot start.
+---@return proctor.Engine
 function M.engine()
   local eng, err = engine.get()
   if not eng then die(err) end

@@ -22,6 +22,7 @@ M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "--"
 
 
 --- Entry point of the user command (`opts` as given by nvim_create_user_command).
+---@param opts {args: string, bang: boolean}
 function M.dispatch(opts)
   local args = opts.args or ""
   local sub, rest = args:match("^%s*(%S+)%s*(.-)%s*$")
@@ -29,6 +30,8 @@ function M.dispatch(opts)
 end
 
 --- Run a subcommand from a list of words (tests, scripts): exec({ "cancel", "3" }).
+---@param words string[]
+---@param bang boolean|nil
 function M.exec(words, bang)
   local sub = words[1]
   local rest = table.concat(words, " ", 2)
@@ -37,6 +40,9 @@ end
 
 --- Run subcommand `sub` with the raw argument string `rest`. Returns what the
 --- action returned, or nil after showing one error message.
+---@param sub string|nil
+---@param rest string
+---@param bang boolean|nil
 function M.exec_raw(sub, rest, bang)
   return util.protect(function()
     local name, id, opts = M.parse(sub, rest, bang)
@@ -96,6 +102,9 @@ function M.parse(sub, rest, bang)
 end
 
 --- Completion for :Proctor.
+---@param arglead string
+---@param cmdline string
+---@return string[]
 function M.complete(arglead, cmdline, _)
   local ok, res = pcall(H.complete, arglead, cmdline)
   return ok and res or {}

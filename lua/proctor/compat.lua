@@ -33,6 +33,9 @@ function M.has_winbar()
 end
 
 --- Set a window-local option of window `win`.
+---@param win integer
+---@param name string
+---@param value any
 function M.set_win_option(win, name, value)
   if H.scoped_options() then
     api.nvim_set_option_value(name, value, { win = win })
@@ -42,6 +45,9 @@ function M.set_win_option(win, name, value)
 end
 
 --- A window-local option of window `win`.
+---@param win integer
+---@param name string
+---@return any
 function M.get_win_option(win, name)
   if H.scoped_options() then return api.nvim_get_option_value(name, { win = win }) end
   return api.nvim_win_get_option(win, name)
@@ -89,6 +95,7 @@ end
 
 --- The :checkhealth reporter: { start, ok, info, warn, error }, each
 --- fn(msg, advice?) with advice a list of strings.
+---@return {start: function, ok: function, info: function, warn: function, error: function}
 function M.health()
   local h = vim.health
   if h and h.start then

@@ -75,6 +75,7 @@ function M.load_core()
 end
 
 --- Directory of the plugin checkout (the parent of lua/proctor), or nil.
+---@return string|nil
 function M.root()
   local src = debug.getinfo(1, "S").source
   if src:sub(1, 1) ~= "@" then return nil end
@@ -82,7 +83,7 @@ function M.root()
 end
 
 --- The engine, created on first use. Returns nil and a message when it cannot start.
----@return userdata|nil eng, string|nil err
+---@return proctor.Engine|nil eng, string|nil err
 function M.get()
   if H.eng then
     if H.closing then return nil, "ECLOSED: the engine is closed (Neovim is exiting)" end
@@ -157,9 +158,11 @@ function M.socket_path()
 end
 
 --- Why the socket is off, when it failed to start (nil otherwise).
+---@return string|nil
 function M.rpc_error() return H.rpc_error end
 
 --- The engine if it exists, without creating it.
+---@return proctor.Engine|nil
 function M.current() return not H.closing and H.eng or nil end
 
 --- Subscribe to every event. `fn(ev)` runs on the main loop, never in fast context.
@@ -171,18 +174,23 @@ function M.subscribe(name, fn)
 end
 
 --- `fn()` runs after each batch of events was dispatched.
+---@param name string a unique name (subscribing again replaces)
+---@param fn fun()
 function M.on_batch(name, fn)
   if not H.tick_subs[name] then H.tick_order[#H.tick_order + 1] = name end
   H.tick_subs[name] = fn
 end
 
 --- Handle every event the core has pending now (used by wait()); returns the count.
+---@return integer
 function M.pump()
   if not H.eng then return 0 end
   return H.drain_once(math.huge)
 end
 
 --- Is the execution terminal as far as the Lua layer has seen (or unknown to the core)?
+---@param id integer
+---@return boolean
 function M.is_done(id)
   local s = M.state[id]
   if s then return M.TERMINAL[s] == true end
@@ -202,6 +210,7 @@ function M.reconcile()
   end
 end
 
+---@param id integer
 function M.forget(id)
   local s = M.state[id]
   if s then M.counts[s] = (M.counts[s] or 1) - 1 end

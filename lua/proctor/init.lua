@@ -24,19 +24,27 @@ local Execution = {}
 Execution.__index = Execution
 
 --- Cancel (SIGTERM, SIGKILL after the grace period; `force`: SIGKILL at once).
----@return string result "canceling"|"already_canceling"|"already_terminal"|"not_found"
+---@param force boolean|nil
+---@return proctor.CancelResult|nil result, string|nil err
 function Execution:cancel(force) return M.cancel(self.id, force) end
 --- Send bytes to the process (stdin pipe or pty).
+---@param data string
+---@return boolean|nil ok, string|nil err, string|nil name
 function Execution:input(data) return M.input(self.id, data) end
 --- Close stdin (pty: send ^D).
+---@return boolean|nil ok, string|nil err, string|nil name
 function Execution:close_stdin() return M.close_stdin(self.id) end
 --- The record now (a copy), or nil, msg, name.
+---@return proctor.Record|nil rec, string|nil err, string|nil name
 function Execution:record() return M.record(self.id) end
 --- Open the console; returns buf, win.
+---@param opts proctor.OpenOpts|nil
+---@return integer|nil buf, integer|string|nil win_or_err
 function Execution:open(opts) return M.open(self.id, opts) end
 --- Block (processing events) until the execution ended or `timeout_ms` passed.
 --- Returns the final record, or nil, "ETIMEDOUT: …", "ETIMEDOUT".
 ---@param timeout_ms integer|nil default: forever
+---@return proctor.Record|nil rec, string|nil err, string|nil name
 function Execution:wait(timeout_ms)
   local id = self.id
   local ok = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
@@ -77,6 +85,7 @@ end
 --- env, clear_env, pty, cols, rows, stdin, timeout_ms, kill_grace_ms, label,
 --- owner, backpressure) plus `on_output(ex, stream, data)`, `on_state(ex, ev)`,
 --- `on_exit(ex, record)` and `open` (true or options of |proctor.open()|).
+---@param spec proctor.RunSpec|string
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
 function M.run(spec)
   if type(spec) == "string" then spec = { cmd = spec } end
@@ -144,6 +153,7 @@ function M.run(spec)
 end
 
 --- An execution object for any id the core knows (started here or elsewhere).
+---@param id integer
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
 function M.get(id)
   local rec, msg, name = M.record(id)
@@ -152,6 +162,8 @@ function M.get(id)
 end
 
 --- The record of an execution (see |proctor-records|), or nil, msg, name.
+---@param id integer
+---@return proctor.Record|nil rec, string|nil err, string|nil name
 function M.record(id)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
@@ -160,8 +172,8 @@ function M.record(id)
 end
 
 --- Records of all executions, in id order. `filter.state` limits to one state.
----@param filter {state: string}|nil
----@return table[]
+---@param filter {state: proctor.State}|nil
+---@return proctor.Record[]
 function M.list(filter)
   local eng = H.engine()
   if not eng then return {} end
@@ -171,7 +183,9 @@ function M.list(filter)
 end
 
 --- Cancel an execution. `force` kills at once (SIGKILL).
----@return string|nil result, string|nil err
+---@param id integer
+---@param force boolean|nil
+---@return proctor.CancelResult|nil result, string|nil err
 function M.cancel(id, force)
   local eng, err = H.engine()
   if not eng then return nil, err end
@@ -180,7 +194,8 @@ function M.cancel(id, force)
 end
 
 --- Delete a finished execution's record (and its console buffer).
----@return string|nil result "deleted"|"active_process_conflict"|"not_found"
+---@param id integer
+---@return proctor.DeleteResult|nil result, string|nil err
 function M.delete(id)
   local eng, err = H.engine()
   if not eng then return nil, err end
@@ -191,6 +206,8 @@ function M.delete(id)
 end
 
 --- Delete finished executions (older than `opts.older_than_ms` if given). Returns the count.
+---@param opts {older_than_ms: integer}|nil
+---@return integer|nil count, string|nil err
 function M.purge(opts)
   local eng, err = H.engine()
   if not eng then return nil, err end
@@ -225,6 +242,8 @@ function M.close_stdin(id)
 end
 
 --- Open (or focus) the console of an execution. See |proctor.open()|.
+---@param id integer
+---@param opts proctor.OpenOpts|nil
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open(id, opts)
   local eng, err = H.engine()
@@ -234,6 +253,7 @@ function M.open(id, opts)
 end
 
 --- Counts per state: { queued, starting, running, completed, failed, canceled, timed_out, total }.
+---@return {queued: integer, starting: integer, running: integer, completed: integer, failed: integer, canceled: integer, timed_out: integer, total: integer}
 function M.status()
   local c = engine.counts
   local r = { total = 0 }
@@ -251,6 +271,7 @@ function M.worker(spec) return require("proctor.worker").start(spec) end
 
 --- A short string for 'statusline': "⏵2 ✓5 ✗1" style, ASCII: "proctor: 2 running, 5 ok, 1 failed".
 --- Empty when nothing ran yet.
+---@return string
 function M.statusline()
   local s = M.status()
   if s.total == 0 then return "" end

@@ -23,6 +23,7 @@ H.debounce = nil
 H.hooked = false
 
 --- Open (or focus) the list view. Returns buf, win.
+---@return integer buf, integer win
 function M.open()
   H.hook()
   local buf = H.buf
@@ -43,6 +44,7 @@ function M.open()
 end
 
 --- The execution id on the cursor line of the list view (when it is the current buffer).
+---@return integer|nil
 function M.id_under_cursor()
   if not H.buf or api.nvim_get_current_buf() ~= H.buf then return nil end
   return H.rows[api.nvim_win_get_cursor(0)[1]]

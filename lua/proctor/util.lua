@@ -21,12 +21,17 @@ function M.die(msg) error({ proctor = msg }, 0) end
 function M.strip(err) return (tostring(err):gsub("^E%u+: ", "")) end
 
 --- `a, b` when `a` is not nil, else M.die() with the message `b` (a failure tuple's).
+---@generic T
+---@param a T|nil
+---@param b any
+---@return T, any
 function M.check(a, b)
   if a == nil then M.die(M.strip(b)) end
   return a, b
 end
 
 --- `{ n = select("#", ...), ... }`: every value, nils included.
+---@return table
 function M.pack(...) return { n = select("#", ...), ... } end
 
 --- The last internal error's traceback (for bug reports: `:lua print(require("proctor.util").last_trace)`).
@@ -34,6 +39,7 @@ M.last_trace = nil
 
 --- Run `fn(...)`; return what it returns, or nil after showing one message:
 --- M.die()'s text, or "internal error: …" for anything else (never a traceback).
+---@param fn function
 function M.protect(fn, ...)
   local args = { n = select("#", ...), ... }
   local res = M.pack(xpcall(function() return fn(unpack(args, 1, args.n)) end, function(e)
@@ -63,12 +69,15 @@ function M.duration(ms)
 end
 
 --- Milliseconds since the epoch, like the core's timestamps.
+---@return integer
 function M.now_ms()
   local sec, usec = require("proctor.compat").uv.gettimeofday()
   return sec * 1000 + math.floor(usec / 1000)
 end
 
 --- Elapsed time of a record: duration for a finished one, so far for a live one.
+---@param rec proctor.Record
+---@return integer|nil
 function M.elapsed_ms(rec)
   if rec.duration_ms and rec.ended_at then return rec.duration_ms end
   if rec.started_at then return M.now_ms() - rec.started_at end
@@ -96,6 +105,8 @@ function M.describe_end(rec)
 end
 
 --- The command of a record as one line.
+---@param cmd string|string[]|nil
+---@return string
 function M.cmd_string(cmd)
   if type(cmd) == "table" then
     local parts = {}
@@ -109,6 +120,8 @@ function M.cmd_string(cmd)
 end
 
 --- Label if set, else the command.
+---@param rec proctor.Record
+---@return string
 function M.title(rec)
   if rec.label and rec.label ~= "" then return rec.label end
   return M.cmd_string(rec.cmd)

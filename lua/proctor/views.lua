@@ -12,6 +12,8 @@ local engine = require("proctor.engine")
 
 --- The lines :Proctor info {id} shows: the record, with the environment keys
 --- the child got (keys only; values, and secrets, are never shown).
+---@param id integer
+---@return string[]
 function M.execution_lines(id)
   local rec = util.check(require("proctor.actions").engine():get(id))
   local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
@@ -39,6 +41,7 @@ function M.execution_lines(id)
 end
 
 --- The lines :Proctor info shows.
+---@return string[]
 function M.info_lines()
   local lines = { "proctor" }
   local c = require("proctor.config").get()
@@ -92,6 +95,9 @@ function M.plain(id)
 end
 
 --- `:Proctor text`: open a plain-text view of the retained output.
+---@param id integer
+---@param opts proctor.OpenOpts|nil
+---@return integer|nil buf, integer|string|nil win_or_err
 function M.text(id, opts)
   local lines, err = M.plain(id)
   if not lines then return nil, err end

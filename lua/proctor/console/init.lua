@@ -141,6 +141,7 @@ function M.id_of_buf(buf)
 end
 
 --- Remove the console of `id` (its buffer is wiped).
+---@param id integer
 function M.forget(id)
   local c = H.consoles[id]
   if not c then return end
@@ -149,6 +150,8 @@ function M.forget(id)
 end
 
 --- True when nothing waits to be rendered into the console of `id`.
+---@param id integer
+---@return boolean
 function M.idle(id)
   local c = H.consoles[id]
   return not c or (not c.backlog:pending() and (not c.ended or c.final_done))

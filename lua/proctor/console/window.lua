@@ -26,6 +26,8 @@ function M.set_bar(win)
 end
 
 --- Put the cursor on the last line of `buf` in `win`, so a terminal window follows the output.
+---@param win integer
+---@param buf integer
 function M.follow(win, buf)
   pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 })
 end
