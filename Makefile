@@ -45,7 +45,7 @@ LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-all: setup $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd ## build the core for Neovim (LuaJIT) and Lua 5.4, and the shepherd
+all: setup $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, and the help tags
 
 setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
@@ -85,6 +85,11 @@ $(LUA54_SO): $(LUA54_OBJ)
 
 $(BUILD):
 	@mkdir -p $@
+
+# :help proctor in any install (a pack/*/start checkout, a plugin manager's
+# build step, make demo) needs doc/tags next to doc/proctor.txt.
+doc/tags: doc/proctor.txt
+	$(NVIM) --headless -u NONE -i NONE -n -c 'helptags doc' -c 'qa!'
 
 # --- proctor-mcp: the MCP server (csrc/mcp/), a program installed beside the core ----
 # It links the engine (embedded mode) and talks to every engine through the
@@ -192,9 +197,11 @@ bench: all ## run the benchmarks and write bench/RESULTS.md
 	@$(SETUP) bench
 	@bench/run
 
+# make's own variables stay out of the demo (its executions would inherit them
+# and a `make` run there would act as a sub-make).
 demo: all ## open Neovim with proctor and a live console
 	@$(SETUP) demo
-	@$(NVIM) --clean -u scripts/demo.lua
+	@env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u MAKEOVERRIDES $(NVIM) --clean -u scripts/demo.lua
 
 # --- luarocks (proctor-scm-1.rockspec) ----------------------------------------------
 # luarocks passes LUA_INCDIR, CFLAGS, LIBFLAG and the install dirs. The rock is
@@ -222,4 +229,4 @@ install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
 	install -m 0644 lua/proctor/console/*.lua $(INST_LUADIR)/proctor/console/
 
 clean: ## remove build outputs
-	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd doc/tags

@@ -1,8 +1,12 @@
 --- proctor.commands — the :Proctor command: parsing and completion only.
 ---
 ---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
----   :Proctor list | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
----   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | mcp
+---   :Proctor [list [filter]] | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
+---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | toggle [id] | mcp
+---
+--- An id is `12`, `#12` or a label (the latest execution with that label).
+--- {cmd} of run is expanded like the argument of :! (`%`, `#`, `<cword>`,
+--- `%:p:h`...; `\%` is a literal %), and a simple command runs without a shell.
 ---
 --- A subcommand is an entry of proctor.actions with a `command` field: this
 --- module turns the words after it into the entry's id and options and calls
@@ -44,6 +48,7 @@ end
 ---@param rest string
 ---@param bang boolean|nil
 function M.exec_raw(sub, rest, bang)
+  if not sub then sub = "list" end -- :Proctor alone opens the list
   return util.protect(function()
     local name, id, opts = M.parse(sub, rest, bang)
     return actions.run(name, id, opts)
@@ -89,7 +94,7 @@ function M.parse(sub, rest, bang)
   elseif kind == "text" then
     local first, after = rest:match("^(%S+)%s+(.*)$")
     local id
-    if first and first:match("^#?%d+$") then
+    if first and (first:match("^#?%d+$") or actions.by_label(first)) then
       id = H.id(first)
       rest = after
     end
@@ -97,6 +102,8 @@ function M.parse(sub, rest, bang)
     return name, id, { text = rest }
   elseif kind == "cmd" then
     return name, nil, { spec = H.run_spec(rest) }
+  elseif kind == "filter" then
+    return name, nil, { filter = rest ~= "" and H.filter(rest) or nil }
   end
   die("internal: unknown argument kind " .. tostring(kind))
 end
@@ -119,13 +126,29 @@ function H.find(sub)
   end
 end
 
--- An id argument: nil when empty.
+-- An id argument: a number, #number, a label (the latest execution with it), or
+-- what completion offers (`12:make_-j8`: the id and a hint); nil when empty.
 function H.id(arg)
   arg = vim.trim(arg or "")
   if arg == "" then return nil end
-  local n = arg:match("^#?(%d+)$")
-  if not n then die(string.format("not an execution id: '%s'", arg)) end
-  return tonumber(n)
+  local n = arg:match("^#?(%d+)$") or arg:match("^#?(%d+):")
+  if n then return tonumber(n) end
+  if arg:find("%s") then die(string.format("not an execution id or label: '%s'", arg)) end
+  local id = actions.by_label(arg)
+  if not id then
+    actions.engine()
+    die(string.format("no execution labelled '%s' (an id is a number or a label)", arg))
+  end
+  return id
+end
+
+-- A filter of :Proctor list: all, running, failed, session, label=NAME, owner=NAME.
+function H.filter(arg)
+  local f = require("proctor.list").parse_filter(vim.trim(arg))
+  if not f then
+    die(string.format("list: unknown filter '%s' (all, running, failed, session, label=NAME, owner=NAME)", arg))
+  end
+  return f
 end
 
 -- The proctor.run() spec of `:Proctor run [options] {cmd}`.
@@ -145,7 +168,7 @@ function H.run_spec(rest)
     k = k or opt:sub(2)
     if k == "cwd" and v then
       if v == "" then die("run: -cwd= needs a directory") end
-      spec.cwd = v
+      spec.cwd = H.expand(v)
     elseif k == "timeout" and v then
       spec.timeout_ms = H.parse_duration(v)
     elseif k == "label" and v then
@@ -163,9 +186,49 @@ function H.run_spec(rest)
     rest = after
   end
   if rest == "" then die("run: a command is needed, e.g. :Proctor run make -j8") end
-  spec.cmd = rest
+  spec.cmd = util.command_of(H.expand(rest))
   spec.open = open or nil -- run() makes the window before the process starts
   return spec
+end
+
+-- `text` with the cmdline specials expanded as :! does: %, #, #n, <cword>,
+-- <cWORD>, <cfile>, ... each with modifiers (%:p:h, %<); \%, \# and \< stay
+-- literal. Nothing else is touched ($VAR, quotes: the shell's business).
+function H.expand(text)
+  local out, i = {}, 1
+  while i <= #text do
+    local ch = text:sub(i, i)
+    local nxt = text:sub(i + 1, i + 1)
+    if ch == "\\" and (nxt == "%" or nxt == "#" or nxt == "<") then
+      out[#out + 1] = nxt
+      i = i + 2
+    else
+      local token = (ch == "%" or ch == "#") and text:match("^[%%#]%d*", i)
+        or (ch == "<" and (text:match("^<cword>", i) or text:match("^<cWORD>", i) or text:match("^<cfile>", i)
+          or text:match("^<cexpr>", i)))
+      if token then
+        local mods, j = "", i + #token
+        while text:match("^:[phtre~.]", j) do
+          mods = mods .. text:sub(j, j + 1)
+          j = j + 2
+        end
+        if ch ~= "<" and text:sub(j, j) == "<" then -- %< : the name without its extension
+          mods = mods .. "<"
+          j = j + 1
+        end
+        local value = vim.fn.expand(token .. mods)
+        if value == "" then
+          die(string.format("run: no file name for '%s' (write \\%s for a literal %s)", token, ch, ch))
+        end
+        out[#out + 1] = value
+        i = j
+      else
+        out[#out + 1] = ch
+        i = i + 1
+      end
+    end
+  end
+  return table.concat(out)
 end
 
 -- "30" -> 30 s; "500ms", "2s", "1m", "1.5m"
@@ -177,6 +240,31 @@ function H.parse_duration(v)
     die(string.format("run: bad timeout '%s' (e.g. -timeout=30, -timeout=500ms, -timeout=2m)", v))
   end
   return math.floor(n * mul)
+end
+
+-- The executions action `a` applies to, newest first: each as `id:hint` (the
+-- hint is its label or the start of its command; :Proctor reads the id before
+-- the colon), then each label once.
+function H.complete_ids(a, arglead)
+  local eng = engine.current()
+  if not eng then return {} end
+  local res, labels = {}, {}
+  local recs = eng:list()
+  local lead = arglead:gsub("^#", "")
+  for i = #recs, 1, -1 do
+    local r = recs[i]
+    if actions.fits(a, r) then
+      local hint = util.first_line(util.title(r)):gsub("%s+", "_"):gsub("[^%w_.%-/=+]", "")
+      local item = tostring(r.id) .. ":" .. hint:sub(1, 24)
+      if vim.startswith(item, lead) then res[#res + 1] = item end
+      if r.label and r.label ~= "" and not labels[r.label] and not r.label:find("%s") then
+        labels[r.label] = true
+        if vim.startswith(r.label, arglead) then labels[#labels + 1] = r.label end
+      end
+    end
+  end
+  for _, l in ipairs(labels) do res[#res + 1] = l end
+  return res
 end
 
 function H.complete(arglead, cmdline)
@@ -214,16 +302,10 @@ function H.complete(arglead, cmdline)
     return vim.fn.getcompletion(arglead, "file")
   end
   if a.id and (kind == "id" or kind == "text") and n == 2 then
-    local eng = engine.current()
-    if not eng then return {} end
-    local ids = {}
-    local recs = eng:list()
-    for i = #recs, 1, -1 do
-      local r = recs[i]
-      local s = tostring(r.id)
-      if actions.fits(a, r) and vim.startswith(s, (arglead:gsub("^#", ""))) then ids[#ids + 1] = s end
-    end
-    return ids
+    return H.complete_ids(a, arglead)
+  end
+  if kind == "filter" and n == 2 then
+    return vim.tbl_filter(function(f) return vim.startswith(f, arglead) end, require("proctor.list").filter_names())
   end
   return {}
 end

@@ -10,7 +10,7 @@
 ---   text area of a window    the window                    the window less its winbar (0.8)
 ---   window size changed      WinScrolled                   WinResized (0.9)
 ---   User autocmd payload     none (read proctor.event)     `data` (0.8)
----   state directory          stdpath("data")               stdpath("state") (0.8)
+---   state directory          $XDG_STATE_HOME/nvim          stdpath("state") (0.8), the same place
 ---   :checkhealth reporting   health#report_* (0.7),        vim.health.start/ok/... (0.9; report_*
 ---                            vim.health.report_* (0.8)     warn as deprecated from 0.10)
 ---
@@ -86,11 +86,15 @@ function M.autocmd_data()
   return H.data
 end
 
---- stdpath("state") where Neovim has it, else stdpath("data").
+--- stdpath("state") where Neovim has it; before (0.7) the directory it
+--- would be: $XDG_STATE_HOME/nvim, else ~/.local/state/nvim.
 ---@return string
 function M.state_dir()
   local ok, dir = pcall(vim.fn.stdpath, "state")
-  return ok and dir or vim.fn.stdpath("data")
+  if ok then return dir end
+  local xdg = vim.env.XDG_STATE_HOME
+  if not xdg or xdg == "" then xdg = (vim.env.HOME or vim.fn.expand("~")) .. "/.local/state" end
+  return xdg .. "/nvim"
 end
 
 --- The :checkhealth reporter: { start, ok, info, warn, error }, each

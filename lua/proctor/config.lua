@@ -80,7 +80,8 @@ M.schema = {
   { key = "engine.max_running", type = "number|nil", default = nil, check = H.int(1),
     description = "at most this many run at once, the rest wait \"queued\" (nil: no cap)" },
   { key = "engine.kill_grace_ms", type = "number", default = 2000, check = H.int(0),
-    description = "cancel: SIGTERM, SIGKILL after this; also bounds the wait when Neovim exits" },
+    description = "cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when "
+      .. "Neovim exits" },
   { key = "engine.drain_ms", type = "number", default = 500, check = H.int(0),
     description = "after exit, how long output of background grandchildren is awaited" },
   { key = "engine.shepherd", type = "string|nil", default = nil,
@@ -109,6 +110,9 @@ M.schema = {
   { key = "console.size", type = "number", default = 15, check = H.int(1),
     description = "split height / vsplit width" },
   { key = "console.enter", type = "boolean", default = true, description = "move the cursor into the console" },
+  { key = "console.reuse", type = "boolean", default = true,
+    description = "one console window per tab: a new console (a split) takes over the window of the last one "
+      .. "(the old console stays in the list)" },
   { key = "console.bar", type = "boolean", default = true,
     description = "winbar (0.8+) or statusline with id, label, state, elapsed" },
   { key = "console.final_line", type = "boolean", default = true,
@@ -127,7 +131,8 @@ M.schema = {
     description = "keep finished executions (and the last output_bytes of each stream) in a file, "
       .. "loaded again on the next start" },
   { key = "history.file", type = "string|nil", default = nil,
-    description = "nil: stdpath(\"state\")/proctor/history.mpk (stdpath(\"data\") on Neovim 0.7)" },
+    description = "nil: stdpath(\"state\")/proctor/history.mpk on every Neovim (0.7: the same "
+      .. "$XDG_STATE_HOME/nvim); a file in stdpath(\"data\") is moved there" },
   { key = "history.output_bytes", type = "number", default = 65536, check = H.int(1),
     description = "last bytes of each stream kept per execution" },
 
@@ -151,15 +156,22 @@ M.schema = {
 
   { key = "keymaps", description = "{lhs} = action (|proctor-actions|), a function(id), or false: no key" },
   { key = "keymaps.console", type = "table", map = H.keymap,
-    default = { ["q"] = "close", ["<C-c>"] = "cancel", ["R"] = "rerun", ["gt"] = "text" },
+    default = { ["q"] = "close", ["<C-c>"] = "cancel", ["R"] = "rerun", ["O"] = "text", ["?"] = "help" },
     description = "Normal mode in a console (|proctor-console-keys|)" },
   { key = "keymaps.list", type = "table", map = H.keymap,
-    default = { ["<CR>"] = "open", ["o"] = "open", ["c"] = "cancel", ["C"] = "kill", ["d"] = "delete",
-      ["r"] = "rerun", ["i"] = "input", ["P"] = "purge", ["R"] = "refresh", ["q"] = "close" },
+    default = { ["<CR>"] = "open", ["o"] = "open", ["<C-s>"] = "open_split", ["<C-v>"] = "open_vsplit",
+      ["<C-t>"] = "open_tab", ["<C-f>"] = "open_float", ["c"] = "cancel", ["C"] = "kill", ["dd"] = "delete",
+      ["r"] = "rerun", ["i"] = "input", ["P"] = "purge", ["s"] = "filter", ["R"] = "refresh", ["q"] = "close",
+      ["?"] = "help" },
     description = "the list view (|proctor-list-keys|)" },
+  { key = "keymaps.text", type = "table", map = H.keymap,
+    default = { ["q"] = "close", ["R"] = "refresh", ["<C-c>"] = "cancel", ["?"] = "help" },
+    description = "the text view (|proctor-text-keys|)" },
 
   { key = "notify", type = "string", default = "on_failure", check = H.enum({ "never", "on_failure", "always" }),
     description = "\"never\" | \"on_failure\" | \"always\" (|proctor-notify|)" },
+  { key = "confirm_quit", type = "boolean", default = true,
+    description = "quitting Neovim while executions run asks first (|proctor-quit|); :qa! never asks" },
   { key = "events_per_tick", type = "number", default = 4096, check = H.int(1),
     description = "engine events handled per loop tick" },
   { key = "output_max_bytes", type = "number", default = 262144, check = H.int(0),

@@ -168,7 +168,8 @@ function M.record(id)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
-  return eng:get(id)
+  local rec, msg, name = eng:get(id)
+  return engine.decorate(rec), msg, name
 end
 
 --- Records of all executions, in id order. `filter.state` limits to one state.
@@ -179,6 +180,7 @@ function M.list(filter)
   if not eng then return {} end
   local ok, res = pcall(eng.list, eng, filter)
   if not ok then return {} end
+  for _, r in ipairs(res or {}) do engine.decorate(r) end
   return res or {}
 end
 
@@ -190,7 +192,9 @@ function M.cancel(id, force)
   local eng, err = H.engine()
   if not eng then return nil, err end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
-  return eng:cancel(id, force and true or false)
+  local res = eng:cancel(id, force and true or false)
+  if res == "canceling" or res == "already_canceling" then engine.canceling[id] = true end
+  return res
 end
 
 --- Delete a finished execution's record (and its console buffer).
@@ -326,7 +330,7 @@ function H.on_event(ev)
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
   local rec
   local eng = engine.current()
-  if eng then rec = eng:get(id) end
+  if eng then rec = engine.decorate(eng:get(id)) end
   rec = rec or vim.tbl_extend("force", {}, ev)
   -- The record as of this event (the core may already be further along).
   rec.state, rec.prev = ev.state, ev.prev
@@ -335,7 +339,10 @@ function H.on_event(ev)
     if w and w.cbs.on_exit then H.call(w.cbs.on_exit, "on_exit", id, w.exec, rec) end
     H.watch[id] = nil
     H.fire("ProctorExit", rec)
-    H.ended[#H.ended + 1] = rec
+    local mode = require("proctor.config").get().notify
+    if mode == "always" or (mode == "on_failure" and (rec.state == "failed" or rec.state == "timed_out")) then
+      H.ended[#H.ended + 1] = rec
+    end
   end
 end
 
@@ -352,34 +359,95 @@ function H.fire(pattern, rec)
   if not ok then util.notify("User " .. pattern .. " autocmd failed: " .. tostring(e)) end
 end
 
+-- After a batch of events: endings are told in one notification once none
+-- came for NOTIFY_MS (a burst of 40 failures: one message, not 36), at the
+-- latest NOTIFY_MAX_MS after the first.
 function H.on_batch()
-  if #H.ended == 0 then return end
-  local ended = H.ended
-  H.ended = {}
-  local mode = require("proctor.config").get().notify
-  if mode == "never" then return end
-  local shown = {}
-  for _, r in ipairs(ended) do
-    local bad = r.state == "failed" or r.state == "timed_out"
-    if mode == "always" or bad then shown[#shown + 1] = r end
+  if #H.ended == H.told_upto then return end
+  H.told_upto = #H.ended
+  local uv = require("proctor.compat").uv
+  local now = uv.now()
+  if not H.notify_timer then
+    H.notify_timer = uv.new_timer()
+    H.notify_first = now
   end
+  local wait = math.min(H.NOTIFY_MS, math.max(0, H.notify_first + H.NOTIFY_MAX_MS - now))
+  H.notify_timer:start(wait, 0, vim.schedule_wrap(function()
+    if not H.notify_timer then return end
+    H.notify_timer:close()
+    H.notify_timer = nil
+    H.told_upto = 0
+    H.notify_ended()
+  end))
+end
+
+H.told_upto = 0 -- endings in H.ended when the notification timer was last (re)started
+H.NOTIFY_MS = 200 -- endings told together when none follows within this long ...
+H.NOTIFY_MAX_MS = 2000 -- ... but at the latest this long after the first
+H.NOTIFY_LINES = 5 -- executions named one by one in a batched notification
+
+-- One notification for the endings collected so far (config `notify`).
+function H.notify_ended()
+  local shown = H.ended -- only what `notify` wanted when it ended
+  H.ended = {}
   if #shown == 0 then return end
   local worst = vim.log.levels.INFO
   for _, r in ipairs(shown) do
     if r.state == "failed" or r.state == "timed_out" then worst = vim.log.levels.ERROR end
   end
   if #shown == 1 then
-    local r = shown[1]
-    vim.notify(string.format("(proctor) #%d %s %s", r.id, util.title(r), util.describe_end(r)), worst)
-  else
-    local by = {}
-    for _, r in ipairs(shown) do by[r.state] = (by[r.state] or 0) + 1 end
-    local parts = {}
-    for _, st in ipairs({ "completed", "failed", "timed_out", "canceled" }) do
-      if by[st] then parts[#parts + 1] = by[st] .. " " .. st end
-    end
-    vim.notify(string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")), worst)
+    vim.notify("(proctor) " .. H.ended_line(shown[1]), worst)
+    return
   end
+  local by = {}
+  for _, r in ipairs(shown) do by[r.state] = (by[r.state] or 0) + 1 end
+  local parts = {}
+  for _, st in ipairs({ "failed", "timed_out", "canceled", "completed" }) do
+    if by[st] then parts[#parts + 1] = by[st] .. " " .. (st == "timed_out" and "timed out" or st) end
+  end
+  local lines = { string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")) }
+  -- failures first, then the rest, newest first
+  table.sort(shown, function(a, b)
+    local ba = a.state == "failed" or a.state == "timed_out"
+    local bb = b.state == "failed" or b.state == "timed_out"
+    if ba ~= bb then return ba end
+    return a.id > b.id
+  end)
+  for i = 1, math.min(#shown, H.NOTIFY_LINES) do lines[#lines + 1] = "  " .. H.ended_line(shown[i]) end
+  if #shown > H.NOTIFY_LINES then
+    lines[#lines + 1] = string.format("  … and %d more: :Proctor list", #shown - H.NOTIFY_LINES)
+  end
+  vim.notify(table.concat(lines, "\n"), worst)
+end
+
+-- "#5 build failed: exit 2 after 3.2 s — last line of output · :Proctor open 5"
+function H.ended_line(r)
+  local text = string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
+  local last = H.last_line(r)
+  if last then text = text .. " — " .. last end
+  return text .. " · :Proctor open " .. r.id
+end
+
+-- The last non-empty line the execution printed (a failure: stderr first), at most 80 columns.
+function H.last_line(r)
+  local eng = engine.current()
+  if not eng or not r.bytes then return nil end
+  local streams = r.pty and { "pty" } or (r.state == "completed" and { "stdout", "stderr" } or { "stderr", "stdout" })
+  for _, s in ipairs(streams) do
+    local n = r.bytes[s] or 0
+    if n > 0 then
+      local data = eng:read(r.id, s, math.max(0, n - 4096), 4096)
+      local lines = data and util.plain_lines(data) or {}
+      for i = #lines, 1, -1 do
+        local l = vim.trim(lines[i])
+        if l ~= "" then
+          if vim.fn.strchars(l) > 80 then l = vim.fn.strcharpart(l, 0, 79) .. "…" end
+          return l
+        end
+      end
+    end
+  end
+  return nil
 end
 
 M.Execution = Execution

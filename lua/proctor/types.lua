@@ -171,6 +171,7 @@ function Engine:closed() end
 ---@field list proctor.Config.list the list view (proctor-list)
 ---@field keymaps proctor.Config.keymaps {lhs} = action (proctor-actions), a function(id), or false: no key
 ---@field notify "never"|"on_failure"|"always"
+---@field confirm_quit boolean quitting Neovim while executions run asks first (proctor-quit); :qa! never asks
 ---@field events_per_tick integer engine events handled per loop tick
 ---@field output_max_bytes integer bytes of one stream handed to Lua per poll; under a flood the rest is skipped (never copied) and counted as missed. 0: every byte reaches Lua
 
@@ -178,7 +179,7 @@ function Engine:closed() end
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
 ---@field history_limit integer finished executions kept in the registry
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
----@field kill_grace_ms integer cancel: SIGTERM, SIGKILL after this; also bounds the wait when Neovim exits
+---@field kill_grace_ms integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms integer after exit, how long output of background grandchildren is awaited
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
 
@@ -198,6 +199,7 @@ function Engine:closed() end
 ---@field open "split"|"vsplit"|"tab"|"float"|"current"
 ---@field size integer split height / vsplit width
 ---@field enter boolean move the cursor into the console
+---@field reuse boolean one console window per tab: a new console (a split) takes over the window of the last one (the old console stays in the list)
 ---@field bar boolean winbar (0.8+) or statusline with id, label, state, elapsed
 ---@field final_line boolean "[proctor] failed: exit 2 after 3.2 s" at the end
 ---@field bytes_per_tick integer bytes given to the terminal per tick (at most 1 MiB: bigger sends crash Neovim 0.7's terminal emulator)
@@ -206,7 +208,7 @@ function Engine:closed() end
 
 ---@class proctor.Config.history
 ---@field enabled boolean keep finished executions (and the last output_bytes of each stream) in a file, loaded again on the next start
----@field file string|nil nil: stdpath("state")/proctor/history.mpk (stdpath("data") on Neovim 0.7)
+---@field file string|nil nil: stdpath("state")/proctor/history.mpk on every Neovim (0.7: the same $XDG_STATE_HOME/nvim); a file in stdpath("data") is moved there
 ---@field output_bytes integer last bytes of each stream kept per execution
 
 ---@class proctor.Config.audit
@@ -224,6 +226,7 @@ function Engine:closed() end
 ---@class proctor.Config.keymaps
 ---@field console table<string, string|fun(id: integer|nil)|false> Normal mode in a console (proctor-console-keys)
 ---@field list table<string, string|fun(id: integer|nil)|false> the list view (proctor-list-keys)
+---@field text table<string, string|fun(id: integer|nil)|false> the text view (proctor-text-keys)
 
 --- What setup() takes: any subset of proctor.Config.
 ---@class proctor.SetupOpts
@@ -237,6 +240,7 @@ function Engine:closed() end
 ---@field list? proctor.SetupOpts.list the list view (proctor-list)
 ---@field keymaps? proctor.SetupOpts.keymaps {lhs} = action (proctor-actions), a function(id), or false: no key
 ---@field notify? "never"|"on_failure"|"always"
+---@field confirm_quit? boolean quitting Neovim while executions run asks first (proctor-quit); :qa! never asks
 ---@field events_per_tick? integer engine events handled per loop tick
 ---@field output_max_bytes? integer bytes of one stream handed to Lua per poll; under a flood the rest is skipped (never copied) and counted as missed. 0: every byte reaches Lua
 
@@ -244,7 +248,7 @@ function Engine:closed() end
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)
 ---@field history_limit? integer finished executions kept in the registry
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
----@field kill_grace_ms? integer cancel: SIGTERM, SIGKILL after this; also bounds the wait when Neovim exits
+---@field kill_grace_ms? integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms? integer after exit, how long output of background grandchildren is awaited
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)
 
@@ -264,6 +268,7 @@ function Engine:closed() end
 ---@field open? "split"|"vsplit"|"tab"|"float"|"current"
 ---@field size? integer split height / vsplit width
 ---@field enter? boolean move the cursor into the console
+---@field reuse? boolean one console window per tab: a new console (a split) takes over the window of the last one (the old console stays in the list)
 ---@field bar? boolean winbar (0.8+) or statusline with id, label, state, elapsed
 ---@field final_line? boolean "[proctor] failed: exit 2 after 3.2 s" at the end
 ---@field bytes_per_tick? integer bytes given to the terminal per tick (at most 1 MiB: bigger sends crash Neovim 0.7's terminal emulator)
@@ -272,7 +277,7 @@ function Engine:closed() end
 
 ---@class proctor.SetupOpts.history
 ---@field enabled? boolean keep finished executions (and the last output_bytes of each stream) in a file, loaded again on the next start
----@field file? string|nil nil: stdpath("state")/proctor/history.mpk (stdpath("data") on Neovim 0.7)
+---@field file? string|nil nil: stdpath("state")/proctor/history.mpk on every Neovim (0.7: the same $XDG_STATE_HOME/nvim); a file in stdpath("data") is moved there
 ---@field output_bytes? integer last bytes of each stream kept per execution
 
 ---@class proctor.SetupOpts.audit
@@ -290,4 +295,5 @@ function Engine:closed() end
 ---@class proctor.SetupOpts.keymaps
 ---@field console? table<string, string|fun(id: integer|nil)|false> Normal mode in a console (proctor-console-keys)
 ---@field list? table<string, string|fun(id: integer|nil)|false> the list view (proctor-list-keys)
+---@field text? table<string, string|fun(id: integer|nil)|false> the text view (proctor-text-keys)
 -- END generated

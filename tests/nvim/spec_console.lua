@@ -163,7 +163,7 @@ return function(test, T, H)
     local ok, err = pcall(function()
       for round, size in ipairs({ 6, 11, 4 }) do
         local ex = p.run({ cmd = "seq 1 40; read go; seq 41 80", label = "resized" .. round })
-        local buf, win = ex:open({ size = 9 })
+        local buf, win = ex:open({ size = 9, reuse = false }) -- a split of its own, resized below
         H.wait(5000, function() return H.has_line(buf, "^40$") end, "first lines")
         vim.wait(50) -- the terminal refreshed after them
         api.nvim_win_set_height(win, size)

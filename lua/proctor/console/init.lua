@@ -105,18 +105,37 @@ function M.open(id, opts)
     api.nvim_win_set_buf(made.win, c.buf)
     made:done()
     win = made.win
+    vim.w[win].proctor_window = true
     window.set_bar(win)
     window.follow(win, c.buf)
   else
-    local cfg = require("proctor.config").get().console
-    local how = opts.open or cfg.open
+    local how = opts.open or require("proctor.config").get().console.open
     if how == "none" then return c.buf, nil end
-    local enter = opts.enter
-    if enter == nil then enter = cfg.enter end
-    win = window.show(c.buf, how, opts.size or cfg.size, enter)
+    win = window.show(c.buf, { how = how, size = opts.size, enter = opts.enter, win = opts.win, reuse = opts.reuse })
   end
+  H.last = id
   H.resize_all()
   return c.buf, win
+end
+
+--- The execution whose console was opened last (what :Proctor toggle shows).
+---@return integer|nil
+function M.last()
+  if H.last and engine.current() and engine.current():get(H.last) then return H.last end
+  return nil
+end
+
+--- The windows of the current tab that show the console of `id`.
+---@param id integer
+---@return integer[]
+function M.windows(id)
+  local c = H.consoles[id]
+  local res = {}
+  if not c then return res end
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if api.nvim_win_get_buf(w) == c.buf then res[#res + 1] = w end
+  end
+  return res
 end
 
 --- Make the window a console will be shown in, before its execution starts:
@@ -133,6 +152,7 @@ function M.get(id) return H.consoles[id] end
 ---@param buf integer|nil default: the current buffer
 ---@return integer|nil
 function M.id_of_buf(buf)
+  if buf and buf ~= 0 and not api.nvim_buf_is_valid(buf) then return nil end
   local ok, v = pcall(api.nvim_buf_get_var, buf or 0, "proctor_id")
   if ok and type(v) == "number" then return v end
   local name = api.nvim_buf_get_name(buf or 0)
@@ -166,16 +186,21 @@ function M.bar(win)
   local id = ok and M.id_of_buf(buf)
   if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
   local eng = engine.current()
-  local rec = eng and eng:get(id)
+  local rec = eng and engine.decorate(eng:get(id))
   if not rec then return "proctor #" .. id .. " (deleted)" end
-  local s
-  if engine.TERMINAL[rec.state] then
-    s = util.describe_end(rec)
+  local text
+  if vim.b[buf].proctor_view == "text" then
+    text = require("proctor.views").text_bar(rec)
   else
-    local el = util.elapsed_ms(rec)
-    s = rec.state .. (el and (" " .. util.duration(el)) or "")
+    local s
+    if engine.TERMINAL[rec.state] then
+      s = util.describe_end(rec)
+    else
+      local el = util.elapsed_ms(rec)
+      s = util.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
+    end
+    text = string.format("proctor #%d %s │ %s", id, util.first_line(util.title(rec)), s)
   end
-  local text = string.format("proctor #%d %s │ %s", id, util.title(rec), s)
   return (text:gsub("%%", "%%%%"))
 end
 
@@ -186,6 +211,13 @@ function H.hook()
   H.hooked = true
   engine.subscribe("console", H.on_event)
   local g = api.nvim_create_augroup("proctor_console", { clear = true })
+  api.nvim_create_autocmd("CmdlineLeave", {
+    group = g,
+    pattern = ":",
+    callback = function()
+      if not (vim.v.event and vim.v.event.abort) then H.before_command(vim.fn.getcmdline()) end
+    end,
+  })
   api.nvim_create_autocmd(compat.resize_events(), {
     group = g,
     callback = function(ev)
@@ -201,13 +233,19 @@ end
 
 -- Create the buffer and terminal for `rec` and queue the replay of its ring
 -- buffer. The terminal takes its size from `win` (default: the current window).
+-- Consoles are not listed (:ls and :bnext stay clean) and have filetype "proctor".
 function H.create(eng, rec, win)
   local id = rec.id
   local old = H.consoles[id]
   if old then M.forget(id) end
-  local buf = api.nvim_create_buf(true, false)
+  local buf = api.nvim_create_buf(false, false)
   local name = "proctor://" .. id
   if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
+  -- a buffer left by an earlier console of this id (its terminal closed): wiped
+  local stale = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
+  if stale > 0 and stale ~= buf and vim.b[stale].proctor_id == id then
+    pcall(api.nvim_buf_delete, stale, { force = true })
+  end
   if not pcall(api.nvim_buf_set_name, buf, name) then pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf) end
   local c = {
     id = id, buf = buf, pty = rec.pty, backlog = Backlog.new(), final_done = false, editor = editor.new(),
@@ -220,12 +258,20 @@ function H.create(eng, rec, win)
   H.consoles[id] = c
   api.nvim_buf_set_var(buf, "proctor_id", id)
   vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].filetype = "proctor"
   H.keymaps(c)
-  api.nvim_create_autocmd("BufWipeout", {
+  -- :bd, :bw, :bun (with or without !) close the console, never the process;
+  -- :Proctor open makes a new one that replays the ring buffer.
+  api.nvim_create_autocmd({ "BufUnload", "BufWipeout" }, {
     buffer = buf,
     once = true,
     callback = function()
       if H.consoles[id] == c then H.consoles[id] = nil end
+      vim.schedule(function()
+        if api.nvim_buf_is_valid(buf) and not api.nvim_buf_is_loaded(buf) then
+          pcall(api.nvim_buf_delete, buf, { force = true })
+        end
+      end)
     end,
   })
   api.nvim_create_autocmd("BufWinEnter", {
@@ -256,7 +302,7 @@ function H.create(eng, rec, win)
       c.backlog:start(s, 0)
     end
   end
-  if engine.TERMINAL[rec.state] then c.ended = rec end
+  if engine.TERMINAL[rec.state] then c.ended = engine.decorate(rec) end
   H.mark(c)
   H.ensure_ticker()
   return c
@@ -264,8 +310,7 @@ end
 
 -- Normal-mode keys of a console (setup{ keymaps = { console } }).
 function H.keymaps(c)
-  local map = require("proctor.config").get().keymaps.console
-  require("proctor.actions").map_keys(c.buf, map, function() return c.id end)
+  require("proctor.actions").map_keys(c.buf, "console", function() return c.id end)
 end
 
 -- Queue `data` for rendering. Past backlog_limit only the tail is kept; a
@@ -389,8 +434,10 @@ end
 -- Render up to `budget` bytes of `c`; returns the bytes taken from the backlog.
 function H.render_one(c, budget)
   local data, taken = c.backlog:take(budget, not c.pty, H.skip_note(c.id))
+  local final = false
   if c.backlog.n == 0 and c.ended and not c.final_done then
     c.final_done = true
+    final = true
     if require("proctor.config").get().console.final_line then
       local color = c.ended.state == "completed" and "32" or (c.ended.state == "failed" and "31" or "33")
       data = data .. c.backlog:own_line(
@@ -398,6 +445,11 @@ function H.render_one(c, budget)
     end
   end
   if data ~= "" then H.send(c, data) end
+  -- Everything is shown and the process is gone: leave Terminal mode, as a key
+  -- would after :terminal's [Process exited] (nothing typed reaches it now).
+  if final and api.nvim_get_current_buf() == c.buf and api.nvim_get_mode().mode == "t" then
+    vim.cmd("stopinsert")
+  end
   return taken
 end
 
@@ -414,7 +466,7 @@ function H.on_event(ev)
     if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
     local eng = engine.current()
-    c.ended = (eng and eng:get(ev.id)) or ev
+    c.ended = engine.decorate(eng and eng:get(ev.id)) or ev
     H.mark(c)
     H.redraw_bars()
   else
@@ -432,6 +484,8 @@ function H.on_input(c, data)
   local proctor = require("proctor")
   if c.ended then return end
   if c.pty then
+    -- ^C: the tty sends SIGINT; if it ends the program, the user interrupted it
+    if data:find("\3", 1, true) then engine.interrupted[c.id] = true end
     local ok, msg = proctor.input(c.id, data)
     if not ok then util.notify(tostring(msg)) end
     return
@@ -453,6 +507,45 @@ function H.on_input(c, data)
   end
 end
 
+-- An Ex command line about to run: `:bd`, `:bw` or `:bun` without ! on a
+-- console would refuse with "E89: … will be killed" (Neovim counts the
+-- terminal as a running job) though nothing would be killed; :bd! closes the
+-- console and the process keeps running. So both do that: the terminal of each
+-- console the command names is closed first, and the command goes through.
+function H.before_command(line)
+  local range, name, bang, args = line:match("^[%s:]*([%d,%%.$]*)%s*(%a+)(!?)%s*(.-)%s*$")
+  if not name or bang == "!" then return end
+  local full
+  for _, cmd in ipairs({ { "bdelete", 2 }, { "bwipeout", 2 }, { "bunload", 3 } }) do
+    if #name >= cmd[2] and vim.startswith(cmd[1], name) then full = cmd[1] end
+  end
+  if not full then return end
+  local bufs = {}
+  if args ~= "" then
+    for word in args:gmatch("%S+") do
+      local n = tonumber(word) or vim.fn.bufnr(word)
+      if n and n > 0 then bufs[#bufs + 1] = n end
+    end
+  elseif range == "%" then
+    for _, c in pairs(H.consoles) do bufs[#bufs + 1] = c.buf end
+  elseif range ~= "" then
+    local a, b = range:match("^(%d+),?(%d*)$")
+    if a then
+      for n = tonumber(a), tonumber(b ~= "" and b or a) do bufs[#bufs + 1] = n end
+    end
+  else
+    bufs[1] = api.nvim_get_current_buf()
+  end
+  for _, buf in ipairs(bufs) do
+    local id = M.id_of_buf(buf)
+    local c = id and H.consoles[id]
+    if c and c.buf == buf then
+      H.consoles[id] = nil
+      pcall(vim.fn.chanclose, c.chan)
+    end
+  end
+end
+
 function H.redraw_bars()
   for id, c in pairs(H.consoles) do
     if api.nvim_buf_is_valid(c.buf) and #vim.fn.win_findbuf(c.buf) > 0 then
@@ -467,6 +560,7 @@ function H.ensure_ticker()
   if H.tick_timer then return end
   H.tick_timer = uv.new_timer()
   H.tick_timer:start(1000, 1000, vim.schedule_wrap(function()
+    if not H.tick_timer then return end -- stopped by a tick queued before this one
     local live = false
     for id, c in pairs(H.consoles) do
       if not c.ended and engine.state[id] ~= nil then live = true end
