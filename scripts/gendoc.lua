@@ -129,25 +129,21 @@ end
 ---@param map table<string, string|false>
 ---@return string[]
 function G.key_table(map)
-  local actions = require("proctor.actions")
-  local rows, by = {}, {}
-  for _, b in ipairs(actions.bindings(map)) do
-    local name = b[2]
-    if not by[name] then
-      by[name] = { keys = {}, desc = b[3] }
-      rows[#rows + 1] = by[name]
-    end
-    table.insert(by[name].keys, b[1])
-  end
+  local rows = require("proctor.actions").key_rows(map)
+  return G.two_columns(vim.tbl_map(function(r) return { r.lhs, r.desc } end, rows))
+end
+
+--- Lines "    {left}  {right}" with the left column as wide as its widest
+--- cell and the right one wrapped under itself.
+---@param rows {[1]: string, [2]: string}[]
+---@return string[]
+function G.two_columns(rows)
   local w = 0
-  for _, r in ipairs(rows) do
-    r.lhs = table.concat(r.keys, " ")
-    w = math.max(w, #r.lhs)
-  end
+  for _, r in ipairs(rows) do w = math.max(w, #r[1]) end
   local out = {}
   for _, r in ipairs(rows) do
-    local prefix = "    " .. r.lhs .. string.rep(" ", w - #r.lhs) .. "  "
-    local parts = wrap(r.desc, G.WIDTH - #prefix)
+    local prefix = "    " .. r[1] .. string.rep(" ", w - #r[1]) .. "  "
+    local parts = wrap(r[2], G.WIDTH - #prefix)
     out[#out + 1] = prefix .. parts[1]
     for i = 2, #parts do out[#out + 1] = string.rep(" ", #prefix) .. parts[i] end
   end
@@ -159,20 +155,10 @@ end
 ---@return string[]
 function G.actions_table()
   local actions = require("proctor.actions")
-  local names = actions.names()
-  local w = 0
-  for _, n in ipairs(names) do w = math.max(w, #n) end
-  local out = {}
-  for _, n in ipairs(names) do
+  return G.two_columns(vim.tbl_map(function(n)
     local a = actions.actions[n]
-    local desc = a.desc
-    if a.command then desc = desc .. " (|:Proctor-" .. (a.command.name or n) .. "|)" end
-    local prefix = "    " .. n .. string.rep(" ", w - #n) .. "  "
-    local parts = wrap(desc, G.WIDTH - #prefix)
-    out[#out + 1] = prefix .. parts[1]
-    for i = 2, #parts do out[#out + 1] = string.rep(" ", #prefix) .. parts[i] end
-  end
-  return out
+    return { n, a.desc .. (a.command and (" (|:Proctor-" .. (a.command.name or n) .. "|)") or "") }
+  end, actions.names()))
 end
 
 --- The LuaCATS classes of the configuration, for lua/proctor/types.lua.

@@ -89,6 +89,30 @@ function M.bindings(map)
   return list
 end
 
+--- The bindings of key map `map` grouped by action, in action order: one row
+--- per action with its keys (`lhs`: "<CR> o") and description; and the
+--- widest `lhs` (display columns). What the help's key tables and the keys
+--- float show.
+---@param map table<string, string|function|false>
+---@return {keys: string[], lhs: string, desc: string}[] rows, integer width
+function M.key_rows(map)
+  local rows, by = {}, {}
+  for _, b in ipairs(M.bindings(map)) do
+    local key = type(b[2]) == "string" and b[2] or b[1]
+    if not by[key] then
+      by[key] = { keys = {}, desc = b[3] }
+      rows[#rows + 1] = by[key]
+    end
+    table.insert(by[key].keys, b[1])
+  end
+  local w = 0
+  for _, r in ipairs(rows) do
+    r.lhs = table.concat(r.keys, " ")
+    w = math.max(w, vim.fn.strdisplaywidth(r.lhs))
+  end
+  return rows, w
+end
+
 --- Map the keys of `keymaps[kind]` (setup{ keymaps }) in buffer `buf`: each
 --- calls its action (or the function) with the execution `get_id()` returns.
 --- With `opts.range`, an action marked `range` also gets the key in Visual

@@ -171,21 +171,7 @@ function M.keys(kind)
     util.notify("no proctor keys here", vim.log.levels.WARN)
     return nil
   end
-  local actions = require("proctor.actions")
-  local rows, by = {}, {}
-  for _, b in ipairs(actions.bindings(map)) do
-    local key = type(b[2]) == "string" and b[2] or b[1]
-    if not by[key] then
-      by[key] = { keys = {}, desc = b[3] }
-      rows[#rows + 1] = by[key]
-    end
-    table.insert(by[key].keys, b[1])
-  end
-  local w = 0
-  for _, r in ipairs(rows) do
-    r.lhs = table.concat(r.keys, " ")
-    w = math.max(w, vim.fn.strdisplaywidth(r.lhs))
-  end
+  local rows, w = require("proctor.actions").key_rows(map)
   local lines, width = {}, 20
   for _, r in ipairs(rows) do
     local l = " " .. r.lhs .. string.rep(" ", w - vim.fn.strdisplaywidth(r.lhs)) .. "  " .. r.desc .. " "
