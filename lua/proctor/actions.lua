@@ -240,7 +240,9 @@ end
 A.run = {
   desc = "run a command",
   command = { args = "cmd" },
+  -- opts.spec: a proctor.run() spec; `cmd` is nil for `:Proctor run` alone
   run = function(_, opts)
+    if opts.spec.cmd == nil then die("run: a command is needed, e.g. :Proctor run make -j8") end
     local ex, err = require("proctor").run(opts.spec)
     if not ex then die("run: " .. strip(err)) end
     return ex

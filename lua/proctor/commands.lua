@@ -185,8 +185,8 @@ function H.run_spec(rest)
     end
     rest = after
   end
-  if rest == "" then die("run: a command is needed, e.g. :Proctor run make -j8") end
-  spec.cmd = util.command_of(H.expand(rest))
+  -- no command: spec.cmd stays nil and the run action says what to do
+  if rest ~= "" then spec.cmd = util.command_of(H.expand(rest)) end
   spec.open = open or nil -- run() makes the window before the process starts
   return spec
 end

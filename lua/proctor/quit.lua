@@ -8,7 +8,7 @@
 ---   :q (last window), :qa, ZZ ... ──► ExitPre ──► live executions? ──► confirm()
 ---                                                      Yes: quit (they are canceled)
 ---                                                      No:  the quit is refused
----   :qa!, :q!, :wqa! ... (typed)  ──► never asks
+---   :qa!, :q!, :wqa!, ZQ (typed) ─► never asks
 ---   no UI attached (a script, a test, an embedder) ──► nobody to ask: quits
 ---
 --- ExitPre cannot cancel a quit, but Neovim refuses one whose window an
@@ -36,6 +36,18 @@ function M.hook(group)
     end,
   })
   api.nvim_create_autocmd("ExitPre", { group = group, callback = function() M.on_exit_pre() end })
+  -- ZQ is :q! typed as keys: seen here, since it is no command line
+  if vim.on_key and not H.on_key then
+    H.on_key = api.nvim_create_namespace("proctor_quit")
+    local prev
+    vim.on_key(function(key)
+      if prev == "Z" and key == "Q" then
+        H.zq = true
+        vim.schedule(function() H.zq = nil end)
+      end
+      prev = key
+    end, H.on_key)
+  end
 end
 
 --- The executions that quitting now would cancel.
@@ -63,6 +75,7 @@ end
 
 -- Was the quit forced (`:qa!`, `:q!`, `:wqa!`, `:x!` ... just typed)?
 function H.forced()
+  if H.zq then return true end
   local line = H.cmdline
   if not line then return false end
   line = line:gsub("^[%s:]+", "")

@@ -187,7 +187,7 @@ function M.keys(kind)
   vim.bo[buf].modifiable = false
   vim.bo[buf].bufhidden = "wipe"
   vim.bo[buf].filetype = "proctor-keys"
-  width = math.min(width, vim.o.columns - 4)
+  width = math.max(1, math.min(width, vim.o.columns - 4))
   local height = math.min(#lines, math.max(1, vim.o.lines - 6))
   local win = api.nvim_open_win(buf, true, {
     relative = "editor", style = "minimal", border = "rounded", width = width, height = height,

@@ -171,7 +171,7 @@ return function(test, T, H)
 
   -- 3. Quitting --------------------------------------------------------------------------
 
-  test("confirm_quit: :qa and :q ask (No keeps Neovim and the execution, Yes quits and cancels); :qa! never asks", function()
+  test("confirm_quit: :qa and :q ask (No keeps Neovim and the execution, Yes quits and cancels); :qa!, ZQ never ask", function()
     local function child_with_live()
       local c = H.child()
       c.lua([[
@@ -217,6 +217,15 @@ return function(test, T, H)
       c.lua("_G.answer = 2")
       input_exit(c, ":qa!<CR>")
       T.ok(gone(c), ":qa! quits")
+    end)
+    c.stop()
+    if not ok then error(err, 0) end
+    -- ZQ (:q! as keys) never asks either
+    c = child_with_live()
+    ok, err = pcall(function()
+      c.lua("_G.answer = 2")
+      input_exit(c, "ZQ")
+      T.ok(gone(c), "ZQ quits")
     end)
     c.stop()
     if not ok then error(err, 0) end
