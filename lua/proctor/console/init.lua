@@ -242,9 +242,10 @@ function H.create(eng, rec, win)
   local name = "proctor://" .. id
   if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
   -- a buffer left by an earlier console of this id (its terminal closed): wiped
-  local stale = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
-  if stale > 0 and stale ~= buf and vim.b[stale].proctor_id == id then
-    pcall(api.nvim_buf_delete, stale, { force = true })
+  for _, b in ipairs(api.nvim_list_bufs()) do
+    if b ~= buf and vim.b[b].proctor_id == id and not vim.b[b].proctor_view and api.nvim_buf_get_name(b) == name then
+      pcall(api.nvim_buf_delete, b, { force = true })
+    end
   end
   if not pcall(api.nvim_buf_set_name, buf, name) then pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf) end
   local c = {
