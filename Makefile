@@ -45,13 +45,13 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10 doc
 .DEFAULT_GOAL := all
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-all: setup $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd ## build the core for Neovim (LuaJIT) and Lua 5.4, and the shepherd
+all: setup $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, and the help tags
 
 setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
@@ -93,6 +93,11 @@ $(LUA54_SO): $(LUA54_OBJ)
 
 $(BUILD):
 	@mkdir -p $@
+
+# :help proctor in any install (a pack/*/start checkout, a plugin manager's
+# build step, make demo) needs doc/tags next to doc/proctor.txt.
+doc/tags: doc/proctor.txt
+	$(NVIM) --headless -u NONE -i NONE -n -c 'helptags doc' -c 'qa!'
 
 # --- proctor-mcp: the MCP server (csrc/mcp/), a program installed beside the core ----
 # It links the engine (embedded mode) and talks to every engine through the
@@ -201,6 +206,9 @@ check-layers: ## every #include and call in csrc/ goes down the layers (ARCHITEC
 callgraph: ## print the file call graph of csrc/, its circles, and the folder graph
 	@scripts/callgraph.sh
 
+doc: ## regenerate the parts of doc/proctor.txt and lua/proctor/types.lua made from the code (scripts/gendoc.lua)
+	$(NVIM) --headless -u NONE -i NONE -n --cmd 'set rtp^=.' -c "lua dofile('scripts/gendoc.lua').write()" -c 'qa!'
+
 check-symbols: all ## only luaopen_proctor_core may be exported
 	@nm -D --defined-only $(NVIM_SO) | awk '$$2 == "T"' ; nm -D --defined-only $(LUA54_SO) | awk '$$2 == "T"'
 
@@ -208,9 +216,11 @@ bench: all ## run the benchmarks and write bench/RESULTS.md
 	@$(SETUP) bench
 	@bench/run
 
+# make's own variables stay out of the demo (its executions would inherit them
+# and a `make` run there would act as a sub-make).
 demo: all ## open Neovim with proctor and a live console
 	@$(SETUP) demo
-	@$(NVIM) --clean -u scripts/demo.lua
+	@env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u MAKEOVERRIDES $(NVIM) --clean -u scripts/demo.lua
 
 # --- luarocks (proctor-scm-1.rockspec) ----------------------------------------------
 # luarocks passes LUA_INCDIR, CFLAGS, LIBFLAG and the install dirs. The rock is
@@ -230,11 +240,12 @@ rock: $(ROCK_OBJ) $(SHEPHERD) ## build the core and the shepherd for luarocks
 # The shepherd must sit next to core.so (found with dladdr), or be named by
 # $$PROCTOR_SHEPHERD or core.new{ shepherd = path }.
 install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
-	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor
+	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor $(INST_LUADIR)/proctor/console
 	install -m 0755 $(BUILD)/rock/proctor/core.so $(INST_LIBDIR)/proctor/core.so
 	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd $(INST_LIBDIR)/proctor/proctor-shepherd
 	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp $(INST_LIBDIR)/proctor/proctor-mcp
 	install -m 0644 lua/proctor/*.lua $(INST_LUADIR)/proctor/
+	install -m 0644 lua/proctor/console/*.lua $(INST_LUADIR)/proctor/console/
 
 clean: ## remove build outputs
-	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd doc/tags

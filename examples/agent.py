@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """examples/agent.py — drive proctor from outside the editor, the way an AI
-coding agent would. Needs only python3 and python3-msgpack (Debian).
+coding agent would. Needs only Debian's python3 and python3-msgpack: run it
+directly, its first line names /usr/bin/python3 (a `python3` earlier on PATH,
+a virtualenv's, may lack msgpack).
 
     examples/agent.py [SOCKET]      (default: $PROCTOR_SOCKET)
 
 Inside a proctor execution PROCTOR_SOCKET is already set, so
-`:Proctor run python3 examples/agent.py` works as is.
+`:Proctor run examples/agent.py` works as is.
 
 It runs a command and streams its output, answers an interactive prompt,
 cancels a long-running command, and prints the final records. Everything it

@@ -7,7 +7,7 @@ vim.api.nvim_create_user_command("Proctor", function(opts)
 end, {
   nargs = "*",
   bang = true,
-  desc = "proctor: run|list|open|input|cancel[!]|delete|purge|rerun|text|qf|info|mcp",
+  desc = "proctor: [list]|run|open|toggle|input|cancel[!]|delete|purge|rerun|text|qf|info|mcp",
   complete = function(arglead, cmdline, pos)
     return require("proctor.commands").complete(arglead, cmdline, pos)
   end,

@@ -59,6 +59,6 @@ vim.defer_fn(function()
       end)
     end,
   })
-  ask:open({ open = "split", size = 8, enter = true })
+  ask:open({ open = "split", size = 8, enter = true, reuse = false })
   vim.cmd("startinsert")
 end, 1500)

@@ -108,11 +108,12 @@ end
 local function console_ready(buf)
   local console = require("proctor.console")
   local c = console.get(console.id_of_buf(buf))
-  if not c or not c.ended or (c.next.stdout or 0) < LINES * 80 then return false end
-  if c.n == 0 then return shows_last(buf) end
-  local tail, k = "", #c.chunks
+  local b = c and c.backlog
+  if not c or not c.ended or (b.next.stdout or 0) < LINES * 80 then return false end
+  if b.n == 0 then return shows_last(buf) end
+  local tail, k = "", #b.chunks
   while #tail < #LAST + 1 and k >= 1 do
-    tail = c.chunks[k] .. tail
+    tail = b.chunks[k] .. tail
     k = k - 1
   end
   return tail:sub(-(#LAST + 1)) == LAST .. "\n"

@@ -1,33 +1,41 @@
---- proctor.commands — the :Proctor command: parsing, dispatch, completion.
+--- proctor.commands — the :Proctor command: parsing and completion only.
 ---
 ---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
----   :Proctor list | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
----   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | mcp
+---   :Proctor [list [filter]] | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
+---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | toggle [id] | mcp
 ---
---- Where an id is optional it defaults to the execution of the console (or list
---- line) under the cursor, then to the most recent execution. Every problem is
---- shown as one `(proctor) …` message, never a traceback. Requiring this module
---- has no side effects.
+--- An id is `12`, `#12` or a label (the latest execution with that label).
+--- {cmd} of run is expanded like the argument of :! (`%`, `#`, `<cword>`,
+--- `%:p:h`...; `\%` is a literal %), and a simple command runs without a shell.
+---
+--- A subcommand is an entry of proctor.actions with a `command` field: this
+--- module turns the words after it into the entry's id and options and calls
+--- it through actions.call(), which also resolves an omitted id. Every problem
+--- is shown as one `(proctor) …` message, never a traceback. Requiring this
+--- module has no side effects.
 
 local M = {}
 local H = {}
 
 local util = require("proctor.util")
 local engine = require("proctor.engine")
-
-M.subcommands = { "run", "list", "open", "input", "cancel", "cancel!", "delete", "purge", "rerun",
-  "text", "qf", "info", "mcp" }
+local actions = require("proctor.actions")
+local die = util.die
 
 M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "--" }
 
+
 --- Entry point of the user command (`opts` as given by nvim_create_user_command).
+---@param opts {args: string, bang: boolean}
 function M.dispatch(opts)
   local args = opts.args or ""
   local sub, rest = args:match("^%s*(%S+)%s*(.-)%s*$")
   return M.exec_raw(sub, rest or "", opts.bang)
 end
 
---- Run a subcommand from a list of words (keymaps, tests): exec({ "cancel", "3" }).
+--- Run a subcommand from a list of words (tests, scripts): exec({ "cancel", "3" }).
+---@param words string[]
+---@param bang boolean|nil
 function M.exec(words, bang)
   local sub = words[1]
   local rest = table.concat(words, " ", 2)
@@ -35,46 +43,116 @@ function M.exec(words, bang)
 end
 
 --- Run subcommand `sub` with the raw argument string `rest`. Returns what the
---- subcommand returned, or nil after showing one error message.
+--- action returned, or nil after showing one error message.
+---@param sub string|nil
+---@param rest string
+---@param bang boolean|nil
 function M.exec_raw(sub, rest, bang)
-  local ok, res = xpcall(function()
-    if not sub then
-      H.die("a subcommand is needed: " .. table.concat(M.subcommands, ", "))
-    end
-    if sub:sub(-1) == "!" then
-      bang = true
-      sub = sub:sub(1, -2)
-    end
-    local fn = H.sub[sub]
-    if not fn then
-      H.die(string.format("unknown subcommand '%s' (one of: %s)", sub, table.concat(M.subcommands, ", ")))
-    end
-    return fn(rest, bang)
-  end, function(e)
-    if type(e) == "table" and e.proctor then return e end
-    return { internal = tostring(e), trace = debug.traceback(tostring(e), 2) }
+  if not sub then sub = "list" end -- :Proctor alone opens the list
+  return util.protect(function()
+    local name, id, opts = M.parse(sub, rest, bang)
+    return actions.run(name, id, opts)
   end)
-  if ok then return res end
-  if res.proctor then
-    util.notify(res.proctor)
-  else
-    M.last_trace = res.trace
-    util.notify("internal error: " .. res.internal:gsub("\n.*", ""))
+end
+
+--- The subcommand names (with `cancel!`-like forms), in actions.ORDER's order.
+---@return string[]
+function M.subcommands()
+  local names = {}
+  for _, name in ipairs(actions.names()) do
+    local a = actions.actions[name]
+    if a.command then
+      local n = a.command.name or name
+      names[#names + 1] = n
+      if a.command.bang then names[#names + 1] = n .. "!" end
+    end
   end
-  return nil
+  return names
+end
+
+--- Parse one :Proctor command line: the action to run, its id and options.
+--- Dies (util.die) with a message for the user on bad input.
+---@return string action, integer|nil id, table opts
+function M.parse(sub, rest, bang)
+  if not sub then die("a subcommand is needed: " .. table.concat(M.subcommands(), ", ")) end
+  if sub:sub(-1) == "!" then
+    bang = true
+    sub = sub:sub(1, -2)
+  end
+  local name, a = H.find(sub)
+  if not a then
+    die(string.format("unknown subcommand '%s' (one of: %s)", sub, table.concat(M.subcommands(), ", ")))
+  end
+  local kind = a.command.args
+  if bang and a.command.bang then name, a = a.command.bang, actions.actions[a.command.bang] end
+  rest = rest or ""
+  if kind == "none" then
+    if rest ~= "" then die(sub .. " takes no arguments") end
+    return name, nil, {}
+  elseif kind == "id" then
+    return name, H.id(rest), {}
+  elseif kind == "text" then
+    local first, after = rest:match("^(%S+)%s+(.*)$")
+    local id
+    if first and (first:match("^#?%d+$") or actions.by_label(first)) then
+      id = H.id(first)
+      rest = after
+    end
+    if rest == "" then die(sub .. ": text is needed, e.g. :Proctor input 3 yes") end
+    return name, id, { text = rest }
+  elseif kind == "cmd" then
+    return name, nil, { spec = H.run_spec(rest) }
+  elseif kind == "filter" then
+    return name, nil, { filter = rest ~= "" and H.filter(rest) or nil }
+  end
+  die("internal: unknown argument kind " .. tostring(kind))
 end
 
 --- Completion for :Proctor.
+---@param arglead string
+---@param cmdline string
+---@return string[]
 function M.complete(arglead, cmdline, _)
   local ok, res = pcall(H.complete, arglead, cmdline)
   return ok and res or {}
 end
 
--- Subcommands ----------------------------------------------------------------------
+-- Helpers --------------------------------------------------------------------------
 
-H.sub = {}
+-- The action a subcommand names: name, entry.
+function H.find(sub)
+  for name, a in pairs(actions.actions) do
+    if a.command and (a.command.name or name) == sub then return name, a end
+  end
+end
 
-function H.sub.run(rest)
+-- An id argument: a number, #number, a label (the latest execution with it), or
+-- what completion offers (`12:make_-j8`: the id and a hint); nil when empty.
+function H.id(arg)
+  arg = vim.trim(arg or "")
+  if arg == "" then return nil end
+  local n = arg:match("^#?(%d+)$") or arg:match("^#?(%d+):")
+  if n then return tonumber(n) end
+  if arg:find("%s") then die(string.format("not an execution id or label: '%s'", arg)) end
+  local id = actions.by_label(arg)
+  if not id then
+    actions.engine()
+    die(string.format("no execution labelled '%s' (an id is a number or a label)", arg))
+  end
+  return id
+end
+
+-- A filter of :Proctor list: all, running, failed, session, label=NAME, owner=NAME.
+function H.filter(arg)
+  local f = require("proctor.list").parse_filter(vim.trim(arg))
+  if not f then
+    die(string.format("list: unknown filter '%s' (all, running, failed, session, label=NAME, owner=NAME)", arg))
+  end
+  return f
+end
+
+-- The proctor.run() spec of `:Proctor run [options] {cmd}`.
+function H.run_spec(rest)
   local spec = { label = nil }
   local cfg = require("proctor.config").get().command
   local open = cfg.open
@@ -89,12 +167,12 @@ function H.sub.run(rest)
     local k, v = opt:match("^%-(%w+)=(.*)$")
     k = k or opt:sub(2)
     if k == "cwd" and v then
-      if v == "" then H.die("run: -cwd= needs a directory") end
-      spec.cwd = v
+      if v == "" then die("run: -cwd= needs a directory") end
+      spec.cwd = H.expand(v)
     elseif k == "timeout" and v then
       spec.timeout_ms = H.parse_duration(v)
     elseif k == "label" and v then
-      if v == "" then H.die("run: -label= needs a name") end
+      if v == "" then die("run: -label= needs a name") end
       spec.label = v
     elseif k == "pty" and not v then
       spec.pty = true
@@ -103,234 +181,54 @@ function H.sub.run(rest)
     elseif k == "bg" and not v then
       open = false
     else
-      H.die(string.format("run: unknown option '%s' (options: %s)", opt, table.concat(M.run_options, " ")))
+      die(string.format("run: unknown option '%s' (options: %s)", opt, table.concat(M.run_options, " ")))
     end
     rest = after
   end
-  if rest == "" then H.die("run: a command is needed, e.g. :Proctor run make -j8") end
-  spec.cmd = rest
+  -- no command: spec.cmd stays nil and the run action says what to do
+  if rest ~= "" then spec.cmd = util.command_of(H.expand(rest)) end
   spec.open = open or nil -- run() makes the window before the process starts
-  local ex, err = require("proctor").run(spec)
-  if not ex then H.die("run: " .. H.strip(err)) end
-  return ex
+  return spec
 end
 
-function H.sub.list()
-  H.engine()
-  return require("proctor.list").open()
-end
-
-function H.sub.open(rest)
-  local id = H.id(rest, true)
-  H.check(require("proctor").open(id))
-  return id
-end
-
-function H.sub.input(rest)
-  local first, after = rest:match("^(%S+)%s+(.*)$")
-  local id
-  if first and first:match("^#?%d+$") then
-    id = H.id(first, true)
-    rest = after
-  else
-    id = H.id("", true)
-  end
-  if rest == "" then H.die("input: text is needed, e.g. :Proctor input 3 yes") end
-  local ok, err = require("proctor").input(id, rest .. "\n")
-  if not ok then H.die("input: " .. H.strip(err)) end
-  return true
-end
-
-function H.sub.cancel(rest, bang)
-  local id = H.id(rest, true)
-  local res, err = require("proctor").cancel(id, bang)
-  if not res then H.die(H.strip(err)) end
-  if res == "not_found" then H.die("no such execution " .. id) end
-  if res == "already_terminal" then
-    util.notify(string.format("execution %d already ended (%s)", id, tostring(engine.state[id] or "done")),
-      vim.log.levels.WARN)
-  else
-    util.notify(string.format("%s execution %d", bang and "killing" or "canceling", id), vim.log.levels.INFO)
-  end
-  return res
-end
-
-function H.sub.delete(rest)
-  local id = H.id(rest, false)
-  local res, err = require("proctor").delete(id)
-  if not res then H.die(H.strip(err)) end
-  if res == "not_found" then H.die("no such execution " .. id) end
-  if res == "active_process_conflict" then
-    H.die(string.format("execution %d is still running: cancel it first (:Proctor cancel %d)", id, id))
-  end
-  return res
-end
-
-function H.sub.purge(rest)
-  if rest ~= "" then H.die("purge takes no arguments") end
-  H.engine()
-  local n, err = require("proctor").purge()
-  if not n then H.die(H.strip(err)) end
-  util.notify(string.format("purged %d finished execution%s", n, n == 1 and "" or "s"), vim.log.levels.INFO)
-  return n
-end
-
-function H.sub.rerun(rest)
-  local id = H.id(rest, true)
-  local spec = engine.specs[id]
-  local rec = engine.current():get(id)
-  local new = {}
-  if spec then
-    for k, v in pairs(spec) do
-      if k ~= "open" then new[k] = v end
+-- `text` with the cmdline specials expanded as :! does: %, #, #n, <cword>,
+-- <cWORD>, <cfile>, ... each with modifiers (%:p:h, %<); \%, \# and \< stay
+-- literal. Nothing else is touched ($VAR, quotes: the shell's business).
+function H.expand(text)
+  local out, i = {}, 1
+  while i <= #text do
+    local ch = text:sub(i, i)
+    local nxt = text:sub(i + 1, i + 1)
+    if ch == "\\" and (nxt == "%" or nxt == "#" or nxt == "<") then
+      out[#out + 1] = nxt
+      i = i + 2
+    else
+      local token = (ch == "%" or ch == "#") and text:match("^[%%#]%d*", i)
+        or (ch == "<" and (text:match("^<cword>", i) or text:match("^<cWORD>", i) or text:match("^<cfile>", i)
+          or text:match("^<cexpr>", i)))
+      if token then
+        local mods, j = "", i + #token
+        while text:match("^:[phtre~.]", j) do
+          mods = mods .. text:sub(j, j + 1)
+          j = j + 2
+        end
+        if ch ~= "<" and text:sub(j, j) == "<" then -- %< : the name without its extension
+          mods = mods .. "<"
+          j = j + 1
+        end
+        local value = vim.fn.expand(token .. mods)
+        if value == "" then
+          die(string.format("run: no file name for '%s' (write \\%s for a literal %s)", token, ch, ch))
+        end
+        out[#out + 1] = value
+        i = j
+      else
+        out[#out + 1] = ch
+        i = i + 1
+      end
     end
-  else
-    new = { cmd = rec.cmd, cwd = rec.cwd, label = rec.label, pty = rec.pty, owner = "nvim" }
   end
-  new.open = (spec == nil or spec.open or require("proctor.console").get(id) ~= nil) or nil
-  local ex, err = require("proctor").run(new)
-  if not ex then H.die("rerun: " .. H.strip(err)) end
-  return ex
-end
-
-function H.sub.text(rest)
-  local id = H.id(rest, true)
-  H.check(require("proctor.console").text(id))
-  return id
-end
-
-function H.sub.qf(rest)
-  local id = H.id(rest, true)
-  local n, err = require("proctor.console").qf(id)
-  if not n then H.die(H.strip(err)) end
-  return n
-end
-
-function H.sub.info(rest)
-  local lines
-  if rest and rest:match("%S") then
-    lines = M.execution_lines(H.id(rest, false))
-  else
-    lines = M.info_lines()
-  end
-  vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
-  return lines
-end
-
--- The proctor-mcp registration snippets for this editor's socket (:help proctor-mcp).
-function H.sub.mcp()
-  local _, lines = require("proctor.mcp").show()
-  return lines
-end
-
---- The lines :Proctor info {id} shows: the record, with the environment keys
---- the child got (keys only; values, and secrets, are never shown).
-function M.execution_lines(id)
-  local rec = H.check(H.engine():get(id))
-  local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
-  local function add(k, v) if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end end
-  add("command", util.cmd_string(rec.cmd))
-  add("cwd", rec.cwd)
-  add("state", rec.state .. (rec.reason and (" (" .. rec.reason .. ")") or ""))
-  add("exit", rec.exit_code or rec.signal)
-  add("error", rec.error)
-  add("pid", rec.pid)
-  add("owner", rec.owner .. (rec.session and rec.session > 0 and (" (rpc session " .. rec.session .. ")") or ""))
-  add("pty", rec.pty)
-  add("duration", util.duration(util.elapsed_ms(rec)))
-  local bytes = {}
-  for s, n in pairs(rec.bytes or {}) do bytes[#bytes + 1] = string.format("%s %d (dropped %d)", s, n, rec.dropped[s] or 0) end
-  table.sort(bytes)
-  add("output", table.concat(bytes, ", "))
-  if rec.previous_session then add("history", "from an earlier session") end
-  if rec.env_keys then
-    local keys = vim.deepcopy(rec.env_keys)
-    table.sort(keys)
-    add("env keys", #keys .. ": " .. table.concat(keys, " "))
-  end
-  return lines
-end
-
---- The lines :Proctor info shows.
-function M.info_lines()
-  local lines = { "proctor" }
-  local c = require("proctor.config").get()
-  local core, err = engine.load_core()
-  lines[#lines + 1] = "  core:      " .. (core and ("proctor.core " .. core.version) or ("not loaded: " .. err))
-  lines[#lines + 1] = "  lua layer: needs core " .. engine.core_version
-  local eng = engine.current()
-  if eng then
-    local s = require("proctor").status()
-    lines[#lines + 1] = string.format("  engine:    running; %d executions (%d live, %d completed, %d failed, %d canceled, %d timed out)",
-      s.total, s.queued + s.starting + s.running, s.completed, s.failed, s.canceled, s.timed_out)
-  else
-    lines[#lines + 1] = "  engine:    not started (starts on first use)"
-  end
-  lines[#lines + 1] = "  shepherd:  " .. (c.engine.shepherd or ((engine.root() or "?") .. "/lua/proctor/proctor-shepherd"))
-  local addr = eng and eng.address and eng:address()
-  if addr then
-    lines[#lines + 1] = "  socket:    " .. addr .. "  (PROCTOR_SOCKET of every execution; :help proctor-rpc)"
-  elseif engine.rpc_error() then
-    lines[#lines + 1] = "  socket:    disabled: " .. engine.rpc_error()
-  elseif not c.rpc.enabled then
-    lines[#lines + 1] = "  socket:    off (setup{ rpc = { enabled = false } })"
-  else
-    lines[#lines + 1] = "  socket:    " .. (engine.socket_path() or "?") .. " (when the engine starts)"
-  end
-  lines[#lines + 1] = string.format("  config:    notify=%s, kill_grace_ms=%d, output_limit=%d, console.open=%s",
-    c.notify, c.engine.kill_grace_ms, c.engine.output_limit, c.console.open)
-  return lines
-end
-
--- Helpers --------------------------------------------------------------------------
-
-function H.die(msg) error({ proctor = msg }, 0) end
-
--- "ENOENT: no such execution 4" -> "no such execution 4"
-function H.strip(err) return (tostring(err):gsub("^E%u+: ", "")) end
-
-function H.check(a, b)
-  if a == nil then H.die(H.strip(b)) end
-  return a, b
-end
-
-function H.engine()
-  local eng, err = engine.get()
-  if not eng then H.die(err) end
-  return eng
-end
-
--- Resolve an id argument. `fallback_recent`: with no argument, use the most recent.
-function H.id(arg, fallback_recent)
-  local eng = H.engine()
-  arg = vim.trim(arg or "")
-  local id
-  if arg ~= "" then
-    local n = arg:match("^#?(%d+)$")
-    if not n then H.die(string.format("not an execution id: '%s'", arg)) end
-    id = tonumber(n)
-  else
-    id = M.default_id(fallback_recent)
-    if not id then H.die("no execution yet: give an id, or start one with :Proctor run {cmd}") end
-  end
-  if not eng:get(id) then H.die("no such execution " .. id) end
-  return id
-end
-
---- The id of the console or list line under the cursor, else (optionally) the most recent.
-function M.default_id(fallback_recent)
-  local id = require("proctor.console").id_of_buf(0)
-  if id then return id end
-  local okl, list = pcall(require, "proctor.list")
-  if okl then
-    id = list.id_under_cursor()
-    if id then return id end
-  end
-  if fallback_recent == false then return nil end
-  local eng = engine.current()
-  if not eng then return nil end
-  local all = eng:list()
-  return all[#all] and all[#all].id or nil
+  return table.concat(out)
 end
 
 -- "30" -> 30 s; "500ms", "2s", "1m", "1.5m"
@@ -339,13 +237,35 @@ function H.parse_duration(v)
   n = tonumber(n)
   local mul = ({ [""] = 1000, s = 1000, ms = 1, m = 60000, min = 60000, h = 3600000 })[unit or ""]
   if not n or not mul or n <= 0 then
-    H.die(string.format("run: bad timeout '%s' (e.g. -timeout=30, -timeout=500ms, -timeout=2m)", v))
+    die(string.format("run: bad timeout '%s' (e.g. -timeout=30, -timeout=500ms, -timeout=2m)", v))
   end
   return math.floor(n * mul)
 end
 
-H.id_subs = { open = true, input = true, cancel = true, ["cancel!"] = true, delete = true, rerun = true,
-  text = true, qf = true, info = true }
+-- The executions action `a` applies to, newest first: each as `id:hint` (the
+-- hint is its label or the start of its command; :Proctor reads the id before
+-- the colon), then each label once.
+function H.complete_ids(a, arglead)
+  local eng = engine.current()
+  if not eng then return {} end
+  local res, labels = {}, {}
+  local recs = eng:list()
+  local lead = arglead:gsub("^#", "")
+  for i = #recs, 1, -1 do
+    local r = recs[i]
+    if actions.fits(a, r) then
+      local hint = util.first_line(util.title(r)):gsub("%s+", "_"):gsub("[^%w_.%-/=+]", "")
+      local item = tostring(r.id) .. ":" .. hint:sub(1, 24)
+      if vim.startswith(item, lead) then res[#res + 1] = item end
+      if r.label and r.label ~= "" and not labels[r.label] and not r.label:find("%s") then
+        labels[r.label] = true
+        if vim.startswith(r.label, arglead) then labels[#labels + 1] = r.label end
+      end
+    end
+  end
+  for _, l in ipairs(labels) do res[#res + 1] = l end
+  return res
+end
 
 function H.complete(arglead, cmdline)
   local words = vim.split(cmdline:gsub("^%s*%S+", "", 1), "%s+", { trimempty = false })
@@ -357,10 +277,14 @@ function H.complete(arglead, cmdline)
   local n = #args
   if arglead == "" then n = n + 1 end
   if n <= 1 then
-    return vim.tbl_filter(function(s) return vim.startswith(s, arglead) end, M.subcommands)
+    return vim.tbl_filter(function(s) return vim.startswith(s, arglead) end, M.subcommands())
   end
   local sub = args[1]
-  if sub == "run" then
+  local name, a = H.find((sub:gsub("!$", "")))
+  if not a then return {} end
+  local kind = a.command.args
+  if sub:sub(-1) == "!" and a.command.bang then a = actions.actions[a.command.bang] end
+  if kind == "cmd" then
     if arglead:match("^%-cwd=") then
       local dirs = vim.fn.getcompletion(arglead:sub(6), "dir")
       return vim.tbl_map(function(d) return "-cwd=" .. d end, dirs)
@@ -377,21 +301,11 @@ function H.complete(arglead, cmdline)
     end
     return vim.fn.getcompletion(arglead, "file")
   end
-  if H.id_subs[sub] and n == 2 then
-    local eng = engine.current()
-    if not eng then return {} end
-    local ids = {}
-    local recs = eng:list()
-    for i = #recs, 1, -1 do
-      local r = recs[i]
-      local live = not engine.TERMINAL[r.state]
-      local want = true
-      if sub == "cancel" or sub == "cancel!" or sub == "input" then want = live end
-      if sub == "delete" then want = not live end
-      local s = tostring(r.id)
-      if want and vim.startswith(s, (arglead:gsub("^#", ""))) then ids[#ids + 1] = s end
-    end
-    return ids
+  if a.id and (kind == "id" or kind == "text") and n == 2 then
+    return H.complete_ids(a, arglead)
+  end
+  if kind == "filter" and n == 2 then
+    return vim.tbl_filter(function(f) return vim.startswith(f, arglead) end, require("proctor.list").filter_names())
   end
   return {}
 end

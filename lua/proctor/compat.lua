@@ -10,7 +10,7 @@
 ---   text area of a window    the window                    the window less its winbar (0.8)
 ---   window size changed      WinScrolled                   WinResized (0.9)
 ---   User autocmd payload     none (read proctor.event)     `data` (0.8)
----   state directory          stdpath("data")               stdpath("state") (0.8)
+---   state directory          $XDG_STATE_HOME/nvim          stdpath("state") (0.8), the same place
 ---   :checkhealth reporting   health#report_* (0.7),        vim.health.start/ok/... (0.9; report_*
 ---                            vim.health.report_* (0.8)     warn as deprecated from 0.10)
 ---
@@ -33,6 +33,9 @@ function M.has_winbar()
 end
 
 --- Set a window-local option of window `win`.
+---@param win integer
+---@param name string
+---@param value any
 function M.set_win_option(win, name, value)
   if H.scoped_options() then
     api.nvim_set_option_value(name, value, { win = win })
@@ -42,6 +45,9 @@ function M.set_win_option(win, name, value)
 end
 
 --- A window-local option of window `win`.
+---@param win integer
+---@param name string
+---@return any
 function M.get_win_option(win, name)
   if H.scoped_options() then return api.nvim_get_option_value(name, { win = win }) end
   return api.nvim_win_get_option(win, name)
@@ -80,15 +86,20 @@ function M.autocmd_data()
   return H.data
 end
 
---- stdpath("state") where Neovim has it, else stdpath("data").
+--- stdpath("state") where Neovim has it; before (0.7) the directory it
+--- would be: $XDG_STATE_HOME/nvim, else ~/.local/state/nvim.
 ---@return string
 function M.state_dir()
   local ok, dir = pcall(vim.fn.stdpath, "state")
-  return ok and dir or vim.fn.stdpath("data")
+  if ok then return dir end
+  local xdg = vim.env.XDG_STATE_HOME
+  if not xdg or xdg == "" then xdg = (vim.env.HOME or vim.fn.expand("~")) .. "/.local/state" end
+  return xdg .. "/nvim"
 end
 
 --- The :checkhealth reporter: { start, ok, info, warn, error }, each
 --- fn(msg, advice?) with advice a list of strings.
+---@return {start: function, ok: function, info: function, warn: function, error: function}
 function M.health()
   local h = vim.health
   if h and h.start then

@@ -1,123 +1,184 @@
---- proctor.config — the defaults, their schema, and validation of setup() options.
+--- proctor.config — every option, once: its type, default, check and description.
 ---
---- `M.defaults` is the one documented table of defaults (doc/proctor.txt
---- |proctor-config| shows the same table). `M.apply(opts)` validates a user
---- table against the schema and, if it is valid, makes it the current
---- configuration (merged over the defaults); `M.get()` returns the current one.
+--- `M.schema` is the one description of the configuration. From it come the
+--- defaults (`M.defaults`), the validation of setup() (`M.validate`), the
+--- |proctor-config| block and the key tables of doc/proctor.txt, and the
+--- proctor.Config classes of lua/proctor/types.lua (`make doc` writes them
+--- with scripts/gendoc.lua; a test fails when they differ from the schema).
+--- A new option is one entry here.
+---
+---   schema entry ──► defaults ──► M.get()          (merged with setup()'s options)
+---        │      └──► validate ──► setup() errors    ("option 'console.size' must be …")
+---        └──► scripts/gendoc.lua ──► doc/proctor.txt, types.lua
+---
 --- Requiring this module has no side effects.
 
 local M = {}
 local H = {}
 
+---@class proctor.ConfigEntry
+---@field key string dotted path, e.g. "console.size"; a table's own entry comes before its keys
+---@field type string|nil "number", "string", "boolean", "table", "function", or several joined by
+---   "|" ("number|nil"); nil: a table of options (a section)
+---@field default any the default (nil allowed when the type has "nil")
+---@field show string|nil how the help writes the default (default: the value itself)
+---@field check (fun(v: any): boolean, string|nil)|nil further check of a value of the right type;
+---   returns ok and, when not ok, what the value must be ("a positive integer")
+---@field map (fun(k: any, v: any): boolean, string|nil)|nil the table is a map of any keys
+---   (merged key by key over the default): check of one key and value
+---@field description string what the help says (short; the help wraps it)
+
+-- Checks ---------------------------------------------------------------------------
+
+H.what = setmetatable({}, { __mode = "k" }) -- check -> what a value must be ("a positive integer")
+H.values = setmetatable({}, { __mode = "k" }) -- check of an enum -> its values
+
+-- An integer of at least `min` (and at most `max`).
+function H.int(min, max)
+  local what = min == 1 and "a positive integer" or ("an integer >= " .. min)
+  local function check(v)
+    if v ~= math.floor(v) or v < min then return false, what end
+    if max and v > max then return false, "at most " .. max end
+    return true
+  end
+  H.what[check] = what
+  return check
+end
+
+-- One of `values`.
+function H.enum(values)
+  local what = "one of " .. table.concat(values, ", ")
+  local function check(v)
+    for _, x in ipairs(values) do
+      if v == x then return true end
+    end
+    return false, what
+  end
+  H.what[check] = what
+  H.values[check] = values
+  return check
+end
+
+-- A key map: lhs (a non-empty string) = the name of an action, a function, or false.
+function H.keymap(lhs, rhs)
+  if type(lhs) ~= "string" or lhs == "" then return false, "a table of key = action" end
+  if rhs == false or type(rhs) == "function" then return true end
+  if type(rhs) == "string" and require("proctor.actions").actions[rhs] then return true end
+  return false, "an action name (" .. table.concat(require("proctor.actions").names(), ", ")
+    .. "), a function or false"
+end
+
 --stylua: ignore start
----@class proctor.Config
-M.defaults = {
-  -- Options of the engine; read once, when the engine is first needed.
-  engine = {
-    output_limit  = 8 * 1024 * 1024, -- bytes of output kept per execution and stream (ring buffer)
-    history_limit = 1000,            -- finished executions kept in the registry
-    max_running   = nil,             -- at most this many run at once, the rest wait "queued" (nil: no cap)
-    kill_grace_ms = 2000,            -- cancel: SIGTERM, then SIGKILL after this; also bounds the wait at exit
-    drain_ms      = 500,             -- after exit, how long output of background grandchildren is awaited
-    shepherd      = nil,             -- path of proctor-shepherd (nil: next to core.so)
-  },
-  -- Durable history of finished executions across sessions (:help proctor-history).
-  history = {
-    enabled      = false, -- keep records (and output tails) in a file, loaded on the next start
-    file         = nil,   -- nil: stdpath("state") .. "/proctor/history.mpk" ("data" on Neovim 0.7)
-    output_bytes = 65536, -- last bytes of each stream kept per execution
-  },
-  -- Audit log: one JSON line per lifecycle event, never shortened by purge (:help proctor-audit).
-  audit = {
-    file      = nil,      -- path; nil: no audit log
-    max_bytes = 10485760, -- rotate at this size ...
-    keep      = 3,        -- ... keeping this many old files (file.1 .. file.N)
-  },
-  -- The msgpack-rpc socket agents and scripts drive executions through (:help proctor-rpc).
-  rpc = {
-    enabled = true, -- listen when the engine starts; children get PROCTOR_SOCKET
-    path    = nil,  -- nil: $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock
-  },
-  -- Defaults of proctor.run(spec) (every field can be given in the spec).
-  run = {
-    pty        = false, -- run under a pseudo-terminal (one "pty" stream) instead of pipes
-    stdin      = true,  -- pipe executions get a stdin pipe, so input() and typing work
-    cols       = 120,   -- pty size until a console window gives the real one
-    rows       = 30,
-    timeout_ms = nil,   -- cancel after this long (nil: never)
-    owner      = "nvim",
-  },
-  -- Defaults of :Proctor run (the command is for people: colours, prompts, a console).
-  command = {
-    pty  = true,  -- programs see a terminal: colours, progress bars, prompts
-    open = true,  -- open the console at once
-  },
-  console = {
-    open          = "split", -- how a console is shown: "split" | "vsplit" | "tab" | "float" | "current"
-    size          = 15,      -- height of a split (width of a vsplit), in lines/columns
-    enter         = true,    -- move the cursor into the console window when opening it
-    bar           = true,    -- winbar (Neovim 0.8+) or statusline with id, label, state, elapsed, exit
-    final_line    = true,    -- print "[proctor] failed: exit 2 after 3.2 s" at the end
-    bytes_per_tick = 16384,  -- bytes handed to the terminal per event-loop tick (all consoles)
-    backlog_limit  = 262144, -- when more than this waits to be rendered, skip to the tail ...
-    tail_bytes     = 65536,  -- ... keeping this many bytes, and say how many were skipped
-  },
-  list = {
-    refresh_ms = 1000, -- refresh interval of a visible list view (elapsed times)
-  },
-  notify = "on_failure", -- notify when an execution ends: "never" | "on_failure" | "always"
-  events_per_tick = 4096, -- engine events handled per event-loop tick
-  output_max_bytes = 262144, -- bytes of one stream handed to Lua per poll; under a flood the
-                             -- rest is skipped (never copied) and reported as missed. 0: all
+--- The options, in the order the help shows them.
+---@type proctor.ConfigEntry[]
+M.schema = {
+  { key = "engine", description = "options of the engine, read when it starts (the first use)" },
+  { key = "engine.output_limit", type = "number", default = 8 * 1024 * 1024, show = "8 * 1024 * 1024",
+    check = H.int(1), description = "bytes kept per execution and stream (ring buffer)" },
+  { key = "engine.history_limit", type = "number", default = 1000, check = H.int(0),
+    description = "finished executions kept in the registry" },
+  { key = "engine.max_running", type = "number|nil", default = nil, check = H.int(1),
+    description = "at most this many run at once, the rest wait \"queued\" (nil: no cap)" },
+  { key = "engine.kill_grace_ms", type = "number", default = 2000, check = H.int(0),
+    description = "cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when "
+      .. "Neovim exits" },
+  { key = "engine.drain_ms", type = "number", default = 500, check = H.int(0),
+    description = "after exit, how long output of background grandchildren is awaited" },
+  { key = "engine.shepherd", type = "string|nil", default = nil,
+    description = "path of proctor-shepherd (nil: next to core.so)" },
+
+  { key = "run", description = "defaults of proctor.run() (a spec may give each)" },
+  { key = "run.pty", type = "boolean", default = false,
+    description = "pseudo-terminal (one \"pty\" stream) or pipes" },
+  { key = "run.stdin", type = "boolean", default = true, description = "pipe executions get a stdin pipe" },
+  { key = "run.cols", type = "number", default = 120, check = H.int(1),
+    description = "pty size until a console window sets it" },
+  { key = "run.rows", type = "number", default = 30, check = H.int(1), description = "" },
+  { key = "run.timeout_ms", type = "number|nil", default = nil, check = H.int(1),
+    description = "cancel after this long (nil: never)" },
+  { key = "run.owner", type = "string", default = "nvim", description = "" },
+
+  { key = "command", description = "defaults of :Proctor run" },
+  { key = "command.pty", type = "boolean", default = true,
+    description = "programs see a terminal (colours, prompts)" },
+  { key = "command.open", type = "boolean", default = true, description = "open the console at once" },
+
+  { key = "console", description = "consoles (|proctor-console|)" },
+  { key = "console.open", type = "string", default = "split",
+    check = H.enum({ "split", "vsplit", "tab", "float", "current" }),
+    description = "\"split\" | \"vsplit\" | \"tab\" | \"float\" | \"current\"" },
+  { key = "console.size", type = "number", default = 15, check = H.int(1),
+    description = "split height / vsplit width" },
+  { key = "console.enter", type = "boolean", default = true, description = "move the cursor into the console" },
+  { key = "console.reuse", type = "boolean", default = true,
+    description = "one console window per tab: a new console (a split) takes over the window of the last one "
+      .. "(the old console stays in the list)" },
+  { key = "console.bar", type = "boolean", default = true,
+    description = "winbar (0.8+) or statusline with id, label, state, elapsed" },
+  { key = "console.final_line", type = "boolean", default = true,
+    description = "\"[proctor] failed: exit 2 after 3.2 s\" at the end" },
+  -- capped: one nvim_chan_send of a few MiB overflows libvterm's stack in Neovim 0.7 (#16040)
+  { key = "console.bytes_per_tick", type = "number", default = 16384, check = H.int(1, 1048576),
+    description = "bytes given to the terminal per tick (at most 1 MiB: bigger sends crash Neovim "
+      .. "0.7's terminal emulator)" },
+  { key = "console.backlog_limit", type = "number", default = 262144, check = H.int(1),
+    description = "more than this waiting: skip to the tail" },
+  { key = "console.tail_bytes", type = "number", default = 65536, check = H.int(1),
+    description = "... keeping this many bytes" },
+
+  { key = "history", description = "|proctor-history|" },
+  { key = "history.enabled", type = "boolean", default = false,
+    description = "keep finished executions (and the last output_bytes of each stream) in a file, "
+      .. "loaded again on the next start" },
+  { key = "history.file", type = "string|nil", default = nil,
+    description = "nil: stdpath(\"state\")/proctor/history.mpk on every Neovim (0.7: the same "
+      .. "$XDG_STATE_HOME/nvim); a file in stdpath(\"data\") is moved there" },
+  { key = "history.output_bytes", type = "number", default = 65536, check = H.int(1),
+    description = "last bytes of each stream kept per execution" },
+
+  { key = "audit", description = "|proctor-audit|" },
+  { key = "audit.file", type = "string|nil", default = nil,
+    description = "one JSON line per lifecycle event (nil: no audit log)" },
+  { key = "audit.max_bytes", type = "number", default = 10485760, check = H.int(1),
+    description = "rotate at this size," },
+  { key = "audit.keep", type = "number", default = 3, check = H.int(1),
+    description = "keeping file.1 .. file.N" },
+
+  { key = "rpc", description = "the msgpack-rpc socket (|proctor-rpc|)" },
+  { key = "rpc.enabled", type = "boolean", default = true,
+    description = "listen when the engine starts; children get PROCTOR_SOCKET" },
+  { key = "rpc.path", type = "string|nil", default = nil,
+    description = "nil: $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock" },
+
+  { key = "list", description = "the list view (|proctor-list|)" },
+  { key = "list.refresh_ms", type = "number", default = 1000, check = H.int(1),
+    description = "refresh of a visible list view (elapsed times)" },
+
+  { key = "keymaps", description = "{lhs} = action (|proctor-actions|), a function(id), or false: no key" },
+  { key = "keymaps.console", type = "table", map = H.keymap,
+    default = { ["q"] = "close", ["<C-c>"] = "cancel", ["R"] = "rerun", ["O"] = "text", ["?"] = "help" },
+    description = "Normal mode in a console (|proctor-console-keys|)" },
+  { key = "keymaps.list", type = "table", map = H.keymap,
+    default = { ["<CR>"] = "open", ["o"] = "open", ["<C-s>"] = "open_split", ["<C-v>"] = "open_vsplit",
+      ["<C-t>"] = "open_tab", ["<C-f>"] = "open_float", ["c"] = "cancel", ["C"] = "kill", ["dd"] = "delete",
+      ["r"] = "rerun", ["i"] = "input", ["P"] = "purge", ["s"] = "filter", ["R"] = "refresh", ["q"] = "close",
+      ["?"] = "help" },
+    description = "the list view (|proctor-list-keys|)" },
+  { key = "keymaps.text", type = "table", map = H.keymap,
+    default = { ["q"] = "close", ["R"] = "refresh", ["<C-c>"] = "cancel", ["?"] = "help" },
+    description = "the text view (|proctor-text-keys|)" },
+
+  { key = "notify", type = "string", default = "on_failure", check = H.enum({ "never", "on_failure", "always" }),
+    description = "\"never\" | \"on_failure\" | \"always\" (|proctor-notify|)" },
+  { key = "confirm_quit", type = "boolean", default = true,
+    description = "quitting Neovim while executions run asks first (|proctor-quit|); :qa! never asks" },
+  { key = "events_per_tick", type = "number", default = 4096, check = H.int(1),
+    description = "engine events handled per loop tick" },
+  { key = "output_max_bytes", type = "number", default = 262144, check = H.int(0),
+    description = "bytes of one stream handed to Lua per poll; under a flood the rest is skipped "
+      .. "(never copied) and counted as missed. 0: every byte reaches Lua" },
 }
 --stylua: ignore end
-
--- Schema: path -> { types (comma list), check(value) -> ok, hint }.
-H.schema = {
-  ["engine"] = { "table" },
-  ["engine.output_limit"] = { "number", "positive integer" },
-  ["engine.history_limit"] = { "number", "integer >= 0" },
-  ["engine.max_running"] = { "number,nil", "positive integer or nil" },
-  ["engine.kill_grace_ms"] = { "number", "integer >= 0" },
-  ["engine.drain_ms"] = { "number", "integer >= 0" },
-  ["engine.shepherd"] = { "string,nil" },
-  ["run"] = { "table" },
-  ["run.pty"] = { "boolean" },
-  ["run.stdin"] = { "boolean" },
-  ["run.cols"] = { "number", "positive integer" },
-  ["run.rows"] = { "number", "positive integer" },
-  ["run.timeout_ms"] = { "number,nil", "positive integer or nil" },
-  ["run.owner"] = { "string" },
-  ["command"] = { "table" },
-  ["command.pty"] = { "boolean" },
-  ["command.open"] = { "boolean" },
-  ["console"] = { "table" },
-  ["console.open"] = { "string", "enum", { "split", "vsplit", "tab", "float", "current" } },
-  ["console.size"] = { "number", "positive integer" },
-  ["console.enter"] = { "boolean" },
-  ["console.bar"] = { "boolean" },
-  ["console.final_line"] = { "boolean" },
-  -- capped: one nvim_chan_send of a few MiB overflows libvterm's stack in Neovim 0.7 (#16040)
-  ["console.bytes_per_tick"] = { "number", "positive integer", 1048576 },
-  ["console.backlog_limit"] = { "number", "positive integer" },
-  ["console.tail_bytes"] = { "number", "positive integer" },
-  ["history"] = { "table" },
-  ["history.enabled"] = { "boolean" },
-  ["history.file"] = { "string,nil" },
-  ["history.output_bytes"] = { "number", "positive integer" },
-  ["audit"] = { "table" },
-  ["audit.file"] = { "string,nil" },
-  ["audit.max_bytes"] = { "number", "positive integer" },
-  ["audit.keep"] = { "number", "positive integer" },
-  ["rpc"] = { "table" },
-  ["rpc.enabled"] = { "boolean" },
-  ["rpc.path"] = { "string,nil" },
-  ["list"] = { "table" },
-  ["list.refresh_ms"] = { "number", "positive integer" },
-  ["notify"] = { "string", "enum", { "never", "on_failure", "always" } },
-  ["events_per_tick"] = { "number", "positive integer" },
-  ["output_max_bytes"] = { "number", "integer >= 0" },
-}
 
 H.current = nil
 
@@ -130,7 +191,7 @@ end
 
 --- Validate `opts`; return the merged configuration or nil plus one message
 --- naming the offending key, and a list of warnings (unknown keys).
----@param opts table|nil
+---@param opts proctor.SetupOpts|nil
 ---@return proctor.Config|nil cfg, string|nil err, string[] warnings
 function M.validate(opts)
   local warnings = {}
@@ -138,10 +199,12 @@ function M.validate(opts)
   if type(opts) ~= "table" then return nil, "setup() expects a table, got " .. type(opts), warnings end
   local err = H.check(opts, "", warnings)
   if err then return nil, err, warnings end
-  return H.merge(vim.deepcopy(M.defaults), opts), nil, warnings
+  return H.merge(vim.deepcopy(M.defaults), opts, ""), nil, warnings
 end
 
---- Validate and make `opts` current. Returns true, or false and the message.
+--- Validate and make `opts` current (each call starts from the defaults).
+--- Returns true, or false and the message; and the warnings.
+---@param opts proctor.SetupOpts|nil
 ---@return boolean ok, string|nil err, string[] warnings
 function M.apply(opts)
   local cfg, err, warnings = M.validate(opts)
@@ -150,50 +213,80 @@ function M.apply(opts)
   return true, nil, warnings
 end
 
+--- The values an enum option takes (nil for other options).
+---@param e proctor.ConfigEntry
+---@return string[]|nil
+function M.enum_values(e) return e.check and H.values[e.check] end
+
 -- Helpers -----------------------------------------------------------------------
 
+-- The table that holds key path `key` in `root` (created on the way), and the last name.
+function H.parent(root, key)
+  local t = root
+  local names = vim.split(key, ".", { plain = true })
+  for i = 1, #names - 1 do
+    t[names[i]] = t[names[i]] or {}
+    t = t[names[i]]
+  end
+  return t, names[#names]
+end
+
+function H.describe(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  if type(v) == "number" or type(v) == "boolean" then return tostring(v) end
+  return type(v)
+end
+
+-- Check table `t` at path `prefix`; returns the first error, collects warnings.
 function H.check(t, prefix, warnings)
   local keys = vim.tbl_keys(t)
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   for _, k in ipairs(keys) do
     local v = t[k]
     local path = prefix .. tostring(k)
-    local rule = type(k) == "string" and H.schema[path]
-    if not rule then
+    local e = type(k) == "string" and M.by_key[path]
+    if not e then
       warnings[#warnings + 1] = "unknown option '" .. path .. "' (ignored)"
     else
-      local types, hint, enum = rule[1], rule[2], rule[3]
-      if not (("," .. types .. ","):find("," .. type(v) .. ",", 1, true)) then
-        return string.format("option '%s' must be %s, got %s", path,
-          hint and hint ~= "enum" and hint or types:gsub(",", " or "), type(v) == "string" and
-          string.format("%q", v) or type(v))
+      local types = e.type or "table"
+      if not (("|" .. types .. "|"):find("|" .. type(v) .. "|", 1, true)) then
+        local what = e.check and H.what[e.check] or types:gsub("|", " or ")
+        local got = type(v) == "string" and string.format("%q", v) or type(v)
+        return string.format("option '%s' must be %s, got %s", path, what, got)
       end
-      if hint == "enum" and not vim.tbl_contains(enum, v) then
-        return string.format("option '%s' must be one of %s, got %q", path,
-          table.concat(enum, ", "), v)
-      elseif type(v) == "number" and hint then
-        local int = v == math.floor(v)
-        local okv = int and ((hint:find("positive") and v > 0) or (hint:find(">= 0") and v >= 0))
-        if not okv then return string.format("option '%s' must be a %s, got %s", path, hint, tostring(v)) end
-        if type(enum) == "number" and v > enum then
-          return string.format("option '%s' must be at most %d, got %s", path, enum, tostring(v))
+      if e.check and v ~= nil then
+        local ok, hint = e.check(v)
+        if not ok then return string.format("option '%s' must be %s, got %s", path, hint, H.describe(v)) end
+      end
+      if type(v) == "table" then
+        if e.map then
+          for mk, mv in pairs(v) do
+            local ok, hint = e.map(mk, mv)
+            if not ok then
+              return string.format("option '%s[%s]' must be %s, got %s", path, H.describe(mk), hint, H.describe(mv))
+            end
+          end
+        elseif e.type == nil then
+          local err = H.check(v, path .. ".", warnings)
+          if err then return err end
         end
-      elseif type(v) == "table" then
-        local e = H.check(v, path .. ".", warnings)
-        if e then return e end
       end
     end
   end
   return nil
 end
 
+-- Merge the (checked) options `over` into `base` at path `prefix`.
 function H.merge(base, over, prefix)
-  prefix = prefix or ""
   for k, v in pairs(over) do
     local path = prefix .. tostring(k)
-    if H.schema[path] then
-      if type(v) == "table" and type(base[k]) == "table" then
+    local e = M.by_key[path]
+    if e then
+      if type(v) == "table" and e.type == nil then
         H.merge(base[k], v, path .. ".")
+      elseif type(v) == "table" and e.map then
+        base[k] = base[k] or {}
+        for mk, mv in pairs(v) do base[k][mk] = mv end
       else
         base[k] = v
       end
@@ -201,5 +294,26 @@ function H.merge(base, over, prefix)
   end
   return base
 end
+
+--- The schema entry of each key path.
+---@type table<string, proctor.ConfigEntry>
+M.by_key = {}
+for _, e in ipairs(M.schema) do M.by_key[e.key] = e end
+
+--- The defaults, as one table (built from the schema).
+---@type proctor.Config
+M.defaults = {}
+for _, e in ipairs(M.schema) do
+  local parent, name = H.parent(M.defaults, e.key)
+  if e.type == nil then
+    parent[name] = {}
+  elseif type(e.default) == "table" then
+    parent[name] = vim.deepcopy(e.default)
+  else
+    parent[name] = e.default
+  end
+end
+
+M._H = H
 
 return M

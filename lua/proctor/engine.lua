@@ -48,6 +48,14 @@ M.counts = {}
 M.specs = {}
 --- The most recent execution id seen (started here or elsewhere).
 M.last_id = nil
+--- Ids whose cancel this layer requested, until they end (the bar says "canceling…").
+---@type table<integer, boolean>
+M.canceling = {}
+--- Ids of PTY executions a ^C was typed into (their console). One that then
+--- dies of SIGINT (or exits 130, a shell's way of saying so) was interrupted
+--- by the user: the layer shows it canceled (reason "interrupted"), not failed.
+---@type table<integer, boolean>
+M.interrupted = {}
 
 --- Load the C core. Returns the module or nil and a message saying what to do.
 ---@return table|nil core, string|nil err
@@ -75,6 +83,7 @@ function M.load_core()
 end
 
 --- Directory of the plugin checkout (the parent of lua/proctor), or nil.
+---@return string|nil
 function M.root()
   local src = debug.getinfo(1, "S").source
   if src:sub(1, 1) ~= "@" then return nil end
@@ -82,7 +91,7 @@ function M.root()
 end
 
 --- The engine, created on first use. Returns nil and a message when it cannot start.
----@return userdata|nil eng, string|nil err
+---@return proctor.Engine|nil eng, string|nil err
 function M.get()
   if H.eng then
     if H.closing then return nil, "ECLOSED: the engine is closed (Neovim is exiting)" end
@@ -102,7 +111,7 @@ function M.get()
   opts.listen = M.socket_path()
   local cfg = require("proctor.config").get()
   if cfg.history.enabled then
-    local file = cfg.history.file or (require("proctor.compat").state_dir() .. "/proctor/history.mpk")
+    local file = cfg.history.file or M.history_file()
     vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
     opts.history_file = file
     opts.history_output_bytes = cfg.history.output_bytes
@@ -133,10 +142,39 @@ function M.get()
   H.poll:start("r", H.on_readable)
   local group = vim.api.nvim_create_augroup("proctor_engine", { clear = true })
   vim.api.nvim_create_autocmd("VimLeavePre", { group = group, callback = function() M.shutdown() end })
+  require("proctor.quit").hook(group)
   -- Someone may have started executions before we watched (not possible today,
   -- but cheap): drain once.
   H.schedule()
   return eng
+end
+
+--- The default history file: stdpath("state")/proctor/history.mpk on every
+--- Neovim (on 0.7, which has no stdpath("state"), the same XDG directory). A
+--- file an older proctor kept in stdpath("data") is moved there first, so an
+--- upgrade of Neovim (or of proctor) keeps the history.
+---@return string
+function M.history_file()
+  local compat = require("proctor.compat")
+  local file = compat.state_dir() .. "/proctor/history.mpk"
+  local old = vim.fn.stdpath("data") .. "/proctor/history.mpk"
+  if old ~= file and not uv.fs_stat(file) and uv.fs_stat(old) then
+    vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
+    local ok, err = uv.fs_rename(old, file)
+    if not ok then -- another file system: copy, then remove the old one
+      ok, err = uv.fs_copyfile(old, file)
+      if ok then uv.fs_unlink(old) end
+    end
+    if ok then
+      pcall(uv.fs_unlink, old .. ".lock")
+      require("proctor.util").notify("history moved from " .. old .. " to " .. file, vim.log.levels.INFO)
+    else
+      require("proctor.util").notify("could not move the history from " .. old .. ": " .. tostring(err)
+        .. " (it stays there; setup{ history = { file = ... } } names it)", vim.log.levels.WARN)
+      return old
+    end
+  end
+  return file
 end
 
 --- Where the RPC socket goes (nil when disabled): setup{ rpc = { path } }, else
@@ -157,10 +195,26 @@ function M.socket_path()
 end
 
 --- Why the socket is off, when it failed to start (nil otherwise).
+---@return string|nil
 function M.rpc_error() return H.rpc_error end
 
 --- The engine if it exists, without creating it.
+---@return proctor.Engine|nil
 function M.current() return not H.closing and H.eng or nil end
+
+--- `rec` (a record or state event) as this layer shows it: an execution the
+--- user interrupted with ^C (M.interrupted) that died of it is "canceled",
+--- reason "interrupted". Changes `rec` in place and returns it.
+---@generic T
+---@param rec T
+---@return T
+function M.decorate(rec)
+  if rec and rec.state == "failed" and M.interrupted[rec.id] and (rec.signal == "SIGINT" or rec.exit_code == 130) then
+    rec.state = "canceled"
+    rec.reason = "interrupted"
+  end
+  return rec
+end
 
 --- Subscribe to every event. `fn(ev)` runs on the main loop, never in fast context.
 ---@param name string a unique name (subscribing again replaces)
@@ -171,18 +225,23 @@ function M.subscribe(name, fn)
 end
 
 --- `fn()` runs after each batch of events was dispatched.
+---@param name string a unique name (subscribing again replaces)
+---@param fn fun()
 function M.on_batch(name, fn)
   if not H.tick_subs[name] then H.tick_order[#H.tick_order + 1] = name end
   H.tick_subs[name] = fn
 end
 
 --- Handle every event the core has pending now (used by wait()); returns the count.
+---@return integer
 function M.pump()
   if not H.eng then return 0 end
   return H.drain_once(math.huge)
 end
 
 --- Is the execution terminal as far as the Lua layer has seen (or unknown to the core)?
+---@param id integer
+---@return boolean
 function M.is_done(id)
   local s = M.state[id]
   if s then return M.TERMINAL[s] == true end
@@ -202,11 +261,14 @@ function M.reconcile()
   end
 end
 
+---@param id integer
 function M.forget(id)
   local s = M.state[id]
   if s then M.counts[s] = (M.counts[s] or 1) - 1 end
   M.state[id] = nil
   M.specs[id] = nil
+  M.canceling[id] = nil
+  M.interrupted[id] = nil
 end
 
 --- Cancel every live execution, wait for them bounded by the grace period, close.
@@ -253,6 +315,7 @@ function M._reset()
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
   M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
+  M.canceling, M.interrupted = {}, {}
 end
 
 -- Helpers ------------------------------------------------------------------------
@@ -322,6 +385,10 @@ end
 
 function H.dispatch(ev)
   if ev.type == "state" then
+    if M.TERMINAL[ev.state] then
+      M.decorate(ev)
+      M.canceling[ev.id] = nil
+    end
     local prev = M.state[ev.id]
     if prev then M.counts[prev] = (M.counts[prev] or 1) - 1 end
     M.state[ev.id] = ev.state

@@ -12,6 +12,7 @@ local M = {}
 local compat = require("proctor.compat")
 local uv = compat.uv
 
+--- `:checkhealth proctor`.
 function M.check()
   local r = compat.health()
   r.start("proctor: Neovim")

@@ -24,19 +24,27 @@ local Execution = {}
 Execution.__index = Execution
 
 --- Cancel (SIGTERM, SIGKILL after the grace period; `force`: SIGKILL at once).
----@return string result "canceling"|"already_canceling"|"already_terminal"|"not_found"
+---@param force boolean|nil
+---@return proctor.CancelResult|nil result, string|nil err
 function Execution:cancel(force) return M.cancel(self.id, force) end
 --- Send bytes to the process (stdin pipe or pty).
+---@param data string
+---@return boolean|nil ok, string|nil err, string|nil name
 function Execution:input(data) return M.input(self.id, data) end
 --- Close stdin (pty: send ^D).
+---@return boolean|nil ok, string|nil err, string|nil name
 function Execution:close_stdin() return M.close_stdin(self.id) end
 --- The record now (a copy), or nil, msg, name.
+---@return proctor.Record|nil rec, string|nil err, string|nil name
 function Execution:record() return M.record(self.id) end
 --- Open the console; returns buf, win.
+---@param opts proctor.OpenOpts|nil
+---@return integer|nil buf, integer|string|nil win_or_err
 function Execution:open(opts) return M.open(self.id, opts) end
 --- Block (processing events) until the execution ended or `timeout_ms` passed.
 --- Returns the final record, or nil, "ETIMEDOUT: …", "ETIMEDOUT".
 ---@param timeout_ms integer|nil default: forever
+---@return proctor.Record|nil rec, string|nil err, string|nil name
 function Execution:wait(timeout_ms)
   local id = self.id
   local ok = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
@@ -54,16 +62,13 @@ end
 function Execution:__tostring() return "proctor.Execution(" .. self.id .. ")" end
 
 H.watch = {} -- id -> { exec, on_output, on_state, on_exit }
-H.pending_input = {} -- id -> list of data strings (and false = close stdin) waiting for "running";
-                     -- .bytes: their total, at most H.PENDING_MAX
-H.PENDING_MAX = 16 * 1024 * 1024
 H.ended = {} -- terminal records collected during a batch, for notifications
 H.hooked = false
 
 --- Configure proctor. May be called again (each call starts from the defaults).
 --- A bad key or type is reported as one `(proctor) setup: …` error and the
 --- previous configuration stays; unknown keys warn.
----@param opts proctor.Config|nil
+---@param opts proctor.SetupOpts|nil
 ---@return boolean ok, string|nil err
 function M.setup(opts)
   local config = require("proctor.config")
@@ -80,6 +85,7 @@ end
 --- env, clear_env, pty, cols, rows, stdin, timeout_ms, kill_grace_ms, label,
 --- owner, backpressure) plus `on_output(ex, stream, data)`, `on_state(ex, ev)`,
 --- `on_exit(ex, record)` and `open` (true or options of |proctor.open()|).
+---@param spec proctor.RunSpec|string
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
 function M.run(spec)
   if type(spec) == "string" then spec = { cmd = spec } end
@@ -147,6 +153,7 @@ function M.run(spec)
 end
 
 --- An execution object for any id the core knows (started here or elsewhere).
+---@param id integer
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
 function M.get(id)
   local rec, msg, name = M.record(id)
@@ -155,35 +162,44 @@ function M.get(id)
 end
 
 --- The record of an execution (see |proctor-records|), or nil, msg, name.
+---@param id integer
+---@return proctor.Record|nil rec, string|nil err, string|nil name
 function M.record(id)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
-  return eng:get(id)
+  local rec, msg, name = eng:get(id)
+  return engine.decorate(rec), msg, name
 end
 
 --- Records of all executions, in id order. `filter.state` limits to one state.
----@param filter {state: string}|nil
----@return table[]
+---@param filter {state: proctor.State}|nil
+---@return proctor.Record[]
 function M.list(filter)
   local eng = H.engine()
   if not eng then return {} end
   local ok, res = pcall(eng.list, eng, filter)
   if not ok then return {} end
+  for _, r in ipairs(res or {}) do engine.decorate(r) end
   return res or {}
 end
 
 --- Cancel an execution. `force` kills at once (SIGKILL).
----@return string|nil result, string|nil err
+---@param id integer
+---@param force boolean|nil
+---@return proctor.CancelResult|nil result, string|nil err
 function M.cancel(id, force)
   local eng, err = H.engine()
   if not eng then return nil, err end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
-  return eng:cancel(id, force and true or false)
+  local res = eng:cancel(id, force and true or false)
+  if res == "canceling" or res == "already_canceling" then engine.canceling[id] = true end
+  return res
 end
 
 --- Delete a finished execution's record (and its console buffer).
----@return string|nil result "deleted"|"active_process_conflict"|"not_found"
+---@param id integer
+---@return proctor.DeleteResult|nil result, string|nil err
 function M.delete(id)
   local eng, err = H.engine()
   if not eng then return nil, err end
@@ -194,6 +210,8 @@ function M.delete(id)
 end
 
 --- Delete finished executions (older than `opts.older_than_ms` if given). Returns the count.
+---@param opts {older_than_ms: integer}|nil
+---@return integer|nil count, string|nil err
 function M.purge(opts)
   local eng, err = H.engine()
   if not eng then return nil, err end
@@ -205,50 +223,31 @@ function M.purge(opts)
   return n
 end
 
---- Send `data` to the process. Before the process runs (queued, starting) the
---- data is kept and sent when it starts.
+--- Send `data` to the process. Before the process runs (queued, starting)
+--- the core keeps the data and writes it when it starts (|proctor-core-input|).
+---@param id integer
+---@param data string
 ---@return boolean|nil ok, string|nil err, string|nil name
 function M.input(id, data)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   if type(data) ~= "string" then return H.fail("EINVAL", "input data must be a string") end
-  local q = H.pending_input[id]
-  if not q then
-    local ok, msg, name = eng:input(id, data)
-    if ok or name ~= "ENOTRUNNING" or not H.early(eng, id) then return ok, msg, name end
-    H.hook()
-    q = { bytes = 0 }
-    H.pending_input[id] = q
-  end
-  -- the core's bound for input waiting for a start (|proctor-core-input|)
-  if q.bytes + #data > H.PENDING_MAX then
-    return H.fail("EBUSY", ("more than %d MiB of input would wait for execution %d to start")
-      :format(H.PENDING_MAX / 1048576, id))
-  end
-  q[#q + 1] = data
-  q.bytes = q.bytes + #data
-  return true
+  return eng:input(id, data)
 end
 
---- Close the process's stdin (pty: send ^D).
+--- Close the process's stdin (pty: send ^D); before it runs, once it runs.
+---@param id integer
+---@return boolean|nil ok, string|nil err, string|nil name
 function M.close_stdin(id)
   local eng, err = H.engine()
   if not eng then return nil, err, "ENOENGINE" end
-  if H.pending_input[id] then
-    table.insert(H.pending_input[id], false)
-    return true
-  end
-  local ok, msg, name = eng:close_stdin(id)
-  if not ok and name == "ENOTRUNNING" and H.early(eng, id) then
-    H.hook()
-    H.pending_input[id] = { false, bytes = 0 }
-    return true
-  end
-  return ok, msg, name
+  return eng:close_stdin(id)
 end
 
 --- Open (or focus) the console of an execution. See |proctor.open()|.
+---@param id integer
+---@param opts proctor.OpenOpts|nil
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open(id, opts)
   local eng, err = H.engine()
@@ -258,6 +257,7 @@ function M.open(id, opts)
 end
 
 --- Counts per state: { queued, starting, running, completed, failed, canceled, timed_out, total }.
+---@return {queued: integer, starting: integer, running: integer, completed: integer, failed: integer, canceled: integer, timed_out: integer, total: integer}
 function M.status()
   local c = engine.counts
   local r = { total = 0 }
@@ -275,6 +275,7 @@ function M.worker(spec) return require("proctor.worker").start(spec) end
 
 --- A short string for 'statusline': "⏵2 ✓5 ✗1" style, ASCII: "proctor: 2 running, 5 ok, 1 failed".
 --- Empty when nothing ran yet.
+---@return string
 function M.statusline()
   local s = M.status()
   if s.total == 0 then return "" end
@@ -301,16 +302,9 @@ function H.engine()
   return eng, err
 end
 
--- Is the execution before "running" (input must wait)?
-function H.early(eng, id)
-  local rec = eng:get(id)
-  return rec and (rec.state == "queued" or rec.state == "starting")
-end
-
 function H.forget(id)
   engine.forget(id)
   H.watch[id] = nil
-  H.pending_input[id] = nil
   local ok, console = pcall(require, "proctor.console")
   if ok then console.forget(id) end
 end
@@ -332,13 +326,11 @@ function H.on_event(ev)
     end
     return
   end
-  if ev.state == "running" and H.pending_input[id] then H.flush_input(id) end
   local terminal = engine.TERMINAL[ev.state]
-  if terminal then H.pending_input[id] = nil end
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
   local rec
   local eng = engine.current()
-  if eng then rec = eng:get(id) end
+  if eng then rec = engine.decorate(eng:get(id)) end
   rec = rec or vim.tbl_extend("force", {}, ev)
   -- The record as of this event (the core may already be further along).
   rec.state, rec.prev = ev.state, ev.prev
@@ -347,17 +339,10 @@ function H.on_event(ev)
     if w and w.cbs.on_exit then H.call(w.cbs.on_exit, "on_exit", id, w.exec, rec) end
     H.watch[id] = nil
     H.fire("ProctorExit", rec)
-    H.ended[#H.ended + 1] = rec
-  end
-end
-
-function H.flush_input(id)
-  local eng = engine.current()
-  local q = H.pending_input[id]
-  H.pending_input[id] = nil
-  if not eng then return end
-  for _, d in ipairs(q) do
-    if d == false then eng:close_stdin(id) else eng:input(id, d) end
+    local mode = require("proctor.config").get().notify
+    if mode == "always" or (mode == "on_failure" and (rec.state == "failed" or rec.state == "timed_out")) then
+      H.ended[#H.ended + 1] = rec
+    end
   end
 end
 
@@ -374,34 +359,95 @@ function H.fire(pattern, rec)
   if not ok then util.notify("User " .. pattern .. " autocmd failed: " .. tostring(e)) end
 end
 
+-- After a batch of events: endings are told in one notification once none
+-- came for NOTIFY_MS (a burst of 40 failures: one message, not 36), at the
+-- latest NOTIFY_MAX_MS after the first.
 function H.on_batch()
-  if #H.ended == 0 then return end
-  local ended = H.ended
-  H.ended = {}
-  local mode = require("proctor.config").get().notify
-  if mode == "never" then return end
-  local shown = {}
-  for _, r in ipairs(ended) do
-    local bad = r.state == "failed" or r.state == "timed_out"
-    if mode == "always" or bad then shown[#shown + 1] = r end
+  if #H.ended == H.told_upto then return end
+  H.told_upto = #H.ended
+  local uv = require("proctor.compat").uv
+  local now = uv.now()
+  if not H.notify_timer then
+    H.notify_timer = uv.new_timer()
+    H.notify_first = now
   end
+  local wait = math.min(H.NOTIFY_MS, math.max(0, H.notify_first + H.NOTIFY_MAX_MS - now))
+  H.notify_timer:start(wait, 0, vim.schedule_wrap(function()
+    if not H.notify_timer then return end
+    H.notify_timer:close()
+    H.notify_timer = nil
+    H.told_upto = 0
+    H.notify_ended()
+  end))
+end
+
+H.told_upto = 0 -- endings in H.ended when the notification timer was last (re)started
+H.NOTIFY_MS = 200 -- endings told together when none follows within this long ...
+H.NOTIFY_MAX_MS = 2000 -- ... but at the latest this long after the first
+H.NOTIFY_LINES = 5 -- executions named one by one in a batched notification
+
+-- One notification for the endings collected so far (config `notify`).
+function H.notify_ended()
+  local shown = H.ended -- only what `notify` wanted when it ended
+  H.ended = {}
   if #shown == 0 then return end
   local worst = vim.log.levels.INFO
   for _, r in ipairs(shown) do
     if r.state == "failed" or r.state == "timed_out" then worst = vim.log.levels.ERROR end
   end
   if #shown == 1 then
-    local r = shown[1]
-    vim.notify(string.format("(proctor) #%d %s %s", r.id, util.title(r), util.describe_end(r)), worst)
-  else
-    local by = {}
-    for _, r in ipairs(shown) do by[r.state] = (by[r.state] or 0) + 1 end
-    local parts = {}
-    for _, st in ipairs({ "completed", "failed", "timed_out", "canceled" }) do
-      if by[st] then parts[#parts + 1] = by[st] .. " " .. st end
-    end
-    vim.notify(string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")), worst)
+    vim.notify("(proctor) " .. H.ended_line(shown[1]), worst)
+    return
   end
+  local by = {}
+  for _, r in ipairs(shown) do by[r.state] = (by[r.state] or 0) + 1 end
+  local parts = {}
+  for _, st in ipairs({ "failed", "timed_out", "canceled", "completed" }) do
+    if by[st] then parts[#parts + 1] = by[st] .. " " .. (st == "timed_out" and "timed out" or st) end
+  end
+  local lines = { string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")) }
+  -- failures first, then the rest, newest first
+  table.sort(shown, function(a, b)
+    local ba = a.state == "failed" or a.state == "timed_out"
+    local bb = b.state == "failed" or b.state == "timed_out"
+    if ba ~= bb then return ba end
+    return a.id > b.id
+  end)
+  for i = 1, math.min(#shown, H.NOTIFY_LINES) do lines[#lines + 1] = "  " .. H.ended_line(shown[i]) end
+  if #shown > H.NOTIFY_LINES then
+    lines[#lines + 1] = string.format("  … and %d more: :Proctor list", #shown - H.NOTIFY_LINES)
+  end
+  vim.notify(table.concat(lines, "\n"), worst)
+end
+
+-- "#5 build failed: exit 2 after 3.2 s — last line of output · :Proctor open 5"
+function H.ended_line(r)
+  local text = string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
+  local last = H.last_line(r)
+  if last then text = text .. " — " .. last end
+  return text .. " · :Proctor open " .. r.id
+end
+
+-- The last non-empty line the execution printed (a failure: stderr first), at most 80 columns.
+function H.last_line(r)
+  local eng = engine.current()
+  if not eng or not r.bytes then return nil end
+  local streams = r.pty and { "pty" } or (r.state == "completed" and { "stdout", "stderr" } or { "stderr", "stdout" })
+  for _, s in ipairs(streams) do
+    local n = r.bytes[s] or 0
+    if n > 0 then
+      local data = eng:read(r.id, s, math.max(0, n - 4096), 4096)
+      local lines = data and util.plain_lines(data) or {}
+      for i = #lines, 1, -1 do
+        local l = vim.trim(lines[i])
+        if l ~= "" then
+          if vim.fn.strchars(l) > 80 then l = vim.fn.strcharpart(l, 0, 79) .. "…" end
+          return l
+        end
+      end
+    end
+  end
+  return nil
 end
 
 M.Execution = Execution

@@ -1,23 +1,21 @@
---- proctor.list — the list view (`proctor://list`): every execution with id,
---- state, exit, duration, start time, owner and label/command; keys to open,
---- cancel, kill, delete, rerun, send input, purge, refresh and close, shown in
---- the buffer's first line. It refreshes on state changes and, while a live
---- execution is listed, every `list.refresh_ms`. Requiring this module has no
---- side effects.
+--- proctor.list — the list view (`proctor://list`, filetype `proctor-list`):
+--- every execution with id, state, exit, duration, start time, owner and
+--- label/command, live ones first, then the newest. The first line says the
+--- filter and how to see the keys; the keys (`keymaps.list`) run
+--- proctor.actions on the line under the cursor, or on each line of a Visual
+--- range. It refreshes on state changes and, while a live execution is
+--- listed, every `list.refresh_ms`. Requiring this module has no side effects.
 
 local M = {}
 local H = {}
 
 local api = vim.api
-local uv = require("proctor.compat").uv
+local compat = require("proctor.compat")
+local uv = compat.uv
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 
 M.name = "proctor://list"
-M.keys = {
-  { "<CR>", "open" }, { "o", "open" }, { "c", "cancel" }, { "C", "kill" }, { "d", "delete" },
-  { "r", "rerun" }, { "i", "input" }, { "P", "purge" }, { "R", "refresh" }, { "q", "close" },
-}
 M.header_lines = 2
 
 H.buf = nil
@@ -25,10 +23,19 @@ H.rows = {} -- line number -> id
 H.timer = nil
 H.debounce = nil
 H.hooked = false
+H.filter = { name = "all" } ---@type proctor.ListFilter
 
---- Open (or focus) the list view. Returns buf, win.
-function M.open()
+---@class proctor.ListFilter
+---@field name "all"|"running"|"failed"|"session"|"label"|"owner"
+---@field value string|nil the label or owner
+
+--- Open (or focus) the list view, with `filter` (default: the one in use).
+--- The cursor starts on the first execution. Returns buf, win.
+---@param filter proctor.ListFilter|nil
+---@return integer buf, integer win
+function M.open(filter)
   H.hook()
+  if filter then H.filter = filter end
   local buf = H.buf
   if not buf or not api.nvim_buf_is_valid(buf) then buf = H.create() end
   local win
@@ -38,18 +45,86 @@ function M.open()
   if win then
     api.nvim_set_current_win(win)
   else
-    vim.cmd("botright sbuffer " .. buf)
+    if not pcall(vim.cmd, "botright sbuffer " .. buf) then
+      api.nvim_win_set_buf(0, buf) -- no room for a split (E36): here
+    end
     win = api.nvim_get_current_win()
-    pcall(api.nvim_win_set_height, win, math.max(8, math.min(20, vim.o.lines / 3)))
+    pcall(api.nvim_win_set_height, win, math.max(8, math.min(20, math.floor(vim.o.lines / 3))))
   end
+  compat.set_win_option(win, "wrap", false)
   M.refresh()
+  if H.rows[M.header_lines + 1] then pcall(api.nvim_win_set_cursor, win, { M.header_lines + 1, 0 }) end
   return buf, win
 end
 
 --- The execution id on the cursor line of the list view (when it is the current buffer).
+---@return integer|nil
 function M.id_under_cursor()
   if not H.buf or api.nvim_get_current_buf() ~= H.buf then return nil end
   return H.rows[api.nvim_win_get_cursor(0)[1]]
+end
+
+--- The ids on lines `first` to `last` of the list view.
+---@param first integer
+---@param last integer
+---@return integer[]
+function M.ids_of_lines(first, last)
+  local ids = {}
+  for l = first, last do
+    if H.rows[l] then ids[#ids + 1] = H.rows[l] end
+  end
+  return ids
+end
+
+--- The filter in use.
+---@return proctor.ListFilter
+function M.filter() return H.filter end
+
+--- A filter from its text: "all", "running", "failed", "session", "label=NAME",
+--- "owner=NAME" (nil: not one of these).
+---@param text string
+---@return proctor.ListFilter|nil
+function M.parse_filter(text)
+  if text == "all" or text == "running" or text == "failed" or text == "session" then return { name = text } end
+  local k, v = text:match("^(%a+)=(.+)$")
+  if k == "label" or k == "owner" then return { name = k, value = v } end
+  return nil
+end
+
+--- The filters there are now, as text, in the order the filter key cycles them.
+---@return string[]
+function M.filter_names()
+  local names = { "all", "running", "failed", "session" }
+  local seen = {}
+  local recs = H.records()
+  for _, kind in ipairs({ "label", "owner" }) do
+    for i = #recs, 1, -1 do
+      local v = recs[i][kind]
+      if v and v ~= "" and not seen[kind .. v] then
+        seen[kind .. v] = true
+        names[#names + 1] = kind .. "=" .. v
+      end
+    end
+  end
+  return names
+end
+
+--- Switch to the next filter (all, running, failed, this session, each label,
+--- each owner, then all again) and show it.
+---@return string the filter now
+function M.next_filter()
+  local names = M.filter_names()
+  local cur = H.filter_text(H.filter)
+  local at = 0
+  for i, n in ipairs(names) do
+    if n == cur then at = i end
+  end
+  local nxt = names[at % #names + 1]
+  H.filter = M.parse_filter(nxt)
+  M.refresh()
+  local win = H.buf and vim.fn.bufwinid(H.buf) or -1
+  if win ~= -1 then pcall(api.nvim_win_set_cursor, win, { M.header_lines + 1, 0 }) end
+  return nxt
 end
 
 --- Redraw the list (keeps the cursor on the same execution).
@@ -61,41 +136,55 @@ function M.refresh()
   for _, w in ipairs(wins) do
     keep = keep or H.rows[api.nvim_win_get_cursor(w)[1]]
   end
-  local keys = {}
-  for _, k in ipairs(M.keys) do keys[#keys + 1] = k[1] .. " " .. k[2] end
-  local lines = {
-    "proctor — " .. table.concat(keys, "  "),
-    string.format("%-6s %-10s %-9s %-10s %-8s %-6s %s", "ID", "STATE", "EXIT", "DURATION", "STARTED", "OWNER",
-      "LABEL / COMMAND"),
-  }
-  local rows, hl = {}, {}
-  local eng = engine.current()
-  local live = false
-  local recs = eng and eng:list() or {}
-  for i = #recs, 1, -1 do
-    local r = recs[i]
-    local exit = r.exit_code and tostring(r.exit_code) or (r.signal or (r.reason == "spawn_error" and "spawn" or "-"))
-    if not engine.TERMINAL[r.state] then
-      live = true
-      exit = "-"
-    end
-    local started = r.started_at and os.date("%H:%M:%S", math.floor(r.started_at / 1000)) or "-"
-    if r.previous_session and r.started_at then -- from the history file: show the day too
-      started = os.date("%m-%d", math.floor(r.started_at / 1000)) .. "*"
-    end
-    local title = util.title(r)
-    if r.label and r.label ~= "" then title = r.label .. ": " .. util.cmd_string(r.cmd) end
-    if r.previous_session then title = "(earlier session) " .. title end
-    local state = r.state
-    if r.worker_state and not engine.TERMINAL[r.state] then
-      state = "w:" .. r.worker_state -- a supervised worker: its own state (ready, busy, backoff…)
-    end
-    lines[#lines + 1] = string.format("#%-5d %-10s %-9s %-10s %-8s %-6s %s", r.id, state, exit,
-      util.duration(util.elapsed_ms(r)), started, tostring(r.owner or "-"), title:gsub("\n", " "))
-    rows[#lines] = r.id
-    hl[#lines] = r.state
+  local all = H.records()
+  local recs = vim.tbl_filter(function(r) return H.matches(H.filter, r) end, all)
+  table.sort(recs, function(a, b)
+    local la, lb = not engine.TERMINAL[a.state], not engine.TERMINAL[b.state]
+    if la ~= lb then return la end
+    return a.id > b.id
+  end)
+  local cells, live = {}, false
+  local width = { id = 2, owner = 5, state = 5 }
+  for i, r in ipairs(recs) do
+    local c = H.cells(r)
+    if not engine.TERMINAL[r.state] then live = true end
+    cells[i] = c
+    width.id = math.max(width.id, #c.id)
+    width.owner = math.max(width.owner, vim.fn.strdisplaywidth(c.owner))
+    width.state = math.max(width.state, vim.fn.strdisplaywidth(c.state))
   end
-  if #recs == 0 then lines[#lines + 1] = "(no executions yet — :Proctor run {cmd})" end
+  local function pad(s, w) return s .. string.rep(" ", w - vim.fn.strdisplaywidth(s)) end
+  local function row(id, state, exit, dur, started, owner, title)
+    return table.concat({ pad(id, width.id), pad(state, width.state), pad(exit, 6), pad(dur, 10), pad(started, 12),
+      pad(owner, width.owner), title }, " ")
+  end
+  local ftext = H.filter_text(H.filter)
+  local shown = ftext == "all" and string.format("%d executions", #all)
+    or string.format("filter: %s (%d of %d)", ftext, #recs, #all)
+  local lines = {
+    string.format("proctor — %s · %s next filter · %s keys", shown, H.key_for("filter"), H.key_for("help")),
+    row("ID", "STATE", "EXIT", "DURATION", "STARTED", "OWNER", "LABEL / COMMAND"),
+  }
+  local rows, marks = {}, {}
+  local today = os.date("%Y%m%d")
+  for i, r in ipairs(recs) do
+    local c = cells[i]
+    local started = "-"
+    if r.started_at then
+      local t = math.floor(r.started_at / 1000)
+      started = os.date("%Y%m%d", t) == today and os.date("%H:%M:%S", t) or os.date("%b %d %H:%M", t)
+    end
+    lines[#lines + 1] = row(c.id, c.state, c.exit, util.duration(util.elapsed_ms(r)), started, c.owner, c.title)
+    rows[#lines] = r.id
+    marks[#lines] = { state = r.state, earlier = r.previous_session, from = width.id + 1,
+      to = width.id + 1 + #c.state }
+  end
+  if #all == 0 then
+    lines[#lines + 1] = "(no executions yet — :Proctor run {cmd})"
+  elseif #recs == 0 then
+    lines[#lines + 1] = string.format("(none of %d matches the filter %s — %s: next filter)", #all, ftext,
+      H.key_for("filter"))
+  end
   H.rows = rows
   vim.bo[buf].modifiable = true
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
@@ -104,12 +193,17 @@ function M.refresh()
   local ns = H.ns()
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   -- extmarks: nvim_buf_add_highlight is deprecated from Neovim 0.11
-  local function mark(row, from, to, group)
-    api.nvim_buf_set_extmark(buf, ns, row, from, { end_col = math.min(to, #lines[row + 1]), hl_group = group })
+  local function mark(lnum, from, to, group, prio)
+    api.nvim_buf_set_extmark(buf, ns, lnum - 1, from,
+      { end_col = math.min(to, #lines[lnum]), hl_group = group, priority = prio })
   end
-  mark(0, 0, #lines[1], "Comment")
-  mark(1, 0, #lines[2], "Title")
-  for lnum, st in pairs(hl) do mark(lnum - 1, 7, 17, H.hl[st] or "Normal") end
+  mark(1, 0, #lines[1], "Comment")
+  mark(2, 0, #lines[2], "Title")
+  for lnum, m in pairs(marks) do
+    -- a row from an earlier session (the history file) reads dimmed
+    if m.earlier then mark(lnum, 0, #lines[lnum], "ProctorEarlier", 100) end
+    mark(lnum, m.from, m.to, H.hl[m.state] or "Normal", 110)
+  end
   if keep then
     for lnum, id in pairs(rows) do
       if id == keep then
@@ -118,43 +212,6 @@ function M.refresh()
     end
   end
   H.set_timer(live and #wins > 0)
-end
-
---- Run a list-view action on the execution under the cursor (what the keys do).
----@param action string open|cancel|kill|delete|rerun|input|purge|refresh|close
-function M.action(action)
-  local cmds = require("proctor.commands")
-  local id = M.id_under_cursor()
-  local function need()
-    if not id then util.notify("no execution on this line", vim.log.levels.WARN) end
-    return id
-  end
-  if action == "close" then
-    if #api.nvim_list_wins() > 1 then api.nvim_win_close(0, false) else vim.cmd("bprevious") end
-    return
-  elseif action == "refresh" then
-    return M.refresh()
-  elseif action == "purge" then
-    cmds.exec({ "purge" })
-  elseif action == "open" then
-    if need() then cmds.exec({ "open", tostring(id) }) end
-    return
-  elseif action == "cancel" then
-    if need() then cmds.exec({ "cancel", tostring(id) }) end
-  elseif action == "kill" then
-    if need() then cmds.exec({ "cancel!", tostring(id) }) end
-  elseif action == "delete" then
-    if need() then cmds.exec({ "delete", tostring(id) }) end
-  elseif action == "rerun" then
-    if need() then cmds.exec({ "rerun", tostring(id) }) end
-    return
-  elseif action == "input" then
-    if not need() then return end
-    vim.ui.input({ prompt = string.format("input to #%d: ", id) }, function(text)
-      if text then cmds.exec({ "input", tostring(id), text }) end
-    end)
-  end
-  M.refresh()
 end
 
 -- Helpers --------------------------------------------------------------------------
@@ -170,6 +227,59 @@ function H.ns()
   return H.nsid
 end
 
+function H.records()
+  local eng = engine.current()
+  if not eng then return {} end
+  local ok, recs = pcall(eng.list, eng)
+  if not ok then return {} end
+  for _, r in ipairs(recs) do engine.decorate(r) end
+  return recs
+end
+
+-- The text of a filter ("all", "label=build").
+function H.filter_text(f)
+  if f.value then return f.name .. "=" .. f.value end
+  return f.name
+end
+
+function H.matches(f, r)
+  if f.name == "running" then return not engine.TERMINAL[r.state] end
+  if f.name == "failed" then return r.state == "failed" or r.state == "timed_out" end
+  if f.name == "session" then return not r.previous_session end
+  if f.name == "label" then return r.label == f.value end
+  if f.name == "owner" then return r.owner == f.value end
+  return true
+end
+
+-- The cells of a row: id, state, exit, owner, title.
+function H.cells(r)
+  local exit = r.exit_code and tostring(r.exit_code) or (r.signal or (r.reason == "spawn_error" and "spawn" or "-"))
+  local state = r.state == "timed_out" and "timed out" or r.state
+  if not engine.TERMINAL[r.state] then
+    exit = "-"
+    if r.worker_state then
+      state = "w:" .. r.worker_state -- a supervised worker: its own state (ready, busy, backoff…)
+    elseif engine.canceling[r.id] then
+      state = "canceling…"
+    end
+  elseif r.state == "canceled" and r.reason == "interrupted" then
+    exit = "^C"
+  end
+  local title = util.cmd_string(r.cmd)
+  if r.label and r.label ~= "" then title = r.label .. ": " .. title end
+  return { id = "#" .. r.id, state = state, exit = exit, owner = tostring(r.owner or "-"),
+    title = util.first_line(title) }
+end
+
+-- The first key bound to action `name` in the list's key map (or ":Proctor …").
+function H.key_for(name)
+  local map = require("proctor.config").get().keymaps.list
+  for _, b in ipairs(require("proctor.actions").bindings(map)) do
+    if b[2] == name then return b[1] end
+  end
+  return "(no key)"
+end
+
 function H.hook()
   if H.hooked then return end
   H.hooked = true
@@ -179,6 +289,7 @@ function H.hook()
     hi def link ProctorCompleted DiagnosticOk
     hi def link ProctorFailed DiagnosticError
     hi def link ProctorCanceled DiagnosticWarn
+    hi def link ProctorEarlier Comment
   ]])
   if vim.fn.hlexists("DiagnosticOk") == 0 then vim.cmd("hi def link ProctorCompleted String") end
   engine.subscribe("list", function(ev)
@@ -193,10 +304,11 @@ function H.create()
   vim.bo[buf].swapfile = false
   vim.bo[buf].filetype = "proctor-list"
   vim.bo[buf].modifiable = false
-  for _, k in ipairs(M.keys) do
-    vim.keymap.set("n", k[1], function() M.action(k[2]) end,
-      { buffer = buf, nowait = true, silent = true, desc = "proctor list: " .. k[2] })
-  end
+  require("proctor.actions").map_keys(buf, "list", M.id_under_cursor, {
+    range = M.ids_of_lines,
+    need_id = "no execution on this line",
+    after = H.after,
+  })
   api.nvim_create_autocmd("BufWipeout", {
     buffer = buf,
     once = true,
@@ -205,9 +317,20 @@ function H.create()
       H.set_timer(false)
     end,
   })
-  api.nvim_create_autocmd("BufWinEnter", { buffer = buf, callback = function() M.refresh() end })
+  api.nvim_create_autocmd("BufWinEnter", {
+    buffer = buf,
+    callback = function()
+      compat.set_win_option(api.nvim_get_current_win(), "wrap", false)
+      M.refresh()
+    end,
+  })
   H.buf = buf
   return buf
+end
+
+-- After action `name` ran from the list: show its effect at once.
+function H.after(name)
+  if name == "cancel" or name == "kill" or name == "delete" or name == "purge" or name == "input" then M.refresh() end
 end
 
 -- State changes refresh the list at most every 50 ms.

@@ -4,7 +4,8 @@ return function(test, T, H)
 
   test("require has no side effects", function()
     for _, m in ipairs({ "proctor", "proctor.config", "proctor.engine", "proctor.console", "proctor.commands",
-      "proctor.list", "proctor.util", "proctor.health" }) do
+      "proctor.list", "proctor.util", "proctor.health", "proctor.actions", "proctor.views", "proctor.compat",
+      "proctor.console.backlog", "proctor.console.editor", "proctor.console.window" }) do
       require(m)
     end
     T.eq(require("proctor.engine").current(), nil, "engine created by require")
@@ -141,6 +142,39 @@ return function(test, T, H)
     T.eq(select(3, p.input(424242, "x")), "ENOENT")
   end)
 
+  test("input and close_stdin given while queued reach the process when it runs: the core keeps them", function()
+    local p = require("proctor")
+    local engine = require("proctor.engine")
+    engine._reset()
+    p.setup({ notify = "never", engine = { max_running = 1, kill_grace_ms = 500 } })
+    local ok, err = pcall(function()
+      local blocker = p.run({ cmd = { "sleep", "30" } })
+      H.wait(3000, function() return engine.state[blocker.id] == "running" end)
+      local eng = engine.current()
+      -- straight to the core: it keeps input for a queued execution
+      local raw = eng:start({ cmd = { "cat" }, stdin = true })
+      T.eq(eng:get(raw).state, "queued")
+      T.eq(eng:input(raw, "core-1\n"), true)
+      T.eq(eng:close_stdin(raw), true)
+      -- and through the layer, which hands it to the core as is
+      local out = ""
+      local ex = p.run({ cmd = { "cat" }, on_output = function(_, _, d) out = out .. d end })
+      T.eq(eng:get(ex.id).state, "queued")
+      T.eq(ex:input("one\n"), true)
+      T.eq(p.input(ex.id, "two\n"), true)
+      T.eq(ex:close_stdin(), true)
+      T.eq(p.input(ex.id, string.rep("x", 16 * 1024 * 1024 + 1)) == nil, true, "over the core's bound: EBUSY")
+      blocker:cancel(true)
+      T.eq(T.ok(p.get(raw):wait(5000)).state, "completed")
+      T.eq((eng:read(raw, "stdout", 0, 100)), "core-1\n")
+      T.eq(T.ok(ex:wait(5000)).state, "completed")
+      T.eq(out, "one\ntwo\n")
+    end)
+    engine._reset()
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    if not ok then error(err, 0) end
+  end)
+
   test("get, list, record, delete, purge and unknown ids", function()
     local p = require("proctor")
     local ex = p.run({ cmd = "exit 0", label = "g" })
@@ -221,14 +255,16 @@ return function(test, T, H)
     api.nvim_del_augroup_by_name("proctor_test_events")
   end)
 
-  test("notifications: never, on_failure, always (batched)", function()
+  test("notifications: never, on_failure, always; endings batched into one message", function()
     local p = require("proctor")
     local function run_two()
       H.clear_notes()
-      local a = p.run({ cmd = "exit 0", label = "good" })
-      local b = p.run({ cmd = "sleep 0.05; exit 3", label = "bad" })
+      local a = p.run({ cmd = "echo fine; exit 0", label = "good" })
+      local b = p.run({ cmd = "echo boom >&2; sleep 0.05; exit 3", label = "bad" })
       a:wait(5000)
       b:wait(5000)
+      vim.wait(600, function() return #H.notes > 0 end, 10)
+      vim.wait(300) -- nothing more comes
       return H.note_texts()
     end
     p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
@@ -236,26 +272,14 @@ return function(test, T, H)
     p.setup({ notify = "on_failure", engine = { kill_grace_ms = 500 } })
     local n = run_two()
     T.eq(#n, 1, table.concat(n, " | "))
-    T.match(n[1], "^%(proctor%) #%d+ bad failed: exit 3 after")
+    T.match(n[1], "^%(proctor%) #%d+ bad failed: exit 3 after [%d.]+ m?s — boom · :Proctor open %d+$")
     T.eq(H.notes[1].level, vim.log.levels.ERROR)
     p.setup({ notify = "always", engine = { kill_grace_ms = 500 } })
     n = run_two()
-    T.eq(#n, 2, table.concat(n, " | "))
-    T.match(n[1], "good completed: exit 0")
-    -- many ending in one batch: one summary
-    H.clear_notes()
-    local exs = {}
-    for i = 1, 20 do exs[i] = p.run({ cmd = { "true" } }) end
-    -- let all 20 end before the layer sees any event (eng:get does not drain
-    -- events; uv.sleep runs no callbacks), so their ends come in one batch
-    local eng, uv = require("proctor.engine").current(), vim.uv or vim.loop
-    local deadline = uv.hrtime() + 5e9
-    for i = 1, 20 do
-      while not require("proctor.engine").TERMINAL[eng:get(exs[i].id).state] and uv.hrtime() < deadline do uv.sleep(5) end
-    end
-    for i = 1, 20 do exs[i]:wait(5000) end
-    T.ok(#H.notes < 20, "batched: " .. #H.notes .. " notifications")
-    T.match(table.concat(H.note_texts(), "\n"), "completed")
+    T.eq(#n, 1, "both endings in one message: " .. table.concat(n, " | "))
+    T.match(n[1], "^%(proctor%) 2 executions ended: 1 failed, 1 completed\n")
+    T.match(n[1], "\n  #%d+ bad failed: exit 3 after [^\n]* — boom · :Proctor open %d+\n")
+    T.match(n[1], "\n  #%d+ good completed: exit 0 after [^\n]* — fine · :Proctor open %d+$")
     p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
   end)
 end

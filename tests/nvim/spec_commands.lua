@@ -26,7 +26,7 @@ return function(test, T, H)
     T.eq(rec.cwd, dir .. "/")
     T.match(api.nvim_buf_get_name(0), "^proctor://" .. id .. "/pwd$")
     H.wait_final(api.nvim_get_current_buf())
-    T.ok(H.has_line(0, "^" .. vim.pesc(dir) .. "$"), "pwd printed the cwd")
+    T.ok(H.has_line(0, "^" .. vim.pesc(dir) .. "$"), "pwd printed the cwd: " .. table.concat(H.lines(0), "|"))
     -- default: pty; -timeout
     ex("Proctor run -timeout=200ms -bg sleep 5")
     id = last_id()
@@ -38,7 +38,16 @@ return function(test, T, H)
     ex("Proctor run -bg -nopty read a; read b; echo \"[$a][$b]\"")
     id = last_id()
     ex("Proctor input " .. id .. " first words")
+    -- no id and no console under the cursor: a picker of the live executions
+    local offered
+    local orig_select = vim.ui.select
+    vim.ui.select = function(items, o, choose)
+      offered = items
+      choose(items[1])
+    end
     ex("Proctor input second")
+    vim.ui.select = orig_select
+    T.eq(offered and offered[1].id, id, "the picker offered the live execution")
     T.eq(p.get(id):wait(3000).state, "completed")
     T.eq(vim.trim((engine.current():read(id, "stdout", 0, 100))), "[first words][second]")
     -- open: the console under the cursor is the default id
@@ -89,7 +98,7 @@ return function(test, T, H)
 
   test(":Proctor completion of subcommands, ids and run options", function()
     local comp = function(line) return cmds.complete(line:match("(%S*)$"), line, #line) end
-    T.eq(table.concat(comp("Proctor "), ","), table.concat(cmds.subcommands, ","))
+    T.eq(table.concat(comp("Proctor "), ","), table.concat(cmds.subcommands(), ","))
     T.eq(table.concat(comp("Proctor ca"), ","), "cancel,cancel!")
     T.eq(table.concat(comp("Proctor r"), ","), "run,rerun")
     local done = p.run({ cmd = "true" })
@@ -97,11 +106,11 @@ return function(test, T, H)
     local live = p.run({ cmd = { "sleep", "30" } })
     H.wait(3000, function() return engine.state[live.id] == "running" end)
     local ids = comp("Proctor open ")
-    T.eq(ids[1], tostring(live.id), "most recent first")
-    T.ok(vim.tbl_contains(ids, tostring(done.id)))
-    T.eq(table.concat(comp("Proctor cancel "), ","), tostring(live.id), "cancel completes live ids")
-    T.ok(not vim.tbl_contains(comp("Proctor delete "), tostring(live.id)), "delete completes finished ids")
-    T.ok(vim.tbl_contains(comp("Proctor delete "), tostring(done.id)))
+    T.eq(ids[1], live.id .. ":sleep_30", "most recent first, with a hint of its command")
+    T.ok(vim.tbl_contains(ids, done.id .. ":true"))
+    T.eq(table.concat(comp("Proctor cancel "), ","), live.id .. ":sleep_30", "cancel completes live ids")
+    T.ok(not vim.tbl_contains(comp("Proctor delete "), live.id .. ":sleep_30"), "delete completes finished ids")
+    T.ok(vim.tbl_contains(comp("Proctor delete "), done.id .. ":true"))
     T.eq(table.concat(comp("Proctor run -l"), ","), "-label=")
     T.ok(vim.tbl_contains(comp("Proctor run -"), "-nopty"))
     T.ok(vim.tbl_contains(comp("Proctor run -bg ech"), "echo"), "shell commands")
@@ -114,12 +123,12 @@ return function(test, T, H)
 
   test("bad arguments and unknown ids: one (proctor) message, no traceback", function()
     local cases = {
-      { "Proctor", "a subcommand is needed" },
       { "Proctor bogus", "unknown subcommand 'bogus'" },
       { "Proctor open 99999", "no such execution 99999" },
-      { "Proctor open abc", "not an execution id: 'abc'" },
+      { "Proctor open abc", "no execution labelled 'abc'" },
       { "Proctor cancel #99999", "no such execution 99999" },
-      { "Proctor cancel! 1x", "not an execution id" },
+      { "Proctor cancel! 1x", "no execution labelled '1x'" },
+      { "Proctor open a b", "not an execution id or label: 'a b'" },
       { "Proctor delete 424242", "no such execution 424242" },
       { "Proctor input 424242 hi", "no such execution 424242" },
       { "Proctor run", "a command is needed" },
@@ -140,10 +149,11 @@ return function(test, T, H)
       T.eq(H.notes[1].level, vim.log.levels.ERROR, c[1])
     end
     -- an internal error is still one message (simulated)
-    local orig = cmds._H.sub.info
-    cmds._H.sub.info = function() error("boom") end
+    local info = require("proctor.actions").actions.info
+    local orig = info.run
+    info.run = function() error("boom") end
     local n = ex("Proctor info")
-    cmds._H.sub.info = orig
+    info.run = orig
     T.eq(#n, 1)
     T.match(n[1], "^%(proctor%) internal error: .*boom")
     T.ok(not n[1]:find("\n"), "one line")
@@ -159,9 +169,7 @@ return function(test, T, H)
     local buf = select(1, require("proctor.list").open())
     T.eq(api.nvim_buf_get_name(buf), "proctor://list")
     local head = api.nvim_buf_get_lines(buf, 0, 1, false)[1]
-    for _, k in ipairs({ "<CR> open", "c cancel", "C kill", "d delete", "r rerun", "i input", "P purge", "q close" }) do
-      T.ok(head:find(k, 1, true), "key hint " .. k)
-    end
+    T.match(head, "^proctor — %d+ executions · s next filter · %? keys$")
     local function line_of(id)
       for i, l in ipairs(api.nvim_buf_get_lines(buf, 0, -1, false)) do
         if l:find("^#" .. id .. " ") then return i, l end
@@ -196,8 +204,8 @@ return function(test, T, H)
     H.wait(3000, function() return #p.list() == before + 1 end)
     vim.cmd("silent! only!")
     require("proctor.list").open()
-    -- d: delete
-    press(b.id, "d")
+    -- dd: delete
+    press(b.id, "dd")
     T.eq(p.record(b.id), nil)
     H.wait(3000, function() return line_of(b.id) == nil end)
     -- <CR>: open the console
@@ -212,7 +220,12 @@ return function(test, T, H)
     T.eq(d:wait(1000).state, "canceled")
     -- P: purge; q: close
     for _, r in ipairs(p.list()) do if not engine.TERMINAL[r.state] then p.get(r.id):wait(3000) end end
+    local orig_confirm = vim.fn.confirm
+    local asked
+    vim.fn.confirm = function(q) asked = q return 1 end
     press(c.id, "P")
+    vim.fn.confirm = orig_confirm
+    T.match(asked, "^Delete %d+ finished executions%?$")
     T.eq(#p.list(), 0)
     H.wait(3000, function() return api.nvim_buf_get_lines(buf, 2, 3, false)[1]:find("no executions") end)
     vim.cmd("split")
@@ -230,6 +243,35 @@ return function(test, T, H)
     T.match(text, "shepherd starts")
     T.match(text, "socket directory usable")
     vim.cmd("bwipeout!")
+  end)
+
+  test("the generated help (config block, key tables, actions) and types.lua match the code", function()
+    local G = dofile(H.root .. "/scripts/gendoc.lua")
+    local diffs = G.check()
+    local msg = {}
+    for _, d in ipairs(diffs) do
+      msg[#msg + 1] = ("%s:%d: want %q, have %q (run make doc)"):format(d.path, d.line, tostring(d.want), tostring(d.have))
+    end
+    T.eq(#diffs, 0, table.concat(msg, "\n"))
+    -- the check sees a change of the schema, of a key map and of an action
+    local config = require("proctor.config")
+    local e = config.by_key["console.size"]
+    local saved = e.description
+    e.description = "changed"
+    local changed = G.check()
+    e.description = saved
+    T.eq(#changed, 2, "doc and types differ from a changed schema")
+    config.defaults.keymaps.list["x"] = "kill"
+    changed = G.check()
+    config.defaults.keymaps.list["x"] = nil
+    T.eq(#changed, 1, "the list's key table differs")
+    local cancel = require("proctor.actions").actions.cancel
+    saved = cancel.desc
+    cancel.desc = "changed"
+    changed = G.check()
+    cancel.desc = saved
+    T.eq(#changed, 1, "the key tables differ")
+    T.eq(#G.check(), 0)
   end)
 
   test("helptags doc runs clean", function()
@@ -267,8 +309,8 @@ return function(test, T, H)
       c.wait(5000, "has_line(buf_named('proctor://%d+/prompt$'), 'Hello, Ada!')", "the answer reached the process")
       c.wait(5000, "vim.bo.filetype == 'proctor-list'", "the list view opens")
       c.wait(3000, "has_line(0, 'build') and has_line(0, 'prompt')", "both executions are listed")
-      T.eq(c.lua("return _G.notes and #vim.tbl_filter(function(n) return tostring(n):find('rror') end, _G.notes) or 0"), 0,
-        "no error notifications")
+      T.eq(c.lua("return _G.notes and #vim.tbl_filter(function(n) return tostring(n):find('internal error') "
+        .. "or tostring(n):find('E%d+:') or tostring(n):find('failed') end, _G.notes) or 0"), 0, "no error notifications")
     end)
     c.stop()
     if not ok then error(err, 0) end

@@ -6,11 +6,11 @@
 --- lost: the bytes come from the engine (events, or its ring buffer on replay),
 --- not from a pty Neovim owns.
 ---
----   output event ──► dedupe by offset ──► backlog (chunks) ──► render tick
----                                            │ > backlog_limit     │ ≤ bytes_per_tick
----                                            ▼                     ▼
----                                    keep tail_bytes,        nvim_chan_send
----                                    count skipped bytes     (pipe: \n → \r\n)
+---   output event ──► backlog: dedupe by offset, queue ──► render tick
+---                                │ > backlog_limit        │ ≤ bytes_per_tick
+---                                ▼                        ▼
+---                        keep tail_bytes,           nvim_chan_send
+---                        count skipped bytes        (pipe: \n → \r\n)
 ---
 --- Only consoles shown in a window are rendered: feeding a terminal emulator
 --- is the expensive part, so a hidden console keeps its bounded backlog and
@@ -31,8 +31,12 @@
 ---
 --- Opening a console replays what the ring buffer holds and then follows the
 --- events; it works for executions started anywhere (the core, an RPC client).
---- Closing the window never stops the process. Requiring this module has no
---- side effects.
+--- Closing the window never stops the process.
+---
+--- The parts: console/backlog.lua (the bytes waiting: a pure model),
+--- console/editor.lua (typing into a pipe console: a pure model),
+--- console/window.lua (the windows); this file holds the consoles, their
+--- terminals and the render tick. Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -42,20 +46,19 @@ local compat = require("proctor.compat")
 local uv = compat.uv
 local engine = require("proctor.engine")
 local util = require("proctor.util")
+local Backlog = require("proctor.console.backlog")
+local editor = require("proctor.console.editor")
+local window = require("proctor.console.window")
 
 ---@class proctor.Console
 ---@field id integer
 ---@field buf integer
 ---@field chan integer
 ---@field pty boolean
----@field next table<string, integer> next expected byte offset per stream
----@field chunks string[] backlog waiting to be rendered
----@field n integer bytes in the backlog
----@field skipped integer bytes skipped since the last render (reported then)
+---@field backlog proctor.Backlog output waiting to be rendered
 ---@field ended table|nil terminal record once known
 ---@field final_done boolean
----@field at_bol boolean the last byte sent ended a line
----@field line string pipe consoles: the line being typed
+---@field editor proctor.LineEditor pipe consoles: the line being typed
 ---@field parked boolean|nil not shown in any window: output waits in the backlog
 ---@field size_key string sizes of the windows the terminal last took its size from
 ---@field hold {tick: integer, until_ms: number}|nil no output until the terminal refreshed
@@ -77,10 +80,9 @@ H.SETTLE_MS = 100
 
 --- Open (or focus) the console of execution `id`.
 ---@param id integer
----@param opts {open: string|nil, size: integer|nil, enter: boolean|nil, window: proctor.Window|nil}|nil
----   open: "split" | "vsplit" | "tab" | "float" | "current" | "none" (only create the buffer)
----   window: a window from |M.window()| to show the console in (open, size and enter were
----   applied when it was made)
+---@param opts proctor.OpenOpts|nil open: "split" | "vsplit" | "tab" | "float" | "current" |
+---   "none" (only create the buffer); window: a window from M.window() to show the console in
+---   (open, size and enter were applied when it was made)
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open(id, opts)
   opts = opts or {}
@@ -103,67 +105,54 @@ function M.open(id, opts)
     api.nvim_win_set_buf(made.win, c.buf)
     made:done()
     win = made.win
-    H.set_bar(win)
-    H.follow(win, c.buf)
+    vim.w[win].proctor_window = true
+    window.set_bar(win)
+    window.follow(win, c.buf)
   else
-    local cfg = require("proctor.config").get().console
-    local how = opts.open or cfg.open
+    local how = opts.open or require("proctor.config").get().console.open
     if how == "none" then return c.buf, nil end
-    local enter = opts.enter
-    if enter == nil then enter = cfg.enter end
-    win = H.show(c.buf, how, opts.size or cfg.size, enter)
+    win = window.show(c.buf, { how = how, size = opts.size, enter = opts.enter, win = opts.win, reuse = opts.reuse })
   end
+  H.last = id
   H.resize_all()
   return c.buf, win
 end
 
----@class proctor.Window
----@field win integer
----@field cancel fun(self) close it (or give "current" its buffer back)
----@field done fun(self) the console is in it: drop the placeholder
-
---- Make the window a console will be shown in, before its execution starts
---- (`opts` as for |M.open()|), showing an empty placeholder with the console's
---- bar, so that its text area (|proctor.compat.text_size()|) is the size the
---- console will have. Pass it to M.open{ window = } once started, or cancel it.
----@return proctor.Window|nil
-function M.window(opts)
-  opts = opts or {}
-  local cfg = require("proctor.config").get().console
-  local how = opts.open or cfg.open
-  if how == "none" then return nil end
-  local enter = opts.enter
-  if enter == nil then enter = cfg.enter end
-  local ph = api.nvim_create_buf(false, true)
-  vim.bo[ph].bufhidden = "wipe"
-  local prev_win = api.nvim_get_current_win()
-  local prev_buf = api.nvim_win_get_buf(prev_win)
-  local prev_bar = cfg.bar and compat.get_win_option(prev_win, H.bar_option())
-  local win = H.show(ph, how, opts.size or cfg.size, enter)
-  if cfg.bar then compat.set_win_option(win, H.bar_option(), H.BAR) end
-  local w = { win = win }
-  function w.cancel()
-    if not api.nvim_win_is_valid(win) then return end
-    if win == prev_win then
-      if api.nvim_buf_is_valid(prev_buf) then api.nvim_win_set_buf(win, prev_buf) end
-      if prev_bar then compat.set_win_option(win, H.bar_option(), prev_bar) end
-    elseif #api.nvim_list_wins() > 1 then
-      api.nvim_win_close(win, true)
-    end
-    if api.nvim_buf_is_valid(ph) then pcall(api.nvim_buf_delete, ph, { force = true }) end
-  end
-  function w.done()
-    if api.nvim_buf_is_valid(ph) then pcall(api.nvim_buf_delete, ph, { force = true }) end
-  end
-  return w
+--- The execution whose console was opened last (what :Proctor toggle shows).
+---@return integer|nil
+function M.last()
+  if H.last and engine.current() and engine.current():get(H.last) then return H.last end
+  return nil
 end
+
+--- The windows of the current tab that show the console of `id`.
+---@param id integer
+---@return integer[]
+function M.windows(id)
+  local c = H.consoles[id]
+  local res = {}
+  if not c then return res end
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if api.nvim_win_get_buf(w) == c.buf then res[#res + 1] = w end
+  end
+  return res
+end
+
+--- Make the window a console will be shown in, before its execution starts:
+--- see proctor.console.window.placeholder().
+---@param opts proctor.OpenOpts|nil
+---@return proctor.Window|nil
+function M.window(opts) return window.placeholder(opts) end
 
 --- The console of `id`, if one exists.
 ---@return proctor.Console|nil
 function M.get(id) return H.consoles[id] end
 
 --- The execution id of a console (or text view) buffer, or nil.
+---@param buf integer|nil default: the current buffer
+---@return integer|nil
 function M.id_of_buf(buf)
+  if buf and buf ~= 0 and not api.nvim_buf_is_valid(buf) then return nil end
   local ok, v = pcall(api.nvim_buf_get_var, buf or 0, "proctor_id")
   if ok and type(v) == "number" then return v end
   local name = api.nvim_buf_get_name(buf or 0)
@@ -172,6 +161,7 @@ function M.id_of_buf(buf)
 end
 
 --- Remove the console of `id` (its buffer is wiped).
+---@param id integer
 function M.forget(id)
   local c = H.consoles[id]
   if not c then return end
@@ -180,102 +170,38 @@ function M.forget(id)
 end
 
 --- True when nothing waits to be rendered into the console of `id`.
+---@param id integer
+---@return boolean
 function M.idle(id)
   local c = H.consoles[id]
-  return not c or (c.n == 0 and c.skipped == 0 and (not c.ended or c.final_done))
+  return not c or (not c.backlog:pending() and (not c.ended or c.final_done))
 end
 
 --- Text for the console window's winbar/statusline: id, label, state, elapsed, exit.
 ---@param win integer|nil default: the window being drawn
+---@return string
 function M.bar(win)
   win = win or vim.g.statusline_winid or api.nvim_get_current_win()
   local ok, buf = pcall(api.nvim_win_get_buf, win)
   local id = ok and M.id_of_buf(buf)
   if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
   local eng = engine.current()
-  local rec = eng and eng:get(id)
+  local rec = eng and engine.decorate(eng:get(id))
   if not rec then return "proctor #" .. id .. " (deleted)" end
-  local s
-  if engine.TERMINAL[rec.state] then
-    s = util.describe_end(rec)
+  local text
+  if vim.b[buf].proctor_view == "text" then
+    text = require("proctor.views").text_bar(rec)
   else
-    local el = util.elapsed_ms(rec)
-    s = rec.state .. (el and (" " .. util.duration(el)) or "")
-  end
-  local text = string.format("proctor #%d %s │ %s", id, util.title(rec), s)
-  return (text:gsub("%%", "%%%%"))
-end
-
---- Plain text of everything the ring buffer holds for `id` (ANSI stripped).
----@return string[]|nil lines, string|nil err
-function M.plain(id)
-  local eng, err = engine.get()
-  if not eng then return nil, err end
-  local rec, msg = eng:get(id)
-  if not rec then return nil, msg end
-  local out = {}
-  local streams = rec.pty and { "pty" } or { "stdout", "stderr" }
-  for _, s in ipairs(streams) do
-    local total = rec.bytes and rec.bytes[s] or 0
-    local data, _, missed = eng:read(id, s, 0, math.max(total, 1))
-    data = data or ""
-    if s == "stderr" and data ~= "" and #out > 0 then out[#out + 1] = "── stderr ──" end
-    if missed and missed > 0 then
-      out[#out + 1] = string.format("[proctor] the first %d bytes of %s were dropped from the ring buffer", missed, s)
+    local s
+    if engine.TERMINAL[rec.state] then
+      s = util.describe_end(rec)
+    else
+      local el = util.elapsed_ms(rec)
+      s = util.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
     end
-    vim.list_extend(out, util.plain_lines(data))
+    text = string.format("proctor #%d %s │ %s", id, util.first_line(util.title(rec)), s)
   end
-  return out
-end
-
---- `:Proctor text`: open a plain-text view of the retained output.
-function M.text(id, opts)
-  local lines, err = M.plain(id)
-  if not lines then return nil, err end
-  local name = "proctor://" .. id .. "/text"
-  local buf = vim.fn.bufnr("^" .. vim.pesc(name) .. "$")
-  if buf == -1 or not api.nvim_buf_is_valid(buf) then
-    buf = api.nvim_create_buf(true, true)
-    pcall(api.nvim_buf_set_name, buf, name)
-    vim.bo[buf].bufhidden = "wipe"
-    vim.bo[buf].swapfile = false
-    api.nvim_buf_set_var(buf, "proctor_id", id)
-  end
-  vim.bo[buf].modifiable = true
-  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].modifiable = false
-  vim.bo[buf].modified = false
-  local cfg = require("proctor.config").get().console
-  opts = opts or {}
-  local win = H.show(buf, opts.open or cfg.open, opts.size or cfg.size, true)
-  return buf, win
-end
-
---- `:Proctor qf`: load the retained output into the quickfix list with 'errorformat'.
---- File names are resolved against the execution's working directory.
----@return integer|nil valid number of valid entries, string|nil err
-function M.qf(id, opts)
-  local lines, err = M.plain(id)
-  if not lines then return nil, err end
-  local rec = engine.current():get(id)
-  local efm = api.nvim_eval("&errorformat")
-  local scope = vim.fn.haslocaldir() == 1 and "lcd" or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
-  local prev = vim.fn.getcwd()
-  local moved = rec.cwd and rec.cwd ~= prev and vim.fn.isdirectory(rec.cwd) == 1
-  if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(rec.cwd)) end
-  local ok, e = pcall(vim.fn.setqflist, {}, " ", {
-    title = string.format("proctor #%d %s", id, util.title(rec)),
-    lines = lines,
-    efm = efm,
-  })
-  if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(prev)) end
-  if not ok then return nil, tostring(e) end
-  local valid = 0
-  for _, item in ipairs(vim.fn.getqflist()) do
-    if item.valid == 1 then valid = valid + 1 end
-  end
-  if not (opts and opts.open == false) then vim.cmd("botright copen") end
-  return valid
+  return (text:gsub("%%", "%%%%"))
 end
 
 -- Helpers ------------------------------------------------------------------------
@@ -285,13 +211,20 @@ function H.hook()
   H.hooked = true
   engine.subscribe("console", H.on_event)
   local g = api.nvim_create_augroup("proctor_console", { clear = true })
+  api.nvim_create_autocmd("CmdlineLeave", {
+    group = g,
+    pattern = ":",
+    callback = function()
+      if not (vim.v.event and vim.v.event.abort) then H.before_command(vim.fn.getcmdline()) end
+    end,
+  })
   api.nvim_create_autocmd(compat.resize_events(), {
     group = g,
     callback = function(ev)
       -- A window that shows a console gets its bar before any size is taken:
       -- the bar (a winbar) is part of what the process must not count.
       if ev.event == "BufWinEnter" and H.consoles[M.id_of_buf(ev.buf) or -1] then
-        H.set_bar(api.nvim_get_current_win())
+        window.set_bar(api.nvim_get_current_win())
       end
       H.resize_all()
     end,
@@ -300,17 +233,23 @@ end
 
 -- Create the buffer and terminal for `rec` and queue the replay of its ring
 -- buffer. The terminal takes its size from `win` (default: the current window).
+-- Consoles are not listed (:ls and :bnext stay clean) and have filetype "proctor".
 function H.create(eng, rec, win)
   local id = rec.id
   local old = H.consoles[id]
   if old then M.forget(id) end
-  local buf = api.nvim_create_buf(true, false)
+  local buf = api.nvim_create_buf(false, false)
   local name = "proctor://" .. id
   if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
+  -- a buffer left by an earlier console of this id (its terminal closed): wiped
+  for _, b in ipairs(api.nvim_list_bufs()) do
+    if b ~= buf and vim.b[b].proctor_id == id and not vim.b[b].proctor_view and api.nvim_buf_get_name(b) == name then
+      pcall(api.nvim_buf_delete, b, { force = true })
+    end
+  end
   if not pcall(api.nvim_buf_set_name, buf, name) then pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf) end
   local c = {
-    id = id, buf = buf, pty = rec.pty, next = {}, chunks = {}, n = 0, skipped = 0,
-    final_done = false, at_bol = true, line = "",
+    id = id, buf = buf, pty = rec.pty, backlog = Backlog.new(), final_done = false, editor = editor.new(),
   }
   win = win or api.nvim_get_current_win()
   api.nvim_win_call(win, function()
@@ -320,12 +259,20 @@ function H.create(eng, rec, win)
   H.consoles[id] = c
   api.nvim_buf_set_var(buf, "proctor_id", id)
   vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].filetype = "proctor"
   H.keymaps(c)
-  api.nvim_create_autocmd("BufWipeout", {
+  -- :bd, :bw, :bun (with or without !) close the console, never the process;
+  -- :Proctor open makes a new one that replays the ring buffer.
+  api.nvim_create_autocmd({ "BufUnload", "BufWipeout" }, {
     buffer = buf,
     once = true,
     callback = function()
       if H.consoles[id] == c then H.consoles[id] = nil end
+      vim.schedule(function()
+        if api.nvim_buf_is_valid(buf) and not api.nvim_buf_is_loaded(buf) then
+          pcall(api.nvim_buf_delete, buf, { force = true })
+        end
+      end)
     end,
   })
   api.nvim_create_autocmd("BufWinEnter", {
@@ -334,7 +281,7 @@ function H.create(eng, rec, win)
       if c.parked then -- shown again: render what waited (its tail)
         c.parked = false
         local tail = require("proctor.config").get().console.tail_bytes
-        if c.n > tail then H.trim(c, tail) end
+        if c.backlog.n > tail then c.backlog:trim(tail) end
         H.mark(c)
       end
     end,
@@ -349,74 +296,33 @@ function H.create(eng, rec, win)
     local data, nxt = eng:read(id, s, from, math.max(cfg.backlog_limit, total - from))
     if data then
       local start = nxt - #data
-      if start > 0 then c.skipped = c.skipped + start end
-      c.next[s] = nxt
+      if start > 0 then c.backlog.skipped = c.backlog.skipped + start end
+      c.backlog:start(s, nxt)
       if #data > 0 then H.enqueue(c, data) end
     else
-      c.next[s] = 0
+      c.backlog:start(s, 0)
     end
   end
-  if engine.TERMINAL[rec.state] then c.ended = rec end
+  if engine.TERMINAL[rec.state] then c.ended = engine.decorate(rec) end
   H.mark(c)
   H.ensure_ticker()
   return c
 end
 
+-- Normal-mode keys of a console (setup{ keymaps = { console } }).
 function H.keymaps(c)
-  local buf, id = c.buf, c.id
-  local function map(lhs, fn, desc)
-    vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
-  end
-  map("q", function()
-    if #api.nvim_list_wins() > 1 then api.nvim_win_close(0, false) else vim.cmd("bprevious") end
-  end, "proctor: close the console window (the process keeps running)")
-  map("<C-c>", function() require("proctor.commands").exec({ "cancel", tostring(id) }) end,
-    "proctor: cancel the execution")
-  map("R", function() require("proctor.commands").exec({ "rerun", tostring(id) }) end,
-    "proctor: run the same command again")
-  map("gt", function() require("proctor.commands").exec({ "text", tostring(id) }) end,
-    "proctor: plain-text view of the output")
+  require("proctor.actions").map_keys(c.buf, "console", function() return c.id end)
 end
 
--- Append `data` to the backlog; past backlog_limit keep only the tail. A
+-- Queue `data` for rendering. Past backlog_limit only the tail is kept; a
 -- parked console (no window shows it) keeps at most twice tail_bytes: that is
 -- all it will render when shown, so 200 hidden consoles cost 200 small tails.
 function H.enqueue(c, data)
-  local chunks = c.chunks
-  chunks[#chunks + 1] = data
-  c.n = c.n + #data
   local cfg = require("proctor.config").get().console
   local limit = cfg.backlog_limit
   if c.parked then limit = math.min(limit, 2 * cfg.tail_bytes) end
-  if c.n > limit then H.trim(c, cfg.tail_bytes) end
+  c.backlog:push(data, limit, cfg.tail_bytes)
   H.mark(c)
-end
-
--- Drop the head of the backlog so that about `keep` bytes remain, counting the
--- dropped bytes as skipped.
-function H.trim(c, keep)
-  local chunks = c.chunks
-  local drop = c.n - keep
-  local i = 1
-  while i <= #chunks and #chunks[i] <= drop do
-    drop = drop - #chunks[i]
-    c.skipped = c.skipped + #chunks[i]
-    c.n = c.n - #chunks[i]
-    i = i + 1
-  end
-  local rest = {}
-  for j = i, #chunks do rest[#rest + 1] = chunks[j] end
-  if drop > 0 and rest[1] then
-    -- Cut the head chunk, then start at the next line so no escape sequence
-    -- or UTF-8 character is cut in half (when a newline is near).
-    local head = rest[1]
-    local nl = head:find("\n", drop + 1, true)
-    if nl and nl - drop <= 4096 then drop = nl end
-    rest[1] = head:sub(drop + 1)
-    c.skipped = c.skipped + drop
-    c.n = c.n - drop
-  end
-  c.chunks = rest
 end
 
 function H.mark(c)
@@ -454,7 +360,7 @@ function H.render()
     elseif wins then
       if budget > 0 then
         budget = budget - H.render_one(c, budget)
-        if c.n > 0 or c.skipped > 0 or (c.ended and not c.final_done) then again[#again + 1] = id end
+        if c.backlog:pending() or (c.ended and not c.final_done) then again[#again + 1] = id end
       else
         rest[#rest + 1] = id
       end
@@ -519,55 +425,36 @@ function H.settle(id)
   end)
 end
 
+-- The line a console shows when bytes were skipped.
+function H.skip_note(id)
+  return function(n)
+    return string.format("\27[0m\27[2m[proctor] … skipped %d bytes (:Proctor text %d)\27[0m", n, id)
+  end
+end
+
 -- Render up to `budget` bytes of `c`; returns the bytes taken from the backlog.
 function H.render_one(c, budget)
-  local parts = {}
-  if c.skipped > 0 then
-    parts[#parts + 1] = (c.at_bol and "" or "\r\n") .. string.format(
-      "\27[0m\27[2m[proctor] … skipped %d bytes (:Proctor text %d)\27[0m\r\n", c.skipped, c.id)
-    c.skipped = 0
-    c.at_bol = true
-  end
-  local taken = 0
-  local chunks = c.chunks
-  local k = 1
-  while k <= #chunks and taken < budget do
-    local ch = chunks[k]
-    if taken + #ch > budget then
-      local cut = budget - taken
-      parts[#parts + 1] = ch:sub(1, cut)
-      chunks[k] = ch:sub(cut + 1)
-      taken = budget
-      break
-    end
-    parts[#parts + 1] = ch
-    taken = taken + #ch
-    k = k + 1
-  end
-  if k > 1 then
-    local rest = {}
-    for j = k, #chunks do rest[#rest + 1] = chunks[j] end
-    c.chunks = rest
-  end
-  c.n = c.n - taken
-  local data = table.concat(parts)
-  if not c.pty then data = data:gsub("\n", "\r\n") end
-  if c.n == 0 and c.ended and not c.final_done then
+  local data, taken = c.backlog:take(budget, not c.pty, H.skip_note(c.id))
+  local final = false
+  if c.backlog.n == 0 and c.ended and not c.final_done then
     c.final_done = true
+    final = true
     if require("proctor.config").get().console.final_line then
-      local bol
-      if data == "" then bol = c.at_bol else bol = data:sub(-1) == "\n" end
       local color = c.ended.state == "completed" and "32" or (c.ended.state == "failed" and "31" or "33")
-      data = data .. (bol and "" or "\r\n")
-        .. string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended))
+      data = data .. c.backlog:own_line(
+        string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended)))
     end
   end
   if data ~= "" then H.send(c, data) end
+  -- Everything is shown and the process is gone: leave Terminal mode, as a key
+  -- would after :terminal's [Process exited] (nothing typed reaches it now).
+  if final and api.nvim_get_current_buf() == c.buf and api.nvim_get_mode().mode == "t" then
+    vim.cmd("stopinsert")
+  end
   return taken
 end
 
 function H.send(c, data)
-  c.at_bol = data:sub(-1) == "\n"
   local ok = pcall(api.nvim_chan_send, c.chan, data)
   if not ok then H.consoles[c.id] = nil end
 end
@@ -576,21 +463,11 @@ function H.on_event(ev)
   local c = H.consoles[ev.id]
   if not c then return end
   if ev.type == "output" then
-    local s = ev.stream
-    local nxt = c.next[s] or 0
-    local data, off = ev.data, ev.offset
-    if off + #data <= nxt then return end
-    if off < nxt then
-      data = data:sub(nxt - off + 1)
-      off = nxt
-    elseif off > nxt then
-      c.skipped = c.skipped + (off - nxt)
-    end
-    c.next[s] = off + #data
-    H.enqueue(c, data)
+    local data = c.backlog:accept(ev.stream, ev.data, ev.offset)
+    if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
     local eng = engine.current()
-    c.ended = (eng and eng:get(ev.id)) or ev
+    c.ended = engine.decorate(eng and eng:get(ev.id)) or ev
     H.mark(c)
     H.redraw_bars()
   else
@@ -598,8 +475,8 @@ function H.on_event(ev)
   end
 end
 
--- Typing in the console (terminal mode). PTY: raw bytes. Pipe: a small line
--- editor with local echo; the line is sent on <CR>, ^D closes stdin, ^C cancels.
+-- Typing in the console (terminal mode). PTY: raw bytes. Pipe: the line
+-- editor (console/editor.lua) echoes and sends whole lines.
 function H.on_input(c, data)
   if vim.in_fast_event() then
     vim.schedule(function() H.on_input(c, data) end)
@@ -608,110 +485,66 @@ function H.on_input(c, data)
   local proctor = require("proctor")
   if c.ended then return end
   if c.pty then
+    -- ^C: the tty sends SIGINT; if it ends the program, the user interrupted it
+    if data:find("\3", 1, true) then engine.interrupted[c.id] = true end
     local ok, msg = proctor.input(c.id, data)
     if not ok then util.notify(tostring(msg)) end
     return
   end
-  local echo = {}
-  local i = 1
-  while i <= #data do
-    local ch = data:sub(i, i)
-    if ch == "\r" or ch == "\n" then
-      local line = c.line .. "\n"
-      c.line = ""
-      echo[#echo + 1] = "\r\n"
-      local ok, msg = proctor.input(c.id, line)
+  local echo, ops = editor.feed(c.editor, data)
+  for _, op in ipairs(ops) do
+    if op[1] == "input" then
+      local ok, msg = proctor.input(c.id, op[2])
       if not ok then util.notify(tostring(msg)) end
-    elseif ch == "\127" or ch == "\b" then
-      if #c.line > 0 then
-        local cut = #c.line
-        while cut > 1 and c.line:byte(cut) >= 0x80 and c.line:byte(cut) < 0xC0 do cut = cut - 1 end
-        c.line = c.line:sub(1, cut - 1)
-        echo[#echo + 1] = "\b \b"
-      end
-    elseif ch == "\4" then
-      if c.line ~= "" then proctor.input(c.id, c.line) end
-      c.line = ""
+    elseif op[1] == "close" then
       proctor.close_stdin(c.id)
-      echo[#echo + 1] = "^D"
-    elseif ch == "\3" then
-      echo[#echo + 1] = "^C"
+    elseif op[1] == "cancel" then
       proctor.cancel(c.id)
-    elseif ch == "\21" then
-      echo[#echo + 1] = string.rep("\b \b", vim.fn.strchars(c.line))
-      c.line = ""
-    elseif ch == "\27" then
-      -- skip an escape sequence (arrow keys, ...)
-      local s, e = data:find("^\27%[[0-?]*[ -/]*[@-~]", i)
-      if not s then s, e = data:find("^\27O.", i) end
-      i = e or i
-    elseif ch:byte() >= 32 or ch == "\t" then
-      c.line = c.line .. ch
-      echo[#echo + 1] = ch
     end
-    i = i + 1
   end
   if #echo > 0 then
-    local s = table.concat(echo)
-    c.at_bol = s:sub(-1) == "\n"
-    pcall(api.nvim_chan_send, c.chan, s)
+    c.backlog:sent(echo)
+    pcall(api.nvim_chan_send, c.chan, echo)
   end
 end
 
--- Show `buf` in a window the way `how` says; returns the window.
-function H.show(buf, how, size, enter)
-  local cur = api.nvim_get_current_win()
-  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
-    if api.nvim_win_get_buf(w) == buf then
-      if enter then api.nvim_set_current_win(w) end
-      H.follow(w, buf)
-      return w
+-- An Ex command line about to run: `:bd`, `:bw` or `:bun` without ! on a
+-- console would refuse with "E89: … will be killed" (Neovim counts the
+-- terminal as a running job) though nothing would be killed; :bd! closes the
+-- console and the process keeps running. So both do that: the terminal of each
+-- console the command names is closed first, and the command goes through.
+function H.before_command(line)
+  local range, name, bang, args = line:match("^[%s:]*([%d,%%.$]*)%s*(%a+)(!?)%s*(.-)%s*$")
+  if not name or bang == "!" then return end
+  local full
+  for _, cmd in ipairs({ { "bdelete", 2 }, { "bwipeout", 2 }, { "bunload", 3 } }) do
+    if #name >= cmd[2] and vim.startswith(cmd[1], name) then full = cmd[1] end
+  end
+  if not full then return end
+  local bufs = {}
+  if args ~= "" then
+    for word in args:gmatch("%S+") do
+      local n = tonumber(word) or vim.fn.bufnr(word)
+      if n and n > 0 then bufs[#bufs + 1] = n end
+    end
+  elseif range == "%" then
+    for _, c in pairs(H.consoles) do bufs[#bufs + 1] = c.buf end
+  elseif range ~= "" then
+    local a, b = range:match("^(%d+),?(%d*)$")
+    if a then
+      for n = tonumber(a), tonumber(b ~= "" and b or a) do bufs[#bufs + 1] = n end
+    end
+  else
+    bufs[1] = api.nvim_get_current_buf()
+  end
+  for _, buf in ipairs(bufs) do
+    local id = M.id_of_buf(buf)
+    local c = id and H.consoles[id]
+    if c and c.buf == buf then
+      H.consoles[id] = nil
+      pcall(vim.fn.chanclose, c.chan)
     end
   end
-  local win
-  if how == "current" then
-    api.nvim_win_set_buf(cur, buf)
-    win = cur
-  elseif how == "tab" then
-    vim.cmd("tab sbuffer " .. buf)
-    win = api.nvim_get_current_win()
-  elseif how == "float" then
-    local w = math.floor(vim.o.columns * 0.8)
-    local h = math.floor((vim.o.lines - 2) * 0.8)
-    win = api.nvim_open_win(buf, true, {
-      relative = "editor", width = w, height = h, style = "minimal", border = "rounded",
-      row = math.floor((vim.o.lines - 2 - h) / 2), col = math.floor((vim.o.columns - w) / 2),
-    })
-  elseif how == "vsplit" then
-    vim.cmd("botright vertical sbuffer " .. buf)
-    win = api.nvim_get_current_win()
-    pcall(api.nvim_win_set_width, win, size)
-  else
-    vim.cmd("botright sbuffer " .. buf)
-    win = api.nvim_get_current_win()
-    pcall(api.nvim_win_set_height, win, size)
-  end
-  H.set_bar(win)
-  H.follow(win, buf)
-  if not enter and api.nvim_win_is_valid(cur) then api.nvim_set_current_win(cur) end
-  return win
-end
-
--- Put the cursor on the last line so the terminal window follows the output.
-function H.follow(win, buf)
-  pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 })
-end
-
-H.BAR = "%{%v:lua.require'proctor.console'.bar()%}"
-
--- The option a console's bar goes in: 'winbar', or 'statusline' before it existed.
-function H.bar_option() return compat.has_winbar() and "winbar" or "statusline" end
-
-function H.set_bar(win)
-  if not require("proctor.config").get().console.bar then return end
-  local buf = api.nvim_win_get_buf(win)
-  if not vim.b[buf].proctor_id then return end
-  compat.set_win_option(win, H.bar_option(), H.BAR)
 end
 
 function H.redraw_bars()
@@ -728,6 +561,7 @@ function H.ensure_ticker()
   if H.tick_timer then return end
   H.tick_timer = uv.new_timer()
   H.tick_timer:start(1000, 1000, vim.schedule_wrap(function()
+    if not H.tick_timer then return end -- stopped by a tick queued before this one
     local live = false
     for id, c in pairs(H.consoles) do
       if not c.ended and engine.state[id] ~= nil then live = true end

@@ -1,0 +1,530 @@
+--- proctor.actions — everything a person does to executions, in one table.
+---
+--- Each entry is `{ desc, run(id, opts) }`. The console's keys, the list view's
+--- keys and the :Proctor subcommands all go through M.call(), so an action
+--- behaves, and fails, the same way wherever it was started:
+---
+---   :Proctor cancel 3 ──► commands (parse only) ──┐
+---   <C-c> in a console ──► keymap ────────────────┼──► M.call("cancel", 3, opts) ──► entry.run(3, opts)
+---   c in the list view ──► keymap ────────────────┘     a problem: one "(proctor) …" message
+---
+--- An entry also says how :Proctor spells it (`command`, see proctor.Action),
+--- so a new subcommand is one entry here and nothing else. Requiring this
+--- module has no side effects.
+
+local M = {}
+local H = {}
+
+local util = require("proctor.util")
+local engine = require("proctor.engine")
+local die, check, strip = util.die, util.check, util.strip
+
+---@class proctor.Action
+---@field desc string what it does, as the keys' help and the key tables of the help file say it
+---@field run fun(id: integer|nil, opts: table): any
+---@field id "required"|"optional"|nil required: an execution is needed (given, else the one
+---   of the console or list line under the cursor, else the user picks one with vim.ui.select);
+---   optional: used when given; nil: takes none
+---@field want "live"|"done"|nil the executions it applies to (the picker and completion offer
+---   these): live (queued, starting, running), done (ended); nil: any
+---@field range boolean|nil in the list view its key also works on a Visual range
+---@field command proctor.ActionCommand|nil how :Proctor spells it (nil: not a subcommand)
+
+---@class proctor.ActionCommand
+---@field args "id"|"text"|"cmd"|"filter"|"none" what follows the subcommand: [id]; [id] {text};
+---   [options] {cmd}; [filter]; nothing. An id may be a number, #number or a label (the latest
+---   execution with that label)
+---@field name string|nil the subcommand (default: the action's name)
+---@field bang string|nil the action `:Proctor {name}!` runs instead
+
+--- The actions, by name.
+---@type table<string, proctor.Action>
+M.actions = {}
+local A = M.actions
+
+--- Action names in the order the help and the key lists show them; actions
+--- not named here follow, by name.
+M.ORDER = { "run", "list", "open", "open_split", "open_vsplit", "open_tab", "open_float", "toggle", "input",
+  "cancel", "kill", "delete", "purge", "rerun", "text", "qf", "info", "mcp", "filter", "refresh", "help", "close" }
+
+--- Every action name, in M.ORDER's order.
+---@return string[]
+function M.names()
+  local names = vim.tbl_keys(A)
+  table.sort(names, function(a, b)
+    local ra, rb = M.rank(a), M.rank(b)
+    if ra ~= rb then return ra < rb end
+    return a < b
+  end)
+  return names
+end
+
+--- Position of action `name` in M.ORDER (unknown ones after every known one).
+---@return integer
+function M.rank(name)
+  for i, n in ipairs(M.ORDER) do
+    if n == name then return i end
+  end
+  return #M.ORDER + 1
+end
+
+--- The bindings of key map `map` ({lhs} = action name | function | false) that
+--- are set, in action order: list of { lhs, action, desc }.
+---@param map table<string, string|function|false>
+---@return {[1]: string, [2]: string|function, [3]: string}[]
+function M.bindings(map)
+  local list = {}
+  for lhs, rhs in pairs(map or {}) do
+    if rhs then
+      local desc = type(rhs) == "string" and A[rhs] and A[rhs].desc or "(your function)"
+      list[#list + 1] = { lhs, rhs, desc }
+    end
+  end
+  table.sort(list, function(a, b)
+    local ra = type(a[2]) == "string" and M.rank(a[2]) or math.huge
+    local rb = type(b[2]) == "string" and M.rank(b[2]) or math.huge
+    if ra ~= rb then return ra < rb end
+    return a[1] < b[1]
+  end)
+  return list
+end
+
+--- The bindings of key map `map` grouped by action, in action order: one row
+--- per action with its keys (`lhs`: "<CR> o") and description; and the
+--- widest `lhs` (display columns). What the help's key tables and the keys
+--- float show.
+---@param map table<string, string|function|false>
+---@return {keys: string[], lhs: string, desc: string}[] rows, integer width
+function M.key_rows(map)
+  local rows, by = {}, {}
+  for _, b in ipairs(M.bindings(map)) do
+    local key = type(b[2]) == "string" and b[2] or b[1]
+    if not by[key] then
+      by[key] = { keys = {}, desc = b[3] }
+      rows[#rows + 1] = by[key]
+    end
+    table.insert(by[key].keys, b[1])
+  end
+  local w = 0
+  for _, r in ipairs(rows) do
+    r.lhs = table.concat(r.keys, " ")
+    w = math.max(w, vim.fn.strdisplaywidth(r.lhs))
+  end
+  return rows, w
+end
+
+--- Map the keys of `keymaps[kind]` (setup{ keymaps }) in buffer `buf`: each
+--- calls its action (or the function) with the execution `get_id()` returns.
+--- With `opts.range`, an action marked `range` also gets the key in Visual
+--- mode (a doubled key such as "dd" as its first letter, "d") and runs once
+--- for each execution `opts.range(first_line, last_line)` returns.
+---@param buf integer
+---@param kind "console"|"list"|"text"
+---@param get_id fun(): integer|nil
+---@param opts {range: (fun(first: integer, last: integer): integer[])|nil, after: fun(name: string)|nil,
+---  need_id: string|nil}|nil need_id: the message when an action needs an id and get_id() has none
+function M.map_keys(buf, kind, get_id, opts)
+  opts = opts or {}
+  vim.b[buf].proctor_keymap = kind
+  local map = require("proctor.config").get().keymaps[kind] or {}
+  for _, b in ipairs(M.bindings(map)) do
+    local lhs, rhs = b[1], b[2]
+    local kopts = { buffer = buf, nowait = #lhs == 1 or lhs:sub(1, 1) == "<", silent = true, desc = "proctor: " .. b[3] }
+    if type(rhs) == "function" then
+      vim.keymap.set("n", lhs, function() util.protect(rhs, get_id()) end, kopts)
+    else
+      vim.keymap.set("n", lhs, function()
+        local id = get_id()
+        if A[rhs].id == "required" and id == nil and opts.need_id then
+          util.notify(opts.need_id, vim.log.levels.WARN)
+          return
+        end
+        M.call(rhs, id, { key = true })
+        if opts.after then opts.after(rhs) end
+      end, kopts)
+      if opts.range and A[rhs].range then
+        local vlhs = (#lhs == 2 and lhs:sub(1, 1) == lhs:sub(2, 2)) and lhs:sub(1, 1) or lhs
+        vim.keymap.set("x", vlhs, function()
+          local first, last = vim.fn.line("v"), vim.fn.line(".")
+          if first > last then first, last = last, first end
+          vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<Esc>", true, false, true), "nx", false)
+          local ids = opts.range(first, last)
+          if #ids == 0 and opts.need_id then util.notify(opts.need_id, vim.log.levels.WARN) end
+          for _, id in ipairs(ids) do M.call(rhs, id, { quiet = #ids > 1, key = true }) end
+          if #ids > 1 then M.say_many(rhs, ids) end
+          if opts.after then opts.after(rhs) end
+        end, vim.tbl_extend("force", kopts, { nowait = true }))
+      end
+    end
+  end
+end
+
+--- One message for an action run on several executions (a Visual range).
+---@param name string
+---@param ids integer[]
+function M.say_many(name, ids)
+  local words = { cancel = "canceling", kill = "killing", delete = "deleted", rerun = "rerun" }
+  if not words[name] then return end
+  local list = {}
+  for i, id in ipairs(ids) do list[i] = "#" .. id end
+  util.notify(string.format("%s %d executions: %s", words[name], #ids, table.concat(list, " ")), vim.log.levels.INFO)
+end
+
+--- Run action `name` for execution `id` (nil: the action finds it, see
+--- proctor.Action). Returns what the action returned, or nil after showing one
+--- `(proctor) …` message.
+---@param name string
+---@param id integer|nil
+---@param opts table|nil
+function M.call(name, id, opts)
+  return util.protect(M.run, name, id, opts)
+end
+
+--- M.call() without the protection: a problem raises (util.die) for the caller to show.
+---@param name string
+---@param id integer|nil
+---@param opts table|nil
+function M.run(name, id, opts)
+  local a = A[name]
+  if not a then die("unknown action '" .. tostring(name) .. "'") end
+  opts = opts or {}
+  if a.id == "required" then
+    if id == nil then id = M.cursor_id() end
+    if id == nil then return H.pick(name, a, opts) end
+    H.known(id)
+  elseif a.id == "optional" and id ~= nil then
+    H.known(id)
+  end
+  return a.run(id, opts)
+end
+
+--- The execution of the console, text view or list line under the cursor.
+---@return integer|nil
+function M.cursor_id()
+  return require("proctor.console").id_of_buf(0) or require("proctor.list").id_under_cursor()
+end
+
+--- The latest execution labelled `label` (nil: none).
+---@param label string
+---@return integer|nil
+function M.by_label(label)
+  local eng = engine.current()
+  if not eng then return nil end
+  local recs = eng:list()
+  for i = #recs, 1, -1 do
+    if recs[i].label == label then return recs[i].id end
+  end
+end
+
+--- Does action `a` apply to the execution of record `rec` (its `want`)?
+---@param a proctor.Action
+---@param rec table
+---@return boolean
+function M.fits(a, rec)
+  local live = not engine.TERMINAL[rec.state]
+  if a.want == "live" then return live end
+  if a.want == "done" then return not live end
+  return true
+end
+
+--- The engine, or die with why it cannot start.
+---@return proctor.Engine
+function M.engine()
+  local eng, err = engine.get()
+  if not eng then die(err) end
+  return eng
+end
+
+-- The actions --------------------------------------------------------------------
+
+A.run = {
+  desc = "run a command",
+  command = { args = "cmd" },
+  -- opts.spec: a proctor.run() spec; `cmd` is nil for `:Proctor run` alone
+  run = function(_, opts)
+    if opts.spec.cmd == nil then die("run: a command is needed, e.g. :Proctor run make -j8") end
+    local ex, err = require("proctor").run(opts.spec)
+    if not ex then die("run: " .. strip(err)) end
+    return ex
+  end,
+}
+
+A.list = {
+  desc = "open the list view (a filter: running, failed, session, label=NAME, owner=NAME)",
+  command = { args = "filter" },
+  run = function(_, opts)
+    M.engine()
+    return require("proctor.list").open(opts.filter)
+  end,
+}
+
+A.open = {
+  desc = "open the console",
+  id = "required",
+  command = { args = "id" },
+  run = function(id, opts)
+    check(require("proctor").open(id, opts.open and { open = opts.open, reuse = opts.reuse } or nil))
+    return id
+  end,
+}
+
+for how, desc in pairs({ split = "a split", vsplit = "a vertical split", tab = "a new tab", float = "a float" }) do
+  A["open_" .. how] = {
+    desc = "open the console in " .. desc,
+    id = "required",
+    run = function(id) return A.open.run(id, { open = how, reuse = false }) end,
+  }
+end
+
+A.toggle = {
+  desc = "show or hide the console opened last (or of [id])",
+  id = "optional",
+  command = { args = "id" },
+  run = function(id)
+    local console = require("proctor.console")
+    id = id or console.last()
+    if not id then die("no console yet: :Proctor run {cmd} opens one") end
+    local wins = console.windows(id)
+    if #wins == 0 then return A.open.run(id, {}) end
+    for _, w in ipairs(wins) do require("proctor.console.window").close(w) end
+    return id
+  end,
+}
+
+A.input = {
+  desc = "send a line of input",
+  id = "required", want = "live",
+  command = { args = "text" },
+  run = function(id, opts)
+    local rec = M.engine():get(id)
+    if engine.TERMINAL[rec.state] then
+      die(string.format("execution %d has ended (%s): it takes no input", id, util.state_text(rec)))
+    end
+    local text = opts.text
+    if text == nil then
+      vim.ui.input({ prompt = string.format("input to #%d: ", id) }, function(t)
+        if t then M.call("input", id, { text = t }) end
+      end)
+      return
+    end
+    local ok, err, name = require("proctor").input(id, text .. "\n")
+    if not ok then die("input: " .. H.input_error(id, err, name)) end
+    return true
+  end,
+}
+
+A.cancel = {
+  desc = "cancel (SIGTERM, a PTY SIGHUP first; SIGKILL after the grace period)",
+  id = "required", want = "live", range = true,
+  command = { args = "id", bang = "kill" },
+  run = function(id, opts) return H.cancel(id, false, opts) end,
+}
+
+A.kill = {
+  desc = "kill at once (SIGKILL; :Proctor cancel!)",
+  id = "required", want = "live", range = true,
+  run = function(id, opts) return H.cancel(id, true, opts) end,
+}
+
+A.delete = {
+  desc = "delete the record (and its console) of a finished execution",
+  id = "required", want = "done", range = true,
+  command = { args = "id" },
+  run = function(id)
+    local res, err = require("proctor").delete(id)
+    if not res then die(strip(err)) end
+    if res == "not_found" then die("no such execution " .. id) end
+    if res == "active_process_conflict" then
+      die(string.format("execution %d is still running: cancel it first (:Proctor cancel %d)", id, id))
+    end
+    return res
+  end,
+}
+
+A.purge = {
+  desc = "delete every finished execution (the key asks first)",
+  command = { args = "none" },
+  run = function(_, opts)
+    M.engine()
+    if opts.key then
+      local n = 0
+      for _, r in ipairs(require("proctor").list()) do
+        if engine.TERMINAL[r.state] then n = n + 1 end
+      end
+      if n == 0 then
+        util.notify("nothing to purge: no finished execution", vim.log.levels.INFO)
+        return 0
+      end
+      local q = string.format("Delete %d finished execution%s?", n, n == 1 and "" or "s")
+      if vim.fn.confirm(q, "&Yes\n&No", 2) ~= 1 then return nil end
+    end
+    local n, err = require("proctor").purge()
+    if not n then die(strip(err)) end
+    util.notify(string.format("purged %d finished execution%s", n, n == 1 and "" or "s"), vim.log.levels.INFO)
+    return n
+  end,
+}
+
+A.rerun = {
+  desc = "run the same command again (its console takes the old one's windows)",
+  id = "required", range = true,
+  command = { args = "id" },
+  run = function(id)
+    local console = require("proctor.console")
+    local spec = engine.specs[id]
+    local rec = M.engine():get(id)
+    local new = {}
+    if spec then
+      for k, v in pairs(spec) do
+        if k ~= "open" then new[k] = v end
+      end
+    else
+      new = { cmd = rec.cmd, cwd = rec.cwd, label = rec.label, pty = rec.pty, owner = "nvim" }
+    end
+    -- the old console's windows show the new one
+    local wins = console.windows(id)
+    if #wins > 0 then
+      new.open = { win = wins[1], enter = vim.api.nvim_get_current_win() == wins[1] or nil }
+    else
+      new.open = (spec == nil or spec.open or console.get(id) ~= nil) or nil
+    end
+    local ex, err = require("proctor").run(new)
+    if not ex then die("rerun: " .. strip(err)) end
+    local c = console.get(ex.id)
+    for i = 2, #wins do
+      if c and vim.api.nvim_win_is_valid(wins[i]) then vim.api.nvim_win_set_buf(wins[i], c.buf) end
+    end
+    return ex
+  end,
+}
+
+A.text = {
+  desc = "plain-text view of the output (follows a running execution)",
+  id = "required",
+  command = { args = "id" },
+  run = function(id)
+    check(require("proctor.views").text(id))
+    return id
+  end,
+}
+
+A.qf = {
+  desc = "load the output into the quickfix list ('errorformat')",
+  id = "required",
+  command = { args = "id" },
+  run = function(id)
+    return check(require("proctor.views").qf(id))
+  end,
+}
+
+A.info = {
+  desc = "show the record (no id: the engine, socket and counts)",
+  id = "optional",
+  command = { args = "id" },
+  run = function(id)
+    local views = require("proctor.views")
+    local lines = id and views.execution_lines(id) or views.info_lines()
+    vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
+    return lines
+  end,
+}
+
+A.mcp = {
+  desc = "how to register proctor-mcp with agents",
+  command = { args = "none" },
+  run = function()
+    local _, lines = require("proctor.mcp").show()
+    return lines
+  end,
+}
+
+A.filter = {
+  desc = "next filter: all, running, failed, this session, each label, each owner",
+  run = function() return require("proctor.list").next_filter() end,
+}
+
+A.refresh = {
+  desc = "refresh",
+  run = function()
+    local id = vim.b.proctor_view == "text" and vim.b.proctor_id
+    if id then return require("proctor.views").refresh(id) end
+    return require("proctor.list").refresh()
+  end,
+}
+
+A.help = {
+  desc = "show these keys",
+  run = function() return require("proctor.views").keys(vim.b.proctor_keymap) end,
+}
+
+A.close = {
+  desc = "close the window (the process keeps running)",
+  run = function() require("proctor.console.window").close(vim.api.nvim_get_current_win()) end,
+}
+
+-- Helpers --------------------------------------------------------------------------
+
+-- Die unless the engine knows execution `id`.
+function H.known(id)
+  if type(id) ~= "number" then die(string.format("not an execution id: '%s'", tostring(id))) end
+  if not M.engine():get(id) then die("no such execution " .. id) end
+end
+
+-- No id given and none under the cursor: the user picks one of the executions
+-- the action applies to (live ones first, then the newest).
+function H.pick(name, a, opts)
+  local eng = M.engine()
+  local recs = {}
+  for _, r in ipairs(eng:list()) do
+    if M.fits(a, r) then recs[#recs + 1] = engine.decorate(r) end
+  end
+  if #recs == 0 then
+    local what = ({ live = "running execution", done = "finished execution" })[a.want] or "execution"
+    die(string.format("no %s to %s: :Proctor list shows them all", what, (a.desc:gsub(" %(.*", ""))))
+  end
+  table.sort(recs, function(x, y)
+    local lx, ly = not engine.TERMINAL[x.state], not engine.TERMINAL[y.state]
+    if lx ~= ly then return lx end
+    return x.id > y.id
+  end)
+  vim.ui.select(recs, {
+    prompt = "proctor: " .. a.desc:gsub(" %(.*", "") .. ":",
+    format_item = function(r)
+      return string.format("#%d  %s  %s", r.id, util.state_text(r), util.first_line(util.title(r)))
+    end,
+  }, function(r)
+    if r then M.call(name, r.id, opts) end
+  end)
+  return nil
+end
+
+function H.cancel(id, force, opts)
+  local res, err = require("proctor").cancel(id, force)
+  if not res then die(strip(err)) end
+  if res == "not_found" then die("no such execution " .. id) end
+  if res == "already_terminal" then
+    local rec = M.engine():get(id)
+    util.notify(string.format("execution %d has already ended (%s)", id, rec and util.state_text(rec) or "ended"),
+      vim.log.levels.WARN)
+  elseif not opts.quiet then
+    util.notify(string.format("%s execution %d", force and "killing" or "canceling", id), vim.log.levels.INFO)
+  end
+  return res
+end
+
+-- The message of a failed input: the core's reason said the layer's way.
+function H.input_error(id, err, name)
+  if name == "ENOTRUNNING" then
+    local rec = M.engine():get(id)
+    return string.format("execution %d is not running (%s)", id, rec and util.state_text(rec) or "ended")
+  elseif name == "ESTDINCLOSED" then
+    return string.format("the input of execution %d is closed", id)
+  elseif name == "ENOENT" then
+    return "no such execution " .. id
+  end
+  return strip(err)
+end
+
+M._H = H
+
+return M
