@@ -320,8 +320,14 @@ void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h) {
   size_t n = strlen(what) + 128;
   free(x->error);
   x->error = malloc(n);
-  if (x->error)
+  if (x->error) {
     snprintf(x->error, n, "%s: %s: %s", pr_stage_name(h->b), what, strerror(err));
+    if (x->secrets) { /* the path may hold a secret value (out of memory: no message at all) */
+      char *masked = pr_secrets_scrub(x->secrets, x->error);
+      free(x->error);
+      x->error = masked;
+    }
+  }
   finish(x);
 }
 

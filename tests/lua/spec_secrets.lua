@@ -94,6 +94,21 @@ return function(T, opts)
     eng:close()
   end)
 
+  test("spawn and chdir errors never show a secret value (the path carries it)", function()
+    local eng = assert(core.new{})
+    local r = U.run(eng, { cmd = { "/nonexistent/" .. SECRET }, secrets = { TOKEN = SECRET } })
+    T.eq(r.final.state, "failed")
+    T.eq(r.final.reason, "spawn_error")
+    T.ok(r.final.error and r.final.error:find("/nonexistent/***", 1, true), tostring(r.final.error))
+    T.ok(not dump(r.final):find(SECRET, 1, true), "exec error: " .. tostring(r.final.error))
+    local id
+    r, id = U.run(eng, { cmd = { "true" }, cwd = "/nonexistent/" .. SECRET .. "/d", secrets = { TOKEN = SECRET } })
+    T.eq(r.final.state, "failed")
+    T.ok(not dump(r.final):find(SECRET, 1, true), "chdir error: " .. tostring(r.final.error))
+    T.ok(not tostring(eng:get(id).error):find(SECRET, 1, true), "the record's error")
+    eng:close()
+  end)
+
   local function child_env(eng, spec)
     spec.cmd = { "env", "-0" }
     local r = U.run(eng, spec)
