@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -519,33 +520,91 @@ static char *read_file(int fd, size_t *n) {
   return p;
 }
 
-/* Parse frames from `off`; returns the offset after the last good frame. */
-static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, uint64_t *next) {
-  pr_journal_t *j = h->j;
+/* ---- frames on disk -------------------------------------------------------------- */
+
+enum { FRAME_OK, FRAME_SHORT, FRAME_BAD, FRAME_BADSUM };
+
+/* Read a big-endian unsigned of `n` bytes. */
+static uint64_t be(const unsigned char *u, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v = v << 8 | u[i];
+  return v;
+}
+
+/* The frame at p[off..len): [uint checksum, bin payload]. FRAME_OK (*body,
+ * *blen, *end set) when its checksum matches; FRAME_BADSUM when the framing
+ * holds but the checksum does not (*end set); FRAME_SHORT when the data ends
+ * inside it; FRAME_BAD when these bytes are no frame. */
+static int frame_at(const char *p, size_t len, size_t off, const char **body, size_t *blen,
+                    size_t *end) {
+  const unsigned char *u = (const unsigned char *)p + off;
+  size_t n = len - off, i = 2;
+  if (n < 2) return n && u[0] != 0x92 ? FRAME_BAD : FRAME_SHORT;
+  if (u[0] != 0x92) return FRAME_BAD;
+  uint64_t sum;
+  int w = u[1] <= 0x7f ? 0 : u[1] == 0xcc ? 1 : u[1] == 0xcd ? 2 : u[1] == 0xce ? 4 : u[1] == 0xcf ? 8 : -1;
+  if (w < 0) return FRAME_BAD;
+  if (n < i + (size_t)w + 1) return FRAME_SHORT;
+  sum = w ? be(u + i, w) : u[1];
+  i += (size_t)w;
+  int lw = u[i] == 0xc4 ? 1 : u[i] == 0xc5 ? 2 : u[i] == 0xc6 ? 4 : -1;
+  if (lw < 0 || sum > UINT32_MAX) return FRAME_BAD;
+  i++;
+  if (n < i + (size_t)lw) return FRAME_SHORT;
+  uint64_t bl = be(u + i, lw);
+  i += (size_t)lw;
+  if (bl > n - i) return FRAME_SHORT;
+  *body = p + off + i;
+  *blen = (size_t)bl;
+  *end = off + i + (size_t)bl;
+  return fnv1a(*body, *blen) == (uint32_t)sum ? FRAME_OK : FRAME_BADSUM;
+}
+
+/* A whole frame at `off` whose payload is a map (into *m). */
+static int good_frame(const char *p, size_t len, size_t off, msgpack_unpacked *m, size_t *end) {
+  const char *body;
+  size_t blen, boff = 0;
+  return frame_at(p, len, off, &body, &blen, end) == FRAME_OK &&
+         msgpack_unpack_next(m, body, blen, &boff) == MSGPACK_UNPACK_SUCCESS &&
+         m->data.type == MSGPACK_OBJECT_MAP;
+}
+
+/* What a load found damaged (one warning says it all). */
+typedef struct {
+  size_t nbad, bad_bytes, first_bad; /* corrupt stretches skipped in the middle */
+  size_t torn_at, torn_bytes;        /* a tail with no frame after it (torn_bytes 0: none) */
+  int torn_short;                    /* that tail was cut short (a torn write), not garbage */
+} damage_t;
+
+/* Parse frames after the header; returns the offset after the last good
+ * frame (where a damaged tail starts, or len). A damaged stretch in the
+ * middle is skipped up to the next whole frame whose checksum matches: a
+ * byte flipped in a frame's header or length never costs the frames after it. */
+static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, uint64_t *next,
+                    damage_t *dmg) {
   size_t off = HEADER_LEN;
-  int bad_sums = 0;
-  msgpack_unpacked outer, inner;
-  msgpack_unpacked_init(&outer);
+  msgpack_unpacked inner;
   msgpack_unpacked_init(&inner);
   while (off < len) {
-    size_t at = off;
-    int r = msgpack_unpack_next(&outer, p, len, &at);
-    const msgpack_object *o = &outer.data;
-    if (r != MSGPACK_UNPACK_SUCCESS || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2 ||
-        o->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        o->via.array.ptr[1].type != MSGPACK_OBJECT_BIN) {
-      pr_journal_warn(j, "history: %s: %s record at byte %zu skipped (%zu bytes)", h->path,
-                      r == MSGPACK_UNPACK_CONTINUE ? "torn" : "corrupt", off, len - off);
-      break;
-    }
-    const char *body = o->via.array.ptr[1].via.bin.ptr;
-    size_t blen = o->via.array.ptr[1].via.bin.size;
-    size_t boff = 0;
-    if (fnv1a(body, blen) != (uint32_t)o->via.array.ptr[0].via.u64 ||
-        msgpack_unpack_next(&inner, body, blen, &boff) != MSGPACK_UNPACK_SUCCESS ||
-        inner.data.type != MSGPACK_OBJECT_MAP) {
-      bad_sums++; /* framing intact: skip just this one */
-      add_entry(h, 0, off, (uint32_t)(at - off), 'x');
+    size_t at;
+    if (!good_frame(p, len, off, &inner, &at)) {
+      const char *body;
+      size_t blen, end = 0, probe;
+      int r = frame_at(p, len, off, &body, &blen, &end);
+      /* framing intact, payload damaged: trust it only if a good frame (or the end) follows */
+      if ((r == FRAME_BADSUM || r == FRAME_OK) && (end == len || good_frame(p, len, end, &inner, &probe)))
+        at = end;
+      else
+        for (at = off + 1; at < len && !good_frame(p, len, at, &inner, &probe);) at++;
+      if (at >= len) { /* nothing good after it: a damaged tail */
+        dmg->torn_at = off;
+        dmg->torn_bytes = len - off;
+        dmg->torn_short = r == FRAME_SHORT;
+        break;
+      }
+      if (dmg->nbad++ == 0) dmg->first_bad = off;
+      dmg->bad_bytes += at - off;
+      add_entry(h, 0, off, (uint32_t)(at - off), 'x'); /* dead: the next compaction drops it */
       h->ent[h->nent - 1].dead = 1;
       h->dead += at - off;
       off = at;
@@ -582,11 +641,45 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
     }
     off = at;
   }
-  msgpack_unpacked_destroy(&outer);
   msgpack_unpacked_destroy(&inner);
-  if (bad_sums)
-    pr_journal_warn(j, "history: %s: %d corrupt record(s) skipped", h->path, bad_sums);
   return off;
+}
+
+/* Keep the damaged file as it was in "<path>.damaged-N" (the first free N).
+ * Returns the malloc'd name, or NULL (errno set) when no copy could be made. */
+static char *keep_copy(const pr_history_t *h, const char *p, size_t len) {
+  size_t n = strlen(h->path) + 32;
+  char *name = malloc(n);
+  if (name == NULL) return NULL;
+  for (int i = 1; i < 10000; i++) {
+    snprintf(name, n, "%s.damaged-%d", h->path, i);
+    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) break;
+    int rc = write_all(fd, p, len);
+    if (rc == 0 && fsync(fd) != 0) rc = -errno;
+    close(fd);
+    if (rc == 0) return name;
+    unlink(name);
+    errno = -rc;
+    break;
+  }
+  free(name);
+  return NULL;
+}
+
+/* Say what was damaged, once. `copy`: where the file as it was is kept. */
+static void warn_damage(pr_history_t *h, const damage_t *d, const char *copy, int err) {
+  char what[256] = "", where[PATH_MAX + 96];
+  if (d->nbad)
+    snprintf(what, sizeof(what), "%zu corrupt stretch(es) skipped (%zu bytes, the first at byte %zu)%s",
+             d->nbad, d->bad_bytes, d->first_bad, d->torn_bytes ? "; " : "");
+  if (d->torn_bytes)
+    snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s record at byte %zu cut off (%zu bytes)",
+             d->torn_short ? "torn" : "corrupt", d->torn_at, d->torn_bytes);
+  if (copy) snprintf(where, sizeof(where), "the file as it was is kept in %s", copy);
+  else snprintf(where, sizeof(where), "no copy could be kept (%s), so the file is left as it is", strerror(err));
+  pr_journal_warn(h->j, "history: %s: %s; every good record was loaded; %s", h->path, what, where);
 }
 
 /* The file cannot be used: history is off (0, *out NULL), with a warning. */
@@ -636,13 +729,25 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   loaded_t ls = {0};
   uint64_t next = 1;
   size_t good = HEADER_LEN;
+  int damaged = 0;
   if (len < HEADER_LEN) { /* new, or torn while its header was written */
     if (ftruncate(h->fd, 0) != 0 || write_all(h->fd, HEADER, HEADER_LEN) != 0) {
       free(p);
       return give_up(h, "cannot write it");
     }
   } else {
-    good = parse(h, p, len, &ls, &next);
+    damage_t dmg = {0};
+    good = parse(h, p, len, &ls, &next, &dmg);
+    if (dmg.nbad || dmg.torn_bytes) { /* never cut or rewrite a damaged file without a copy */
+      char *copy = keep_copy(h, p, len);
+      warn_damage(h, &dmg, copy, errno);
+      if (copy == NULL) { /* left as it is: the next load skips the same damage again */
+        good = len;
+      } else if (dmg.nbad) {
+        damaged = 1; /* compacted below: the garbage leaves the file */
+      }
+      free(copy);
+    }
     if (good < len && ftruncate(h->fd, (off_t)good) != 0) {
       free(p);
       pr_history_loaded_free(ls.v, ls.n);
@@ -673,7 +778,7 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
     }
     ls.v[keep++] = *l;
   }
-  if (dropped || (h->dead > COMPACT_SLACK && h->dead > h->size / 3)) compact_soon(h);
+  if (dropped || damaged || (h->dead > COMPACT_SLACK && h->dead > h->size / 3)) compact_soon(h);
   *out = h;
   *loaded = ls.v;
   *nloaded = keep;

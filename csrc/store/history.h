@@ -20,10 +20,13 @@
  * files written by every release load through it.
  *
  * Load: an "s" with no "e" is an execution whose host died: it comes back
- * failed/host_lost (and an "e" saying so is appended). A frame cut short or
- * unparsable ends the load there: the file is truncated to the last good
- * frame and one warning is recorded; a frame whose checksum is wrong is
- * skipped with a warning. Retention (history_limit, history_age_ms) is
+ * failed/host_lost (and an "e" saying so is appended). Damage in the middle
+ * (a wrong checksum, or bytes that are no frame) is skipped up to the next
+ * whole frame whose checksum matches; a damaged tail with no good frame
+ * after it is cut off. Either way the file as it was is first copied to
+ * "<file>.damaged-N", one warning is recorded, and the damaged stretches are
+ * compacted away (no copy possible: the file is left as it is, the next load
+ * skips the same damage). Retention (history_limit, history_age_ms) is
  * applied; forgotten records are dropped by a compaction (a rewrite to
  * "<file>.tmp", fdatasync, rename). A "<file>.lock" flock keeps a second
  * engine away from the same file (it runs without history, with a warning).

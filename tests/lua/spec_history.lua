@@ -224,6 +224,55 @@ return function(T, opts)
     eng:close()
   end)
 
+  -- Offsets of the frames of a history file ([u32 checksum, bin]: 0x92 0xce ...).
+  local function frames(s)
+    local at, v = 19, {}
+    while true do
+      local i = s:find("\x92\xce", at, true)
+      if not i then return v end
+      v[#v + 1] = i
+      at = i + 1
+    end
+  end
+
+  for _, how in ipairs({ "header", "length" }) do
+    test("one corrupt byte in the middle (" .. how .. "): the loader resynchronises, keeps every later record and a copy", function()
+      local h = path()
+      local eng = assert(core.new{ history_file = h })
+      local want = {}
+      for i = 1, 10 do want[i] = select(2, U.run(eng, { cmd = "echo r" .. i, clear_env = true })) end
+      eng:close()
+      local s = U.read_file(h)
+      local f = frames(s)
+      T.ok(#f >= 20, "frames: " .. #f)
+      -- frame 6 is the end frame of the third execution: [0x92, 0xce, 4 bytes, 0xc4/c5/c6, len...]
+      local at = f[6]
+      local bad = how == "header" and s:sub(1, at - 1) .. "X" .. s:sub(at + 1)
+        or s:sub(1, at + 6) .. "\xff" .. s:sub(at + 8)
+      write(h, bad)
+      eng = assert(core.new{ history_file = h })
+      local w = eng:warnings()
+      T.eq(#w, 1, "one warning: " .. table.concat(w, " | "))
+      T.match(w[1], "corrupt")
+      local copy = w[1]:match("kept in (%S+%.damaged%-%d+)")
+      T.ok(copy, "the warning names the copy: " .. w[1])
+      T.eq(U.read_file(copy), bad, "the copy is the damaged file as it was")
+      local list = eng:list()
+      T.eq(ids(list), table.concat(want, ","), "every record survives (the third one without its end)")
+      T.eq(eng:get(want[3]).reason, "host_lost")
+      T.eq(eng:get(want[10]).state, "completed")
+      T.eq((eng:read(want[10], "stdout")), "r10\n")
+      local more = select(2, U.run(eng, { cmd = "echo r11", clear_env = true }))
+      eng:close()
+      -- the damage is gone from the file: the next load is quiet and has everything
+      eng = assert(core.new{ history_file = h })
+      T.eq(#eng:warnings(), 0, "second load")
+      T.eq(ids(eng:list()), table.concat(want, ",") .. "," .. more)
+      T.eq((eng:read(more, "stdout")), "r11\n")
+      eng:close()
+    end)
+  end
+
   test("a live execution at a SIGKILL of its host comes back failed / host_lost", function()
     local h = path()
     local tag = U.tag()
