@@ -226,15 +226,27 @@ static int process_up(const pr_exec_t *x) {
   return x->state == PR_RUNNING && !x->exited && !x->respawning && x->verdict < 0;
 }
 
+/* Write r to the worker. A request that cannot be written is answered at
+ * once (rejected, with why): EBUSY when the worker has not read
+ * PR_PENDING_INPUT_MAX bytes of earlier input, or its stdin is gone. Never
+ * left in flight unwritten: every request gets exactly one reply. */
 static void send_req(pr_exec_t *x, wreq_t *r) {
   pr_worker_t *w = W(x);
   pr_queue_remove(&r->node);
   pr_queue_push(&w->inflight, &r->node);
   r->sent = 1;
   w->ninflight++;
-  pr_exec_input(x, r->msg, r->len); /* failing: the process is ending; its end fails r */
+  int rc = pr_exec_input(x, r->msg, r->len);
   free(r->msg);
   r->msg = NULL;
+  if (rc != 0) {
+    size_t n;
+    char *m = rc == PR_EBUSY
+                  ? fmt(&n, "EBUSY: the worker has not read %zu MiB of earlier requests",
+                        PR_PENDING_INPUT_MAX >> 20)
+                  : fmt(&n, "%s: the request could not be written (%s)", pr_err_name(rc), pr_strerror(rc));
+    resolve(x, r, PR_RS_REJECTED, m, n);
+  }
 }
 
 static void send_cancel(pr_exec_t *x, uint64_t rid) {

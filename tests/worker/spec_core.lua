@@ -387,4 +387,38 @@ T.test("msgpack-rpc worker: requests, chunks as notifications, cancel, errors", 
   eng:close()
 end)
 
+T.test("a worker that never reads its stdin: every request still gets exactly one reply, while it runs", function()
+  local eng = assert(core.new())
+  -- ready at spawn; it never reads: the pipe and then the 16 MiB input queue fill up
+  local id = assert(eng:start { cmd = { "sleep", "600" }, worker = { protocol = "jsonl" } })
+  wait_state(eng, id, "ready")
+  local big = string.rep("x", 1 << 20)
+  local rids, rep, count = {}, {}, {}
+  for i = 1, 24 do rids[i] = assert(eng:request(id, { op = "echo", value = big })) end
+  local function refused()
+    local n = 0
+    for _ in pairs(rep) do n = n + 1 end
+    return n
+  end
+  -- the ones that could not even be queued are refused now, with a reason
+  pump(eng, { reply = function(ev)
+    count[ev.rid] = (count[ev.rid] or 0) + 1
+    rep[ev.rid] = ev
+  end }, function() return refused() >= 4 end, 10000)
+  T.eq(eng:get(id).state, "running", "the worker still runs")
+  for rid, ev in pairs(rep) do
+    T.eq(ev.status, "rejected", "rid " .. rid)
+    T.ok(ev.error:find("EBUSY", 1, true), ev.error)
+  end
+  -- the others are answered when it ends: exactly once each
+  eng:cancel(id)
+  pump(eng, { reply = function(ev)
+    count[ev.rid] = (count[ev.rid] or 0) + 1
+    rep[ev.rid] = ev
+  end }, function() return refused() == #rids end, 10000)
+  drain_for(eng, { reply = function(ev) count[ev.rid] = (count[ev.rid] or 0) + 1 end }, 200)
+  for _, rid in ipairs(rids) do T.eq(count[rid], 1, "one reply for " .. rid) end
+  eng:close()
+end)
+
 os.exit(T.finish() and 0 or 1)
