@@ -7,7 +7,7 @@
  *   pump turn:  ≤ PR_RPC_BATCH × (msgpack_unpacker_next ─► pr_rpc_dispatch)
  *               dirty subscriptions: states, then ring bytes from sub->off, then the
  *                 terminal state — while queued + unsent < PR_RPC_SENDQ
- *               ready waits ─► responses
+ *               ready waits ─► responses, while queued + unsent < PR_RPC_SENDQ
  *               flush: one uv_write owning its bytes; on_write ─► kick
  *
  * Back-pressure: a client that does not read makes `queued` grow; output is
@@ -330,10 +330,14 @@ pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, in
   }
   pr_queue_push(&c->waits, &w->cnode);
   c->srv->nwaits++;
+  c->nwaits++;
   return w;
 }
 
-void pr_rpc_wait_free(pr_rpc_wait_t *w) {
+void pr_rpc_wait_drop(pr_rpc_wait_t *w) {
+  pr_queue_remove(&w->cnode);
+  w->conn->srv->nwaits--;
+  w->conn->nwaits--;
   if (w->timer_open) {
     w->timer_open = 0;
     uv_timer_stop(&w->timer);
@@ -345,7 +349,8 @@ void pr_rpc_wait_free(pr_rpc_wait_t *w) {
 }
 
 /* Answer the waits that can go: timed out, or ended with every notification
- * of their execution already queued. */
+ * of their execution already queued — while the send queue is under
+ * PR_RPC_SENDQ (the rest go once the client has read: on_write kicks). */
 static void pump_waits(pr_rpc_conn_t *c) {
   unsigned left = 0;
   pr_queue_t *q = pr_queue_head(&c->waits);
@@ -356,10 +361,12 @@ static void pump_waits(pr_rpc_conn_t *c) {
       if (w->rec) left++;
       continue;
     }
+    if (room(c) == 0) {
+      left++; /* another turn */
+      break;
+    }
     pr_rpc_answer_wait(c, w);
-    pr_queue_remove(&w->cnode);
-    c->srv->nwaits--;
-    pr_rpc_wait_free(w);
+    pr_rpc_wait_drop(w);
   }
   c->nready_waits = left;
 }
@@ -427,5 +434,5 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c) {
   }
   update_reading(c);
   return (c->ready > 0 && c->queued < PR_RPC_SENDQ_HARD) ||
-         (!pr_queue_empty(&c->dirty) && room(c) > 0);
+         ((!pr_queue_empty(&c->dirty) || c->nready_waits) && room(c) > 0);
 }

@@ -30,6 +30,7 @@
 #define PR_RPC_READ_MAX (4u << 20)    /* most bytes one `read` answers with */
 #define PR_RPC_NAME_MAX 128           /* bytes of a client name (hello) */
 #define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
+#define PR_RPC_MAX_WAITS 1024         /* pending `wait` requests per connection; more are EBUSY */
 
 /* Incremental framing of one msgpack value at a time. Every header is seen
  * here before msgpack-c may allocate for it, so declared sizes are bounded by
@@ -99,6 +100,7 @@ struct pr_rpc_conn {
   size_t queued;          /* bytes in uv_write requests not yet completed */
   pr_queue_t subs, dirty, waits;
   unsigned nready_waits; /* waits that may be answerable */
+  unsigned nwaits;       /* waits pending on this connection (at most PR_RPC_MAX_WAITS) */
   unsigned nended;       /* subscriptions whose execution ended, not yet flushed */
   uint64_t *kod;         /* kill_on_disconnect ids */
   size_t nkod, capkod;
@@ -187,9 +189,10 @@ void pr_rpc_sub_dirty(pr_rpc_sub_t *s);
 void pr_rpc_sub_ended(pr_rpc_sub_t *s);
 
 /* Waits (rpc/conn.c). pr_rpc_wait_new: a wait on `id` answered to `msgid`,
- * timing out after timeout_ms (< 0: never); linked into c->waits. */
+ * timing out after timeout_ms (< 0: never); linked into c->waits and counted.
+ * NULL when out of memory. pr_rpc_wait_drop: unlink, uncount and free it. */
 pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms);
-void pr_rpc_wait_free(pr_rpc_wait_t *w);
+void pr_rpc_wait_drop(pr_rpc_wait_t *w);
 
 /* ---- rpc/methods.c and rpc/pack.c ---------------------------------------------------- */
 

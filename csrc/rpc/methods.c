@@ -404,6 +404,11 @@ static int m_wait(pr_rpc_req_t *q) {
     pr_record_free(r);
     return rc;
   }
+  if (q->c->nwaits >= PR_RPC_MAX_WAITS) {
+    snprintf(q->msg, sizeof(q->msg), "too many pending waits on this connection (at most %u)",
+             PR_RPC_MAX_WAITS);
+    return PR_EBUSY;
+  }
   pr_rpc_wait_t *w = pr_rpc_wait_new(q->c, id, q->msgid, timeout);
   if (w == NULL) return PR_ENOMEM;
   if (x->finished) {

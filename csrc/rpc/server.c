@@ -106,12 +106,8 @@ void pr_rpc_conn_close(pr_rpc_conn_t *c) {
    * tell the listener, which must not find anything of this connection. */
   while (!pr_queue_empty(&c->subs))
     pr_rpc_sub_free(PR_QUEUE_DATA(pr_queue_head(&c->subs), pr_rpc_sub_t, cnode));
-  while (!pr_queue_empty(&c->waits)) {
-    pr_rpc_wait_t *w = PR_QUEUE_DATA(pr_queue_head(&c->waits), pr_rpc_wait_t, cnode);
-    pr_queue_remove(&w->cnode);
-    srv->nwaits--;
-    pr_rpc_wait_free(w);
-  }
+  while (!pr_queue_empty(&c->waits))
+    pr_rpc_wait_drop(PR_QUEUE_DATA(pr_queue_head(&c->waits), pr_rpc_wait_t, cnode));
   for (size_t i = 0; i < c->nkod; i++) {
     pr_exec_t *x = pr_registry_find(&srv->ctl->reg, c->kod[i], c->session);
     if (x) pr_exec_cancel(x, 0, "disconnected");
@@ -292,7 +288,7 @@ static void on_chunk(void *arg, pr_wmsg_t *m) {
   if (c == NULL) return;
   /* A client that does not read must not grow our memory: past the hard send
    * limit its chunks are dropped (the final worker_reply is always sent). */
-  if (c->out.size >= PR_RPC_SENDQ_HARD) return;
+  if (c->queued + c->out.size >= PR_RPC_SENDQ_HARD) return;
   size_t mark = c->out.size;
   if (pr_rpc_pack_worker(&c->pk, 0, m) != 0) c->out.size = mark;
   pr_rpc_kick(c);

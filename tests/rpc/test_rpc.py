@@ -294,6 +294,79 @@ def wait_does_not_block_and_times_out(h):
 
 
 @test
+def waits_are_bounded_per_connection(h):
+    """100000 pipelined waits on one execution: 1024 are kept, the rest are
+    refused at once with EBUSY; the host does not grow with them."""
+    cap, n = 1024, 100000
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(h.path)
+    lock = threading.Lock()
+    resp = {}
+
+    def reader():
+        up = msgpack.Unpacker(raw=False, max_buffer_size=64 << 20)
+        while True:
+            try:
+                data = sock.recv(1 << 20)
+            except OSError:
+                return
+            if not data:
+                return
+            up.feed(data)
+            for m in up:
+                if m[0] == 1:
+                    with lock:
+                        resp[m[1]] = m
+
+    def wait_for(pred, timeout, what):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with lock:
+                if pred():
+                    return
+            time.sleep(0.02)
+        with lock:
+            raise AssertionError("%s (%d responses)" % (what, len(resp)))
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    P = lambda i, m, *a: msgpack.packb([0, i, m, list(a)], use_bin_type=True)
+    sock.sendall(P(1, "start", {"cmd": ["sleep", "600"]}))
+    wait_for(lambda: 1 in resp, 10, "start answered")
+    ident = resp[1][3]
+    rss0 = h.rss_kib()
+    t0 = time.time()
+    buf = b"".join(P(100 + i, "wait", ident) for i in range(n))
+    sock.sendall(buf)
+    wait_for(lambda: len(resp) >= 1 + n - cap, 120, "every wait past the cap refused")
+    dt = time.time() - t0
+    rss1 = h.rss_kib()
+    with lock:
+        refused = [m for i, m in resp.items() if i >= 100]
+    expect(len(refused) == n - cap, "refused %d, expected %d" % (len(refused), n - cap))
+    names = set(m[2][0] for m in refused if m[2])
+    expect(names == {"EBUSY"}, "errors: %r" % names)
+    expect("wait" in refused[-1][2][1], "the message says why: %r" % refused[-1][2][1])
+    with lock:
+        kept = [i for i in range(100, 100 + n) if i not in resp]
+    expect(len(kept) == cap and kept == list(range(100, 100 + cap)), "the first %d are kept" % cap)
+    sock.sendall(P(2, "get", ident))
+    wait_for(lambda: 2 in resp, 10, "get answered while 1024 waits are pending")
+    sock.sendall(P(3, "cancel", ident))
+    wait_for(lambda: len(resp) >= 3 + n, 60, "every kept wait answered once the execution ended")
+    rss2 = h.rss_kib()
+    with lock:
+        ends = [resp[i][3]["state"] for i in kept]
+    expect(ends == ["canceled"] * cap, "kept waits end with the record")
+    log("%d waits on one connection: %d refused in %.2f s; host RSS %d -> %d -> %d KiB"
+        % (n, n - cap, dt, rss0, rss1, rss2))
+    expect(max(rss1, rss2) - rss0 < 32 * 1024, "host memory grew by %d KiB" % (max(rss1, rss2) - rss0))
+    sock.sendall(P(4, "wait", ident))
+    wait_for(lambda: 4 in resp, 10, "a wait after the others were answered")
+    sock.close()
+
+
+@test
 def pty_input_resize_and_subscribe_all(h):
     c = Client(h.path)
     expect(c.request("subscribe") == [], "subscribe to all (none yet)")
