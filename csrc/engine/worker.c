@@ -30,6 +30,10 @@
 #define DEF_BACKOFF_MAX 30000
 #define DEF_HEALTHY 10000
 #define DEF_MAX_CHUNKS 256
+/* Requests pending per worker (written or not): more are rejected, EBUSY. The
+ * encoded requests not written yet (the worker is not ready) hold at most
+ * PR_PENDING_INPUT_MAX bytes. */
+#define MAX_PENDING 65536
 
 typedef struct {
   int refs;    /* atomic: the request + each chunk event not freed yet */
@@ -59,6 +63,7 @@ struct pr_worker {
   uint64_t ready_at;   /* uv_now when it became ready; 0 = not ready */
   pr_queue_t unsent, inflight;
   size_t ninflight;
+  size_t unsent_bytes; /* encoded bytes of the requests in `unsent` */
   pr_idmap_t reqs;     /* rid -> wreq_t, every request of unsent and inflight */
   pr_wparse_cb_t cb;   /* what the protocol parser reports to (arg: the execution) */
   pr_jsonl_t jsonl;    /* jsonl parser state */
@@ -164,6 +169,7 @@ static void unlink_req(pr_worker_t *w, wreq_t *r) {
   pr_idmap_del(&w->reqs, r->rid);
   pr_queue_remove(&r->node);
   if (r->sent) w->ninflight--;
+  else w->unsent_bytes -= r->len;
 }
 
 /* ---- delivery ---------------------------------------------------------------------- */
@@ -236,6 +242,7 @@ static void send_req(pr_exec_t *x, wreq_t *r) {
   pr_queue_push(&w->inflight, &r->node);
   r->sent = 1;
   w->ninflight++;
+  w->unsent_bytes -= r->len;
   int rc = pr_exec_input(x, r->msg, r->len);
   free(r->msg);
   r->msg = NULL;
@@ -365,6 +372,10 @@ void pr_worker_request(pr_exec_ctx_t *c, pr_exec_t *x, uint64_t session, uint64_
   wreq_t *r = calloc(1, sizeof(*r));
   int err = PR_ENOMEM;
   if (r == NULL) goto fail;
+  if (w->reqs.count >= MAX_PENDING) {
+    err = PR_EBUSY;
+    goto fail;
+  }
   r->rid = rid;
   r->session = session;
   if (w->spec.protocol == PR_WP_MSGPACK) r->msg = pr_wmp_request(rid, json, len, &r->len, &err);
@@ -374,8 +385,14 @@ void pr_worker_request(pr_exec_ctx_t *c, pr_exec_t *x, uint64_t session, uint64_
     if ((r->chan = calloc(1, sizeof(chan_t))) == NULL) goto fail;
     r->chan->refs = 1;
   }
+  if (w->unsent_bytes + r->len > PR_PENDING_INPUT_MAX && w->state != PR_WS_READY &&
+      w->state != PR_WS_BUSY) {
+    err = PR_EBUSY;
+    goto fail;
+  }
   if (insert(w, r) != 0) goto fail;
   pr_queue_push(&w->unsent, &r->node);
+  w->unsent_bytes += r->len;
   if (timeout_ms) {
     r->timeout_ms = timeout_ms;
     r->deadline = uv_now(c->loop) + timeout_ms;
@@ -390,7 +407,9 @@ void pr_worker_request(pr_exec_ctx_t *c, pr_exec_t *x, uint64_t session, uint64_
   return;
 fail:
   if (r) req_free(r);
-  m = fmt(&n, "%s: %s", pr_err_name(err), err == PR_EINVAL ? "payload is not valid JSON" : pr_strerror(err));
+  m = err == PR_EBUSY ? fmt(&n, "EBUSY: %u requests, or %zu MiB of requests not yet written, wait for worker %llu",
+                            MAX_PENDING, PR_PENDING_INPUT_MAX >> 20, (unsigned long long)id)
+      : fmt(&n, "%s: %s", pr_err_name(err), err == PR_EINVAL ? "payload is not valid JSON" : pr_strerror(err));
   answer(c, session, id, rid, PR_RS_REJECTED, m, n, 0);
 }
 

@@ -421,4 +421,28 @@ T.test("a worker that never reads its stdin: every request still gets exactly on
   eng:close()
 end)
 
+T.test("requests waiting for a worker that never gets ready are bounded (16 MiB), the rest rejected at once", function()
+  local eng = assert(core.new())
+  local id = assert(eng:start { cmd = { "sleep", "600" }, worker = { protocol = "jsonl", ready = { message = true } } })
+  local big = string.rep("y", 1 << 20)
+  local rids, rep = {}, {}
+  for i = 1, 20 do rids[i] = assert(eng:request(id, { op = "echo", value = big })) end
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[rids[20]] end, 5000)
+  local kept = 0
+  for i = 1, 20 do
+    if rep[rids[i]] then
+      T.eq(rep[rids[i]].status, "rejected")
+      T.ok(rep[rids[i]].error:find("EBUSY", 1, true), rep[rids[i]].error)
+    else
+      kept = kept + 1
+    end
+  end
+  T.ok(kept >= 14 and kept <= 16, "kept " .. kept)
+  T.eq(eng:get(id).worker_pending, kept)
+  eng:cancel(id)
+  local n = 0
+  pump(eng, { reply = function(ev) if not rep[ev.rid] then n = n + 1 end end }, function() return n == kept end, 5000)
+  eng:close()
+end)
+
 os.exit(T.finish() and 0 or 1)
