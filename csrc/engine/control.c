@@ -21,6 +21,7 @@
 #define PR_DEFAULT_HISTORY 1000
 #define PR_DEFAULT_GRACE 2000
 #define PR_DEFAULT_DRAIN 500
+#define CLOSE_SHEPHERD_MS 400 /* how long close() waits for the shepherd to exit */
 
 #define CONTROL_OF(xcp) ((pr_control_t *)((char *)(xcp)-offsetof(pr_control_t, xc)))
 
@@ -187,13 +188,14 @@ static void run_close(pr_control_t *c) {
     q = q->next;
     if (!x->finished) pr_exec_cancel(x, 0, "engine_closed");
   }
-  /* Bounded: the largest grace plus a second for draining. */
+  /* Bounded: the largest grace, half a second for draining, and at most
+   * CLOSE_SHEPHERD_MS for the shepherd to exit (finish_close). */
   uint64_t bound = c->kill_grace_ms;
   PR_QUEUE_FOREACH(q, &c->reg.order) {
     pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
     if (!x->finished && x->grace_ms > bound) bound = x->grace_ms;
   }
-  uv_timer_start(&c->close_timer, on_close_timer, bound + 1000, 0);
+  uv_timer_start(&c->close_timer, on_close_timer, bound + 500, 0);
   maybe_closed(c);
 }
 
@@ -324,9 +326,15 @@ int pr_control_submit(pr_control_t *c, pr_cmd_t *cmd) {
 static void finish_close(pr_control_t *c) {
   if (c->xc.closing == 2) return;
   c->xc.closing = 2;
+  /* The shepherd kills every job and exits; one that does not (stopped, hung)
+   * is killed, and the jobs it held are killed here through their pidfds. */
+  int lost = pr_sup_shutdown(c->xc.sup, 1, CLOSE_SHEPHERD_MS) != 0; /* grace was given */
   pr_queue_t *q;
-  PR_QUEUE_FOREACH(q, &c->reg.order) pr_exec_abandon(PR_QUEUE_DATA(q, pr_exec_t, order));
-  pr_sup_shutdown(c->xc.sup, 200);
+  PR_QUEUE_FOREACH(q, &c->reg.order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (lost) pr_exec_on_supervisor_lost(x);
+    pr_exec_abandon(x);
+  }
   /* Refuse further commands before the async handle goes away, and answer
    * the ones already queued. */
   pr_queue_t local;

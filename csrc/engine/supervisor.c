@@ -12,8 +12,10 @@
 
 #include "engine/supervisor.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,6 +196,8 @@ int pr_sup_ensure(pr_sup_t *s) {
   if (child < 0) goto fail_errno;
   close(sv[1]);
   sv[1] = -1;
+  struct stat cst;
+  s->peer_ino = fstat(child, &cst) == 0 ? (unsigned long)cst.st_ino : 0;
   int big = 1 << 20;
   setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
   setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
@@ -284,21 +289,76 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
   return 0;
 }
 
-void pr_sup_shutdown(pr_sup_t *s, int grace_ms) {
-  if (s->fd < 0) return;
-  /* Best effort, blocking briefly: flush what is queued, then SHUTDOWN. */
-  int fl = fcntl(s->fd, F_GETFL);
-  fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK);
-  struct timeval tv = {1, 0};
-  setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  while (!pr_queue_empty(&s->sendq)) {
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+/* Is `pid` the process whose fd 3 is the shepherd's end of our socket? */
+static int holds_peer(const pr_sup_t *s, long pid) {
+  char path[64], link[64], want[64];
+  snprintf(path, sizeof(path), "/proc/%ld/fd/3", pid);
+  snprintf(want, sizeof(want), "socket:[%lu]", s->peer_ino);
+  ssize_t n = readlink(path, link, sizeof(link) - 1);
+  if (n <= 0) return 0;
+  link[n] = 0;
+  return strcmp(link, want) == 0;
+}
+
+/* SIGKILL the shepherd: the process holding the other end of the socket, by
+ * a pidfd opened and checked again before the signal (never a bare pid). */
+static void kill_shepherd(const pr_sup_t *s) {
+  DIR *d = s->peer_ino ? opendir("/proc") : NULL;
+  if (d == NULL) return;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end || pid <= 1 || pid == (long)getpid() || !holds_peer(s, pid)) continue;
+    int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (pfd < 0) continue;
+    if (holds_peer(s, pid)) syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+    close(pfd);
+  }
+  closedir(d);
+}
+
+int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms) {
+  if (s->fd < 0) return 0;
+  while (!pr_queue_empty(&s->sendq)) { /* SHUTDOWN kills what they were for */
     pr_queue_t *q = pr_queue_head(&s->sendq);
-    packet_t *p = PR_QUEUE_DATA(q, packet_t, node);
-    pr_wire_send(s->fd, &p->h, p->payload, NULL, 0, 0);
     pr_queue_remove(q);
-    free(p);
+    free(PR_QUEUE_DATA(q, packet_t, node));
   }
   pr_wire_hdr_t h = {.type = PR_W_SHUTDOWN, .a = grace_ms};
-  pr_wire_send(s->fd, &h, NULL, NULL, 0, 0);
+  uint64_t deadline = uv_hrtime() / 1000000 + (uint64_t)wait_ms;
+  int sent = 0, gone = 0;
+  while (!gone) {
+    if (!sent) {
+      int rc = pr_wire_send(s->fd, &h, NULL, NULL, 0, 1);
+      if (rc == 0) sent = 1;
+      else if (rc != -EAGAIN) gone = 1; /* EPIPE: it is gone already */
+    }
+    uint64_t now = uv_hrtime() / 1000000;
+    if (gone || now >= deadline) break;
+    struct pollfd p = {s->fd, (short)(POLLIN | (sent ? 0 : POLLOUT)), 0};
+    if (poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR) break;
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    for (;;) { /* its last reports are of no interest now: wait for EOF */
+      pr_wire_hdr_t ph;
+      int fds[PR_WIRE_MAX_FDS], nfds = 0;
+      int rc = pr_wire_recv(s->fd, &ph, s->recvbuf, fds, &nfds, 1);
+      for (int k = 0; k < nfds; k++) close(fds[k]);
+      if (rc == -EAGAIN) break;
+      if (rc == 0 || (rc < 0 && rc != -EPROTO)) {
+        gone = 1;
+        break;
+      }
+    }
+  }
+  if (!gone) kill_shepherd(s);
   drop(s);
+  return gone ? 0 : PR_ESHEPHERD;
 }

@@ -34,6 +34,7 @@ typedef struct pr_sup {
   pr_queue_t sendq;  /* packets that could not be sent yet */
   char *path;        /* binary */
   char *recvbuf;     /* PR_WIRE_MAX_PAYLOAD bytes */
+  unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */
   char last_error[256]; /* why the last shepherd start failed ("" after a success); per
                          * engine: each engine starts its shepherd on its own thread */
 } pr_sup_t;
@@ -57,8 +58,15 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
 int pr_sup_alive(const pr_sup_t *s);
 
 /* pr_sup_shutdown: tell the shepherd to kill everything and exit (grace_ms
- * for SIGTERM'd jobs), then drop the connection. */
-void pr_sup_shutdown(pr_sup_t *s, int grace_ms);
+ * for SIGTERM'd jobs), wait at most wait_ms for it to close its end, then
+ * drop the connection. Packets still queued are dropped (they are for
+ * executions that are all ending). A shepherd that cannot be sent SHUTDOWN
+ * or does not exit in time (stopped, hung) is killed (SIGKILL through a
+ * pidfd, found by its socket in /proc). Returns 0 when the shepherd exited
+ * on its own (or there was none), PR_ESHEPHERD when it had to be killed:
+ * its jobs are then still alive, the caller must kill them. Blocks the
+ * engine thread for at most wait_ms. */
+int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms);
 
 /* pr_sup_destroy: free what pr_sup_init allocated (after the loop ended). */
 void pr_sup_destroy(pr_sup_t *s);

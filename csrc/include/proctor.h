@@ -221,7 +221,8 @@ typedef struct pr_event {
 int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out);
 
 /* pr_engine_close: cancel everything, wait for it (bounded by the largest
- * grace + 1 s), stop the shepherd and the thread. Events not yet polled
+ * grace + 1 s, whatever the shepherd does: one that does not exit when told
+ * is killed), stop the shepherd and the thread. Events not yet polled
  * stay available to pr_engine_poll. Idempotent. */
 void pr_engine_close(pr_engine_t *e);
 

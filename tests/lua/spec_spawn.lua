@@ -104,4 +104,27 @@ return function(T, ctx)
     os.remove(list)
     eng:close()
   end)
+  test("close() with a shepherd that does not read is bounded by grace + 1 s; the shepherd and its jobs are killed", function()
+    local eng = assert(core.new{ kill_grace_ms = 500 })
+    local tag = U.tag()
+    local id = assert(eng:start{ cmd = { "sleep", "600" }, env = { PROCTOR_TEST_TAG = tag } })
+    local pid = U.wait_state(eng, id, "running").pid
+    local shep = U.ppid(pid)
+    T.ok(shep and shep > 1, "the shepherd is the job's parent")
+    os.execute("kill -STOP " .. shep)
+    -- starts pile up: the shepherd's socket fills (60 KiB of environment each),
+    -- the rest waits in the engine
+    local pad = string.rep("x", 60000)
+    for _ = 1, 60 do assert(eng:start{ cmd = { "true" }, env = { PAD = pad } }) end
+    U.sleep(100)
+    local t0 = U.now()
+    eng:close()
+    local dt = U.now() - t0
+    T.say(("# close() with a stopped shepherd and 60 queued starts of 60 KiB: %.0f ms"):format(dt))
+    local gone = U.wait_until(function() return not U.alive(shep) end, 3000)
+    if not gone then os.execute("kill -CONT " .. shep) end
+    T.ok(dt < 500 + 1000 + 1000, ("close() took %.0f ms (grace 500 ms)"):format(dt))
+    T.ok(gone, "the shepherd that did not answer was killed")
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 3000), "its job was killed: " .. T.fmt(U.tagged(tag)))
+  end)
 end
