@@ -134,11 +134,13 @@ clean-mcp:
 	rm -f lua/proctor/proctor-mcp
 
 # --- tests ---------------------------------------------------------------------------
-SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# -DPR_DEBUG: a bug the core survives in release builds (a refused state
+# transition) stops a test build at once, loudly.
+SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DPR_DEBUG
 # TSan from GCC: clang 14's TSan runtime trips over its own allocator checks
 # on this kernel's address-space layout (CHECK failed in sanitizer_allocator).
 TSAN_CC    ?= gcc
-TSAN_FLAGS = -O1 -g -fsanitize=thread
+TSAN_FLAGS = -O1 -g -fsanitize=thread -DPR_DEBUG
 
 # The ASan build splits stdin writes into 4 KiB buffers (engine/stream.c PR_INPUT_CHUNK,
 # 1 GiB otherwise), so test_input_roundtrip checks the split path byte for byte.
@@ -163,7 +165,7 @@ FUZZ_BIN = $(BUILD)/fuzz_rpc
 $(FUZZ_BIN): tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CLANG) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -DPR_RPC_FUZZ -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
+	  -DPR_RPC_FUZZ -DPR_DEBUG -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
 	  $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (default 60)

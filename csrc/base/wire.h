@@ -38,6 +38,9 @@ enum {
 #define PR_WF_STOPPING 0x8  /* SIGNAL: the job is being stopped (kill rest on leader exit) */
 #define PR_WF_SIGNALED 0x10 /* EXITED: b is a signal number */
 #define PR_WF_PIDFD 0x20    /* SPAWNED: the first fd is a pidfd */
+#define PR_WF_FDS_LOST 0x40 /* set by pr_wire_recv: the packet came whole, but the fds sent
+                             * with it could not be received (MSG_CTRUNC: the receiver is
+                             * out of descriptors); none are returned */
 
 /* Stages at which a spawn can fail, reported in FAILED.b. */
 enum { PR_STAGE_SETUP = 1, PR_STAGE_PTY, PR_STAGE_PIPE, PR_STAGE_FORK, PR_STAGE_CHDIR, PR_STAGE_EXEC };
@@ -64,7 +67,10 @@ int pr_wire_send(int fd, const pr_wire_hdr_t *h, const void *payload, const int 
 /* pr_wire_recv: receive one packet. `buf` must hold PR_WIRE_MAX_PAYLOAD bytes;
  * received fds land in fds[0..*nfds) with O_CLOEXEC set, and the caller owns
  * them. Returns 1 for a packet, 0 at EOF, -EAGAIN when none is ready
- * (nonblock), or -errno (-EPROTO for a malformed packet; its fds are closed). */
+ * (nonblock), or -errno (-EPROTO for a malformed packet; its fds are closed).
+ * A whole packet whose fds did not all arrive is returned with no fds and
+ * PR_WF_FDS_LOST set in h->flags (never dropped: it may be the only word of
+ * a process that now runs). */
 int pr_wire_recv(int fd, pr_wire_hdr_t *h, void *buf, int *fds, int *nfds, int nonblock);
 
 /* pr_stage_name: "chdir", "exec", ... for a PR_STAGE_* value. */

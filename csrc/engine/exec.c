@@ -68,11 +68,28 @@ static void tell_state(pr_exec_t *x, pr_state_t prev) {
   pr_notify_state(x->ctx->ls, &st);
 }
 
+/* A transition not in the table is a bug: test builds (-DPR_DEBUG) stop at
+ * once; a release build never aborts the host (finish() falls back to
+ * `failed`, which every live state allows). */
+static void refused(const pr_exec_t *x, pr_state_t to) {
+#ifdef PR_DEBUG
+  fprintf(stderr, "proctor: execution %llu: transition %s -> %s refused\n", (unsigned long long)x->id,
+          pr_state_name(x->state), to < PR_NSTATE ? pr_state_name(to) : "?");
+  abort();
+#else
+  (void)x;
+  (void)to;
+#endif
+}
+
 /* The one place a state changes. Returns 0, or PR_EINVAL for a transition
  * that is not in the table (a bug; the state is left alone). */
 static int transition(pr_exec_t *x, pr_state_t to) {
   pr_state_t from = x->state;
-  if (to >= PR_NSTATE || !allowed[from][to]) return PR_EINVAL;
+  if (to >= PR_NSTATE || !allowed[from][to]) {
+    refused(x, to);
+    return PR_EINVAL;
+  }
   x->state = to;
   tell_state(x, from);
   return 0;
@@ -272,6 +289,19 @@ void pr_exec_begin(pr_exec_t *x) {
   }
 }
 
+/* The process runs but its descriptors never reached us (the host is out of
+ * them): it fails with a reason, is killed, and ends when its exit comes. */
+static void spawned_blind(pr_exec_t *x) {
+  x->respawning = 0;
+  decide(x, PR_FAILED, "spawn_error");
+  free(x->error);
+  x->error = strdup("EMFILE: the host had too few free file descriptors to take the process's "
+                    "streams; the process was killed");
+  for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
+  x->stopping = 1;
+  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+}
+
 void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds) {
   int k = 0;
   if (x == NULL || (x->state != PR_STARTING && !x->respawning)) { /* cannot happen; do not leak */
@@ -279,6 +309,10 @@ void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds
     return;
   }
   x->pid = h->a;
+  if (h->flags & PR_WF_FDS_LOST) { /* no streams, no pidfd: it cannot run for us */
+    spawned_blind(x);
+    return;
+  }
   if ((h->flags & PR_WF_PIDFD) && k < nfds) x->pidfd = fds[k++];
   if (x->pty) {
     if (k < nfds) {
@@ -451,7 +485,7 @@ static void finish(pr_exec_t *x) {
   if (x->ops && x->ops->end && x->ops->end(x)) return; /* the worker restarts: still running */
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
-  if (x->state == PR_RUNNING && !x->released && pr_sup_alive(c->sup)) {
+  if ((x->state == PR_RUNNING || x->pid > 0) && !x->released && pr_sup_alive(c->sup)) {
     pr_sup_send(c->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
     x->released = 1;
   }
@@ -475,6 +509,10 @@ static void finish(pr_exec_t *x) {
   x->ended_at = pr_now_ms();
   if (x->started_mono) x->duration_ms = uv_now(c->loop) - x->started_mono;
   int verdict = x->verdict >= 0 ? x->verdict : PR_FAILED;
+  if (!allowed[x->state][verdict]) { /* e.g. an exit of a process never seen running */
+    refused(x, (pr_state_t)verdict);
+    verdict = PR_FAILED;
+  }
   x->pid = 0;
   transition(x, (pr_state_t)verdict); /* listeners: every output event precedes this one */
   c->ended(c, x, was_active);

@@ -9,10 +9,13 @@
  *   test_engine_asan            full run
  *   test_engine_tsan --tsan     same tests, smaller counts (TSan is slow)
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -372,6 +375,86 @@ static void test_spawn_error_per_engine(void) {
   CHECKF(wrong == 0, "%zu spawn errors name another engine's shepherd", wrong);
 }
 
+/* Live processes whose environment holds `needle` ("KEY=value"). */
+static int count_tagged(const char *needle) {
+  int n = 0;
+  DIR *d = opendir("/proc");
+  if (d == NULL) return -1;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    char path[300], buf[8192], st[512];
+    snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) continue;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    int found = 0;
+    for (size_t at = 0; at < len && !found; at += strnlen(buf + at, len - at) + 1)
+      found = strncmp(buf + at, needle, len - at) == 0;
+    snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+    if (found && (f = fopen(path, "r")) != NULL) {
+      size_t k = fread(st, 1, sizeof(st) - 1, f);
+      fclose(f);
+      st[k] = 0;
+      char *rp = strrchr(st, ')');
+      if (rp && rp[1] == ' ' && rp[2] != 'Z') n++;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+/* The host is out of descriptors when SPAWNED arrives (recvmsg: MSG_CTRUNC):
+ * the execution still ends, failed with a reason; its process is killed;
+ * the engine works again once descriptors are free. */
+static void test_spawned_without_fds(void) {
+  pr_engine_t *e;
+  CHECK(pr_engine_new(NULL, &e) == 0);
+  outcome_t *o = calloc(4, sizeof(*o));
+  CHECK(start_sh(e, "true") == 1); /* the shepherd runs (with its own limit) */
+  CHECK(drain(e, o, 1, 0, 5000));
+  char tag[64], needle[96];
+  snprintf(tag, sizeof(tag), "fdx-%d-%llu", (int)getpid(), (unsigned long long)now_ms());
+  snprintf(needle, sizeof(needle), "PROCTOR_TEST_TAG=%s", tag);
+  struct rlimit old, low;
+  CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  int top = open("/dev/null", O_RDONLY); /* the lowest free descriptor, more or less */
+  CHECK(top >= 0);
+  close(top);
+  low = old;
+  low.rlim_cur = (rlim_t)top + 64;
+  CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  int fill[128], nfill = 0;
+  while (nfill < 128 && (fill[nfill] = open("/dev/null", O_RDONLY)) >= 0) nfill++;
+  const char *env[] = {needle};
+  pr_spec_t s = {.argv = (const char *[]){"sleep", "600"}, .argc = 2, .env = env, .envc = 1,
+                 .kill_grace_ms = -1};
+  uint64_t id = 0;
+  int rc = pr_engine_start(e, &s, &id);
+  int ended = rc == 0 && drain(e, o, 2, 0, 10000);
+  for (int i = 0; i < nfill; i++) close(fill[i]);
+  setrlimit(RLIMIT_NOFILE, &old);
+  CHECK(rc == 0 && id == 2);
+  CHECKF(ended, "execution %llu never ended (state %s)", (unsigned long long)id, pr_state_name(o[2].state));
+  pr_record_t *r = NULL;
+  CHECK(pr_engine_get(e, id, 0, &r) == 0);
+  int good = r->state == PR_FAILED && r->reason && strcmp(r->reason, "spawn_error") == 0 && r->error &&
+             strstr(r->error, "EMFILE") != NULL;
+  char why[256];
+  snprintf(why, sizeof(why), "%s / %s / %s", pr_state_name(r->state), r->reason ? r->reason : "-",
+           r->error ? r->error : "-");
+  pr_record_free(r);
+  CHECKF(good, "%s", why);
+  int left = 1;
+  for (uint64_t t = now_ms() + 5000; (left = count_tagged(needle)) > 0 && now_ms() < t;) usleep(10000);
+  CHECKF(left == 0, "%d process(es) of the failed execution still alive", left);
+  CHECK(start_sh(e, "echo ok") == 3);
+  CHECK(drain(e, o, 3, 0, 5000) && o[3].state == PR_COMPLETED);
+  free_outcomes(o, 3);
+  pr_engine_free(e);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_and_output);
@@ -383,5 +466,6 @@ int main(int argc, char **argv) {
   RUN(test_flood_coalesced);
   RUN(test_spawn_error_per_engine);
   RUN(test_drain_after_stall);
+  RUN(test_spawned_without_fds);
   return TAP_END();
 }
