@@ -6,12 +6,25 @@
  * the engine thread.
  *
  * Masking scans the held-back tail plus the new bytes once. At each position
- * whose byte starts some secret, the secrets are tried longest first: a
+ * whose byte may start some secret, the secrets are tried longest first: a
  * whole match is replaced by "***"; a match cut off by the end of the data
  * holds everything from there back until more bytes (or the end) arrive.
+ *
+ * A secret is matched as it may be spelled, not only byte for byte: any of
+ * its characters may appear as a JSON escape (\" \\ \/ \n \t ..., \u00e9,
+ * a surrogate pair: what a JSON encoder writes), and "\n" as "\r\n" (a
+ * terminal's ONLCR turns every newline of a pty's output into that). So a
+ * spelled secret is up to 6 bytes per byte long: the hold is 6 × the longest.
+ *
+ * Decoded protocol values (a worker's replies) are masked apart, value by
+ * value (pr_secrets_mask_json): masking a protocol's raw bytes would break
+ * its framing.
  */
 #include "engine/secrets.h"
 
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +32,8 @@
 
 #define MASK "***"
 #define MASK_LEN 3
+#define SPELL_MAX 6 /* bytes a secret's byte may take in the output (\u00XX) */
+#define PARTIAL SIZE_MAX
 
 typedef struct {
   char *p;
@@ -28,8 +43,9 @@ typedef struct {
 struct pr_secrets {
   value_t *v;            /* longest first */
   size_t nv, maxlen;
-  unsigned char first[256]; /* 1 when some value starts with that byte */
-  char *hold[PR_NSTREAM];   /* maxlen bytes each, allocated on first use */
+  unsigned char first[256]; /* 1 when a spelled value may start with that byte */
+  size_t holdcap;           /* SPELL_MAX × maxlen + 16 */
+  char *hold[PR_NSTREAM];   /* holdcap bytes each, allocated on first use */
   size_t nhold[PR_NSTREAM];
   char *work, *out;         /* scratch: held + new bytes, and the masked result */
   size_t cap;               /* bytes allocated for work and out each */
@@ -117,8 +133,11 @@ int pr_secrets_new(const pr_spec_t *s, pr_secrets_t **out) {
     memcpy(v->p, val, v->len);
     m->nv++;
     m->first[(unsigned char)val[0]] = 1;
+    if (val[0] == '\n') m->first['\r'] = 1;
     if (v->len > m->maxlen) m->maxlen = v->len;
   }
+  m->first['\\'] = 1; /* any character may be written as a JSON escape */
+  m->holdcap = SPELL_MAX * m->maxlen + 16;
   qsort(m->v, m->nv, sizeof(value_t), by_len_desc);
   *out = m;
   return 0;
@@ -138,10 +157,102 @@ void pr_secrets_free(pr_secrets_t *m) {
   if (m == NULL) return;
   for (size_t i = 0; i < m->nv; i++) wipe_free(m->v[i].p, m->v[i].len);
   free(m->v);
-  for (int i = 0; i < PR_NSTREAM; i++) wipe_free(m->hold[i], m->maxlen);
+  for (int i = 0; i < PR_NSTREAM; i++) wipe_free(m->hold[i], m->holdcap);
   wipe_free(m->work, m->cap);
   wipe_free(m->out, m->cap);
   free(m);
+}
+
+static int hexval(unsigned char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The 4 hex digits at w[0..n): the code unit, -1 when not hex, -2 when the
+ * data ends first. */
+static long hex4(const unsigned char *w, size_t n) {
+  long v = 0;
+  for (size_t i = 0; i < 4; i++) {
+    if (i >= n) return -2;
+    int h = hexval(w[i]);
+    if (h < 0) return -1;
+    v = v << 4 | h;
+  }
+  return v;
+}
+
+/* The JSON escape at w[0..n) (w[0] is a backslash): its character as UTF-8
+ * in out, its length in *used. Returns the bytes decoded (1 to 4), 0 when it
+ * is no escape, -1 when the data ends inside it. */
+static int unescape(const unsigned char *w, size_t n, unsigned char out[4], size_t *used) {
+  static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+  if (n < 2) return -1;
+  const char *e = w[1] ? strchr(from, w[1]) : NULL;
+  if (e) {
+    out[0] = (unsigned char)to[e - from];
+    *used = 2;
+    return 1;
+  }
+  if (w[1] != 'u') return 0;
+  long cp = hex4(w + 2, n - 2);
+  if (cp < 0) return cp == -2 ? -1 : 0;
+  *used = 6;
+  if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;
+  if (cp >= 0xD800 && cp <= 0xDBFF) { /* a surrogate pair */
+    if (n < 8) return -1;
+    if (w[6] != '\\' || w[7] != 'u') return 0;
+    long lo = hex4(w + 8, n - 8);
+    if (lo < 0) return lo == -2 ? -1 : 0;
+    if (lo < 0xDC00 || lo > 0xDFFF) return 0;
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    *used = 12;
+  }
+  if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
+  if (cp < 0x800) return out[0] = (unsigned char)(0xC0 | cp >> 6), out[1] = (unsigned char)(0x80 | (cp & 0x3F)), 2;
+  if (cp < 0x10000) {
+    out[0] = (unsigned char)(0xE0 | cp >> 12);
+    out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+    out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  out[0] = (unsigned char)(0xF0 | cp >> 18);
+  out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+  out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+  out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+/* How many bytes at w[0..n) spell value v (literally, with JSON escapes, or
+ * with "\r\n" for "\n"); 0 when they do not; PARTIAL when the data ends
+ * before that can be told. */
+static size_t spelled(const value_t *v, const unsigned char *w, size_t n) {
+  const unsigned char *s = (const unsigned char *)v->p;
+  size_t k = 0, j = 0;
+  while (k < v->len) {
+    if (j >= n) return PARTIAL;
+    if (w[j] == '\\') {
+      unsigned char dec[4];
+      size_t used;
+      int d = unescape(w + j, n - j, dec, &used);
+      if (d < 0) return PARTIAL;
+      if (d > 0 && v->len - k >= (size_t)d && memcmp(s + k, dec, (size_t)d) == 0) {
+        k += (size_t)d;
+        j += used;
+        continue;
+      }
+    }
+    if (w[j] == s[k]) {
+      k++;
+      j++;
+    } else if (s[k] == '\n' && w[j] == '\r') {
+      if (j + 1 >= n) return PARTIAL;
+      if (w[j + 1] != '\n') return 0;
+      k++;
+      j += 2;
+    } else {
+      return 0;
+    }
+  }
+  return j;
 }
 
 /* Scan w[0..n): write the masked bytes to out (room for n bytes + n/1 masks:
@@ -164,9 +275,9 @@ static size_t scan(const pr_secrets_t *m, const char *w, size_t n, char *out, in
     size_t full = 0;
     int partial = 0;
     for (size_t k = 0; k < m->nv && !full && !partial; k++) {
-      const value_t *v = &m->v[k];
-      if (n - i >= v->len) full = memcmp(w + i, v->p, v->len) == 0 ? v->len : 0;
-      else partial = !final && memcmp(w + i, v->p, n - i) == 0;
+      size_t r = spelled(&m->v[k], (const unsigned char *)w + i, n - i);
+      if (r == PARTIAL) partial = !final;
+      else full = r;
     }
     if (partial) {
       *held = i;
@@ -209,7 +320,7 @@ const char *pr_secrets_mask(pr_secrets_t *m, int stream, const char *p, size_t *
     *n = 0;
     return NULL;
   }
-  if (m->hold[stream] == NULL && (m->hold[stream] = malloc(m->maxlen)) == NULL) {
+  if (m->hold[stream] == NULL && (m->hold[stream] = malloc(m->holdcap)) == NULL) {
     *n = 0; /* out of memory: losing output beats leaking a secret */
     return NULL;
   }
@@ -221,7 +332,7 @@ const char *pr_secrets_mask(pr_secrets_t *m, int stream, const char *p, size_t *
   if (p) memcpy(m->work + nh, p, *n);
   size_t held;
   size_t o = scan(m, m->work, total, m->out, p == NULL, &held);
-  m->nhold[stream] = total - held; /* < maxlen: a partial match is shorter than its value */
+  m->nhold[stream] = total - held; /* < holdcap: a partial match is shorter than its spelling */
   memcpy(m->hold[stream], m->work + held, total - held);
   *n = o;
   return o ? m->out : NULL;
@@ -235,4 +346,47 @@ char *pr_secrets_scrub(const pr_secrets_t *m, const char *s) {
   if (m == NULL) memcpy(out, s, n);
   out[o] = 0;
   return out;
+}
+
+/* Mask one decoded value in place: a string (or a key) with a secret gets the
+ * secret replaced; a number or literal whose text is one becomes the string. */
+static void mask_node(const pr_secrets_t *m, cJSON *j, int depth) {
+  for (; j; j = j->next) {
+    if (j->string) {
+      char *k = pr_secrets_scrub(m, j->string);
+      if (k && strcmp(k, j->string) != 0 && !(j->type & cJSON_StringIsConst)) {
+        cJSON_free(j->string);
+        j->string = k;
+        k = NULL;
+      }
+      free(k);
+    }
+    char num[64];
+    const char *text = cJSON_IsString(j) ? j->valuestring : NULL;
+    if (cJSON_IsNumber(j)) {
+      snprintf(num, sizeof(num), "%.17g", j->valuedouble);
+      text = num;
+    }
+    if (cJSON_IsTrue(j) || cJSON_IsFalse(j) || cJSON_IsNull(j))
+      text = cJSON_IsTrue(j) ? "true" : cJSON_IsFalse(j) ? "false" : "null";
+    if (text) {
+      char *t = pr_secrets_scrub(m, text);
+      if (t == NULL || strcmp(t, text) != 0) {
+        if (cJSON_IsString(j) && !(j->type & cJSON_IsReference)) cJSON_free(j->valuestring);
+        j->type = cJSON_String;
+        j->valuestring = t ? t : strdup(MASK); /* out of memory: all of it */
+        continue;
+      }
+      free(t);
+    }
+    if (depth < 64 && (cJSON_IsArray(j) || cJSON_IsObject(j))) mask_node(m, j->child, depth + 1);
+  }
+}
+
+void pr_secrets_mask_json(const pr_secrets_t *m, struct cJSON *j) {
+  if (m == NULL || j == NULL) return;
+  cJSON *next = j->next; /* the value alone, not its siblings */
+  j->next = NULL;
+  mask_node(m, j, 0);
+  j->next = next;
 }

@@ -8,7 +8,7 @@
  *
  *   read ─► got_bytes ─► pr_secrets_mask ─► (ring, events, RPC, history)
  *            held: the longest tail that may still become a secret
- *            (at most longest-secret − 1 bytes per stream); released by the
+ *            (less than 6 × the longest secret per stream); released by the
  *            next read or at stream end (pr_stream_close calls with p = NULL)
  *
  * Environment of a child, in order (later wins): the base environment
@@ -49,8 +49,9 @@ int pr_secrets_new(const pr_spec_t *s, pr_secrets_t **out);
 void pr_secrets_free(pr_secrets_t *m);
 
 /* pr_secrets_mask: mask `*n` bytes at `p` read from `stream`: every
- * occurrence of a secret value becomes "***", and a tail that could still
- * be the start of one is held back. p == NULL releases what is held (end of
+ * occurrence of a secret value becomes "***" (also spelled with JSON escapes,
+ * or "\r\n" for "\n": see secrets.c), and a tail that could still be the
+ * start of one is held back. p == NULL releases what is held (end of
  * the stream). Returns the bytes to keep (valid until the next call on `m`)
  * with their count in *n, or NULL when there is nothing to keep now. */
 const char *pr_secrets_mask(pr_secrets_t *m, int stream, const char *p, size_t *n);
@@ -58,5 +59,12 @@ const char *pr_secrets_mask(pr_secrets_t *m, int stream, const char *p, size_t *
 /* pr_secrets_scrub: a malloc'd copy of the NUL-terminated `s` with every
  * secret value replaced by "***" (m may be NULL: a plain copy). NULL on ENOMEM. */
 char *pr_secrets_scrub(const pr_secrets_t *m, const char *s);
+
+/* pr_secrets_mask_json: mask a decoded JSON value in place (a worker's reply,
+ * chunk or error): strings and keys holding a secret get it replaced by
+ * "***"; a number or literal whose text is one becomes that string. Its
+ * siblings are left alone. m == NULL: nothing to do. Any thread. */
+struct cJSON;
+void pr_secrets_mask_json(const pr_secrets_t *m, struct cJSON *j);
 
 #endif

@@ -94,6 +94,26 @@ return function(T, opts)
     eng:close()
   end)
 
+  test("a multi-line secret (a PEM key) through a pty, whose ONLCR turns \\n into \\r\\n, is masked everywhere", function()
+    local hist = dir .. "/pem.mpk"
+    local eng = assert(core.new{ history_file = hist })
+    local PEM = "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nAQEFAASCBKcwggSjAgEAAoIB\n-----END KEY-----"
+    local r, id = U.run(eng, { cmd = [[printf 'key=%s;\n' "$TOKEN"; printf '%s' "$TOKEN"]], pty = true,
+                               secrets = { TOKEN = PEM } })
+    T.eq(r.final.state, "completed")
+    local out = r.out.pty or ""
+    T.ok(out:find("key=***;\r\n", 1, true), "masked: " .. out)
+    T.eq(out:sub(-4), "\n***")
+    for _, piece in ipairs({ "MIIE", "AQEF", "BEGIN KEY" }) do
+      T.ok(not out:find(piece, 1, true), "events: " .. out)
+      T.ok(not eng:read(id, "pty"):find(piece, 1, true), "read")
+    end
+    eng:close()
+    local h = U.read_file(hist)
+    T.ok(h:find("key=***;", 1, true), "history has the masked output")
+    T.ok(not h:find("MIIE", 1, true) and not h:find("BEGIN KEY", 1, true), "history file")
+  end)
+
   test("spawn and chdir errors never show a secret value (the path carries it)", function()
     local eng = assert(core.new{})
     local r = U.run(eng, { cmd = { "/nonexistent/" .. SECRET }, secrets = { TOKEN = SECRET } })
