@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/idmap.h"
+#include "engine/secrets.h"
 #include "engine/supervisor.h"
 
 #define DEF_MAX_RESTARTS 5
@@ -85,6 +86,7 @@ static void on_record(const pr_exec_t *x, pr_record_t *r);
 static void worker_free(void *sub);
 static void on_message(void *arg, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len);
 static void on_write(void *arg, const char *p, size_t n);
+static void on_mask(void *arg, struct cJSON *j);
 
 static const pr_exec_ops_t worker_ops = {on_bytes, on_spawned, on_end, on_record, worker_free};
 
@@ -106,7 +108,7 @@ int pr_worker_new(const pr_worker_spec_t *s, pr_exec_t *x) {
   pr_queue_init(&w->unsent);
   pr_queue_init(&w->inflight);
   w->state = PR_WS_STARTING;
-  w->cb = (pr_wparse_cb_t){on_message, on_write, x};
+  w->cb = (pr_wparse_cb_t){on_message, on_write, on_mask, x};
   pr_jsonl_init(&w->jsonl, &w->cb);
   if (s->ready_stderr) {
     if (regcomp(&w->re, s->ready_stderr, REG_EXTENDED | REG_NOSUB) != 0) {
@@ -612,6 +614,8 @@ static void stderr_feed(pr_exec_t *x, const char *p, size_t n) {
 }
 
 static void on_write(void *arg, const char *p, size_t n) { pr_exec_input(arg, p, n); }
+
+static void on_mask(void *arg, struct cJSON *j) { pr_secrets_mask_json(((pr_exec_t *)arg)->secrets, j); }
 
 static void on_bytes(pr_exec_t *x, int stream, const char *p, size_t n) {
   pr_worker_t *w = W(x);

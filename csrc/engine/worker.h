@@ -76,12 +76,17 @@ typedef enum {
   PR_WM_OVERSIZE,  /* longer than PR_WORKER_MSG_MAX */
 } pr_worker_msg_t;
 
-/* How a parser reports what it parsed, and answers the worker itself. */
+/* How a parser reports what it parsed, and answers the worker itself. A
+ * parser reads the worker's stdout as written (unmasked: masking protocol
+ * bytes would break their framing) and masks what it decodes. */
+struct cJSON;
 typedef struct {
-  /* one message; takes `text` (malloc'd, may be NULL) */
+  /* one message; takes `text` (malloc'd, may be NULL), already masked */
   void (*message)(void *arg, pr_worker_msg_t kind, uint64_t rid, char *text, size_t len);
   /* bytes for the worker's stdin */
   void (*write)(void *arg, const char *p, size_t n);
+  /* mask the secret values in a decoded value, in place (NULL: none) */
+  void (*mask)(void *arg, struct cJSON *j);
   void *arg;
 } pr_wparse_cb_t;
 

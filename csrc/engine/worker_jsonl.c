@@ -86,6 +86,7 @@ static void jsonl_line(pr_jsonl_t *jp, const char *p, size_t n) {
       if (strcmp(s, "ok") == 0) kind = PR_WM_OK, v = cJSON_GetObjectItemCaseSensitive(j, "result");
       else if (strcmp(s, "chunk") == 0) kind = PR_WM_CHUNK, v = cJSON_GetObjectItemCaseSensitive(j, "chunk");
       else if (strcmp(s, "error") == 0) kind = PR_WM_ERROR, v = cJSON_GetObjectItemCaseSensitive(j, "error");
+      if (v && jp->cb.mask) jp->cb.mask(jp->cb.arg, v); /* the decoded value, never the line */
       if (kind == PR_WM_ERROR && cJSON_IsString(v)) text = strdup(v->valuestring);
       else if (kind != PR_WM_STRAY) text = v ? cJSON_PrintUnformatted(v) : strdup(kind == PR_WM_ERROR ? "error" : "null");
       if (kind != PR_WM_STRAY && text == NULL) kind = PR_WM_STRAY; /* out of memory */

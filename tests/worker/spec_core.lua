@@ -445,4 +445,29 @@ T.test("requests waiting for a worker that never gets ready are bounded (16 MiB)
   eng:close()
 end)
 
+-- A secret JSON must escape: a quote, a backslash, a tab, a newline, an e-acute
+-- and an emoji (json.dumps writes \u00e9 and a surrogate pair).
+local JSECRET = 'hun"ter\\2\tx\ny-\xc3\xa9-\xf0\x9f\x98\x80-Zq9'
+
+T.test("jsonl worker: a secret JSON escapes is masked in replies, chunks, errors and the console", function()
+  local eng = assert(core.new())
+  local id = assert(eng:start { cmd = { PY, WORKER }, worker = { protocol = "jsonl" }, secrets = { TOKEN = JSECRET } })
+  local a = eng:request(id, { op = "echo", value = { nested = { JSECRET, "x" .. JSECRET .. "y" } } })
+  local b = eng:request(id, { op = "stream", n = 2, value = JSECRET })
+  local c = eng:request(id, { op = "fail", message = "bad " .. JSECRET })
+  local rep, chunks = {}, {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end,
+              chunk = function(ev) chunks[#chunks + 1] = ev.data end }, function() return rep[a] and rep[b] and rep[c] end)
+  T.eq(rep[a].result.nested[1], "***")
+  T.eq(rep[a].result.nested[2], "x***y")
+  T.eq(#chunks, 2); T.eq(chunks[1].value, "***")
+  T.eq(rep[c].error, "bad ***")
+  local out = eng:read(id, "stdout")
+  T.ok(out:find('"value": "***"', 1, true) or out:find('"value":"***"', 1, true), out)
+  for _, piece in ipairs({ 'hun\\"', "Zq9", "\\u00e9", "\\ud83d" }) do
+    T.ok(not out:find(piece, 1, true), "console holds " .. piece .. ": " .. out)
+  end
+  eng:close()
+end)
+
 os.exit(T.finish() and 0 or 1)
