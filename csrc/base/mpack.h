@@ -41,6 +41,11 @@ struct cJSON;
 struct cJSON *pr_mp_to_cjson(const msgpack_object *o);
 char *pr_mp_to_json(const msgpack_object *o, size_t *n);
 
+/* pr_mp_to_cjson: the same value as a cJSON tree (cJSON_Delete), or NULL
+ * when out of memory. */
+struct cJSON;
+struct cJSON *pr_mp_to_cjson(const msgpack_object *o);
+
 /* pr_mp_pack_json: pack JSON text (`len` bytes; 0 = null) as a msgpack value.
  * Integral numbers within +-9.2e18 become integers. Returns 0, PR_EINVAL
  * (not JSON: nothing was packed) or PR_ENOMEM. */

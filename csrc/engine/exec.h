@@ -61,7 +61,8 @@ typedef struct {
  * here, like Neovim's proc->type or Redis's ConnectionType. Every slot may be
  * NULL. x->sub is its state. */
 typedef struct pr_exec_ops {
-  /* bytes of `stream` arrived (already kept in the ring and masked) */
+  /* bytes of `stream` arrived, as the process wrote them (not masked: a
+   * subtype masks what it decodes), before they are masked into the ring */
   void (*bytes)(pr_exec_t *x, int stream, const char *p, size_t n);
   /* a (new) process of x is running */
   void (*spawned)(pr_exec_t *x);

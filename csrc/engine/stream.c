@@ -91,15 +91,18 @@ static void pause_stream(pr_stream_t *s) {
   pthread_mutex_unlock(&s->ring->mu);
 }
 
-/* Bytes arrived on a stream: keep them and tell whoever listens. */
+/* Bytes arrived on a stream (p == NULL: it ended): keep them and tell
+ * whoever listens. A worker's parser gets them as written (it masks what it
+ * decodes: masking protocol bytes would break their framing); the ring, and
+ * every surface after it, gets them masked. */
 static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
   pr_exec_t *x = s->exec;
   int stream = (int)(s - x->streams);
+  if (p && x->ops && x->ops->bytes) x->ops->bytes(x, stream, p, n); /* a worker's protocol */
   if (x->secrets && !(p = pr_secrets_mask(x->secrets, stream, p, &n))) return; /* *** */
   pr_exec_drain_more(x);
   pr_ring_write(s->ring, p, n);
   pr_notify_output(x->ctx->ls, x, stream);
-  if (x->ops && x->ops->bytes) x->ops->bytes(x, stream, p, n); /* a worker's protocol */
   if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
 }
 

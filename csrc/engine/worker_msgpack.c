@@ -116,6 +116,20 @@ static void refuse(pr_wmp_t *u, const msgpack_object *msgid) {
   msgpack_sbuffer_destroy(&sb);
 }
 
+/* A decoded value as JSON text, masked (NULL when out of memory). `as_text`:
+ * a str is the message itself (an error), not its JSON. */
+static char *decode(pr_wmp_t *u, const msgpack_object *o, int as_text, size_t *len) {
+  cJSON *j = pr_mp_to_cjson(o);
+  if (j == NULL) return NULL;
+  if (u->cb.mask) u->cb.mask(u->cb.arg, j);
+  char *t = NULL;
+  if (as_text && cJSON_IsString(j)) t = strdup(j->valuestring);
+  else t = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  *len = t ? strlen(t) : 0;
+  return t;
+}
+
 static void handle(pr_wmp_t *u, const msgpack_object *o) {
   void (*message)(void *, pr_worker_msg_t, uint64_t, char *, size_t) = u->cb.message;
   void *x = u->cb.arg;
@@ -126,11 +140,10 @@ static void handle(pr_wmp_t *u, const msgpack_object *o) {
   char *text;
   if (n == 4 && get_u64(&a[0], &type) && type == 1 && get_u64(&a[1], &rid)) {
     if (a[2].type == MSGPACK_OBJECT_NIL) {
-      text = pr_mp_to_json(&a[3], &len);
+      text = decode(u, &a[3], 0, &len);
       message(x, text ? PR_WM_OK : PR_WM_STRAY, rid, text, len);
     } else {
-      if (a[2].type == MSGPACK_OBJECT_STR) text = strndup(a[2].via.str.ptr, len = a[2].via.str.size);
-      else text = pr_mp_to_json(&a[2], &len);
+      text = decode(u, &a[2], a[2].type == MSGPACK_OBJECT_STR, &len);
       message(x, text ? PR_WM_ERROR : PR_WM_STRAY, rid, text, len);
     }
     return;
@@ -139,7 +152,7 @@ static void handle(pr_wmp_t *u, const msgpack_object *o) {
     const msgpack_object *p = &a[2];
     if (str_is(&a[1], "proctor_chunk") && p->type == MSGPACK_OBJECT_ARRAY &&
         p->via.array.size == 2 && get_u64(&p->via.array.ptr[0], &rid)) {
-      text = pr_mp_to_json(&p->via.array.ptr[1], &len);
+      text = decode(u, &p->via.array.ptr[1], 0, &len);
       message(x, text ? PR_WM_CHUNK : PR_WM_STRAY, rid, text, len);
       return;
     }

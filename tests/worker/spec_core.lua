@@ -470,4 +470,21 @@ T.test("jsonl worker: a secret JSON escapes is masked in replies, chunks, errors
   eng:close()
 end)
 
+T.test("msgpack worker: a secret in a reply is masked and the stream keeps its framing", function()
+  local eng = assert(core.new())
+  local id = assert(eng:start { cmd = { PY, MPWORKER }, worker = { protocol = "msgpack-rpc", ready = { message = true } },
+                                secrets = { TOKEN = JSECRET } })
+  local a = eng:request(id, { secret = JSECRET, list = { JSECRET } })
+  local b = eng:request(id, { method = "nope" .. JSECRET, params = {} })
+  local c = eng:request(id, { method = "add", params = { 2, 40 } })
+  local rep = {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[a] and rep[b] and rep[c] end)
+  T.eq(rep[a].result.secret, "***"); T.eq(rep[a].result.list[1], "***")
+  T.eq(rep[b].ok, false); T.ok(rep[b].error:find("no method nope***", 1, true), rep[b].error)
+  T.eq(rep[c].result, 42, "the request after them is answered")
+  local out = eng:read(id, "stdout")
+  T.ok(not out:find('hun"', 1, true) and not out:find("Zq9", 1, true), "console")
+  eng:close()
+end)
+
 os.exit(T.finish() and 0 or 1)
