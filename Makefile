@@ -25,13 +25,13 @@ SETUP     ?= scripts/setup.sh
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread -Icsrc $(WARN)
 
 BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/record.c csrc/base/buf.c \
-             csrc/base/idmap.c csrc/base/mpack.c csrc/base/utf8.c csrc/base/ring.c csrc/base/wire.c
+             csrc/base/idmap.c csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c csrc/base/ring.c csrc/base/wire.c
 # the engine thread: executions, streams, the shepherd link, commands, workers
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/supervisor.c csrc/engine/control.c csrc/engine/build.c \
              csrc/engine/secrets.c csrc/engine/worker.c csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
 # the msgpack-rpc server, the durable files, and the file that wires them
-ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/scan.c csrc/rpc/methods.c csrc/rpc/params.c \
+ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/params.c \
               csrc/rpc/pack.c
 ENGINE_SRC += csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
 ENGINE_SRC += csrc/proctor.c
@@ -168,14 +168,29 @@ $(FUZZ_BIN): tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) $(HDRS)
 	  -DPR_RPC_FUZZ -DPR_DEBUG -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
 	  $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
-fuzz: ## fuzz the RPC decoder+dispatcher with libFuzzer for FUZZ_SECONDS (default 60)
+# The worker protocol target: the JSON lines and msgpack-rpc parsers and the
+# output masker, with secrets set (no engine). tests/worker/run replays
+# tests/fuzz/corpus-worker/.
+FUZZ_WORKER_BIN = $(BUILD)/fuzz_worker
+FUZZ_WORKER_SRC = csrc/engine/wtest.c csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c csrc/engine/secrets.c \
+                  csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c csrc/base/buf.c
+$(FUZZ_WORKER_BIN): tests/fuzz/fuzz_worker.c $(FUZZ_WORKER_SRC) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CLANG) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -DPR_DEBUG -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_worker.c $(FUZZ_WORKER_SRC) \
+	  $(MSGPACK_LIBS) $(CJSON_LIBS)
+
+fuzz: ## fuzz the RPC decoder+dispatcher, then the worker parsers with secrets, with libFuzzer for FUZZ_SECONDS each (default 60)
 	@$(SETUP) fuzz
-	@$(MAKE) --no-print-directory $(FUZZ_BIN)
-	@mkdir -p $(BUILD)/fuzz-corpus
+	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_WORKER_BIN)
+	@mkdir -p $(BUILD)/fuzz-corpus $(BUILD)/fuzz-corpus-worker
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 $(BUILD)/fuzz-corpus tests/fuzz/corpus
+	$(FUZZ_WORKER_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 $(BUILD)/fuzz-corpus-worker tests/fuzz/corpus-worker
 
-TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN)
+TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN) \
+            $(FUZZ_WORKER_BIN)
 
 # proctor-mcp under ASan/UBSan (with its shepherd beside it): the mcp tier runs
 # the SDK tests against it too and fails on any sanitizer report. Linked

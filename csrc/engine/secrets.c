@@ -348,18 +348,34 @@ char *pr_secrets_scrub(const pr_secrets_t *m, const char *s) {
   return out;
 }
 
+/* `s` (malloc'd, may be NULL: "***") moved to cJSON's allocator, which is what
+ * cJSON_Delete frees with. NULL when out of memory. */
+static char *cj_take(char *s) {
+  const char *from = s ? s : MASK;
+  size_t n = strlen(from) + 1;
+  char *c = cJSON_malloc(n);
+  if (c) memcpy(c, from, n);
+  free(s);
+  return c;
+}
+
 /* Mask one decoded value in place: a string (or a key) with a secret gets the
  * secret replaced; a number or literal whose text is one becomes the string. */
 static void mask_node(const pr_secrets_t *m, cJSON *j, int depth) {
   for (; j; j = j->next) {
-    if (j->string) {
+    if (j->string && !(j->type & cJSON_StringIsConst)) {
       char *k = pr_secrets_scrub(m, j->string);
-      if (k && strcmp(k, j->string) != 0 && !(j->type & cJSON_StringIsConst)) {
-        cJSON_free(j->string);
-        j->string = k;
-        k = NULL;
+      if (k == NULL || strcmp(k, j->string) != 0) {
+        char *c = cj_take(k);
+        if (c) {
+          cJSON_free(j->string);
+          j->string = c;
+        } else { /* out of memory: mask the key whole, in place */
+          memcpy(j->string, MASK, strlen(j->string) < MASK_LEN ? strlen(j->string) : MASK_LEN + 1);
+        }
+      } else {
+        free(k);
       }
-      free(k);
     }
     char num[64];
     const char *text = cJSON_IsString(j) ? j->valuestring : NULL;
@@ -372,14 +388,16 @@ static void mask_node(const pr_secrets_t *m, cJSON *j, int depth) {
     if (text) {
       char *t = pr_secrets_scrub(m, text);
       if (t == NULL || strcmp(t, text) != 0) {
+        char *c = cj_take(t); /* out of memory: "***" for all of it */
         if (cJSON_IsString(j) && !(j->type & cJSON_IsReference)) cJSON_free(j->valuestring);
-        j->type = cJSON_String;
-        j->valuestring = t ? t : strdup(MASK); /* out of memory: all of it */
+        j->type = cJSON_String | (j->type & cJSON_StringIsConst);
+        j->valuestring = c ? c : (char *)"";
+        if (c == NULL) j->type |= cJSON_IsReference; /* a constant: never freed */
         continue;
       }
       free(t);
     }
-    if (depth < 64 && (cJSON_IsArray(j) || cJSON_IsObject(j))) mask_node(m, j->child, depth + 1);
+    if (cJSON_IsArray(j) || cJSON_IsObject(j)) mask_node(m, j->child, depth + 1); /* the parsers bound the nesting */
   }
 }
 

@@ -30,7 +30,8 @@
 typedef struct pr_worker pr_worker_t;
 
 /* Longest stdout line (jsonl) or message (msgpack-rpc) parsed; longer ones are
- * skipped and counted (the bytes still reach the console). */
+ * skipped and counted (the bytes still reach the console). A msgpack-rpc
+ * message may also declare at most 2^20 entries, nested 64 deep. */
 #define PR_WORKER_MSG_MAX (16u << 20)
 
 /* pr_worker_new: make x a worker for spec `s` (x->ops, x->sub; strings are

@@ -22,10 +22,17 @@
 #include <string.h>
 
 #include "base/mpack.h"
+#include "base/mpscan.h"
 #include "engine/worker.h"
+
+/* Entries and nesting one message may declare (its bytes: PR_WORKER_MSG_MAX). */
+#define WMP_MAX_OBJECTS (1u << 20)
+#define WMP_MAX_DEPTH 64
 
 struct pr_wmp {
   msgpack_unpacker *up;
+  pr_mp_scan_t scan; /* frames stdout before msgpack-c allocates for it */
+  size_t lead;       /* bytes after up->off already framed */
   pr_wparse_cb_t cb;
 };
 
@@ -37,6 +44,8 @@ pr_wmp_t *pr_wmp_new(const pr_wparse_cb_t *cb) {
     return NULL;
   }
   u->cb = *cb;
+  u->lead = 0;
+  pr_mp_scan_init(&u->scan, PR_WORKER_MSG_MAX, WMP_MAX_OBJECTS, WMP_MAX_DEPTH);
   return u;
 }
 
@@ -163,6 +172,16 @@ static void handle(pr_wmp_t *u, const msgpack_object *o) {
   message(x, PR_WM_STRAY, 0, NULL, 0);
 }
 
+/* Garbage or a message over the limits: nothing to resync on, drop what is
+ * buffered and start over. */
+static void drop_all(pr_wmp_t *w, pr_worker_msg_t why) {
+  w->cb.message(w->cb.arg, why, 0, NULL, 0);
+  msgpack_unpacker_reset(w->up);
+  w->up->off = w->up->used;
+  w->lead = 0;
+  pr_mp_scan_init(&w->scan, PR_WORKER_MSG_MAX, WMP_MAX_OBJECTS, WMP_MAX_DEPTH);
+}
+
 void pr_wmp_feed(pr_wmp_t *w, const char *p, size_t n) {
   msgpack_unpacker *u = w->up;
   if (!msgpack_unpacker_reserve_buffer(u, n)) {
@@ -171,21 +190,24 @@ void pr_wmp_feed(pr_wmp_t *w, const char *p, size_t n) {
   }
   memcpy(msgpack_unpacker_buffer(u), p, n);
   msgpack_unpacker_buffer_consumed(u, n);
+  /* Frame the new bytes first: msgpack-c only ever sees whole messages whose
+   * declared sizes the scanner bounded. */
+  size_t used = 0;
+  unsigned done = 0;
+  int rc = pr_mp_scan(&w->scan, (const unsigned char *)u->buffer + u->off + w->lead,
+                      u->used - u->off - w->lead, &used, &done);
+  w->lead += used;
   msgpack_unpacked r;
   msgpack_unpacked_init(&r);
-  for (;;) {
-    msgpack_unpack_return ret = msgpack_unpacker_next(u, &r);
-    if (ret == MSGPACK_UNPACK_SUCCESS) {
-      handle(w, &r.data);
-      continue;
-    }
-    if (ret == MSGPACK_UNPACK_CONTINUE && msgpack_unpacker_message_size(u) <= PR_WORKER_MSG_MAX)
+  for (; done > 0; done--) {
+    size_t bytes = 0;
+    if (msgpack_unpacker_next_with_size(u, &r, &bytes) != MSGPACK_UNPACK_SUCCESS || bytes > w->lead) {
+      rc = PR_EPROTO; /* the framing disagreed: never expected */
       break;
-    /* garbage or a message over the limit: nothing to resync on, drop what is buffered */
-    w->cb.message(w->cb.arg, ret == MSGPACK_UNPACK_CONTINUE ? PR_WM_OVERSIZE : PR_WM_INVALID, 0, NULL, 0);
-    msgpack_unpacker_reset(u);
-    u->off = u->used;
-    break;
+    }
+    w->lead -= bytes;
+    handle(w, &r.data);
   }
   msgpack_unpacked_destroy(&r);
+  if (rc != 0) drop_all(w, rc == PR_ETOOBIG ? PR_WM_OVERSIZE : PR_WM_INVALID);
 }

@@ -31,4 +31,23 @@ pr_rpc_conn_t *pr_test_rpc_open(pr_engine_t *e, void (*sink)(void *arg, const ch
 int pr_test_rpc_feed(pr_rpc_conn_t *c, const char *data, size_t len);
 void pr_test_rpc_close(pr_rpc_conn_t *c);
 
+/* The worker protocol parsers with the output masker, without an engine
+ * (engine/wtest.c), for the worker fuzz target. pr_test_wparse_new: a JSON
+ * lines (msgpack 0) or msgpack-rpc parser whose values are masked with
+ * `secrets` ("K=V", as pr_spec_t.secrets); NULL when out of memory or when
+ * the secrets are invalid. message() gets each message as the worker code
+ * does (kind: a pr_worker_msg_t of engine/worker.h; ready, chunk, ok, error,
+ * stray, invalid, oversize) and takes `text`. pr_test_wparse_feed: *n bytes
+ * of stdout go to the parser and through the masker; returns the masked
+ * bytes to keep (*n of them, valid until the next call) or NULL; p == NULL
+ * ends the stream (releases what the masker held back). Any thread. */
+typedef struct pr_test_wparse pr_test_wparse_t;
+enum { PR_TEST_WM_READY = 0, PR_TEST_WM_CHUNK, PR_TEST_WM_OK, PR_TEST_WM_ERROR }; /* the rest: no text */
+pr_test_wparse_t *pr_test_wparse_new(int msgpack, const char *const *secrets, size_t n,
+                                     void (*message)(void *arg, int kind, uint64_t rid, char *text,
+                                                     size_t len),
+                                     void *arg);
+const char *pr_test_wparse_feed(pr_test_wparse_t *t, const char *p, size_t *n);
+void pr_test_wparse_free(pr_test_wparse_t *t);
+
 #endif /* PR_PROCTOR_TEST_H */

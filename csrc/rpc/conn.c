@@ -3,7 +3,7 @@
  *
  * Thread: engine.
  *
- *   on_read ─► unpacker buffer ─► pr_rpc_scan (scan.c: limits; counts framed messages) ─► kick
+ *   on_read ─► unpacker buffer ─► pr_mp_scan (base/mpscan.c: limits; counts framed messages) ─► kick
  *   pump turn:  ≤ PR_RPC_BATCH × (msgpack_unpacker_next ─► pr_rpc_dispatch)
  *               dirty subscriptions: states, then ring bytes from sub->off, then the
  *                 terminal state — while queued + unsent < PR_RPC_SENDQ
@@ -28,7 +28,7 @@ int pr_rpc_conn_init(pr_rpc_conn_t *c) {
   msgpack_packer_init(&c->pk, &c->out, msgpack_sbuffer_write);
   msgpack_sbuffer_init(&c->resp);
   msgpack_packer_init(&c->rpk, &c->resp, msgpack_sbuffer_write);
-  pr_rpc_scan_reset(&c->scan);
+  pr_mp_scan_init(&c->scan, PR_RPC_MAX_MESSAGE, PR_RPC_MAX_OBJECTS, PR_RPC_MAX_DEPTH);
   if (!msgpack_unpacker_init(&c->up, 64u << 10)) return PR_ENOMEM;
   c->up_init = 1;
   return 0;
@@ -84,7 +84,7 @@ void pr_rpc_conn_received(pr_rpc_conn_t *c, size_t n) {
   const unsigned char *p = (const unsigned char *)c->up.buffer + c->up.off + c->scan_lead;
   size_t avail = c->up.used - c->up.off - c->scan_lead, used = 0;
   unsigned done = 0;
-  int rc = pr_rpc_scan(&c->scan, p, avail, &used, &done);
+  int rc = pr_mp_scan(&c->scan, p, avail, &used, &done);
   c->scan_lead += used;
   c->ready += done;
   if (rc != 0) {

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "base/idmap.h"
+#include "base/mpscan.h"
 #include "rpc/rpc.h"
 
 /* Limits (doc/proctor.txt, *proctor-rpc-limits*). */
@@ -32,18 +33,6 @@
 #define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
 #define PR_RPC_MAX_WAITS 1024         /* pending `wait` requests per connection; more are EBUSY */
 
-/* Incremental framing of one msgpack value at a time. Every header is seen
- * here before msgpack-c may allocate for it, so declared sizes are bounded by
- * the bytes a message may still have. */
-typedef struct {
-  uint64_t msg_bytes;              /* bytes of the current message so far */
-  uint32_t objects;                /* entries declared so far by the current message */
-  uint32_t skip;                   /* str/bin/ext payload bytes still to pass */
-  int depth;                       /* open containers */
-  uint32_t left[PR_RPC_MAX_DEPTH]; /* entries still expected per open container */
-  uint32_t top_n;                  /* entries of the top-level array (0: not an array) */
-  int64_t msgid;                   /* msgid of the message being framed, -1 unknown */
-} pr_rpc_scan_t;
 
 /* A connection's subscription to one execution (at most one per id: only its
  * owner session may subscribe). Holds ring references, so output can still
@@ -89,7 +78,7 @@ struct pr_rpc_conn {
   int64_t bad_msgid; /* the msgid an ETOOBIG answer goes to, -1 none */
   msgpack_unpacker up;
   int up_init;
-  pr_rpc_scan_t scan;
+  pr_mp_scan_t scan;
   size_t scan_lead;       /* bytes from up.off already framed */
   unsigned ready;         /* complete messages framed, not yet dispatched */
   int close_when_flushed; /* EOF seen and everything answered: close once written */
@@ -142,7 +131,7 @@ void pr_rpc_conn_unref(pr_rpc_conn_t *c);
  * kill_on_disconnect executions, close handles; freed when the last closes. */
 void pr_rpc_conn_close(pr_rpc_conn_t *c);
 
-/* ---- rpc/conn.c and rpc/scan.c -------------------------------------------------------- */
+/* ---- rpc/conn.c (framing: base/mpscan.c) ---------------------------------------------------- */
 
 /* pr_rpc_conn_init: unpacker and buffers. Returns 0 or PR_ENOMEM. */
 int pr_rpc_conn_init(pr_rpc_conn_t *c);
@@ -165,15 +154,6 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c);
 /* pr_rpc_conn_flush: hand `out` to the socket (or the sink). */
 void pr_rpc_conn_flush(pr_rpc_conn_t *c);
 
-/* pr_rpc_scan_reset: ready for the next message. */
-void pr_rpc_scan_reset(pr_rpc_scan_t *s);
-
-/* pr_rpc_scan: frame bytes p[0..n): *used = bytes consumed (a header cut by
- * the end of the data is left for next time), *complete += messages ended.
- * Returns 0, PR_ETOOBIG (size, entry or nesting limit) or PR_EPROTO (a byte
- * that is never valid msgpack). Pure function of its state. */
-int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used,
-                unsigned *complete);
 
 /* Subscriptions (rpc/conn.c). */
 pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id);

@@ -7,7 +7,6 @@
  *   client ──unix socket──► server.c   accept, SO_PEERCRED, sessions, the listener
  *                           conn.c     reading, the pump, the bounded send queue,
  *                                      subscriptions and waits
- *                           scan.c     framing one msgpack value at a time (limits)
  *                           methods.c  the method table ─► pr_control_run (the host's path)
  *                           params.c   parameter and start-spec validation
  *                           pack.c     records and notifications (msgpack)

@@ -1,15 +1,11 @@
-/* rpc/scan.c — framing: find where each msgpack value of a connection ends,
- * before msgpack-c allocates anything for it.
+/* base/mpscan.c — framing: find where each msgpack value of a stream ends,
+ * before msgpack-c allocates anything for it. See base/mpscan.h.
  *
- * Thread: engine (a pure function of the scanner's state and the bytes).
- *
- * Every header is seen here first, so the sizes a message declares are
- * bounded by the bytes it may still have (PR_RPC_MAX_MESSAGE), by the
- * entries one message may declare (PR_RPC_MAX_OBJECTS) and by its nesting
- * (PR_RPC_MAX_DEPTH). The msgid of a request is noted on the way, so an
- * oversized request can still be answered.
+ * Thread: any (a pure function of the scanner's state and the bytes).
  */
-#include "rpc/conn.h"
+#include "base/mpscan.h"
+
+#include "include/proctor.h"
 
 /* ---- framing ---------------------------------------------------------------------- */
 
@@ -20,7 +16,13 @@ static uint64_t be(const unsigned char *p, int n) {
   return v;
 }
 
-void pr_rpc_scan_reset(pr_rpc_scan_t *s) {
+void pr_mp_scan_init(pr_mp_scan_t *s, uint64_t max_message, uint32_t max_objects, int max_depth) {
+  *s = (pr_mp_scan_t){.max_message = max_message, .max_objects = max_objects,
+                      .max_depth = max_depth < PR_MP_SCAN_DEPTH ? max_depth : PR_MP_SCAN_DEPTH};
+  pr_mp_scan_reset(s);
+}
+
+void pr_mp_scan_reset(pr_mp_scan_t *s) {
   s->msg_bytes = 0;
   s->objects = 0;
   s->top_n = 0;
@@ -29,11 +31,11 @@ void pr_rpc_scan_reset(pr_rpc_scan_t *s) {
 
 /* One value ended: close the containers it completes; at depth 0 the
  * message is complete. */
-static void item_done(pr_rpc_scan_t *s, unsigned *complete) {
+static void item_done(pr_mp_scan_t *s, unsigned *complete) {
   for (;;) {
     if (s->depth == 0) {
       (*complete)++;
-      pr_rpc_scan_reset(s);
+      pr_mp_scan_reset(s);
       return;
     }
     if (--s->left[s->depth - 1] > 0) return;
@@ -43,8 +45,7 @@ static void item_done(pr_rpc_scan_t *s, unsigned *complete) {
 
 enum { K_SCALAR, K_PAYLOAD, K_ARRAY, K_MAP };
 
-int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used,
-                unsigned *complete) {
+int pr_mp_scan(pr_mp_scan_t *s, const unsigned char *p, size_t n, size_t *used, unsigned *complete) {
   size_t i = 0;
   int rc = 0;
   while (i < n) {
@@ -163,11 +164,11 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
       s->msgid = (int64_t)(b <= 0x7f ? b : be(p + i + 1, (int)hl - 1) & INT64_MAX);
     i += hl;
     s->msg_bytes += hl;
-    if (s->msg_bytes > PR_RPC_MAX_MESSAGE) {
+    if (s->msg_bytes > s->max_message) {
       rc = PR_ETOOBIG;
       goto out;
     }
-    uint64_t budget = PR_RPC_MAX_MESSAGE - s->msg_bytes;
+    uint64_t budget = s->max_message - s->msg_bytes;
     if (kind == K_SCALAR) {
       item_done(s, complete);
     } else if (kind == K_PAYLOAD) {
@@ -181,7 +182,7 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
         s->skip = (uint32_t)len;
     } else {
       uint64_t cnt = kind == K_MAP ? 2 * len : len;
-      if (cnt > budget || s->objects + cnt > PR_RPC_MAX_OBJECTS) {
+      if (cnt > budget || s->objects + cnt > s->max_objects) {
         rc = PR_ETOOBIG;
         goto out;
       }
@@ -190,7 +191,7 @@ int pr_rpc_scan(pr_rpc_scan_t *s, const unsigned char *p, size_t n, size_t *used
       if (cnt == 0) {
         item_done(s, complete);
       } else {
-        if (s->depth >= PR_RPC_MAX_DEPTH) {
+        if (s->depth >= s->max_depth) {
           rc = PR_ETOOBIG;
           goto out;
         }
