@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "engine/control.h"
 #include "engine/secrets.h"
+#include "engine/vault.h"
 #include "engine/worker.h"
 
 #define PR_MAX_SPAWN_BYTES (16u << 20)
@@ -41,7 +42,7 @@ static void build_env(pr_buf_t *b, const pr_spec_t *s, char *const *base, const 
   if (!s->clear_env && base) {
     for (char *const *ep = base; *ep; ep++) {
       size_t kl = key_len(*ep);
-      int over = !pr_env_inherits(s, *ep, kl); /* secrets.c: env_allow, secret names */
+      int over = !pr_env_inherits(s, *ep, kl) || pr_vault_names(s, *ep, kl); /* env_allow, secret names */
       for (size_t i = 0; i < s->envc && !over; i++) over = same_key(s->env[i], *ep, kl);
       for (size_t i = 0; i < nextra && !over; i++) over = same_key(extra[i], *ep, kl);
       if (!over) sb_add(b, *ep);
@@ -63,7 +64,7 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   for (size_t i = 0; i < s->envc; i++)
     if (s->env[i] == NULL || strchr(s->env[i], '=') == NULL || s->env[i][0] == '=')
       return PR_EINVAL;
-  if (pr_secrets_check(s) != 0) return PR_EINVAL; /* secrets.c: secrets, env_allow */
+  if (pr_secrets_check(s) != 0 || pr_vault_check(s) != 0) return PR_EINVAL; /* secrets, env_allow, sources */
   pr_exec_t *x = pr_exec_alloc();
   pr_buf_t b = PR_BUF_INIT(PR_MAX_SPAWN_BYTES);
   int rc = PR_ENOMEM;
@@ -139,7 +140,9 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
     goto fail;
   }
   if ((rc = pr_env_keys(b.p, b.len, 1 + x->argc, &x->env_keys, &x->env_keys_len)) != 0 ||
-      (rc = pr_secrets_new(s, &x->secrets)) != 0) /* secrets.c: keys for the record, masker */
+      (rc = pr_secrets_new(s, &x->secrets)) != 0 || /* secrets.c: keys for the record, masker */
+      (rc = pr_vault_new(s, x->cwd, base_env, &x->vault)) != 0 || /* read at spawn time */
+      (rc = pr_vault_keys(x->vault, &x->env_keys, &x->env_keys_len)) != 0)
     goto fail;
   x->spawn_len = b.len;
   x->spawn_msg = pr_buf_release(&b);

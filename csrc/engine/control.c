@@ -76,20 +76,20 @@ static void ended(pr_exec_ctx_t *xc, pr_exec_t *x, int was_active) {
 
 /* ---- the shepherd's reports --------------------------------------------------------- */
 
+/* The execution of a shepherd job: one of the registry, or a hidden one
+ * reading a secret (engine/vault.h). */
+static pr_exec_t *job(pr_control_t *c, uint64_t id) {
+  pr_exec_t *x = pr_vault_job(&c->vault, id);
+  return x ? x : pr_registry_find(&c->reg, id, 0);
+}
+
 static void sup_spawned(void *arg, const pr_wire_hdr_t *h, int *fds, int nfds) {
-  pr_control_t *c = arg;
-  pr_exec_on_spawned(pr_registry_find(&c->reg, h->job, 0), h, fds, nfds);
+  pr_exec_on_spawned(job(arg, h->job), h, fds, nfds);
 }
 
-static void sup_failed(void *arg, const pr_wire_hdr_t *h) {
-  pr_control_t *c = arg;
-  pr_exec_on_failed(pr_registry_find(&c->reg, h->job, 0), h);
-}
+static void sup_failed(void *arg, const pr_wire_hdr_t *h) { pr_exec_on_failed(job(arg, h->job), h); }
 
-static void sup_exited(void *arg, const pr_wire_hdr_t *h) {
-  pr_control_t *c = arg;
-  pr_exec_on_exited(pr_registry_find(&c->reg, h->job, 0), h);
-}
+static void sup_exited(void *arg, const pr_wire_hdr_t *h) { pr_exec_on_exited(job(arg, h->job), h); }
 
 /* Ending an execution applies retention, which may remove records from the
  * list being walked here (the one just ended, when it is the oldest): hold
@@ -366,6 +366,8 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->xc.ls = ls;
   c->xc.drain_ms = o->drain_ms ? o->drain_ms : PR_DEFAULT_DRAIN;
   c->xc.ended = ended;
+  c->xc.vault = &c->vault;
+  pr_vault_eng_init(&c->vault, &c->xc);
   c->max_running = o->max_running;
   c->kill_grace_ms = o->kill_grace_ms ? o->kill_grace_ms : PR_DEFAULT_GRACE;
   c->output_limit = o->output_limit ? o->output_limit : PR_DEFAULT_OUTPUT_LIMIT;
@@ -388,7 +390,10 @@ void pr_control_close_handles(pr_control_t *c) {
   pr_registry_close(&c->reg);
 }
 
-void pr_control_free_registry(pr_control_t *c) { pr_registry_destroy(&c->reg); }
+void pr_control_free_registry(pr_control_t *c) {
+  pr_registry_destroy(&c->reg);
+  pr_vault_eng_destroy(&c->vault);
+}
 
 void pr_control_destroy(pr_control_t *c) {
   pthread_mutex_destroy(&c->mu);

@@ -27,8 +27,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/locked.h"
 #include "engine/secrets.h"
 #include "engine/supervisor.h"
+#include "engine/vault.h"
 
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
@@ -251,6 +253,7 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
     break;
   case PR_STARTING: /* stopped as soon as the shepherd reports the spawn */
     x->stopping = force ? 2 : 0;
+    if (x->vault && pr_vault_busy(x->vault)) pr_vault_stop(x, 0); /* or its secrets are read */
     break;
   default:
     stop(x, force);
@@ -261,18 +264,52 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
 
 /* ---- begin / spawn results ----------------------------------------------------------- */
 
+/* The spawn payload, with the secrets read from a store appended (built in
+ * locked memory and wiped once sent). */
 static int send_spawn(pr_exec_t *x) {
   pr_sup_t *sup = x->ctx->sup;
   int rc = x->spawn_msg ? pr_sup_ensure(sup) : PR_ENOMEM;
+  size_t extra = pr_vault_env_len(x->vault), len = x->spawn_len + extra;
+  char *p = extra && rc == 0 ? pr_locked_alloc(len) : NULL;
+  if (extra && rc == 0 && p == NULL) rc = PR_ENOMEM;
+  if (p) {
+    memcpy(p, x->spawn_msg, x->spawn_len);
+    pr_vault_env(x->vault, p + x->spawn_len);
+  }
   if (rc == 0)
     rc = pr_sup_send(sup, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
-                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, x->spawn_msg,
-                     x->spawn_len);
+                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, p ? p : x->spawn_msg,
+                     p ? len : x->spawn_len);
+  pr_locked_free(p, len);
   return rc;
 }
 
+static void spawn_now(pr_exec_t *x);
+
 void pr_exec_begin(pr_exec_t *x) {
   transition(x, PR_STARTING);
+  if (x->vault && !pr_vault_ready(x->vault) && x->ctx->vault) { /* secrets from a store first */
+    pr_vault_read(x, x->ctx->vault);
+    return;
+  }
+  spawn_now(x);
+}
+
+void pr_exec_vault_done(pr_exec_t *x, const char *why) {
+  if (x->finished) return;
+  if (x->verdict < 0 && (why || pr_vault_mask(x->vault, &x->secrets) != 0)) {
+    decide(x, PR_FAILED, "secret_unavailable");
+    free(x->error);
+    x->error = strdup(why ? why : "ENOMEM: cannot lock memory to mask the secrets read");
+  }
+  if (x->verdict >= 0) { /* failed, or canceled while reading */
+    finish(x);
+    return;
+  }
+  spawn_now(x);
+}
+
+static void spawn_now(pr_exec_t *x) {
   int rc = send_spawn(x);
   if (x->ops == NULL) { /* a worker keeps it for its restarts */
     free(x->spawn_msg);
@@ -483,6 +520,7 @@ static void finish(pr_exec_t *x) {
   pr_exec_ctx_t *c = x->ctx;
   if (x->finished) return;
   if (x->ops && x->ops->end && x->ops->end(x)) return; /* the worker restarts: still running */
+  if (x->vault) pr_vault_stop(x, 1); /* reads end now; the values are wiped */
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
   if ((x->state == PR_RUNNING || x->pid > 0) && !x->released && pr_sup_alive(c->sup)) {
@@ -515,6 +553,8 @@ static void finish(pr_exec_t *x) {
   }
   x->pid = 0;
   transition(x, (pr_state_t)verdict); /* listeners: every output event precedes this one */
+  pr_secrets_free(x->secrets); /* no output follows (the audit line is written): wipe the values */
+  x->secrets = NULL;
   c->ended(c, x, was_active);
 }
 
@@ -643,6 +683,7 @@ void pr_exec_release(pr_exec_t *x) {
 void pr_exec_free(pr_exec_t *x) {
   free(x->env_keys);
   pr_secrets_free(x->secrets);
+  pr_vault_free(x->vault);
   for (int i = 0; i < PR_NSTREAM; i++) {
     if (x->streams[i].defer.next) pr_queue_remove(&x->streams[i].defer);
     pr_ring_unref(x->streams[i].ring);

@@ -35,6 +35,7 @@
 
 typedef struct pr_sup pr_sup_t;
 typedef struct pr_exec_ctx pr_exec_ctx_t;
+struct pr_vault_eng;
 
 /* One output stream of an execution. */
 typedef struct {
@@ -80,6 +81,7 @@ struct pr_exec_ctx {
   uv_loop_t *loop;
   pr_sup_t *sup;        /* the shepherd link (engine/supervisor.h) */
   pr_listeners_t *ls;   /* told every state change, output, worker event */
+  struct pr_vault_eng *vault; /* where secrets from a store are read (engine/vault.h), or NULL */
   uint32_t drain_ms;    /* how long output may still arrive after exit */
   int closing;          /* the engine shuts down: no scheduling, no restarts */
   /* x entered its terminal state; was_active: it was starting or running */
@@ -131,7 +133,8 @@ struct pr_exec {
   char *env_keys;    /* keys the child got, NUL-separated (secrets.c), or NULL */
   size_t env_keys_len;
   int previous_session; /* restored from a history file: no process, no handles */
-  struct pr_secrets *secrets; /* values masked in output (secrets.c), or NULL */
+  struct pr_secrets *secrets; /* values masked in output (secrets.c), or NULL; wiped at the end */
+  struct pr_vault *vault;     /* secrets read from a store at spawn time (vault.c), or NULL */
   int handles;       /* open libuv handles; the record is freed when 0 and `dead` */
   int dead;          /* removed from the registry */
 };

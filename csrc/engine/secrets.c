@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/locked.h"
 #include "include/proctor.h"
 
 #define MASK "***"
@@ -38,6 +39,7 @@
 typedef struct {
   char *p;
   size_t len;
+  int locked; /* p is pr_locked_alloc'ed (else malloc'ed: locking failed for a given value) */
 } value_t;
 
 struct pr_secrets {
@@ -116,34 +118,60 @@ static int by_len_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static void wipe_free(void *p, size_t n);
+
+/* Add one value of len bytes (a second name with the same value adds
+ * nothing): a locked copy, or with need_lock = 0 a plain one when locking
+ * fails. 0 or PR_ENOMEM. */
+static int add_value(pr_secrets_t *m, const char *val, size_t len, int need_lock) {
+  for (size_t k = 0; k < m->nv; k++)
+    if (m->v[k].len == len && memcmp(m->v[k].p, val, len) == 0) return 0;
+  value_t *nv = realloc(m->v, (m->nv + 1) * sizeof(*nv));
+  if (nv == NULL) return PR_ENOMEM;
+  m->v = nv;
+  value_t *v = &m->v[m->nv];
+  v->len = len;
+  v->locked = (v->p = pr_locked_alloc(len)) != NULL;
+  if (!v->locked && (need_lock || (v->p = malloc(len)) == NULL)) return PR_ENOMEM;
+  memcpy(v->p, val, len);
+  m->nv++;
+  m->first[(unsigned char)val[0]] = 1;
+  if (val[0] == '\n') m->first['\r'] = 1;
+  m->first['\\'] = 1; /* any character may be written as a JSON escape */
+  if (len > m->maxlen) m->maxlen = len;
+  size_t cap = SPELL_MAX * m->maxlen + 16;
+  for (int i = 0; i < PR_NSTREAM && cap > m->holdcap; i++) { /* held bytes move to a larger hold */
+    if (m->hold[i] == NULL) continue;
+    char *h = malloc(cap);
+    if (h == NULL) return PR_ENOMEM;
+    memcpy(h, m->hold[i], m->nhold[i]);
+    wipe_free(m->hold[i], m->holdcap);
+    m->hold[i] = h;
+  }
+  if (cap > m->holdcap) m->holdcap = cap;
+  qsort(m->v, m->nv, sizeof(value_t), by_len_desc);
+  return 0;
+}
+
 int pr_secrets_new(const pr_spec_t *s, pr_secrets_t **out) {
   *out = NULL;
   if (s->nsecrets == 0) return 0;
   pr_secrets_t *m = calloc(1, sizeof(*m));
-  if (m == NULL || (m->v = calloc(s->nsecrets, sizeof(value_t))) == NULL) goto fail;
+  if (m == NULL) return PR_ENOMEM;
   for (size_t i = 0; i < s->nsecrets; i++) {
     const char *val = strchr(s->secrets[i], '=') + 1;
-    value_t *v = &m->v[m->nv];
-    v->len = strlen(val);
-    int dup = 0; /* two names with one value: mask it once */
-    for (size_t k = 0; k < m->nv && !dup; k++)
-      dup = m->v[k].len == v->len && memcmp(m->v[k].p, val, v->len) == 0;
-    if (dup) continue;
-    if ((v->p = malloc(v->len)) == NULL) goto fail;
-    memcpy(v->p, val, v->len);
-    m->nv++;
-    m->first[(unsigned char)val[0]] = 1;
-    if (val[0] == '\n') m->first['\r'] = 1;
-    if (v->len > m->maxlen) m->maxlen = v->len;
+    if (add_value(m, val, strlen(val), 0) != 0) {
+      pr_secrets_free(m);
+      return PR_ENOMEM;
+    }
   }
-  m->first['\\'] = 1; /* any character may be written as a JSON escape */
-  m->holdcap = SPELL_MAX * m->maxlen + 16;
-  qsort(m->v, m->nv, sizeof(value_t), by_len_desc);
   *out = m;
   return 0;
-fail:
-  pr_secrets_free(m);
-  return PR_ENOMEM;
+}
+
+int pr_secrets_add(pr_secrets_t **mp, const char *val, size_t len) {
+  if (*mp == NULL && (*mp = calloc(1, sizeof(**mp))) == NULL) return PR_ENOMEM;
+  return len ? add_value(*mp, val, len, 1) : 0;
 }
 
 static void wipe_free(void *p, size_t n) {
@@ -155,7 +183,10 @@ static void wipe_free(void *p, size_t n) {
 
 void pr_secrets_free(pr_secrets_t *m) {
   if (m == NULL) return;
-  for (size_t i = 0; i < m->nv; i++) wipe_free(m->v[i].p, m->v[i].len);
+  for (size_t i = 0; i < m->nv; i++) {
+    if (m->v[i].locked) pr_locked_free(m->v[i].p, m->v[i].len);
+    else wipe_free(m->v[i].p, m->v[i].len);
+  }
   free(m->v);
   for (int i = 0; i < PR_NSTREAM; i++) wipe_free(m->hold[i], m->holdcap);
   wipe_free(m->work, m->cap);

@@ -45,6 +45,12 @@ int pr_env_keys(const char *p, size_t len, size_t skip, char **keys, size_t *kle
  * NULL when there are none. Returns 0 or PR_ENOMEM. */
 int pr_secrets_new(const pr_spec_t *s, pr_secrets_t **out);
 
+/* pr_secrets_add: add a value of len bytes to the masker *m (created when
+ * NULL), in locked memory (base/locked.h) or not at all. Returns 0 or
+ * PR_ENOMEM (also when the memory cannot be locked). Values of
+ * pr_secrets_new are locked too when the limit allows (else plain). */
+int pr_secrets_add(pr_secrets_t **m, const char *val, size_t len);
+
 /* pr_secrets_free: wipe and free the values. NULL is a no-op. */
 void pr_secrets_free(pr_secrets_t *m);
 

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/locked.h"
 #include "include/proctor.h"
 
 typedef struct {
@@ -42,6 +43,12 @@ typedef struct pr_sup_conn {
 } conn_t;
 
 const char *pr_sup_last_error(const pr_sup_t *s) { return s->last_error; }
+
+/* A spawn payload may hold secret values: wipe it before it goes back. */
+static void packet_free(packet_t *p) {
+  pr_wipe(p->payload, p->h.len);
+  free(p);
+}
 
 /* The directory of the shared object (or program) that contains this code. */
 static char *self_dir(void) {
@@ -85,7 +92,7 @@ void pr_sup_destroy(pr_sup_t *s) {
   while (!pr_queue_empty(&s->sendq)) {
     pr_queue_t *q = pr_queue_head(&s->sendq);
     pr_queue_remove(q);
-    free(PR_QUEUE_DATA(q, packet_t, node));
+    packet_free(PR_QUEUE_DATA(q, packet_t, node));
   }
   free(s->recvbuf);
   free(s->path);
@@ -111,7 +118,7 @@ static void drop(pr_sup_t *s) {
   while (!pr_queue_empty(&s->sendq)) {
     pr_queue_t *q = pr_queue_head(&s->sendq);
     pr_queue_remove(q);
-    free(PR_QUEUE_DATA(q, packet_t, node));
+    packet_free(PR_QUEUE_DATA(q, packet_t, node));
   }
 }
 
@@ -131,7 +138,7 @@ static int flush(pr_sup_t *s) {
     int rc = pr_wire_send(s->fd, &p->h, p->payload, NULL, 0, 1);
     if (rc == -EAGAIN) break;
     pr_queue_remove(q);
-    free(p);
+    packet_free(p);
     if (rc < 0) return rc;
   }
   update_poll(s);
@@ -330,7 +337,7 @@ int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms) {
   while (!pr_queue_empty(&s->sendq)) { /* SHUTDOWN kills what they were for */
     pr_queue_t *q = pr_queue_head(&s->sendq);
     pr_queue_remove(q);
-    free(PR_QUEUE_DATA(q, packet_t, node));
+    packet_free(PR_QUEUE_DATA(q, packet_t, node));
   }
   pr_wire_hdr_t h = {.type = PR_W_SHUTDOWN, .a = grace_ms};
   uint64_t deadline = uv_hrtime() / 1000000 + (uint64_t)wait_ms;

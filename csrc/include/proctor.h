@@ -131,6 +131,20 @@ typedef enum {
   PR_RS_REJECTED, PR_NRS
 } pr_reply_status_t;
 
+/* A secret read from a store when the execution is spawned, instead of given
+ * (doc *proctor-secrets*): exactly one of `store` and `command`. The value
+ * goes to the child's environment as `name` and is masked like any secret;
+ * one that cannot be read fails the execution (reason "secret_unavailable"),
+ * never falling back to the environment. */
+typedef struct {
+  const char *name;              /* the environment variable */
+  const char *store;             /* "secret-service": the desktop keyring, through libsecret */
+  const char *const *attributes; /* store: "key=value" pairs the item has (at least one) */
+  size_t nattributes;
+  const char *const *command;    /* argv of a command whose standard output is the value */
+  size_t ncommand;
+} pr_secret_source_t;
+
 /* What to run. Strings are copied by pr_engine_start. */
 typedef struct {
   const char *const *argv;   /* argv[0..argc) */
@@ -155,6 +169,8 @@ typedef struct {
   size_t nsecrets;
   const char *const *env_allow; /* non-NULL: inherit only these keys from the base env */
   size_t nallow;
+  const pr_secret_source_t *sources; /* secrets read from a store at spawn time */
+  size_t nsources;
 } pr_spec_t;
 
 /* A snapshot of one execution, owned by the caller (pr_record_free). */
@@ -166,7 +182,8 @@ typedef struct {
   int pty;
   pr_state_t state;
   char *reason;                      /* why it ended: exit, signal, canceled, timeout, spawn_error,
-                                        supervisor_lost, engine_closed; NULL while live */
+                                        secret_unavailable, supervisor_lost, engine_closed;
+                                        NULL while live */
   char *error;                       /* human message for spawn errors etc., or NULL */
   int exit_code;                     /* -1 when none */
   int signal;                        /* 0 when none */

@@ -150,66 +150,6 @@ static void opt_files(lua_State *L, pr_engine_opts_t *o) {
   o->audit_keep = (uint32_t)opt_nonneg(L, 1, "audit_keep", 0, 1000);
 }
 
-/* start{ secrets = {NAME = value}, env_allow = {"NAME", ...} } into s. The
- * strings stay anchored in values left on the stack (the caller returns
- * without popping). A secret value is never part of an error message. */
-static void opt_env_policy(lua_State *L, int t, pr_spec_t *s) {
-  lua_getfield(L, t, "secrets");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) luaL_argerror(L, t, "'secrets' must be a table of NAME = value");
-    int st = lua_gettop(L);
-    size_t n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, st) != 0) {
-      lua_pop(L, 1);
-      n++;
-    }
-    const char **v = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
-    lua_newtable(L); /* anchors the "K=V" strings */
-    int anchor = lua_gettop(L);
-    size_t i = 0;
-    lua_pushnil(L);
-    while (lua_next(L, st) != 0) {
-      size_t kl, vl;
-      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-        luaL_argerror(L, t, "'secrets' must map string names to string values");
-      const char *k = lua_tolstring(L, -2, &kl);
-      const char *val = lua_tolstring(L, -1, &vl);
-      if (kl == 0 || strlen(k) != kl || strchr(k, '='))
-        luaL_argerror(L, t, "'secrets' names must be non-empty without '=' or NUL");
-      if (vl == 0 || strlen(val) != vl || vl > 4096)
-        luaL_argerror(L, t, "'secrets' values must be 1 to 4096 bytes without NUL");
-      for (size_t e = 0; e < s->envc; e++)
-        if (strncmp(s->env[e], k, kl) == 0 && s->env[e][kl] == '=')
-          luaL_argerror(L, t, "'secrets' names must not also be in 'env'");
-      lua_pushfstring(L, "%s=%s", k, val);
-      v[i] = lua_tostring(L, -1);
-      lua_rawseti(L, anchor, (int)++i);
-      lua_pop(L, 1);
-    }
-    s->secrets = v;
-    s->nsecrets = i;
-  }
-  lua_getfield(L, t, "env_allow");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) luaL_argerror(L, t, "'env_allow' must be a list of names");
-    int at = lua_gettop(L);
-    size_t n = pr_rawlen(L, at);
-    const char **v = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
-    for (size_t i = 0; i < n; i++) {
-      lua_rawgeti(L, at, (int)i + 1);
-      size_t kl;
-      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &kl) : NULL;
-      if (k == NULL || kl == 0 || strlen(k) != kl || strchr(k, '='))
-        luaL_argerror(L, t, "'env_allow' entries must be non-empty names without '=' or NUL");
-      v[i] = k; /* anchored by the env_allow table, itself on the stack */
-      lua_pop(L, 1);
-    }
-    s->env_allow = v;
-    s->nallow = n;
-  }
-}
-
 /* ---- module functions ----------------------------------------------------------- */
 
 static const char *const new_keys[] = {"output_limit", "history_limit", "history_age_ms",
@@ -332,7 +272,7 @@ static int l_start(lua_State *L) {
     s.env = env;
     s.envc = i;
   }
-  opt_env_policy(L, 2, &s); /* secrets, env_allow (anchored on the stack) */
+  pr_lua_env_policy(L, 2, &s); /* secrets, env_allow (anchored on the stack) */
   if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
   uint64_t id;
   int rc = pr_engine_start(le->e, &s, &id);

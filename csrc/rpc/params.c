@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/mpack.h"
+#include "engine/vault.h"
 #include "rpc/params.h"
 
 /* ---- parameters --------------------------------------------------------------------- */
@@ -215,18 +216,73 @@ static int spec_str(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, 
   return 0;
 }
 
+static const char bad_source[] =
+    "'secrets' sources are {store = \"secret-service\", attributes = {key = value, ...}} or "
+    "{command = [argv...]}";
+
+/* A list of strings (at least one) in the zone; NULL with *err when not. */
+static const char **zstr_list(pr_rpc_req_t *q, const msgpack_object *a, size_t *n, int *err) {
+  *err = PR_EINVAL;
+  if (a == NULL || a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size == 0) return NULL;
+  const char **v = msgpack_zone_malloc(q->zone, a->via.array.size * sizeof(char *));
+  if (v == NULL) return *err = PR_ENOMEM, NULL;
+  for (uint32_t i = 0; i < a->via.array.size; i++)
+    if ((v[i] = pr_rpc_zstr(q, &a->via.array.ptr[i], err)) == NULL) return NULL;
+  *n = a->via.array.size;
+  return v;
+}
+
+/* A secret's source (a map) named `name` into *src. */
+static int source(pr_rpc_req_t *q, const char *name, const msgpack_object *m, pr_secret_source_t *src) {
+  static const char *const keys[] = {"store", "attributes", "command", NULL};
+  *src = (pr_secret_source_t){.name = name};
+  for (uint32_t i = 0; i < m->via.map.size; i++) {
+    int known = 0;
+    for (const char *const *k = keys; *k && !known; k++) known = pr_mp_key_is(&m->via.map.ptr[i].key, *k);
+    if (!known) return pr_rpc_bad(q, 0, "spec", bad_source);
+  }
+  int err = 0;
+  const msgpack_object *st = pr_rpc_map_get(m, "store"), *at = pr_rpc_map_get(m, "attributes"),
+                       *cmd = pr_rpc_map_get(m, "command");
+  if (cmd && !st && !at) {
+    if ((src->command = zstr_list(q, cmd, &src->ncommand, &err)) == NULL)
+      return err == PR_ENOMEM ? err : pr_rpc_bad(q, 0, "spec", bad_source);
+    return 0;
+  }
+  if (cmd || !st || (src->store = pr_rpc_zstr(q, st, &err)) == NULL || at == NULL ||
+      at->type != MSGPACK_OBJECT_MAP || at->via.map.size == 0)
+    return err == PR_ENOMEM ? err : pr_rpc_bad(q, 0, "spec", bad_source);
+  const char **kv = msgpack_zone_malloc(q->zone, at->via.map.size * sizeof(char *));
+  if (kv == NULL) return PR_ENOMEM;
+  for (uint32_t i = 0; i < at->via.map.size; i++) {
+    const char *k = pr_rpc_zstr(q, &at->via.map.ptr[i].key, &err), *v = NULL;
+    if (k) v = pr_rpc_zstr(q, &at->via.map.ptr[i].val, &err);
+    if (v == NULL) return err == PR_ENOMEM ? err : pr_rpc_bad(q, 0, "spec", bad_source);
+    size_t len = strlen(k) + strlen(v) + 2;
+    char *p = msgpack_zone_malloc(q->zone, len);
+    if (p == NULL) return PR_ENOMEM;
+    snprintf(p, len, "%s=%s", k, v);
+    kv[i] = p;
+  }
+  src->attributes = kv;
+  src->nattributes = at->via.map.size;
+  return 0;
+}
+
 /* A map of NAME = value (strings; numbers are written out) as "NAME=value"
- * strings in the request's zone. Error messages never quote a value: for
+ * strings in the request's zone; with `src`, a map value is a secret's
+ * source instead (into *src, *nsrc). Error messages never quote a value: for
  * `secrets` they are secret. */
 static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field, const char *const **out,
-                   size_t *n_out) {
+                   size_t *n_out, const pr_secret_source_t **src_out, size_t *nsrc) {
   if (m == NULL) return 0;
   char w[128];
   snprintf(w, sizeof(w), "'%s' must be a map of NAME = value (names without '=' or NUL)", field);
   if (m->type != MSGPACK_OBJECT_MAP) return pr_rpc_bad(q, 0, "spec", w);
-  uint32_t n = m->via.map.size;
+  uint32_t n = m->via.map.size, nkv = 0;
   const char **kvs = msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *));
-  if (kvs == NULL) return PR_ENOMEM;
+  pr_secret_source_t *src = src_out ? msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(*src)) : NULL;
+  if (kvs == NULL || (src_out && src == NULL)) return PR_ENOMEM;
   for (uint32_t i = 0; i < n; i++) {
     const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
     char num[32];
@@ -234,6 +290,11 @@ static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field, 
     const char *ks = pr_rpc_zstr(q, k, &err), *vs = NULL;
     if (ks == NULL && err == PR_ENOMEM) return err;
     int64_t iv;
+    if (src && ks && ks[0] && !strchr(ks, '=') && v->type == MSGPACK_OBJECT_MAP) {
+      int rc = source(q, ks, v, &src[(*nsrc)++]);
+      if (rc != 0) return rc;
+      continue;
+    }
     if (pr_rpc_is_bytes(v)) {
       vs = pr_rpc_zstr(q, v, &err);
       if (vs == NULL && err == PR_ENOMEM) return err;
@@ -246,10 +307,11 @@ static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field, 
     char *kv = msgpack_zone_malloc(q->zone, len);
     if (kv == NULL) return PR_ENOMEM;
     snprintf(kv, len, "%s=%s", ks, vs);
-    kvs[i] = kv;
+    kvs[nkv++] = kv;
   }
   *out = kvs;
-  *n_out = n;
+  *n_out = nkv;
+  if (src_out) *src_out = src;
   return 0;
 }
 
@@ -342,9 +404,11 @@ int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, p
     return pr_rpc_bad(q, 0, "spec",
                "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
   }
-  if ((rc = kv_list(q, pr_rpc_map_get(sp, "env"), "env", &s->env, &s->envc)) != 0 ||
-      (rc = kv_list(q, pr_rpc_map_get(sp, "secrets"), "secrets", &s->secrets, &s->nsecrets)) != 0)
+  if ((rc = kv_list(q, pr_rpc_map_get(sp, "env"), "env", &s->env, &s->envc, NULL, NULL)) != 0 ||
+      (rc = kv_list(q, pr_rpc_map_get(sp, "secrets"), "secrets", &s->secrets, &s->nsecrets, &s->sources,
+                    &s->nsources)) != 0)
     return rc;
+  if (pr_vault_check(s) != 0) return pr_rpc_bad(q, 0, "spec", bad_source);
   const msgpack_object *allow = pr_rpc_map_get(sp, "env_allow");
   if (allow) {
     if (allow->type != MSGPACK_OBJECT_ARRAY)

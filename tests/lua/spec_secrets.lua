@@ -129,6 +129,53 @@ return function(T, opts)
     eng:close()
   end)
 
+  -- Live processes whose command line holds `needle`.
+  local function running(needle)
+    local n = 0
+    for pid in U.sh("ls /proc"):gmatch("%d+") do
+      local c = U.read_file("/proc/" .. pid .. "/cmdline")
+      if c and c:find(needle, 1, true) and U.alive(tonumber(pid)) then n = n + 1 end
+    end
+    return n
+  end
+
+  test("a secret from a command source is read at spawn time, masked, and never falls back to the environment", function()
+    local eng = assert(core.new{})
+    local r, id = U.run(eng, { cmd = { "sh", "-c", 'echo "v=$HOME len=${#HOME}"' },
+                               secrets = { HOME = { command = { "sh", "-c", "printf 'from-a-store-9\\n'" } } } })
+    T.eq(r.final.state, "completed")
+    T.eq(r.out.stdout, "v=*** len=14\n", "the value read (without its newline) replaces the host's HOME")
+    T.ok(table.concat(eng:get(id).env_keys, ","):find("HOME", 1, true))
+    -- a source that fails: the execution fails with a reason and never runs
+    local marker = dir .. "/ran"
+    for _, src in ipairs({ { "sh", "-c", "echo 'no such entry' >&2; exit 1" }, { "/nonexistent/pass" },
+                           { "printf", "" }, { "head", "-c", "5000", "/dev/zero" } }) do
+      r = U.run(eng, { cmd = { "sh", "-c", "touch " .. marker }, secrets = { HOME = { command = src } } })
+      T.eq(r.final.state, "failed")
+      T.eq(r.final.reason, "secret_unavailable")
+      T.ok(r.final.error:find("secret HOME: ", 1, true), r.final.error)
+      T.eq(U.read_file(marker), nil, "the command never ran: " .. r.final.error)
+    end
+    T.ok(r.final.error:find("NUL", 1, true) or r.final.error:find("4096", 1, true), r.final.error)
+    T.raises(function() eng:start{ cmd = "true", secrets = { A = { command = {} } } } end, "'secrets'")
+    T.raises(function() eng:start{ cmd = "true", secrets = { A = { store = "kwallet", attributes = { a = "b" } } } } end, "'secrets'")
+    T.raises(function() eng:start{ cmd = "true", secrets = { A = { command = { "x" }, bogus = 1 } } } end, "'secrets'")
+    eng:close()
+  end)
+
+  test("cancel while a secret is being read ends the execution and the reading command", function()
+    local eng = assert(core.new{})
+    local needle = "proctor-test-slow-secret-" .. U.tag()
+    local id = assert(eng:start{ cmd = { "true" }, secrets = { T = { command = { "sh", "-c", "sleep 30; : " .. needle } } } })
+    T.ok(U.wait_until(function() return running(needle) > 0 end, 5000), "the reading command runs")
+    U.wait_state(eng, id, "starting")
+    T.eq(eng:cancel(id), "canceling")
+    local r = U.collect(eng, { id }, 5000)[id]
+    T.eq(r.final.state, "canceled")
+    T.ok(U.wait_until(function() return running(needle) == 0 end, 5000), "the reading command was killed")
+    eng:close()
+  end)
+
   local function child_env(eng, spec)
     spec.cmd = { "env", "-0" }
     local r = U.run(eng, spec)

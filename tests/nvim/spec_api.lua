@@ -124,6 +124,22 @@ return function(test, T, H)
     T.ok(H.hrms() - t0 < 400, "force cancel took " .. (H.hrms() - t0) .. " ms")
   end)
 
+  test("run() takes a secret from a source: read at spawn time, masked in the output", function()
+    local p = require("proctor")
+    local out = {}
+    local ex = p.run({ cmd = { "sh", "-c", 'echo "t=$TOKEN"' },
+                       secrets = { TOKEN = { command = { "printf", "layer-S3cret" } } },
+                       on_output = function(_, _, data) out[#out + 1] = data end })
+    local rec = T.ok(ex:wait(5000))
+    T.eq(rec.state, "completed")
+    H.wait(2000, function() return table.concat(out):find("\n", 1, true) ~= nil end)
+    T.eq(table.concat(out), "t=***\n")
+    local bad = p.run({ cmd = { "true" }, secrets = { TOKEN = { command = { "false" } } } })
+    rec = T.ok(bad:wait(5000))
+    T.eq(rec.state, "failed")
+    T.eq(rec.reason, "secret_unavailable")
+  end)
+
   test("input reaches cat; input before the process runs is kept", function()
     local p = require("proctor")
     local out = ""

@@ -894,6 +894,18 @@ def secrets_and_env_policy_over_rpc(h):
     keys = sorted(l.split(b"=", 1)[0].decode() for l in c.request("read", j, "stdout")["data"].splitlines())
     expect("PATH" in keys and "ONE" in keys and "HOME" not in keys, "env_allow: %r" % keys)
     expect(rpc_error(c.request, "start", {"cmd": ["true"], "secrets": {"A": {"x": 1}}}) == "EINVAL", "bad secrets")
+    # a source instead of a value: read at spawn time (a command the shepherd runs), masked
+    k = c.request("start", {"cmd": ["sh", "-c", 'echo "v=$KEY len=${#KEY}"'],
+                            "secrets": {"KEY": {"command": ["printf", "from-a-command\\n"]}}})
+    rec = c.request("wait", k, 10000)
+    expect(rec["state"] == "completed" and "KEY" in rec["env_keys"], "source: %r" % rec)
+    expect(c.request("read", k, "stdout")["data"] == b"v=*** len=14\n", "the value is read and masked")
+    m = c.request("start", {"cmd": ["true"], "secrets": {"KEY": {"command": ["false"]}}})
+    rec = c.request("wait", m, 10000)
+    expect(rec["state"] == "failed" and rec["reason"] == "secret_unavailable" and "KEY" in rec["error"],
+           "a source that fails: %r" % rec)
+    expect(rpc_error(c.request, "start", {"cmd": ["true"], "secrets": {"A": {"store": "kwallet", "attributes": {"a": "b"}}}})
+           == "EINVAL", "unknown store")
     c.close()
 
 
