@@ -163,6 +163,22 @@ return function(T, opts)
     eng:close()
   end)
 
+  test("a value read from a source sits in locked memory while the execution runs, and is wiped at its end", function()
+    local eng = assert(core.new{})
+    local function locked() return U.status_field("self", "VmLck") or 0 end
+    local before = locked()
+    local id = assert(eng:start{ cmd = { "sh", "-c", "echo up; cat >/dev/null" }, stdin = true,
+                                 secrets = { T = { command = { "printf", "locked-V4lue" } } } })
+    U.wait_output(eng, id, "up", 5000)
+    local during = locked()
+    T.ok(during >= before + 8, ("VmLck %d kB while it runs (the value, the masker's copy), %d kB before"):format(during, before))
+    assert(eng:close_stdin(id))
+    T.eq(U.collect(eng, { id }, 5000)[id].final.state, "completed")
+    -- (the engine thread lets go of the masker's copy right after the terminal event)
+    T.ok(U.wait_until(function() return locked() == before end, 2000), "wiped and unlocked at the end: " .. locked())
+    eng:close()
+  end)
+
   test("cancel while a secret is being read ends the execution and the reading command", function()
     local eng = assert(core.new{})
     local needle = "proctor-test-slow-secret-" .. U.tag()
