@@ -11,6 +11,15 @@
 /* Keep the value on top of the stack alive in the anchor table (pops it). */
 static void anchor_top(lua_State *L, int anchor) { lua_rawseti(L, anchor, (int)pr_rawlen(L, anchor) + 1); }
 
+/* "k=v" as a Lua string kept alive in the anchor table; its bytes stay valid
+ * while that table does. */
+static const char *anchored_kv(lua_State *L, int anchor, const char *k, const char *v) {
+  lua_pushfstring(L, "%s=%s", k, v);
+  const char *s = lua_tostring(L, -1);
+  anchor_top(L, anchor);
+  return s;
+}
+
 /* A list of strings at index `at` (at least one), its block anchored. */
 static const char **str_list(lua_State *L, int t, int at, int anchor, size_t *n, const char *what) {
   *n = pr_rawlen(L, at);
@@ -73,9 +82,7 @@ static void source(lua_State *L, int t, int at, int anchor, pr_secret_source_t *
       const char *ak = lua_tolstring(L, -2, &kl), *av = lua_tolstring(L, -1, &vl);
       if (kl == 0 || strlen(ak) != kl || strchr(ak, '=') || strlen(av) != vl)
         luaL_argerror(L, t, "'secrets' attribute names must be non-empty without '=' or NUL");
-      lua_pushfstring(L, "%s=%s", ak, av);
-      v[i++] = lua_tostring(L, -1);
-      anchor_top(L, anchor);
+      v[i++] = anchored_kv(L, anchor, ak, av);
       lua_pop(L, 1);
     }
     src->attributes = v;
@@ -120,9 +127,7 @@ void pr_lua_env_policy(lua_State *L, int t, pr_spec_t *s) {
       for (size_t e = 0; e < s->envc; e++)
         if (strncmp(s->env[e], k, kl) == 0 && s->env[e][kl] == '=')
           luaL_argerror(L, t, "'secrets' names must not also be in 'env'");
-      lua_pushfstring(L, "%s=%s", k, val);
-      v[i++] = lua_tostring(L, -1);
-      anchor_top(L, anchor);
+      v[i++] = anchored_kv(L, anchor, k, val);
       lua_pop(L, 1);
     }
     s->secrets = v;
