@@ -276,7 +276,14 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
 }
 
 pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force) {
-  pr_cmd_t c = {.type = PR_CMD_CANCEL, .sync = 1, .id = id, .session = session, .a = force};
+  return pr_engine_cancel_why(e, id, session, force, NULL);
+}
+
+pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t session, int force,
+                                        const char *reason) {
+  if (reason && !pr_reason_valid(reason)) return PR_CANCEL_NOT_FOUND;
+  pr_cmd_t c = {.type = PR_CMD_CANCEL, .sync = 1, .id = id, .session = session, .a = force,
+                .data = reason};
   if (e->closed || pr_control_submit(&e->ctl, &c) != 0) return PR_CANCEL_NOT_FOUND;
   return (pr_cancel_result_t)c.rc;
 }
@@ -369,6 +376,11 @@ int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid) {
 
 int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session) {
   pr_cmd_t c = {.type = PR_CMD_WRESTART, .id = id, .session = session};
+  return simple(e, &c);
+}
+
+int pr_engine_release(pr_engine_t *e, uint64_t id, uint64_t session) {
+  pr_cmd_t c = {.type = PR_CMD_RELEASE, .id = id, .session = session};
   return simple(e, &c);
 }
 

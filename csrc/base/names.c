@@ -44,6 +44,14 @@ const char *pr_delete_result_name(pr_delete_result_t r) {
   return (unsigned)r < 3 ? delete_names[r] : "not_found";
 }
 
+int pr_reason_valid(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > PR_REASON_MAX) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_')) return 0;
+  return 1;
+}
+
 const char *pr_worker_state_name(int ws) {
   return ws >= 0 && ws < PR_NWS ? ws_names[ws] : "unknown";
 }

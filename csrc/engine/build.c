@@ -73,6 +73,7 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   x->pty = s->pty;
   x->stdin_pipe = s->pty ? 1 : s->stdin_pipe;
   x->backpressure = s->backpressure;
+  x->held = s->hold;
   x->cols = s->cols ? s->cols : 80;
   x->rows = s->rows ? s->rows : 24;
   x->timeout_ms = s->timeout_ms;

@@ -126,8 +126,20 @@ static void run_start(pr_control_t *c, pr_cmd_t *cmd) {
     pr_exec_cancel(x, 1, "engine_closed");
     return;
   }
+  if (x->held) return; /* queued, off the run queue until PR_CMD_RELEASE */
   pr_queue_push(&c->queued, &x->runq);
   schedule(c);
+}
+
+/* A held execution takes its turn at the queue's tail. */
+static int run_release(pr_control_t *c, pr_exec_t *x) {
+  if (x == NULL) return PR_ENOENT;
+  if (x->finished || x->verdict >= 0) return PR_ENOTRUNNING;
+  if (!x->held) return PR_EINVAL;
+  x->held = 0;
+  pr_queue_push(&c->queued, &x->runq);
+  schedule(c);
+  return 0;
 }
 
 static void run_list(pr_control_t *c, pr_cmd_t *cmd) {
@@ -212,14 +224,17 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
   case PR_CMD_GET:
   case PR_CMD_READ:
   case PR_CMD_WREQUEST:
+  case PR_CMD_RELEASE:
   case PR_CMD_WRESTART: x = pr_registry_find(reg, cmd->id, cmd->session); break;
   default: break;
   }
   switch (cmd->type) {
   case PR_CMD_START: run_start(c, cmd); break;
   case PR_CMD_CANCEL:
-    cmd->rc = x ? (int)pr_exec_cancel(x, (int)cmd->a, "canceled") : (int)PR_CANCEL_NOT_FOUND;
+    cmd->rc = x ? (int)pr_exec_cancel(x, (int)cmd->a, cmd->data ? cmd->data : "canceled")
+              : (int)PR_CANCEL_NOT_FOUND;
     break;
+  case PR_CMD_RELEASE: cmd->rc = run_release(c, x); break;
   case PR_CMD_DELETE:
     if (x == NULL) cmd->rc = PR_DELETE_NOT_FOUND;
     else if (!x->finished) cmd->rc = PR_ACTIVE_PROCESS_CONFLICT;

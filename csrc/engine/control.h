@@ -50,6 +50,7 @@ typedef enum {
   PR_CMD_WREQUEST,   /* worker request (async): id = worker, u = rid, a = timeout_ms, data/len owned */
   PR_CMD_WCANCEL,    /* cancel worker request u (sync) */
   PR_CMD_WRESTART,   /* restart worker id now (sync) */
+  PR_CMD_RELEASE,    /* let held execution id take its turn (sync) */
 } pr_cmd_type_t;
 
 typedef struct pr_cmd {
@@ -60,7 +61,7 @@ typedef struct pr_cmd {
   int closed;        /* answered without running: the engine was shutting down */
   uint64_t id, session;
   pr_exec_t *exec;   /* START: the new execution (pr_exec_build) */
-  const char *data;  /* INPUT: borrowed (the caller waits) */
+  const char *data;  /* INPUT: borrowed (the caller waits); CANCEL: reason or NULL */
   size_t len;
   int64_t a, b;      /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max */
   uint64_t u;        /* READ: from; PURGE: older_than_ms */

@@ -120,6 +120,7 @@ pr_exec_t *pr_exec_alloc(void) {
   x->verdict = -1;
   x->exit_code = -1;
   x->pending_in.max = PR_PENDING_INPUT_MAX;
+  pr_queue_init(&x->runq); /* a held one is canceled off no list */
   for (int i = 0; i < PR_NSTREAM; i++) pr_queue_init(&x->streams[i].defer);
   return x;
 }

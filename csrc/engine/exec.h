@@ -100,6 +100,7 @@ struct pr_exec {
   char *spawn_msg; /* serialized spawn payload until sent (a worker keeps it), then NULL */
   size_t spawn_len;
   int pty, stdin_pipe, backpressure;
+  int held;          /* queued but off the run queue until PR_CMD_RELEASE (spec.hold) */
   uint16_t cols, rows;
   uint64_t timeout_ms;
   uint32_t grace_ms;

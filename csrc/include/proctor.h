@@ -160,6 +160,7 @@ typedef struct {
   uint64_t timeout_ms;       /* 0 = none */
   int64_t kill_grace_ms;     /* <0 = engine default */
   int backpressure;          /* 1 = pause the child instead of dropping output */
+  int hold;                  /* 1 = stay queued until pr_engine_release (dependencies) */
   const char *label;
   const char *owner;         /* free-form owner label ("nvim", a client name) */
   uint64_t session;          /* 0 = host */
@@ -256,6 +257,18 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
 
 /* pr_engine_cancel: request the end of an execution (force: SIGKILL now). */
 pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force);
+
+/* pr_engine_cancel_why: pr_engine_cancel recording `reason` (NULL: "canceled";
+ * else pr_reason_valid, the caller checks: PR_CANCEL_NOT_FOUND otherwise) as
+ * the execution's reason when this call decides its end. Host thread. */
+pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t session, int force,
+                                        const char *reason);
+
+/* pr_engine_release: let an execution started with `hold` take its turn (run
+ * now, or wait in the queue for a slot under max_running). Returns 0,
+ * PR_ENOENT, PR_EINVAL (not held: never was, or already released),
+ * PR_ENOTRUNNING (it ended while held) or PR_ECLOSED. Host thread. */
+int pr_engine_release(pr_engine_t *e, uint64_t id, uint64_t session);
 
 /* pr_engine_delete: forget a terminal execution. */
 pr_delete_result_t pr_engine_delete(pr_engine_t *e, uint64_t id, uint64_t session);
@@ -354,6 +367,9 @@ const char *pr_cancel_result_name(pr_cancel_result_t r);
 const char *pr_delete_result_name(pr_delete_result_t r);
 const char *pr_worker_state_name(int ws);
 const char *pr_reply_status_name(int st);
+/* pr_reason_valid: 1 if `s` may be a cancel reason: 1 to PR_REASON_MAX of a-z and '_'. */
+#define PR_REASON_MAX 32
+int pr_reason_valid(const char *s);
 
 /* pr_signal_name: "SIGTERM" for 15 (or "SIG<n>" for a number without a
  * name), written into buf (n bytes; 16 are enough). Returns buf. */

@@ -187,7 +187,7 @@ static int l_new(lua_State *L) {
 static const char *const start_keys[] = {
     "cmd",   "cwd",        "env",           "clear_env", "pty",   "cols",         "rows",
     "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", "worker",
-    "secrets", "env_allow", NULL};
+    "secrets", "env_allow", "hold", NULL};
 
 static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws);
 
@@ -233,6 +233,7 @@ static int l_start(lua_State *L) {
   s.timeout_ms = (uint64_t)opt_nonneg(L, 2, "timeout_ms", 0, (lua_Integer)1 << 50);
   s.kill_grace_ms = opt_nonneg(L, 2, "kill_grace_ms", -1, 3600000); /* -1: engine default */
   s.backpressure = opt_bool(L, 2, "backpressure", 0);
+  s.hold = opt_bool(L, 2, "hold", 0);
   s.label = opt_str(L, 2, "label");
   s.owner = opt_str(L, 2, "owner");
   pr_worker_spec_t ws;
@@ -281,19 +282,38 @@ static int l_start(lua_State *L) {
   return 1;
 }
 
-/* eng:cancel(id[, force]) -> "canceling" | "already_canceling" | "already_terminal" | "not_found" */
+/* eng:cancel(id[, force | {force, reason}])
+ *   -> "canceling" | "already_canceling" | "already_terminal" | "not_found"
+ * `reason` (pr_reason_valid) is recorded instead of "canceled" when this call
+ * decides the end (e.g. "dependency_failed"). */
 static int l_cancel(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   int force = 0;
+  const char *reason = NULL;
   if (!lua_isnoneornil(L, 3)) {
-    if (lua_istable(L, 3)) force = opt_bool(L, 3, "force", 0);
-    else if (lua_isboolean(L, 3)) force = lua_toboolean(L, 3);
-    else luaL_argerror(L, 3, "boolean or {force = boolean} expected");
+    if (lua_istable(L, 3)) {
+      static const char *const keys[] = {"force", "reason", NULL};
+      check_table_keys(L, 3, keys);
+      force = opt_bool(L, 3, "force", 0);
+      reason = opt_str(L, 3, "reason");
+      if (reason && !pr_reason_valid(reason))
+        luaL_argerror(L, 3, "'reason' must be 1 to 32 characters of a-z and '_'");
+    } else if (lua_isboolean(L, 3)) force = lua_toboolean(L, 3);
+    else luaL_argerror(L, 3, "boolean or {force = boolean, reason = string} expected");
   }
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel(e, (uint64_t)id, 0, force)));
+  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel_why(e, (uint64_t)id, 0, force, reason)));
   return 1;
+}
+
+/* eng:release(id) -> true | nil, msg, name: a `hold` execution takes its turn.
+ * EINVAL: not held (any more); ENOTRUNNING: it ended while held. */
+static int l_release(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, id > 0 ? pr_engine_release(e, (uint64_t)id, 0) : PR_ENOENT, id);
 }
 
 /* eng:delete(id) -> "deleted" | "active_process_conflict" | "not_found" */
@@ -638,7 +658,7 @@ static const luaL_Reg engine_methods[] = {
     {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
     {"closed", l_closed}, {"address", l_address}, {"warnings", l_warnings},
     {"request", l_request}, {"cancel_request", l_cancel_request}, {"restart", l_restart},
-    {NULL, NULL}};
+    {"release", l_release}, {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   if (luaL_newmetatable(L, PR_ENGINE_MT)) {

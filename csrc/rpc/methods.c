@@ -236,26 +236,32 @@ static int m_resize(pr_rpc_req_t *q) {
   return done_true(q);
 }
 
-/* cancel [id, force? | {force?}] -> "canceling" | "already_canceling" | "already_terminal" |
- * "not_found" */
+/* cancel [id, force? | {force?, reason?}] -> "canceling" | "already_canceling" |
+ * "already_terminal" | "not_found"; `reason` (1 to 32 of a-z and _) is recorded
+ * instead of "canceled" when this call decides the end. */
 static int m_cancel(pr_rpc_req_t *q) {
   uint64_t id;
-  int rc, force = 0;
+  int rc, force = 0, err = 0;
+  const char *reason = NULL;
   if ((rc = pr_rpc_arg_id(q, 0, &id)) != 0) return rc;
   const msgpack_object *f = pr_rpc_arg(q, 1);
   if (f && f->type == MSGPACK_OBJECT_MAP) {
-    static const char *const keys[] = {"force", NULL};
+    static const char *const keys[] = {"force", "reason", NULL};
     const msgpack_object *m;
     if ((rc = pr_rpc_arg_map(q, 1, "force", keys, &m)) != 0) return rc;
     const msgpack_object *v = pr_rpc_map_get(m, "force");
     if (v && v->type != MSGPACK_OBJECT_BOOLEAN) return pr_rpc_bad(q, 1, "force", "boolean expected");
     force = v ? v->via.boolean : 0;
+    if ((v = pr_rpc_map_get(m, "reason")) != NULL &&
+        (!pr_rpc_is_bytes(v) || (reason = pr_rpc_zstr(q, v, &err)) == NULL || !pr_reason_valid(reason)))
+      return err == PR_ENOMEM ? err
+                              : pr_rpc_bad(q, 1, "reason", "1 to 32 characters of a-z and '_' expected");
   } else if ((rc = pr_rpc_arg_bool(q, 1, "force", &force)) != 0) {
     return pr_rpc_bad(q, 1, "force", "boolean or {force = boolean} expected");
   }
   pr_cancel_result_t r = PR_CANCEL_NOT_FOUND;
   if (id) {
-    pr_cmd_t c = {.type = PR_CMD_CANCEL, .id = id, .a = force};
+    pr_cmd_t c = {.type = PR_CMD_CANCEL, .id = id, .a = force, .data = reason};
     r = (pr_cancel_result_t)run(q, &c);
   }
   return pr_mp_str(q->pk, pr_cancel_result_name(r)) ? PR_ENOMEM : 0;
@@ -453,6 +459,17 @@ static int m_worker_cancel(pr_rpc_req_t *q) {
   return done_true(q);
 }
 
+/* release [id] -> true: an execution started with `hold` takes its turn. */
+static int m_release(pr_rpc_req_t *q) {
+  uint64_t id;
+  int rc;
+  if ((rc = pr_rpc_arg_id(q, 0, &id)) != 0) return rc;
+  if (id == 0) return pr_rpc_not_found(q, id);
+  pr_cmd_t c = {.type = PR_CMD_RELEASE, .id = id};
+  if ((rc = run(q, &c)) != 0) return pr_rpc_fail_id(q, rc, id);
+  return done_true(q);
+}
+
 /* worker_restart [id] -> true: replace the worker's process now. */
 static int m_worker_restart(pr_rpc_req_t *q) {
   uint64_t id;
@@ -472,6 +489,7 @@ static const method_t methods[] = {{"hello", m_hello},
                                    {"close_stdin", m_close_stdin},
                                    {"resize", m_resize},
                                    {"cancel", m_cancel},
+                                   {"release", m_release},
                                    {"delete", m_delete},
                                    {"purge", m_purge},
                                    {"subscribe", m_subscribe},

@@ -172,6 +172,7 @@ const char *const pr_rpc_start_keys[] = {"cmd",
                                          "kill_grace_ms",
                                          "label",
                                          "backpressure",
+                                         "hold",
                                          "kill_on_disconnect",
                                          "secrets",
                                          "env_allow",
@@ -375,6 +376,7 @@ int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, p
       (rc = spec_bool(q, sp, "clear_env", &s->clear_env)) ||
       (rc = spec_bool(q, sp, "pty", &s->pty)) || (rc = spec_bool(q, sp, "stdin", &s->stdin_pipe)) ||
       (rc = spec_bool(q, sp, "backpressure", &s->backpressure)) ||
+      (rc = spec_bool(q, sp, "hold", &s->hold)) ||
       (rc = spec_bool(q, sp, "kill_on_disconnect", kod)) ||
       (rc = pr_rpc_spec_int(q, sp, "cols", 65535, &cols)) ||
       (rc = pr_rpc_spec_int(q, sp, "rows", 65535, &rows)) ||

@@ -111,6 +111,48 @@ static void test_lifecycle_and_output(void) {
   CHECK(rec_ok);
 }
 
+/* hold/release and cancel with a reason. A held execution takes no
+ * max_running slot; released, it waits its turn; canceled while held it ends
+ * without a spawn; one still held at close is canceled off no list (ASan: no
+ * use of an unlinked queue node, no leak). */
+static void test_hold_release(void) {
+  pr_engine_t *e;
+  pr_engine_opts_t eo = {.max_running = 1};
+  CHECK(pr_engine_new(&eo, &e) == 0);
+  pr_spec_t s = {.shell = "exit 3", .kill_grace_ms = -1, .hold = 1};
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  CHECK(pr_engine_start(e, &s, &a) == 0);
+  CHECK(pr_engine_start(e, &s, &b) == 0);
+  CHECK(pr_engine_start(e, &s, &c) == 0); /* stays held until close */
+  d = start_sh(e, "exit 0");             /* not behind the held ones: they take no slot */
+  outcome_t *o = calloc(5, sizeof(*o));
+  for (uint64_t t0 = now_ms(); o[4].terminal == 0 && now_ms() - t0 < 30000;) drain(e, o, 4, 0, 100);
+  CHECK(o[4].state == PR_COMPLETED && o[1].terminal == 0 && o[2].terminal == 0);
+  pr_record_t *r;
+  CHECK(pr_engine_get(e, a, 0, &r) == 0);
+  CHECK(r->state == PR_QUEUED && r->started_at == 0);
+  pr_record_free(r);
+  CHECK(pr_engine_release(e, a, 0) == 0);
+  int again = pr_engine_release(e, a, 0); /* not held any more, or already ended */
+  CHECK(again == PR_EINVAL || again == PR_ENOTRUNNING);
+  CHECK(pr_engine_cancel_why(e, b, 0, 0, "Bad Reason") == PR_CANCEL_NOT_FOUND);
+  CHECK(pr_engine_cancel_why(e, b, 0, 0, "dependency_failed") == PR_CANCELING);
+  CHECK(pr_engine_release(e, b, 0) == PR_ENOTRUNNING);
+  CHECK(pr_engine_release(e, 999, 0) == PR_ENOENT);
+  CHECK(pr_engine_release(e, d, 0) == PR_ENOTRUNNING);
+  int ok = drain(e, o, 2, 0, 10000);
+  int good = ok && o[1].state == PR_FAILED && o[1].exit_code == 3 && o[2].state == PR_CANCELED;
+  free_outcomes(o, 4);
+  CHECK(good);
+  CHECK(pr_engine_get(e, b, 0, &r) == 0);
+  CHECK(r->reason && strcmp(r->reason, "dependency_failed") == 0 && r->started_at == 0);
+  pr_record_free(r);
+  CHECK(pr_engine_get(e, c, 0, &r) == 0);
+  CHECK(r->state == PR_QUEUED);
+  pr_record_free(r);
+  pr_engine_free(e);
+}
+
 static int same_sigaction(const struct sigaction *a, const struct sigaction *b) {
   return a->sa_handler == b->sa_handler && a->sa_flags == b->sa_flags;
 }
@@ -467,5 +509,6 @@ int main(int argc, char **argv) {
   RUN(test_spawn_error_per_engine);
   RUN(test_drain_after_stall);
   RUN(test_spawned_without_fds);
+  RUN(test_hold_release);
   return TAP_END();
 }

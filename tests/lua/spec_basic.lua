@@ -23,6 +23,47 @@ return function(T, ctx)
     T.eq(r.events[2].prev, "queued")
   end)
 
+  test("hold: queued until release, never spawned when canceled first (reason kept)", function()
+    local p = io.popen("mktemp -d"); local dir = p:read("l"); p:close()
+    local mark = dir .. "/ran"
+    local held = assert(eng:start{ cmd = { "sh", "-c", "echo ran > " .. mark }, hold = true })
+    local other = assert(eng:start{ cmd = { "true" } })
+    U.collect(eng, { other }, 10000) -- a later start is not stuck behind the held one
+    T.eq(eng:get(held).state, "queued")
+    T.eq(io.open(mark) == nil, true, "a held execution ran")
+    T.eq(eng:release(held), true)
+    local r = U.collect(eng, { held }, 10000)[held]
+    T.eq(table.concat(r.states, ","), "queued,starting,running,completed")
+    local f = io.open(mark); T.ok(f, "released but never ran"); if f then f:close() end
+    os.remove(mark)
+    -- released twice, or after its end: a clear refusal
+    local _, msg, name = eng:release(held)
+    T.eq(name, "ENOTRUNNING"); T.match(msg, "^ENOTRUNNING")
+    T.eq(select(3, eng:release(other)), "ENOTRUNNING")
+    T.eq(select(3, eng:release(999999)), "ENOENT")
+    local running = assert(eng:start{ cmd = { "sleep", "5" } })
+    U.wait_state(eng, running, "running", 10000)
+    T.eq(select(3, eng:release(running)), "EINVAL", "not held")
+    eng:cancel(running)
+    -- canceled while held, with a reason: never spawned, the reason recorded
+    local h2 = assert(eng:start{ cmd = { "sh", "-c", "echo ran > " .. mark }, hold = true })
+    T.eq(eng:cancel(h2, { reason = "dependency_failed" }), "canceling")
+    r = U.collect(eng, { h2, running }, 10000)
+    T.eq(table.concat(r[h2].states, ","), "queued,canceled")
+    T.eq(r[h2].final.reason, "dependency_failed")
+    T.eq(eng:get(h2).reason, "dependency_failed")
+    T.eq(eng:get(h2).started_at, nil)
+    T.eq(r[running].final.reason, "canceled", "the default reason")
+    T.eq(io.open(mark) == nil, true, "a held execution canceled before release ran")
+    T.eq(select(3, eng:release(h2)), "ENOTRUNNING")
+    -- a bad reason or key is a programmer error
+    T.eq(pcall(eng.cancel, eng, h2, { reason = "Not Valid!" }), false)
+    T.eq(pcall(eng.cancel, eng, h2, { reason = "" }), false)
+    T.eq(pcall(eng.cancel, eng, h2, { reason = string.rep("a", 33) }), false)
+    T.eq(pcall(eng.cancel, eng, h2, { forse = true }), false)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   test("exit codes 0..255 are exact", function()
     local ids = {}
     for i = 0, 255 do ids[#ids + 1] = assert(eng:start{ cmd = { "sh", "-c", "exit " .. i } }) end

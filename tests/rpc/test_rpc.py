@@ -294,6 +294,34 @@ def wait_does_not_block_and_times_out(h):
 
 
 @test
+def hold_release_and_cancel_reason(h):
+    """start{hold} stays queued (another session cannot release it), release
+    runs it; a held one canceled with a reason ends with it, never spawned."""
+    c, other = Client(h.path), Client(h.path)
+    held = c.request("start", {"cmd": ["sh", "-c", "echo ran"], "hold": True})
+    quick = c.request("start", {"cmd": ["true"]})
+    expect(c.request("wait", quick, 20000)["state"] == "completed", "a start after a held one runs")
+    expect(c.request("get", held)["state"] == "queued", "held: still queued")
+    expect(rpc_error(other.request, "release", held) == "ENOENT", "another session cannot release it")
+    expect(c.request("release", held) is True, "release")
+    rec = c.request("wait", held, 20000)
+    expect(rec["state"] == "completed" and c.request("read", held, "stdout")["data"] == b"ran\n",
+           "released: it ran %r" % rec)
+    expect(rpc_error(c.request, "release", held) == "ENOTRUNNING", "release after the end")
+    expect(rpc_error(c.request, "release", 0) == "ENOENT", "release of id 0")
+    h2 = c.request("start", {"cmd": ["sh", "-c", "echo ran"], "hold": True})
+    expect(rpc_error(c.request, "cancel", h2, {"reason": "Bad!"}) == "EINVAL", "bad reason")
+    expect(rpc_error(c.request, "cancel", h2, {"reason": 5}) == "EINVAL", "reason not a string")
+    expect(c.request("cancel", h2, {"reason": "dependency_failed"}) == "canceling", "cancel with a reason")
+    rec = c.request("wait", h2, 20000)
+    expect(rec["state"] == "canceled" and rec["reason"] == "dependency_failed" and not rec.get("started_at"),
+           "canceled while held: %r" % rec)
+    expect(rpc_error(c.request, "start", {"cmd": ["true"], "hold": 1}) == "EINVAL", "hold must be a boolean")
+    c.close()
+    other.close()
+
+
+@test
 def waits_are_bounded_per_connection(h):
     """100000 pipelined waits on one execution: 1024 are kept, the rest are
     refused at once with EBUSY; the host does not grow with them."""
