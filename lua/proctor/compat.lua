@@ -13,6 +13,8 @@
 ---   state directory          $XDG_STATE_HOME/nvim          stdpath("state") (0.8), the same place
 ---   :checkhealth reporting   health#report_* (0.7),        vim.health.start/ok/... (0.9; report_*
 ---                            vim.health.report_* (0.8)     warn as deprecated from 0.10)
+---   trusting a project file  proctor's own prompt and      vim.secure.read (0.9)
+---                            trust file (tasks/trust.lua)
 ---
 --- Probes are cheap and run once, on first use. Requiring this module has no
 --- side effects.
@@ -114,6 +116,13 @@ function M.health()
     end
   end
   return { start = fn("start"), ok = fn("ok"), info = fn("info"), warn = fn("warn"), error = fn("error") }
+end
+
+--- |vim.secure.read()| where Neovim has it (0.9), else nil: the caller asks
+--- itself (proctor.tasks.trust).
+---@return (fun(path: string): string|nil)|nil
+function M.secure_read()
+  return vim.secure and vim.secure.read or nil
 end
 
 -- Helpers ------------------------------------------------------------------------

@@ -90,10 +90,14 @@ end
 function M.run(spec)
   if type(spec) == "string" then spec = { cmd = spec } end
   if type(spec) ~= "table" then return H.fail("EINVAL", "run() expects a table, got " .. type(spec)) end
+  -- Hook (tasks): a spec with task options (diagnostics, watch, after, restart,
+  -- ready, ...) is run by proctor.tasks, which calls run() again without them.
+  local tasks = require("proctor.tasks")
+  if tasks.wants(spec) then return tasks.run(spec) end
   local cfg = require("proctor.config").get().run
   local s = {}
   for _, k in ipairs({ "cmd", "cwd", "env", "clear_env", "pty", "cols", "rows", "stdin", "timeout_ms",
-    "kill_grace_ms", "label", "owner", "backpressure", "secrets", "env_allow" }) do
+    "kill_grace_ms", "label", "owner", "backpressure", "secrets", "env_allow", "hold" }) do
     s[k] = spec[k]
   end
   local cbs = {}
@@ -169,6 +173,10 @@ function M.record(id)
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   local rec, msg, name = eng:get(id)
+  -- Hook (tasks): the task run it belongs to, the execution it replaced.
+  local tasks = rec and package.loaded["proctor.tasks"]
+  local info = tasks and tasks.info(id)
+  if info then rec.task, rec.prev_id = info.task, info.prev_id end
   return engine.decorate(rec), msg, name
 end
 
@@ -194,8 +202,17 @@ function M.cancel(id, force)
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   local res = eng:cancel(id, force and true or false)
   if res == "canceling" or res == "already_canceling" then engine.canceling[id] = true end
+  -- Hook (tasks): a task run waiting to restart stops with it.
+  if package.loaded["proctor.tasks"] then require("proctor.tasks").on_cancel(id) end
   return res
 end
+
+--- The tasks of a directory: { { name, cmd, cwd, source, desc? }, ... } (|proctor.tasks()|).
+--- opts: cwd, callback(tasks) once every probe answered, prompt.
+function M.tasks(opts) return require("proctor.tasks").list(opts) end
+
+--- Run task names or definitions one after the other as one chain (|proctor.sequence()|).
+function M.sequence(steps, opts) return require("proctor.tasks").sequence(steps, opts) end
 
 --- Delete a finished execution's record (and its console buffer).
 ---@param id integer

@@ -27,7 +27,7 @@ local function test(name, fn)
   if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end
 end
 
-local specs = { "spec_model", "spec_api", "spec_console", "spec_size", "spec_commands", "spec_rpc", "spec_layer_history", "spec_ux", "spec_stress", "spec_deprecation" }
+local specs = { "spec_model", "spec_api", "spec_console", "spec_size", "spec_commands", "spec_rpc", "spec_layer_history", "spec_ux", "spec_stress", "spec_tasks", "spec_deprecation" }
 for _, s in ipairs(specs) do
   local ok, err = xpcall(function() require(s)(test, T, H) end, debug.traceback)
   if not ok then T.say("FAIL " .. s .. " (loading): " .. tostring(err):gsub("\n", "\n    ")) T.failed = T.failed + 1 end

@@ -1,0 +1,490 @@
+--- proctor.tasks.discover — what a project can run, found per directory.
+---
+---   discover.list(dir, { prompt = true }, function(tasks) end) --> tasks known now, complete?
+---
+--- Providers, in order (the first task of a name wins):
+---   project  `.proctor.lua` in dir or a parent: a table of task definitions,
+---            read only once trusted (|vim.secure.read()| on 0.9+, else a prompt)
+---   user     setup{ tasks = { name = definition | function(dir) } }
+---   make     targets from make's own database (`make -pRrq :`), never a regex
+---            over the Makefile; special, pattern and "not a target" entries left out
+---   npm      package.json scripts, with the package manager its lock file names
+---            (pnpm, yarn, bun; `packageManager` first)
+---   cargo    Cargo.toml: cargo build / test / run / check
+---   just     justfile recipes, when `just` is installed
+---   go       go.mod: go build / test / vet ./...
+---   pytest   pytest.ini, or a pytest section in pyproject.toml, tox.ini, setup.cfg
+---
+--- Reading files is quick and done at once; `make` and `just` run as proctor
+--- executions (their records deleted once read) and are parsed as their
+--- output arrives, bounded per tick, so the editor never waits on them.
+--- Results are cached per directory and provider, keyed by the stat (mtime,
+--- size, inode) of every file the provider read or would read: a changed,
+--- new or deleted file means a new probe; anything else is a table lookup.
+--- Requiring this module has no side effects.
+
+local M = {}
+local H = {}
+
+local uv = require("proctor.compat").uv
+
+H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
+
+---@class proctor.Task
+---@field name string what a user types (`make build`, `npm run lint`)
+---@field cmd string|string[]
+---@field cwd string
+---@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest"
+---@field desc string|nil
+
+--- The tasks of `dir`: what is known now, and whether that is everything.
+--- `cb(tasks)` runs (on the main loop) once every provider answered: at once
+--- when nothing had to be probed.
+---@param dir string absolute directory
+---@param opts {prompt: boolean|nil}|nil prompt = false: never ask about .proctor.lua (completion)
+---@param cb fun(tasks: proctor.Task[])|nil
+---@return proctor.Task[] tasks, boolean complete
+function M.list(dir, opts, cb)
+  opts = opts or {}
+  dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
+  local per = H.cache[dir]
+  if not per then
+    per = {}
+    H.cache[dir] = per
+  end
+  local cfg = H.config()
+  local waiting = 0
+  local fire
+  local function one_done()
+    waiting = waiting - 1
+    if waiting == 0 and fire then fire() end
+  end
+  for _, p in ipairs(H.providers) do
+    if cfg.discover[p.name] ~= false then
+      local e = per[p.name]
+      local files = H.files(dir, p)
+      local stamp = H.stamp(files, e and e.extra)
+      local stale = not e or (e.stamp ~= stamp and not e.pending) or (p.always and not e.pending)
+        or (e.denied_prompt and opts.prompt ~= false and not e.pending)
+      if stale then
+        e = e or {}
+        per[p.name] = e
+        e.stamp, e.pending, e.waiters = stamp, true, e.waiters or {}
+        H.refresh(dir, p, e, files, opts)
+      end
+      if e.pending then
+        waiting = waiting + 1
+        table.insert(e.waiters, one_done)
+      end
+    end
+  end
+  local function collect()
+    local out, seen = {}, {}
+    for _, p in ipairs(H.providers) do
+      local e = per[p.name]
+      for _, t in ipairs(e and e.tasks or {}) do
+        if not seen[t.name] then
+          seen[t.name] = true
+          out[#out + 1] = t
+        end
+      end
+    end
+    return out
+  end
+  if waiting == 0 then
+    if cb then vim.schedule(function() cb(collect()) end) end
+    return collect(), true
+  end
+  fire = function() if cb then cb(collect()) end end
+  return collect(), false
+end
+
+--- Forget what is cached (every directory, or one).
+function M.invalidate(dir)
+  if dir then H.cache[vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")] = nil else H.cache = {} end
+end
+
+-- Helpers ------------------------------------------------------------------------
+
+function H.config()
+  local c = require("proctor.config").get()
+  return { discover = c.discover or {}, tasks = c.tasks or {}, defaults = c.task_defaults or {} }
+end
+
+-- Candidate files of provider `p` in `dir` (every one, present or not).
+function H.files(dir, p)
+  if p.name == "project" then
+    local name = H.config().discover.project_file or ".proctor.lua"
+    local out, d = {}, dir
+    while true do
+      out[#out + 1] = d .. "/" .. name
+      local parent = vim.fn.fnamemodify(d, ":h")
+      if parent == d then break end
+      d = parent
+    end
+    return out
+  end
+  local out = {}
+  for i, f in ipairs(p.files or {}) do out[i] = dir .. "/" .. f end
+  return out
+end
+
+-- One string that changes when any of the files changes, appears or goes.
+function H.stamp(files, extra)
+  local parts = {}
+  local function add(f)
+    local st = uv.fs_stat(f)
+    parts[#parts + 1] = st and ("%d.%d:%d:%d"):format(st.mtime.sec, st.mtime.nsec or 0, st.size, st.ino) or "-"
+  end
+  for _, f in ipairs(files) do add(f) end
+  for _, f in ipairs(extra or {}) do add(f) end
+  return table.concat(parts, "|")
+end
+
+function H.exists(f) return uv.fs_stat(f) ~= nil end
+
+function H.read(f)
+  local fd = io.open(f, "rb")
+  if not fd then return nil end
+  local s = fd:read("*a")
+  fd:close()
+  return s
+end
+
+-- Run provider `p` for `dir` and store its answer in cache entry `e`.
+function H.refresh(dir, p, e, files, opts)
+  local present = {}
+  for _, f in ipairs(files) do
+    if H.exists(f) then present[#present + 1] = f end
+  end
+  local function done(tasks, extra)
+    e.tasks = tasks or {}
+    if extra then
+      e.extra = extra
+      e.stamp = H.stamp(files, extra)
+    end
+    e.pending = false
+    local w = e.waiters
+    e.waiters = {}
+    for _, fn in ipairs(w) do fn() end
+  end
+  if (#present == 0 and p.name ~= "user") or (p.needs and vim.fn.executable(p.needs) == 0) then
+    return done({})
+  end
+  local ok, err = pcall(p.run, dir, present, done, e, opts)
+  if not ok then
+    require("proctor.util").notify(("tasks: %s: %s"):format(p.name, tostring(err)))
+    done({})
+  end
+end
+
+-- A task definition from a provider.
+function H.task(name, cmd, dir, source, desc, extra)
+  local t = { name = name, cmd = cmd, cwd = dir, source = source, desc = desc }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+
+-- The matcher a discovered task gets by default (setup{ task_defaults = { diagnostics } }).
+function H.matcher(name)
+  if H.config().defaults.diagnostics == false then return nil end
+  return name
+end
+
+-- Run `cmd` in `dir` as a proctor execution (a probe) and hand its stdout,
+-- line by line, to on_line; on_end(ok) when it ended. Its record is deleted.
+function H.probe(dir, label, cmd, on_line, on_end)
+  local proctor = require("proctor")
+  local ex, err = proctor.run({ cmd = cmd, cwd = dir, pty = false, stdin = false, label = label, owner = "proctor",
+    env = { LC_ALL = "C" }, timeout_ms = 20000 })
+  if not ex then error(err, 0) end
+  require("proctor.tasks.reader").attach(ex.id, {
+    chunk = function(text, stream)
+      if stream ~= "stdout" then return end
+      for l in text:gmatch("([^\n]*)\n") do on_line(l) end
+    end,
+    finish = function(rec)
+      local okd = rec and rec.state == "completed"
+      vim.schedule(function() proctor.delete(ex.id) end)
+      on_end(okd, rec)
+    end,
+  })
+  return ex.id
+end
+
+H.providers = {}
+
+H.providers[#H.providers + 1] = {
+  name = "project",
+  run = function(dir, present, done, e, opts)
+    local file = present[1] -- the nearest
+    local trust = require("proctor.tasks.trust")
+    local src, why = trust.read(file, { prompt = opts.prompt ~= false })
+    e.denied_prompt = why == "not_asked"
+    if not src then return done({}) end
+    local chunk, perr = loadstring(src, "@" .. file)
+    if not chunk then error(perr, 0) end
+    local ok, defs = pcall(chunk)
+    if not ok then error(defs, 0) end
+    local base = vim.fn.fnamemodify(file, ":h")
+    done(H.definitions(defs, base, "project", file))
+  end,
+}
+
+H.providers[#H.providers + 1] = {
+  name = "user",
+  always = true, -- setup() may have changed them: no file to stat, and cheap
+  run = function(dir, _, done)
+    local defs = H.config().tasks
+    local out = {}
+    for name, def in pairs(defs) do
+      if type(def) == "function" then
+        local ok, got = pcall(def, dir)
+        if not ok then error(("task '%s': %s"):format(tostring(name), tostring(got)), 0) end
+        def = got
+      end
+      if def ~= nil then out[name] = def end
+    end
+    done(H.definitions(out, dir, "user", "setup{ tasks }"))
+  end,
+}
+
+-- Task definitions from a table: name = def, or a list of defs with `name`.
+function H.definitions(defs, base, source, where)
+  if type(defs) ~= "table" then error(("%s must return a table of tasks, got %s"):format(where, type(defs)), 0) end
+  local out = {}
+  local names = {}
+  for k, def in pairs(defs) do
+    if type(def) ~= "table" then error(("%s: task %s must be a table"):format(where, tostring(k)), 0) end
+    local name = type(k) == "string" and k or def.name
+    if type(name) ~= "string" or name == "" then error(("%s: a task without a name"):format(where), 0) end
+    local t = vim.deepcopy(def)
+    t.name, t.source = name, source
+    if type(t.cwd) == "string" then
+      local c = vim.fn.expand(t.cwd)
+      if c:sub(1, 1) ~= "/" then c = base .. "/" .. c end
+      t.cwd = (vim.fn.fnamemodify(c, ":p"):gsub("(.)/$", "%1"))
+    else
+      t.cwd = base
+    end
+    if t.cmd == nil and t.sequence == nil then error(("%s: task '%s' has no cmd"):format(where, name), 0) end
+    out[#out + 1] = t
+    names[t] = type(k) == "number" and k or math.huge
+  end
+  table.sort(out, function(a, b)
+    if names[a] ~= names[b] then return names[a] < names[b] end
+    return a.name < b.name
+  end)
+  return out
+end
+
+H.providers[#H.providers + 1] = {
+  name = "make",
+  files = { "GNUmakefile", "makefile", "Makefile" },
+  needs = "make",
+  run = function(dir, _, done)
+    local st = { section = nil, targets = {}, makefiles = nil, goal = nil }
+    H.probe(dir, "proctor: make targets", { "sh", "-c", "make -pRrq : 2>/dev/null; exit 0" },
+      function(l) H.make_line(st, l) end,
+      function()
+        local files = {}
+        for _, f in ipairs(st.makefiles or {}) do files[#files + 1] = f:sub(1, 1) == "/" and f or (dir .. "/" .. f) end
+        done(H.make_tasks(st, dir), files)
+      end)
+  end,
+}
+
+-- One line of make's database (-p), read as a little state machine.
+function H.make_line(st, l)
+  if l:sub(1, 1) == "#" then
+    if l == "# Files" then
+      st.section = "files"
+    elseif l:find("^# Finished Make data base") or l:find("^# files hash%-table stats") then
+      st.section = nil
+    elseif st.section == "files" then
+      if l == "# Not a target:" then
+        st.not_target = true
+      elseif st.cur and l:find("^#  Phony target") then
+        st.cur.phony = true
+      elseif st.cur then
+        local file, line = l:match("^#  recipe to execute %(from '(.-)', line (%d+)%):")
+        if file then
+          st.cur.file, st.cur.line = file, tonumber(line)
+          st.want_recipe = true
+        end
+      end
+    end
+    return
+  end
+  if st.section ~= "files" then
+    local v = l:match("^MAKEFILE_LIST :?= (.*)$")
+    if v then st.makefiles = vim.split(vim.trim(v), "%s+", { trimempty = true }) end
+    local g = l:match("^%.DEFAULT_GOAL :?= (.*)$")
+    if g then st.goal = vim.trim(g) end
+    return
+  end
+  if l:sub(1, 1) == "\t" then
+    if st.want_recipe and st.cur then
+      st.cur.desc = vim.trim(l)
+      st.want_recipe = false
+    end
+    return
+  end
+  if l == "" then
+    st.cur = nil
+    st.not_target = false
+    return
+  end
+  local name, rest = l:match("^([^%s#:=][^:=]*):(.*)$")
+  if not name or rest:find("^%s*[%w_]+%s*[:+?!]?=") or rest:sub(1, 1) == "=" then return end
+  name = vim.trim(name)
+  if st.not_target then
+    st.not_target = false
+    st.cur = nil
+    return
+  end
+  if name:sub(1, 1) == "." or name:find("%", 1, true) or name:find("%s") then
+    st.cur = nil
+    return
+  end
+  st.cur = { name = name }
+  st.targets[#st.targets + 1] = st.cur
+end
+
+-- The default goal first, then in the order of the makefiles, then the rest by name.
+function H.make_tasks(st, dir)
+  local order = {}
+  for i, f in ipairs(st.makefiles or {}) do order[f] = i end
+  table.sort(st.targets, function(a, b)
+    if (a.name == st.goal) ~= (b.name == st.goal) then return a.name == st.goal end
+    local fa, fb = a.file and order[a.file] or math.huge, b.file and order[b.file] or math.huge
+    if fa ~= fb then return fa < fb end
+    if (a.line or math.huge) ~= (b.line or math.huge) then return (a.line or math.huge) < (b.line or math.huge) end
+    return a.name < b.name
+  end)
+  local out = {}
+  for _, t in ipairs(st.targets) do
+    out[#out + 1] = H.task("make " .. t.name, { "make", t.name }, dir, "make",
+      t.desc or (t.phony and "(phony)" or nil), { diagnostics = H.matcher("gcc") })
+  end
+  return out
+end
+
+H.providers[#H.providers + 1] = {
+  name = "npm",
+  files = { "package.json", "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock" },
+  run = function(dir, present, done)
+    if not vim.tbl_contains(present, dir .. "/package.json") then return done({}) end
+    local text = H.read(dir .. "/package.json") or ""
+    local ok, pkg = pcall(vim.json.decode, text)
+    if not ok or type(pkg) ~= "table" then error("package.json: not valid JSON", 0) end
+    local pm = type(pkg.packageManager) == "string" and pkg.packageManager:match("^(%a+)") or nil
+    if not pm then
+      for _, l in ipairs({ { "pnpm-lock.yaml", "pnpm" }, { "yarn.lock", "yarn" }, { "bun.lockb", "bun" },
+        { "bun.lock", "bun" }, { "package-lock.json", "npm" } }) do
+        if not pm and H.exists(dir .. "/" .. l[1]) then pm = l[2] end
+      end
+    end
+    pm = pm or "npm"
+    local out = {}
+    local scripts = type(pkg.scripts) == "table" and pkg.scripts or {}
+    for name, script in pairs(scripts) do
+      if type(name) == "string" and type(script) == "string" then
+        out[#out + 1] = H.task(pm .. " run " .. name, { pm, "run", name }, dir, "npm", script)
+        -- keep package.json's order (JSON objects lose it in Lua)
+        out[#out].order = text:find('"' .. vim.pesc(name) .. '"%s*:') or math.huge
+      end
+    end
+    table.sort(out, function(a, b) return a.order < b.order end)
+    for _, t in ipairs(out) do t.order = nil end
+    done(out)
+  end,
+}
+
+H.providers[#H.providers + 1] = {
+  name = "cargo",
+  files = { "Cargo.toml" },
+  run = function(dir, _, done)
+    local out = {}
+    for _, sub in ipairs({ "build", "test", "run", "check" }) do
+      out[#out + 1] = H.task("cargo " .. sub, { "cargo", sub }, dir, "cargo", nil, { diagnostics = H.matcher("cargo") })
+    end
+    done(out)
+  end,
+}
+
+H.providers[#H.providers + 1] = {
+  name = "just",
+  files = { "justfile", "Justfile", "JUSTFILE", ".justfile" },
+  needs = "just",
+  run = function(dir, _, done)
+    local lines = {}
+    H.probe(dir, "proctor: just recipes", { "sh", "-c",
+      'if out=$(just --dump --dump-format json 2>/dev/null); then echo "#json"; printf "%s\\n" "$out"; '
+        .. 'else echo "#summary"; just --summary 2>/dev/null; fi; exit 0' },
+      function(l) lines[#lines + 1] = l end,
+      function() done(H.just_tasks(lines, dir)) end)
+  end,
+}
+
+function H.just_tasks(lines, dir)
+  local out = {}
+  if lines[1] == "#json" then
+    local ok, dump = pcall(vim.json.decode, table.concat(lines, "\n", 2))
+    local recipes = ok and type(dump) == "table" and dump.recipes or {}
+    for name, r in pairs(recipes) do
+      if type(r) == "table" and not r.private and not name:find("^_") then
+        local params = {}
+        for _, p in ipairs(type(r.parameters) == "table" and r.parameters or {}) do params[#params + 1] = p.name end
+        local desc = type(r.doc) == "string" and r.doc or nil
+        if #params > 0 then desc = (desc and (desc .. " ") or "") .. "(" .. table.concat(params, " ") .. ")" end
+        out[#out + 1] = H.task("just " .. name, { "just", name }, dir, "just", desc)
+      end
+    end
+    table.sort(out, function(a, b) return a.name < b.name end)
+  else
+    for _, l in ipairs(lines) do
+      if l ~= "#summary" then
+        for name in l:gmatch("%S+") do
+          if not name:find("^_") then out[#out + 1] = H.task("just " .. name, { "just", name }, dir, "just") end
+        end
+      end
+    end
+  end
+  return out
+end
+
+H.providers[#H.providers + 1] = {
+  name = "go",
+  files = { "go.mod" },
+  run = function(dir, _, done)
+    local out = {}
+    for _, sub in ipairs({ "build", "test", "vet" }) do
+      out[#out + 1] = H.task("go " .. sub .. " ./...", { "go", sub, "./..." }, dir, "go", nil, { diagnostics = H.matcher("go") })
+    end
+    done(out)
+  end,
+}
+
+H.providers[#H.providers + 1] = {
+  name = "pytest",
+  files = { "pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg" },
+  run = function(dir, present, done)
+    local says = false
+    for _, f in ipairs(present) do
+      local base = vim.fn.fnamemodify(f, ":t")
+      local text = base ~= "pytest.ini" and (H.read(f) or "") or ""
+      if base == "pytest.ini" or (base == "pyproject.toml" and text:find("%[tool%.pytest"))
+        or (base == "tox.ini" and text:find("%[pytest%]")) or (base == "setup.cfg" and text:find("%[tool:pytest%]")) then
+        says = true
+      end
+    end
+    if not says then return done({}) end
+    local cmd = vim.fn.executable("pytest") == 1 and { "pytest" } or { "python3", "-m", "pytest" }
+    done({ H.task("pytest", cmd, dir, "pytest", nil, { diagnostics = H.matcher("pytest") }) })
+  end,
+}
+
+M._H = H
+
+return M

@@ -1,0 +1,2 @@
+docs:
+	@echo "building the docs"
