@@ -56,6 +56,9 @@ M.canceling = {}
 --- by the user: the layer shows it canceled (reason "interrupted"), not failed.
 ---@type table<integer, boolean>
 M.interrupted = {}
+--- Bytes of one stream per poll at least (0: output_max_bytes decides); set
+--- by proctor.tasks.reader while it follows executions.
+M.output_floor = 0
 
 --- Load the C core. Returns the module or nil and a message saying what to do.
 ---@return table|nil core, string|nil err
@@ -314,7 +317,7 @@ function M._reset()
   H.eng, H.poll, H.timer, H.closing, H.scheduled = nil, nil, nil, false, false
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
-  M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
+  M.state, M.counts, M.specs, M.last_id, M.output_floor = {}, {}, {}, nil, 0
   M.canceling, M.interrupted = {}, {}
 end
 
@@ -356,6 +359,11 @@ function H.drain_once(max)
   local eng = H.eng
   local want = max == math.huge and 65536 or max
   local max_bytes = require("proctor.config").get().output_max_bytes
+  -- Hook (tasks): while a problem matcher or ready pattern follows an
+  -- execution, polls hand over at least `M.output_floor` bytes per stream, so
+  -- it seldom reads a skipped range back from the ring (a call that waits for
+  -- an engine thread busy with the flood).
+  if M.output_floor > 0 and max_bytes > 0 and max_bytes < M.output_floor then max_bytes = M.output_floor end
   local got
   repeat
     local evs = eng:poll(want, max_bytes) or {}

@@ -131,7 +131,7 @@ return function(test, T, H)
       { "Proctor open a b", "not an execution id or label: 'a b'" },
       { "Proctor delete 424242", "no such execution 424242" },
       { "Proctor input 424242 hi", "no such execution 424242" },
-      { "Proctor run", "a command is needed" },
+      { "Proctor run -cwd=/nonexistent/x", "no such directory" }, -- no command: a task picker (spec_tasks)
       { "Proctor run -bogus ls", "unknown option '%-bogus'" },
       { "Proctor run -timeout=soon ls", "bad timeout 'soon'" },
       { "Proctor run -cwd=/nonexistent/x ls", "no such directory" },

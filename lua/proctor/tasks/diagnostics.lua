@@ -2,8 +2,8 @@
 --- |vim.diagnostic| entries and a quickfix list.
 ---
 ---   reader chunk ──► matcher:feed ──► items ──► every PUBLISH_MS: vim.diagnostic.set
----                                                 (namespace per task name; at most
----                                                  FILES_PER_TICK files per tick)
+---                                                 (namespace per task name; files
+---                                                  until BUDGET_MS per tick is used)
 ---   end of output ──► last publish ──► quickfix ("on_failure" | "always" | "never"),
 ---                                      in batches of QF_BATCH items per tick
 ---
@@ -22,8 +22,8 @@ local uv = require("proctor.compat").uv
 local util = require("proctor.util")
 
 M.PUBLISH_MS = 150
-M.FILES_PER_TICK = 200
-M.QF_BATCH = 2000
+M.BUDGET_MS = 2 -- main-loop time per tick for setting diagnostics
+M.QF_BATCH = 500
 
 H.runs = {} -- id -> run state, until its quickfix list is set
 H.latest = {} -- task name -> its newest run: only that one publishes
@@ -136,13 +136,12 @@ function H.schedule(run, ms)
   end)
 end
 
--- Set the diagnostics of up to FILES_PER_TICK dirty files; the rest next tick.
+-- Set the diagnostics of dirty files until BUDGET_MS is used; the rest next tick.
 function H.publish(run)
   if H.latest[run.name] ~= run then return H.close(run) end -- a newer run of the name took over
-  local n = 0
+  local t0 = uv.hrtime()
   for file in pairs(run.dirty) do
-    if n >= M.FILES_PER_TICK then break end
-    n = n + 1
+    if uv.hrtime() - t0 > M.BUDGET_MS * 1e6 then break end
     run.dirty[file] = nil
     run.ndirty = run.ndirty - 1
     local buf = run.bufs[file]
@@ -165,7 +164,7 @@ function H.finish(run, rec)
   run.ended = rec
   if run.timer_on then run.timer:stop() end
   run.timer_on = false
-  H.publish(run)
+  H.schedule(run, 0) -- the last publish and the quickfix list: a tick of their own
 end
 
 -- The quickfix list once everything was published, per `quickfix`.

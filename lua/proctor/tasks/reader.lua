@@ -1,18 +1,21 @@
---- proctor.tasks.reader — follows the output of executions through the
---- engine's ring buffers, in bounded slices per event-loop tick, and hands
---- whole lines to consumers (problem matchers, ready patterns, probes).
+--- proctor.tasks.reader — follows the output of executions and hands whole
+--- lines to consumers (problem matchers, ready patterns, probes), in bounded
+--- work per event-loop tick.
 ---
----   output / state event ──► mark the reader ──► tick: eng:read(id, stream, offset, SLICE)
----                                                  │ until BUDGET_MS of main-loop time is used
----                                                  ▼
----                  cut at the last "\n", strip ANSI, "\r\n" → "\n" ──► consumer.chunk(text, stream)
----                  terminal state and every byte read ──► consumer.finish(record)
+---   output event ──► queue its bytes ─────────────────┐  (no call into the engine)
+---   a gap (the layer skipped bytes under a flood, or   │
+---   output before attach) ──► queue the gap ──────────┤
+---                                                      ▼
+---   tick, until BUDGET_MS of main-loop time is used: bytes → cut at the last "\n",
+---   strip ANSI, "\r\n" → "\n" → consumer.chunk(text, stream); a gap → eng:read of
+---   the ring in slices; the terminal state → consumer.finish(record)
 ---
---- Reading from the ring (not the output events) sees every byte the engine
---- kept, also under a flood where the events carry only a tail
---- (`output_max_bytes`). A reader that falls more than `engine.output_limit`
---- behind loses the head; consumer.missed(n, stream) says how many bytes.
---- Requiring this module has no side effects.
+--- The bytes of output events cost nothing to get; only a gap is read from
+--- the engine's ring (a call that waits for the engine thread, a few ms while
+--- it is busy with a flood). Every byte the ring kept is seen; a reader that
+--- falls more than `engine.output_limit` behind loses the head of a gap, and
+--- consumer.missed(n, stream) says how many bytes. Requiring this module has
+--- no side effects.
 
 local M = {}
 local H = {}
@@ -20,14 +23,22 @@ local H = {}
 local engine = require("proctor.engine")
 local uv = require("proctor.compat").uv
 
---- Bytes read from one stream at a time.
+--- Bytes handed to the consumers at a time.
 M.SLICE = 65536
+--- Bytes read from the ring at a time (a gap).
+M.GAP_SLICE = 1048576
+--- While readers follow executions, the engine's polls hand over what the
+--- ring holds (engine.output_floor = engine.output_limit), so a gap only
+--- comes from a range the ring no longer has anyway.
 --- Main-loop time all readers may use per tick, in milliseconds.
-M.BUDGET_MS = 4
+M.BUDGET_MS = 3
+--- Queued event bytes per execution past which the oldest are dropped.
+M.QUEUE_MAX = 64 * 1024 * 1024
 --- A line longer than this is handed over in pieces of this size.
 M.LINE_MAX = 1048576
 
 H.readers = {} -- id -> reader
+H.count = 0
 H.queue = {} -- ids with something to read, in order
 H.queued = {}
 H.scheduled = false
@@ -39,20 +50,24 @@ H.hooked = false
 ---@field finish fun(rec: table)|nil once, after the last byte, with the final record
 ---@field missed fun(bytes: integer, stream: string)|nil the ring dropped bytes before they were read
 
---- Follow the output of execution `id` from its first byte.
---- Returns a handle with `detach()`.
+--- Follow the output of execution `id` from its first byte. Attach before
+--- the events of its first output were handled (right after starting it)
+--- or its earlier bytes are read from the ring. Returns a handle with `detach()`.
 ---@param id integer
 ---@param consumer proctor.tasks.Consumer
 function M.attach(id, consumer)
   H.hook()
   local r = H.readers[id]
   if not r then
-    r = { id = id, off = {}, partial = {}, consumers = {}, ended = nil }
+    r = { id = id, off = {}, partial = {}, consumers = {}, items = {}, head = 1, tail = 0, bytes = 0 }
     H.readers[id] = r
+    H.count = H.count + 1
+    engine.output_floor = require("proctor.config").get().engine.output_limit
+    -- An execution that already ended (or has output): its ring from offset 0.
+    if engine.state[id] and engine.state[id] ~= "queued" and engine.state[id] ~= "starting" then H.catch_up(r) end
   end
   local entry = { consumer = consumer }
   r.consumers[#r.consumers + 1] = entry
-  H.mark(id)
   return {
     detach = function()
       entry.gone = true
@@ -73,12 +88,55 @@ function H.hook()
     local r = H.readers[ev.id]
     if not r then return end
     if ev.type == "output" then
-      H.mark(ev.id)
+      H.on_output(r, ev.stream, ev.offset, ev.data)
     elseif ev.type == "state" and engine.TERMINAL[ev.state] then
-      r.ended = true
-      H.mark(ev.id)
+      H.push(r, { finish = true })
     end
   end)
+end
+
+-- Queue the bytes of an output event (and the gap before them, if any).
+function H.on_output(r, s, offset, data)
+  local have = r.off[s] or 0
+  if offset + #data <= have then return end
+  if offset > have then H.push(r, { stream = s, from = have, to = offset }) end
+  if offset < have then data = data:sub(have - offset + 1) end
+  r.off[s] = math.max(offset, have) + #data
+  if #data > 0 then H.push(r, { stream = s, data = data }) end
+end
+
+-- An execution already under way: everything it wrote so far is a gap.
+function H.catch_up(r)
+  local eng = engine.current()
+  local rec = eng and eng:get(r.id)
+  if not rec then return end
+  for s, n in pairs(rec.bytes or {}) do
+    if n > 0 then
+      H.push(r, { stream = s, from = 0, to = n })
+      r.off[s] = n
+    end
+  end
+  if engine.TERMINAL[rec.state] then H.push(r, { finish = true }) end
+end
+
+-- Bounded memory: past QUEUE_MAX queued bytes the oldest bytes become a gap
+-- again (read from the ring when their turn comes, if it still has them).
+function H.push(r, item)
+  r.tail = r.tail + 1
+  r.items[r.tail] = item
+  if item.data then
+    r.bytes = r.bytes + #item.data
+    local i = r.head
+    while r.bytes > M.QUEUE_MAX and i < r.tail do
+      local it = r.items[i]
+      if it.data then
+        r.bytes = r.bytes - #it.data
+        r.items[i] = { stream = it.stream, lost = #it.data }
+      end
+      i = i + 1
+    end
+  end
+  H.mark(r.id)
 end
 
 function H.mark(id)
@@ -98,10 +156,17 @@ function H.prune(r)
     if not e.gone then keep[#keep + 1] = e end
   end
   r.consumers = keep
-  if #keep == 0 then H.readers[r.id] = nil end
+  if #keep == 0 then H.forget(r) end
 end
 
--- One tick: read slices round-robin until the budget is used.
+function H.forget(r)
+  if H.readers[r.id] ~= r then return end
+  H.readers[r.id] = nil
+  H.count = H.count - 1
+  if H.count == 0 then engine.output_floor = 0 end
+end
+
+-- One tick: work on the readers round-robin until the budget is used.
 function H.tick()
   H.scheduled = false
   local eng = engine.current()
@@ -132,39 +197,67 @@ function H.tick()
   end
 end
 
--- Read one slice of each stream of `r`. Returns true when more may be waiting.
+-- Handle the next queued item of `r` (at most SLICE bytes of it). Returns
+-- true when more is queued.
 function H.step(eng, r)
-  if not r.streams then
-    local rec = eng:get(r.id)
-    if not rec then return H.finish(r, nil) end
-    r.streams = rec.pty and { "pty" } or { "stdout", "stderr" }
-    r.pty = rec.pty
+  local it = r.items[r.head]
+  if not it and not r.pre then return false end
+  if r.pre then return H.slice(r, r.pre) end
+  if it.finish then
+    r.items[r.head] = nil
+    r.head = r.head + 1
+    return H.finish(r, eng:get(r.id))
   end
-  local more = false
-  for _, s in ipairs(r.streams) do
-    local from = r.off[s] or 0
-    local data, nxt, missed = eng:read(r.id, s, from, M.SLICE)
+  if it.lost then -- dropped from the queue (QUEUE_MAX): counted, not read
+    H.each(r, "missed", it.lost, it.stream)
+    r.items[r.head] = nil
+    r.head = r.head + 1
+    return r.head <= r.tail
+  end
+  if not it.data then
+    -- A gap: one read of up to GAP_SLICE from the ring (each read waits for the
+    -- engine thread, so few big ones), then handled SLICE by SLICE as data.
+    local want = math.min(it.to - it.from, M.GAP_SLICE)
+    local data, nxt = eng:read(r.id, it.stream, it.from, want)
     if data == nil then return H.finish(r, nil) end -- deleted meanwhile
-    if missed and missed > 0 then H.each(r, "missed", missed, s) end
-    r.off[s] = nxt
-    if #data > 0 then
-      if #data >= M.SLICE then more = true end
-      H.deliver(r, s, data)
+    local first = nxt - #data -- the ring may no longer hold the gap's start
+    if first > it.from then
+      H.each(r, "missed", math.min(first, it.to) - it.from, it.stream)
+      if first >= it.to then data, nxt = "", it.to end
     end
-    if #r.consumers == 0 then return false end
-  end
-  if not more and r.ended then
-    local rec = eng:get(r.id)
-    -- The terminal event follows the last byte; anything past the offsets
-    -- now is still to be read (a slice ended exactly at its end).
-    if rec then
-      for _, s in ipairs(r.streams) do
-        if (rec.bytes and rec.bytes[s] or 0) > (r.off[s] or 0) then return true end
-      end
+    if nxt > it.to then
+      data = data:sub(1, #data - (nxt - it.to))
+      nxt = it.to
     end
-    return H.finish(r, rec)
+    if nxt >= it.to or #data == 0 then
+      it.data, it.from, it.to = data, nil, nil
+    else
+      it.from = nxt
+      r.pre = { stream = it.stream, data = data } -- before the rest of the gap
+    end
+    r.bytes = r.bytes + #data
+    return true
   end
-  return more
+  return H.slice(r, it)
+end
+
+-- Hand SLICE bytes of queued item `cur` (the current item, or r.pre) over.
+function H.slice(r, cur)
+  local pos = cur.pos or 1
+  local stop = math.min(#cur.data, pos + M.SLICE - 1)
+  local data = (pos == 1 and stop == #cur.data) and cur.data or cur.data:sub(pos, stop)
+  if stop < #cur.data then
+    cur.pos = stop + 1
+  elseif cur == r.pre then
+    r.pre = nil
+  else
+    r.items[r.head] = nil
+    r.head = r.head + 1
+  end
+  r.bytes = r.bytes - #data
+  H.deliver(r, cur.stream, data)
+  if #r.consumers == 0 then return false end
+  return r.pre ~= nil or r.head <= r.tail
 end
 
 -- Whole lines of `data` (with the partial line kept from before) to the consumers.
@@ -191,12 +284,11 @@ function H.last_newline(text)
 end
 
 function H.finish(r, rec)
-  for _, s in ipairs(r.streams or {}) do
-    local p = r.partial[s]
-    if p and p ~= "" then H.each(r, "chunk", M.clean(p .. "\n"), s) end
-    r.partial[s] = nil
+  for s, p in pairs(r.partial) do
+    if p ~= "" then H.each(r, "chunk", M.clean(p .. "\n"), s) end
   end
-  H.readers[r.id] = nil
+  r.partial = {}
+  H.forget(r)
   H.each(r, "finish", rec or { id = r.id })
   return false
 end
