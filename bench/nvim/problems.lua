@@ -62,6 +62,7 @@ lib.nvim_main(function(finish)
   local t0 = lib.now_ms()
   v(function(res)
     res.wall_ms = lib.now_ms() - t0
+    res.ms_per_mib = res.wall_ms / (BYTES / 2 ^ 20)
     local pr = probe.stop()
     res.timer, res.sched = pr.timer, pr.sched
     res.variant, res.bytes = VARIANT, BYTES

@@ -3,7 +3,8 @@
 --- Checks: the C core loads (and if not, why and what to run), its version
 --- matches this Lua layer, the shepherd starts (a real execution runs), the
 --- Neovim version is supported, the RPC socket and its directory are usable, and
---- proctor-mcp is built (`:Proctor mcp` shows how to register it).
+--- proctor-mcp is built (`:Proctor mcp` shows how to register it), and which
+--- task sources work here (make, just, how .proctor.lua is trusted).
 --- Reports through proctor.compat.health(): vim.health.start/ok/... where they
 --- exist (no deprecation warning on 0.10+), else the older reporters.
 
@@ -131,6 +132,23 @@ function M.check()
       { "setup{ rpc = { enabled = true } }" })
   end
   r.info("ACP clients: require('proctor.acp').terminal({ owner = ..., open = ... }) (:help proctor-acp)")
+
+  r.start("proctor: tasks")
+  local d = require("proctor.config").get().discover or {}
+  for _, prog in ipairs({ { "make", "Makefile targets" }, { "just", "justfile recipes" } }) do
+    if d[prog[1]] == false then
+      r.info(prog[2] .. ": off (setup{ discover = { " .. prog[1] .. " = false } })")
+    elseif vim.fn.executable(prog[1]) == 1 then
+      r.ok(prog[2] .. " are discovered (" .. vim.fn.exepath(prog[1]) .. ")")
+    else
+      r.info(prog[1] .. " is not installed: no " .. prog[2])
+    end
+  end
+  if compat.secure_read() then
+    r.ok(".proctor.lua is read once trusted through vim.secure.read()")
+  else
+    r.ok(".proctor.lua is read once trusted through proctor's prompt (this Neovim has no vim.secure)")
+  end
 end
 
 return M

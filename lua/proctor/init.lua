@@ -321,6 +321,8 @@ end
 
 function H.forget(id)
   engine.forget(id)
+  -- Hook (tasks): its task-run links go too.
+  if package.loaded["proctor.tasks"] then require("proctor.tasks").forget(id) end
   H.watch[id] = nil
   local ok, console = pcall(require, "proctor.console")
   if ok then console.forget(id) end

@@ -18,12 +18,14 @@ local compat = require("proctor.compat")
 ---@param id integer
 ---@return string[]
 function M.execution_lines(id)
-  local rec = engine.decorate(util.check(require("proctor.actions").engine():get(id)))
+  require("proctor.actions").engine()
+  local rec = util.check(require("proctor").record(id)) -- decorated, with its task links
   local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
   local function add(k, v) if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end end
   add("command", util.cmd_string(rec.cmd))
   add("cwd", rec.cwd)
   add("state", util.state_text(rec))
+  if rec.task then add("task", rec.task .. (rec.prev_id and (" (restarted #" .. rec.prev_id .. ")") or "")) end
   add("exit", rec.exit_code or rec.signal)
   add("error", rec.error)
   add("pid", rec.pid)

@@ -38,7 +38,6 @@ M.FIELDS = {
   ready = "table,string", sequence = "table", max_problems = "number",
 }
 
-H.groups = {} -- gid -> group
 H.by_id = {} -- execution id -> group
 H.by_name = {} -- task name -> its newest group
 H.prev = {} -- execution id -> the execution it replaced
@@ -79,10 +78,7 @@ function M.run(spec)
   H.hook()
   local g = H.group(base, opts)
   local ex, msg, ename = H.start(g, true)
-  if not ex then
-    H.groups[g.gid] = nil
-    return nil, msg, ename
-  end
+  if not ex then return nil, msg, ename end
   if opts.watch then
     local ok, werr = M.watch(ex.id, true)
     if not ok then util.notify("watch: " .. tostring(werr)) end
@@ -264,6 +260,13 @@ function M.on_cancel(id)
   end
 end
 
+--- Execution `id` was deleted: forget what links it (not the task run it leads).
+function M.forget(id)
+  local g = H.by_id[id]
+  if g and g.current ~= id then H.by_id[id] = nil end
+  H.prev[id], H.ready[id], H.waiters[id] = nil, nil, nil
+end
+
 --- Wait until execution `id` (or its task run) succeeded -- completed, or ready
 --- when it has a ready pattern -- or failed: fn(ok, why) once.
 function M.when_settled(id, fn)
@@ -385,7 +388,6 @@ function H.group(base, opts)
   if base.label == nil and opts.name then base.label = opts.name end
   local g = { gid = H.next_gid, name = name, spec = base, opts = opts, ids = {}, restarts = 0, streak = 0,
     state = "running", waiters = {} }
-  H.groups[g.gid] = g
   H.by_name[name] = g
   return g
 end
