@@ -520,6 +520,20 @@ return function(test, T, H)
     eq(rec.state, "completed")
     eq(p().record(svc.id).state, "running", "the service is still up")
     eq(tasks().info(svc.id).ready, true)
+    -- "always": a command that succeeds starts again, past max_restarts (those count failures);
+    -- a cancel while it waits to restart stops it
+    local tick = assert(p().run({ cmd = "true", cwd = dir, pty = false, restart = "always", max_restarts = 1,
+      backoff_ms = 30 }))
+    H.wait(20000, function() return #tasks().info(tick.id).group_ids >= 4 end, "four runs of an always-service")
+    H.wait(5000, function() return tasks().info(tick.id).state == "backoff" end, "waiting to restart")
+    local last = tasks().info(tick.id).group_ids
+    last = last[#last]
+    p().cancel(last)
+    vim.wait(300)
+    eq(tasks().info(tick.id).state, "stopped")
+    local n = #tasks().info(tick.id).group_ids
+    vim.wait(200)
+    eq(#tasks().info(tick.id).group_ids, n, "restarted after a cancel in its backoff")
     -- canceling a service stops it for good (no restart)
     local svc2 = assert(p().run({ cmd = "sleep 30", cwd = dir, pty = false, restart = "always", backoff_ms = 50 }))
     wait_state(svc2.id, "running")

@@ -588,7 +588,8 @@ function H.ended(g, id, ev)
   local d = H.defaults()
   local rec = require("proctor").record(id)
   local healthy = g.opts.healthy_ms or d.healthy_ms
-  if rec and (rec.duration_ms or 0) >= healthy then g.streak = 0 end
+  -- A success, or a run that lasted healthy_ms, is not a failure in a row.
+  if ok or (rec and (rec.duration_ms or 0) >= healthy) then g.streak = 0 end
   g.streak = g.streak + 1
   local max = g.opts.max_restarts or d.max_restarts
   if g.streak > max then
