@@ -161,6 +161,7 @@ function H.make_members(c, defs)
     for k, def in ipairs(defs[i]) do
       local spec = vim.deepcopy(def)
       spec.desc, spec.source = nil, nil
+      spec.after, spec.watch = nil, nil -- the chain's order is the dependency; members run once
       spec.hold = true
       spec.open = nil
       spec.cwd = spec.cwd or c.cwd
