@@ -3,19 +3,20 @@
 --- work per event-loop tick.
 ---
 ---   output event ──► queue its bytes ─────────────────┐  (no call into the engine)
----   a gap (the layer skipped bytes under a flood, or   │
----   output before attach) ──► queue the gap ──────────┤
+---   output before attach ──► queue a range of the ring ┤
 ---                                                      ▼
 ---   tick, until BUDGET_MS of main-loop time is used: bytes → cut at the last "\n",
----   strip ANSI, "\r\n" → "\n" → consumer.chunk(text, stream); a gap → eng:read of
----   the ring in slices; the terminal state → consumer.finish(record)
+---   strip ANSI, "\r\n" → "\n" → consumer.chunk(text, stream); a range → eng:read
+---   of the ring; the terminal state → consumer.finish(record)
 ---
---- The bytes of output events cost nothing to get; only a gap is read from
---- the engine's ring (a call that waits for the engine thread, a few ms while
---- it is busy with a flood). Every byte the ring kept is seen; a reader that
---- falls more than `engine.output_limit` behind loses the head of a gap, and
---- consumer.missed(n, stream) says how many bytes. Requiring this module has
---- no side effects.
+--- The bytes of output events cost nothing to get: while a reader exists the
+--- engine's polls hand over everything the ring holds (engine.output_floor),
+--- so the only ring reads (a call that waits for the engine thread, a few ms
+--- while it is busy with a flood) are for output from before attach. Bytes
+--- are lost only when the ring dropped them before a poll (more than
+--- `engine.output_limit` between two polls) or past QUEUE_MAX waiting here;
+--- consumer.missed(n, stream) counts them. Requiring this module has no side
+--- effects.
 
 local M = {}
 local H = {}
@@ -95,11 +96,13 @@ function H.hook()
   end)
 end
 
--- Queue the bytes of an output event (and the gap before them, if any).
+-- Queue the bytes of an output event. A gap before them is lost: while a
+-- reader exists the polls hand over all the ring holds (output_floor), so
+-- bytes an event skipped were no longer in the ring.
 function H.on_output(r, s, offset, data)
   local have = r.off[s] or 0
   if offset + #data <= have then return end
-  if offset > have then H.push(r, { stream = s, from = have, to = offset }) end
+  if offset > have then H.push(r, { stream = s, lost = offset - have }) end
   if offset < have then data = data:sub(have - offset + 1) end
   r.off[s] = math.max(offset, have) + #data
   if #data > 0 then H.push(r, { stream = s, data = data }) end
