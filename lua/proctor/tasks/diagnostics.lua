@@ -23,7 +23,7 @@ local util = require("proctor.util")
 
 M.PUBLISH_MS = 150
 M.BUDGET_MS = 2 -- main-loop time per tick for setting diagnostics
-M.QF_BATCH = 500
+M.QF_BATCH = 250
 
 H.runs = {} -- id -> run state, until its quickfix list is set
 H.latest = {} -- task name -> its newest run: only that one publishes
@@ -198,7 +198,13 @@ function H.qf_batch(run)
     local batch = {}
     for i = from, to do
       local it = items[i]
-      batch[#batch + 1] = { filename = it.filename, lnum = it.lnum, col = it.col or 0, text = it.text, type = it.type,
+      -- a buffer number, not a name: setqflist() looks a name up among all buffers
+      local buf = run.bufs[it.filename]
+      if not buf then
+        buf = vim.fn.bufadd(it.filename)
+        run.bufs[it.filename] = buf
+      end
+      batch[#batch + 1] = { bufnr = buf, lnum = it.lnum, col = it.col or 0, text = it.text, type = it.type,
         nr = tonumber(it.code and it.code:match("%d+$")) or 0 }
     end
     vim.fn.setqflist({}, "a", { id = run.qf_id, items = batch })
