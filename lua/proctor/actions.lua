@@ -382,18 +382,11 @@ A.rerun = {
       new = { cmd = rec.cmd, cwd = rec.cwd, label = rec.label, pty = rec.pty, owner = "nvim" }
     end
     -- the old console's windows show the new one
-    local wins = console.windows(id)
-    if #wins > 0 then
-      new.open = { win = wins[1], enter = vim.api.nvim_get_current_win() == wins[1] or nil }
-    else
-      new.open = (spec == nil or spec.open or console.get(id) ~= nil) or nil
-    end
+    local open, rest = console.handover(id)
+    new.open = open or (spec == nil or spec.open or console.get(id) ~= nil) or nil
     local ex, err = require("proctor").run(new)
     if not ex then die("rerun: " .. strip(err)) end
-    local c = console.get(ex.id)
-    for i = 2, #wins do
-      if c and vim.api.nvim_win_is_valid(wins[i]) then vim.api.nvim_win_set_buf(wins[i], c.buf) end
-    end
+    rest(ex.id)
     return ex
   end,
 }

@@ -138,6 +138,30 @@ function M.windows(id)
   return res
 end
 
+--- Hand the windows of console `id` over to a new execution (a rerun, a
+--- task's restart, a chain's next member): returns the `open` of proctor.run()
+--- or proctor.open() that shows the new console in the first of them (nil
+--- when none shows it), and a function(new_id) that shows it in the others.
+--- opts.all_tabs: windows of every tab (default: this tab); opts.enter: enter
+--- the window (default: only when it is the current one, else console.enter).
+---@param id integer
+---@param opts {all_tabs: boolean|nil, enter: boolean|nil}|nil
+---@return table|nil open, fun(new_id: integer) rest
+function M.handover(id, opts)
+  opts = opts or {}
+  local c = H.consoles[id]
+  local wins = M.windows(id)
+  if opts.all_tabs and c and api.nvim_buf_is_valid(c.buf) then wins = vim.fn.win_findbuf(c.buf) end
+  if #wins == 0 then return nil, function() end end
+  local open = { win = wins[1], enter = (api.nvim_get_current_win() == wins[1]) or opts.enter }
+  return open, function(new_id)
+    local nc = H.consoles[new_id]
+    for i = 2, #wins do
+      if nc and api.nvim_win_is_valid(wins[i]) then api.nvim_win_set_buf(wins[i], nc.buf) end
+    end
+  end
+end
+
 --- Make the window a console will be shown in, before its execution starts:
 --- see proctor.console.window.placeholder().
 ---@param opts proctor.OpenOpts|nil

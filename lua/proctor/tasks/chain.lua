@@ -255,16 +255,11 @@ end
 
 -- Show the console of `id` where the chain's previous member was shown (or open it).
 function H.show(c, id)
-  local console = require("proctor.console")
-  local wins = {}
-  if c.shown then
-    local prev = console.get(c.shown)
-    if prev and vim.api.nvim_buf_is_valid(prev.buf) then wins = vim.fn.win_findbuf(prev.buf) end
-  end
-  if #wins > 0 then
-    for _, w in ipairs(wins) do
-      pcall(console.open, id, { window = { win = w, cancel = function() end, done = function() end } })
-    end
+  local open, rest
+  if c.shown then open, rest = require("proctor.console").handover(c.shown, { all_tabs = true, enter = false }) end
+  if open then
+    pcall(require("proctor").open, id, open)
+    rest(id)
   else
     pcall(require("proctor").open, id, type(c.opts.open) == "table" and c.opts.open or nil)
   end

@@ -414,15 +414,11 @@ function H.start(g, first)
   local s = {}
   for k, v in pairs(g.spec) do s[k] = v end
   if first and g.opts.after then s.hold = true end
-  local wins = (not first) and g.current and H.console_windows(g.current) or {}
-  if #wins > 0 then
+  -- a restart: shown where the one before was (the pty sized from that window), else not opened
+  local rest = function() end
+  if not first then
     s.open = nil
-    if s.pty then -- the window's text area from the first byte, as run{open} does
-      local cols, rows = require("proctor.compat").text_size(wins[1])
-      if cols > 0 and rows > 0 then s.cols, s.rows = cols, rows end
-    end
-  elseif not first then
-    s.open = nil
+    if g.current then s.open, rest = require("proctor.console").handover(g.current, { all_tabs = true, enter = false }) end
   end
   local ex, err, ename = proctor.run(s)
   if not ex then
@@ -441,9 +437,7 @@ function H.start(g, first)
   g.stopped = false
   g.state = "running"
   H.by_id[id] = g
-  for _, w in ipairs(wins) do
-    pcall(require("proctor.console").open, id, { window = { win = w, cancel = function() end, done = function() end } })
-  end
+  rest(id)
   if g.opts.diagnostics then H.diagnostics(g, id, s) end
   if g.opts.ready then H.watch_ready(g, id) end
   if first and g.opts.after then H.wait_deps(g, id, g.opts.after) end
@@ -453,13 +447,6 @@ end
 function H.record_cwd(id)
   local rec = id and require("proctor").record(id)
   return rec and rec.cwd or nil
-end
-
--- Windows showing the console of `id`.
-function H.console_windows(id)
-  local c = require("proctor.console").get(id)
-  if not c or not api.nvim_buf_is_valid(c.buf) then return {} end
-  return vim.fn.win_findbuf(c.buf)
 end
 
 function H.diagnostics(g, id, s)
