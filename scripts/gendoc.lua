@@ -168,6 +168,7 @@ function G.types_block()
   local out = {}
   local function luacats(e)
     if e.map then return "table<string, string|fun(id: integer|nil)|false>" end
+    if e.luacats then return e.luacats end
     local values = config.enum_values(e)
     if values then
       return table.concat(vim.tbl_map(function(v) return string.format("%q", v) end, values), "|")

@@ -27,6 +27,7 @@ local H = {}
 ---@field map (fun(k: any, v: any): boolean, string|nil)|nil the table is a map of any keys
 ---   (merged key by key over the default): check of one key and value
 ---@field description string what the help says (short; the help wraps it)
+---@field luacats string|nil the type lua/proctor/types.lua gives it (default: from `type`)
 
 -- Checks ---------------------------------------------------------------------------
 
@@ -58,6 +59,26 @@ function H.enum(values)
   H.values[check] = values
   return check
 end
+
+-- setup{ tasks }: name = definition (a table with cmd or sequence) or
+-- function(dir) returning one; the whole table is checked here, its task
+-- options when a task runs (proctor.tasks).
+function H.tasks(v)
+  local what = "a table of name = task definition (a table with cmd) or function(dir)"
+  for k, def in pairs(v) do
+    local name = type(k) == "string" and string.format("%q", k) or ("[" .. tostring(k) .. "]")
+    if type(def) == "table" then
+      if type(k) ~= "string" and type(def.name) ~= "string" then
+        return false, what .. ": entry " .. name .. " has no name"
+      end
+      if def.cmd == nil and def.sequence == nil then return false, what .. ": " .. name .. " has no cmd" end
+    elseif type(def) ~= "function" then
+      return false, what .. ": " .. name .. " is a " .. type(def)
+    end
+  end
+  return true
+end
+H.what[H.tasks] = "a table of name = task definition (a table with cmd) or function(dir)"
 
 -- A key map: lhs (a non-empty string) = the name of an action, a function, or false.
 function H.keymap(lhs, rhs)
@@ -153,6 +174,45 @@ M.schema = {
   { key = "list", description = "the list view (|proctor-list|)" },
   { key = "list.refresh_ms", type = "number", default = 1000, check = H.int(1),
     description = "refresh of a visible list view (elapsed times)" },
+
+  { key = "tasks", type = "table", default = {}, show = "{}", check = H.tasks,
+    luacats = "table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil>",
+    description = "your tasks: name = definition (run{} fields and task options, |proctor-tasks|), or "
+      .. "function(dir) returning one (nil: not a task there)" },
+  { key = "task_defaults", description = "task options a task or run{} does not set (|proctor-tasks|)" },
+  { key = "task_defaults.quickfix", type = "string", default = "on_failure",
+    check = H.enum({ "on_failure", "always", "never" }),
+    description = "problems go to the quickfix list: \"on_failure\" | \"always\" | \"never\"" },
+  { key = "task_defaults.open_quickfix", type = "boolean", default = false,
+    description = "open the quickfix window when it got problems" },
+  { key = "task_defaults.diagnostics", type = "boolean", default = true,
+    description = "discovered tasks (make, cargo, go, pytest) match their tool's output" },
+  { key = "task_defaults.max_problems", type = "number", default = 10000, check = H.int(1),
+    description = "problems kept per run" },
+  { key = "task_defaults.debounce_ms", type = "number", default = 200, check = H.int(0),
+    description = "watch: quiet time after a change before the restart" },
+  { key = "task_defaults.max_restarts", type = "number", default = 5, check = H.int(0),
+    description = "restart: failures in a row before giving up" },
+  { key = "task_defaults.backoff_ms", type = "number", default = 500, check = H.int(0),
+    description = "restart: first delay, doubled each failure in a row ..." },
+  { key = "task_defaults.backoff_max_ms", type = "number", default = 30000, check = H.int(0),
+    description = "... up to this" },
+  { key = "task_defaults.healthy_ms", type = "number", default = 10000, check = H.int(0),
+    description = "a run that lasted this long is no failure in a row" },
+  { key = "discover", description = "task sources (|proctor-tasks-discovery|); false turns one off" },
+  { key = "discover.make", type = "boolean", default = true, description = "Makefile targets (make's database)" },
+  { key = "discover.npm", type = "boolean", default = true,
+    description = "package.json scripts (npm, or pnpm, yarn, bun by the lock file)" },
+  { key = "discover.cargo", type = "boolean", default = true, description = "cargo build, test, run" },
+  { key = "discover.just", type = "boolean", default = true, description = "justfile recipes (when just is installed)" },
+  { key = "discover.go", type = "boolean", default = true, description = "go build ./..., go test ./..." },
+  { key = "discover.pytest", type = "boolean", default = true,
+    description = "pytest (pyproject.toml, pytest.ini, tox.ini)" },
+  { key = "discover.project", type = "boolean", default = true,
+    description = "the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)" },
+  { key = "discover.project_file", type = "string", default = ".proctor.lua",
+    check = function(v) return v ~= "" and not v:find("/"), "a file name" end,
+    description = "its name, looked up from the directory upwards" },
 
   { key = "keymaps", description = "{lhs} = action (|proctor-actions|), a function(id), or false: no key" },
   { key = "keymaps.console", type = "table", map = H.keymap,

@@ -38,6 +38,8 @@
 ---@field env_keys string[]|nil names of the child's environment (get only; never values)
 ---@field previous_session boolean|nil loaded from the history file
 ---@field worker_state string|nil supervised workers: "ready", "busy", "backoff", ...
+---@field task string|nil the task run it belongs to (proctor.record() only, |proctor-tasks|)
+---@field prev_id integer|nil the execution of the same task run it replaced (a restart)
 
 --- What proctor.run() takes (|proctor.run()|); eng:start() takes the fields
 --- down to `env_allow`.
@@ -57,10 +59,34 @@
 ---@field backpressure boolean|nil pause the child instead of dropping output
 ---@field secrets table<string, string>|nil masked as *** in every output (|proctor-secrets|)
 ---@field env_allow string[]|nil
+---@field hold boolean|nil stay queued until eng:release(id) (how dependencies wait)
 ---@field on_output fun(ex: proctor.Execution, stream: proctor.Stream, data: string, missed: integer)|nil
 ---@field on_state fun(ex: proctor.Execution, ev: proctor.StateEvent)|nil
 ---@field on_exit fun(ex: proctor.Execution, rec: proctor.Record)|nil
 ---@field open boolean|proctor.OpenOpts|nil open the console (its window is made before the start)
+---@field name string|nil task options (|proctor-tasks|): a spec with any of them is a task run
+---@field diagnostics boolean|string|nil true, an 'errorformat', a matcher name or "compiler:NAME"
+---@field quickfix "on_failure"|"always"|"never"|nil
+---@field open_quickfix boolean|nil
+---@field max_problems integer|nil
+---@field watch boolean|{patterns: string[]|nil, debounce_ms: integer|nil, root: string|nil, ignore: string[]|nil}|nil
+---@field after (string|integer)[]|string|integer|nil task names or ids that must succeed first
+---@field restart "never"|"on-failure"|"always"|nil
+---@field max_restarts integer|nil
+---@field backoff_ms integer|nil
+---@field backoff_max_ms integer|nil
+---@field healthy_ms integer|nil
+---@field ready string|{pattern: string}|nil an ERE: a matching output line makes it ready
+---@field sequence (string|proctor.TaskDef|{parallel: (string|proctor.TaskDef)[]})[]|nil
+
+--- A task definition (setup{ tasks }, .proctor.lua): run{} fields and task options.
+---@class proctor.TaskDef: proctor.RunSpec
+---@field desc string|nil shown by the picker
+
+--- A discovered or declared task (proctor.tasks()).
+---@class proctor.Task: proctor.TaskDef
+---@field name string what a user types (:Proctor task make build)
+---@field source string "make", "npm", "cargo", "just", "go", "pytest", "project", "user"
 
 --- Options of proctor.open() (|proctor.open()|).
 ---@class proctor.OpenOpts
@@ -122,9 +148,11 @@ local Engine = {}
 ---@return integer|nil id, string|nil err, string|nil name
 function Engine:start(spec) end
 ---@param id integer
----@param force boolean|{force: boolean}|nil
+---@param force boolean|{force: boolean|nil, reason: string|nil}|nil reason: 1 to 32 of a-z and _
 ---@return proctor.CancelResult
 function Engine:cancel(id, force) end
+---@return true|nil ok, string|nil err, string|nil name
+function Engine:release(id) end
 ---@return proctor.DeleteResult
 function Engine:delete(id) end
 ---@return true|nil ok, string|nil err, string|nil name
@@ -169,6 +197,9 @@ function Engine:closed() end
 ---@field audit proctor.Config.audit proctor-audit
 ---@field rpc proctor.Config.rpc the msgpack-rpc socket (proctor-rpc)
 ---@field list proctor.Config.list the list view (proctor-list)
+---@field tasks table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil> your tasks: name = definition (run{} fields and task options, proctor-tasks), or function(dir) returning one (nil: not a task there)
+---@field task_defaults proctor.Config.task_defaults task options a task or run{} does not set (proctor-tasks)
+---@field discover proctor.Config.discover task sources (proctor-tasks-discovery); false turns one off
 ---@field keymaps proctor.Config.keymaps {lhs} = action (proctor-actions), a function(id), or false: no key
 ---@field notify "never"|"on_failure"|"always"
 ---@field confirm_quit boolean quitting Neovim while executions run asks first (proctor-quit); :qa! never asks
@@ -223,6 +254,27 @@ function Engine:closed() end
 ---@class proctor.Config.list
 ---@field refresh_ms integer refresh of a visible list view (elapsed times)
 
+---@class proctor.Config.task_defaults
+---@field quickfix "on_failure"|"always"|"never"
+---@field open_quickfix boolean open the quickfix window when it got problems
+---@field diagnostics boolean discovered tasks (make, cargo, go, pytest) match their tool's output
+---@field max_problems integer problems kept per run
+---@field debounce_ms integer watch: quiet time after a change before the restart
+---@field max_restarts integer restart: failures in a row before giving up
+---@field backoff_ms integer restart: first delay, doubled each failure in a row ...
+---@field backoff_max_ms integer ... up to this
+---@field healthy_ms integer a run that lasted this long is no failure in a row
+
+---@class proctor.Config.discover
+---@field make boolean Makefile targets (make's database)
+---@field npm boolean package.json scripts (npm, or pnpm, yarn, bun by the lock file)
+---@field cargo boolean cargo build, test, run
+---@field just boolean justfile recipes (when just is installed)
+---@field go boolean go build ./..., go test ./...
+---@field pytest boolean pytest (pyproject.toml, pytest.ini, tox.ini)
+---@field project boolean the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)
+---@field project_file string its name, looked up from the directory upwards
+
 ---@class proctor.Config.keymaps
 ---@field console table<string, string|fun(id: integer|nil)|false> Normal mode in a console (proctor-console-keys)
 ---@field list table<string, string|fun(id: integer|nil)|false> the list view (proctor-list-keys)
@@ -238,6 +290,9 @@ function Engine:closed() end
 ---@field audit? proctor.SetupOpts.audit proctor-audit
 ---@field rpc? proctor.SetupOpts.rpc the msgpack-rpc socket (proctor-rpc)
 ---@field list? proctor.SetupOpts.list the list view (proctor-list)
+---@field tasks? table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil> your tasks: name = definition (run{} fields and task options, proctor-tasks), or function(dir) returning one (nil: not a task there)
+---@field task_defaults? proctor.SetupOpts.task_defaults task options a task or run{} does not set (proctor-tasks)
+---@field discover? proctor.SetupOpts.discover task sources (proctor-tasks-discovery); false turns one off
 ---@field keymaps? proctor.SetupOpts.keymaps {lhs} = action (proctor-actions), a function(id), or false: no key
 ---@field notify? "never"|"on_failure"|"always"
 ---@field confirm_quit? boolean quitting Neovim while executions run asks first (proctor-quit); :qa! never asks
@@ -291,6 +346,27 @@ function Engine:closed() end
 
 ---@class proctor.SetupOpts.list
 ---@field refresh_ms? integer refresh of a visible list view (elapsed times)
+
+---@class proctor.SetupOpts.task_defaults
+---@field quickfix? "on_failure"|"always"|"never"
+---@field open_quickfix? boolean open the quickfix window when it got problems
+---@field diagnostics? boolean discovered tasks (make, cargo, go, pytest) match their tool's output
+---@field max_problems? integer problems kept per run
+---@field debounce_ms? integer watch: quiet time after a change before the restart
+---@field max_restarts? integer restart: failures in a row before giving up
+---@field backoff_ms? integer restart: first delay, doubled each failure in a row ...
+---@field backoff_max_ms? integer ... up to this
+---@field healthy_ms? integer a run that lasted this long is no failure in a row
+
+---@class proctor.SetupOpts.discover
+---@field make? boolean Makefile targets (make's database)
+---@field npm? boolean package.json scripts (npm, or pnpm, yarn, bun by the lock file)
+---@field cargo? boolean cargo build, test, run
+---@field just? boolean justfile recipes (when just is installed)
+---@field go? boolean go build ./..., go test ./...
+---@field pytest? boolean pytest (pyproject.toml, pytest.ini, tox.ini)
+---@field project? boolean the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)
+---@field project_file? string its name, looked up from the directory upwards
 
 ---@class proctor.SetupOpts.keymaps
 ---@field console? table<string, string|fun(id: integer|nil)|false> Normal mode in a console (proctor-console-keys)
