@@ -9,8 +9,18 @@
 ---   c in the list view ──► keymap ────────────────┘     a problem: one "(proctor) …" message
 ---
 --- An entry also says how :Proctor spells it (`command`, see proctor.Action),
---- so a new subcommand is one entry here and nothing else. Requiring this
---- module has no side effects.
+--- so a new subcommand is one entry here and nothing else.
+---
+--- Not every target is an execution: a *kind* (M.add_kind) adds targets of its
+--- own -- a chain of proctor.sequence() is `c3` -- that :Proctor parses and
+--- completes and the list view shows. M.run() of a target calls the kind's
+--- own function for the action, or says the action is not for it:
+---
+---   :Proctor cancel c3 ──┐                            ┌─ number: entry.run(id, opts)
+---   c on a chain's row ──┴──► M.call("cancel", t) ────┤
+---                                                     └─ {kind="chain", id=3}: kinds.chain.actions.cancel(t, opts)
+---
+--- Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -31,20 +41,63 @@ local die, check, strip = util.die, util.check, util.strip
 ---@field command proctor.ActionCommand|nil how :Proctor spells it (nil: not a subcommand)
 
 ---@class proctor.ActionCommand
----@field args "id"|"text"|"cmd"|"filter"|"none" what follows the subcommand: [id]; [id] {text};
----   [options] {cmd}; [filter]; nothing. An id may be a number, #number or a label (the latest
----   execution with that label)
+---@field args "id"|"text"|"cmd"|"filter"|"words"|"none" what follows the subcommand: [id]; [id] {text};
+---   [options] {cmd}; [filter]; [words] (as typed, opts.text, may be empty); nothing. An id may be a
+---   number, #number, a label (the latest execution with that label) or a target of a kind (c3)
 ---@field name string|nil the subcommand (default: the action's name)
 ---@field bang string|nil the action `:Proctor {name}!` runs instead
+---@field complete (fun(typed: string): string[])|nil args "words": completion of everything typed after
+---   the subcommand; returns what replaces the word being typed
+
+---@class proctor.Target a target of a kind that is not an execution (M.add_kind)
+---@field kind string
+---@field id integer
+---@field word string how :Proctor and the list write it ("c3")
+---@field live boolean|nil
+
+---@class proctor.Kind
+---@field desc string what one is ("chain")
+---@field parse fun(word: string): proctor.Target|nil the target a word of :Proctor names (nil: not one of these)
+---@field list fun(): proctor.Target[] every target, newest first (completion)
+---@field actions table<string, fun(t: proctor.Target, opts: table): any> what each action does to one
 
 --- The actions, by name.
 ---@type table<string, proctor.Action>
 M.actions = {}
 local A = M.actions
 
+--- Kinds of targets that are not executions, by name (M.add_kind).
+---@type table<string, proctor.Kind>
+M.kinds = {}
+
+--- Add (or replace) kind `name`: its targets become ids of :Proctor and rows
+--- of the list view that the actions of `kind.actions` apply to.
+---@param name string
+---@param kind proctor.Kind
+function M.add_kind(name, kind) M.kinds[name] = kind end
+
+--- The target `word` names in one of the kinds ("c3"), or nil.
+---@param word string
+---@return proctor.Target|nil
+function M.parse_target(word)
+  for _, k in pairs(M.kinds) do
+    local t = k.parse(word)
+    if t then return t end
+  end
+end
+
+--- Is `id` a target of a kind (not an execution id)?
+---@return boolean
+function M.is_target(id) return type(id) == "table" and id.kind ~= nil end
+
+--- How messages write an execution id or a target: "#12", "c3".
+---@param id integer|proctor.Target
+---@return string
+function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) end
+
 --- Action names in the order the help and the key lists show them; actions
 --- not named here follow, by name.
-M.ORDER = { "run", "list", "open", "open_split", "open_vsplit", "open_tab", "open_float", "toggle", "input",
+M.ORDER = { "run", "task", "pick", "watch", "list", "open", "open_split", "open_vsplit", "open_tab", "open_float", "toggle", "input",
   "cancel", "kill", "delete", "purge", "rerun", "text", "qf", "info", "mcp", "filter", "refresh", "help", "close" }
 
 --- Every action name, in M.ORDER's order.
@@ -166,7 +219,7 @@ function M.say_many(name, ids)
   local words = { cancel = "canceling", kill = "killing", delete = "deleted", rerun = "rerun" }
   if not words[name] then return end
   local list = {}
-  for i, id in ipairs(ids) do list[i] = "#" .. id end
+  for i, id in ipairs(ids) do list[i] = M.word(id) end
   util.notify(string.format("%s %d executions: %s", words[name], #ids, table.concat(list, " ")), vim.log.levels.INFO)
 end
 
@@ -188,8 +241,13 @@ function M.run(name, id, opts)
   local a = A[name]
   if not a then die("unknown action '" .. tostring(name) .. "'") end
   opts = opts or {}
+  if a.id ~= nil and id == nil then
+    local under = M.cursor_id()
+    local kind = M.is_target(under) and M.kinds[under.kind]
+    if a.id == "required" or (kind and kind.actions[name]) then id = under end
+  end
+  if M.is_target(id) then return H.run_target(name, id, opts) end
   if a.id == "required" then
-    if id == nil then id = M.cursor_id() end
     if id == nil then return H.pick(name, a, opts) end
     H.known(id)
   elseif a.id == "optional" and id ~= nil then
@@ -198,8 +256,9 @@ function M.run(name, id, opts)
   return a.run(id, opts)
 end
 
---- The execution of the console, text view or list line under the cursor.
----@return integer|nil
+--- The execution of the console, text view or list line under the cursor (a
+--- list line may hold a target of a kind instead).
+---@return integer|proctor.Target|nil
 function M.cursor_id()
   return require("proctor.console").id_of_buf(0) or require("proctor.list").id_under_cursor()
 end
@@ -240,12 +299,54 @@ end
 A.run = {
   desc = "run a command",
   command = { args = "cmd" },
-  -- opts.spec: a proctor.run() spec; `cmd` is nil for `:Proctor run` alone
+  -- opts.spec: a proctor.run() spec; `cmd` is nil for `:Proctor run` alone: pick a task
   run = function(_, opts)
-    if opts.spec.cmd == nil then die("run: a command is needed, e.g. :Proctor run make -j8") end
+    if opts.spec.cmd == nil then return A.pick.run(nil, opts) end
     local ex, err = require("proctor").run(opts.spec)
     if not ex then die("run: " .. strip(err)) end
     return ex
+  end,
+}
+
+A.pick = {
+  desc = "pick one of the directory's tasks (vim.ui.select) and run it (|proctor-tasks|)",
+  -- opts.spec: the options of :Proctor run (cwd, pty, label, timeout_ms, open) for the task
+  run = function(_, opts)
+    local spec = opts.spec or H.task_spec()
+    if spec.cwd and vim.fn.isdirectory(spec.cwd) == 0 then die("run: no such directory " .. spec.cwd) end
+    M.engine()
+    require("proctor.tasks").pick({ cwd = spec.cwd, run = H.task_run_opts(spec) })
+    return nil
+  end,
+}
+
+A.task = {
+  desc = "run a task by name (no name: pick one)",
+  command = {
+    args = "words",
+    complete = function(typed) return require("proctor.tasks").complete(typed) end,
+  },
+  run = function(_, opts)
+    local name = vim.trim(opts.text or "")
+    if name == "" then return A.pick.run(nil, {}) end
+    M.engine()
+    -- the execution, or nil while discovery still probes (the task starts when it answers)
+    return require("proctor.tasks").run_task(name, H.task_run_opts(H.task_spec()), function(ex, err)
+      if not ex then util.notify("task: " .. strip(err)) end
+    end)
+  end,
+}
+
+A.watch = {
+  desc = "restart on change: turn watching on or off (|proctor-watch|)",
+  id = "required",
+  command = { args = "id" },
+  run = function(id)
+    local on, err = require("proctor.tasks").watch(id)
+    if on == nil then die("watch: " .. tostring(err)) end
+    util.notify(on and string.format("watching: changes restart #%d", id) or string.format("#%d: watch off", id),
+      vim.log.levels.INFO)
+    return on
   end,
 }
 
@@ -456,6 +557,33 @@ A.close = {
 }
 
 -- Helpers --------------------------------------------------------------------------
+
+-- Action `name` on target `t` of a kind: the kind's own function, or a clear no.
+function H.run_target(name, t, opts)
+  local kind = M.kinds[t.kind]
+  local fn = kind and kind.actions[name]
+  if not fn then
+    local what = kind and kind.desc or t.kind
+    local can = kind and vim.tbl_keys(kind.actions) or {}
+    table.sort(can)
+    die(string.format("%s is for executions, not for a %s (%s: %s)", name, what, t.word, table.concat(can, ", ")))
+  end
+  return fn(t, opts)
+end
+
+-- The spec :Proctor task runs a task with: the defaults of :Proctor run.
+function H.task_spec()
+  local cfg = require("proctor.config").get().command
+  return { pty = cfg.pty, open = cfg.open or nil }
+end
+
+-- How :Proctor run/task run a task (proctor.tasks.run_task's opts): the
+-- window, label and timeout asked for win; the pty of the command line only
+-- where the task says none; names are looked up in -cwd.
+function H.task_run_opts(spec)
+  return { cwd = spec.cwd, set = { open = spec.open or false, label = spec.label, timeout_ms = spec.timeout_ms },
+    default = { pty = spec.pty } }
+end
 
 -- Die unless the engine knows execution `id`.
 function H.known(id)

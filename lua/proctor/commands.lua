@@ -3,8 +3,10 @@
 ---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
 ---   :Proctor [list [filter]] | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
 ---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | toggle [id] | mcp
+---   :Proctor task [name] | watch [id]
 ---
---- An id is `12`, `#12` or a label (the latest execution with that label).
+--- An id is `12`, `#12`, a label (the latest execution with that label) or a
+--- target of a kind of proctor.actions (a chain: `c3`).
 --- {cmd} of run is expanded like the argument of :! (`%`, `#`, `<cword>`,
 --- `%:p:h`...; `\%` is a literal %), and a simple command runs without a shell.
 ---
@@ -104,6 +106,8 @@ function M.parse(sub, rest, bang)
     return name, nil, { spec = H.run_spec(rest) }
   elseif kind == "filter" then
     return name, nil, { filter = rest ~= "" and H.filter(rest) or nil }
+  elseif kind == "words" then
+    return name, nil, { text = rest }
   end
   die("internal: unknown argument kind " .. tostring(kind))
 end
@@ -134,6 +138,8 @@ function H.id(arg)
   local n = arg:match("^#?(%d+)$") or arg:match("^#?(%d+):")
   if n then return tonumber(n) end
   if arg:find("%s") then die(string.format("not an execution id or label: '%s'", arg)) end
+  local target = actions.parse_target(arg:match("^([^:]+):") or arg)
+  if target then return target end
   local id = actions.by_label(arg)
   if not id then
     actions.engine()
@@ -244,11 +250,19 @@ end
 
 -- The executions action `a` applies to, newest first: each as `id:hint` (the
 -- hint is its label or the start of its command; :Proctor reads the id before
--- the colon), then each label once.
-function H.complete_ids(a, arglead)
+-- the colon), then each label once, then the targets of kinds that have the
+-- action (`c3`).
+function H.complete_ids(name, a, arglead)
   local eng = engine.current()
   if not eng then return {} end
   local res, labels = {}, {}
+  for _, kind in pairs(actions.kinds) do
+    if kind.actions[name] then
+      for _, t in ipairs(kind.list()) do
+        if (a.want ~= "live" or t.live) and vim.startswith(t.word, arglead) then res[#res + 1] = t.word end
+      end
+    end
+  end
   local recs = eng:list()
   local lead = arglead:gsub("^#", "")
   for i = #recs, 1, -1 do
@@ -283,7 +297,10 @@ function H.complete(arglead, cmdline)
   local name, a = H.find((sub:gsub("!$", "")))
   if not a then return {} end
   local kind = a.command.args
-  if sub:sub(-1) == "!" and a.command.bang then a = actions.actions[a.command.bang] end
+  if sub:sub(-1) == "!" and a.command.bang then
+    name = a.command.bang
+    a = actions.actions[name]
+  end
   if kind == "cmd" then
     if arglead:match("^%-cwd=") then
       local dirs = vim.fn.getcompletion(arglead:sub(6), "dir")
@@ -302,7 +319,11 @@ function H.complete(arglead, cmdline)
     return vim.fn.getcompletion(arglead, "file")
   end
   if a.id and (kind == "id" or kind == "text") and n == 2 then
-    return H.complete_ids(a, arglead)
+    return H.complete_ids(name, a, arglead)
+  end
+  if kind == "words" and a.command.complete then
+    -- everything typed after the subcommand (a task name may have spaces: "make build")
+    return a.command.complete((cmdline:gsub("^%s*%S+%s+%S+%s*", "", 1)))
   end
   if kind == "filter" and n == 2 then
     return vim.tbl_filter(function(f) return vim.startswith(f, arglead) end, require("proctor.list").filter_names())

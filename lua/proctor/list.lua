@@ -4,7 +4,13 @@
 --- filter and how to see the keys; the keys (`keymaps.list`) run
 --- proctor.actions on the line under the cursor, or on each line of a Visual
 --- range. It refreshes on state changes and, while a live execution is
---- listed, every `list.refresh_ms`. Requiring this module has no side effects.
+--- listed, every `list.refresh_ms`.
+---
+--- Other rows come from providers (M.add_rows): a chain of proctor.sequence()
+--- is a row `c3` above the executions, and its members' titles say `[c3]`. A
+--- provider's row holds a target of a kind of proctor.actions, so the keys run
+--- that kind's function for the action (cancel on a chain cancels the chain).
+--- Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -19,11 +25,29 @@ M.name = "proctor://list"
 M.header_lines = 2
 
 H.buf = nil
-H.rows = {} -- line number -> id
+H.rows = {} -- line number -> execution id, or a provider's target
+H.providers = {} -- name -> proctor.ListProvider, M.add_rows
 H.timer = nil
 H.debounce = nil
 H.hooked = false
 H.filter = { name = "all" } ---@type proctor.ListFilter
+
+---@class proctor.ListRow a row of a provider
+---@field target proctor.Target what the keys act on (its `word` is the ID column)
+---@field state string the state as the STATE column shows it
+---@field hl string|nil the state whose highlight the STATE column gets (default: state)
+---@field live boolean|nil counts as running (the running filter, the refresh timer)
+---@field failed boolean|nil for the failed filter
+---@field exit string|nil
+---@field duration_ms integer|nil
+---@field started_at integer|nil ms since the epoch
+---@field owner string|nil
+---@field label string|nil for the label filter
+---@field title string
+
+---@class proctor.ListProvider
+---@field rows fun(): proctor.ListRow[] its rows, in the order shown (above the executions)
+---@field annotate (fun(rec: proctor.Record): string|nil)|nil a prefix of an execution's title ("[c3] ")
 
 ---@class proctor.ListFilter
 ---@field name "all"|"running"|"failed"|"session"|"label"|"owner"
@@ -57,17 +81,26 @@ function M.open(filter)
   return buf, win
 end
 
---- The execution id on the cursor line of the list view (when it is the current buffer).
----@return integer|nil
+--- Add (or replace, or with nil remove) the row provider `name`.
+---@param name string
+---@param provider proctor.ListProvider|nil
+function M.add_rows(name, provider)
+  H.providers[name] = provider
+  H.schedule_refresh()
+end
+
+--- The execution id (or a provider's target) on the cursor line of the list
+--- view (when it is the current buffer).
+---@return integer|proctor.Target|nil
 function M.id_under_cursor()
   if not H.buf or api.nvim_get_current_buf() ~= H.buf then return nil end
   return H.rows[api.nvim_win_get_cursor(0)[1]]
 end
 
---- The ids on lines `first` to `last` of the list view.
+--- The ids (and targets) on lines `first` to `last` of the list view.
 ---@param first integer
 ---@param last integer
----@return integer[]
+---@return (integer|proctor.Target)[]
 function M.ids_of_lines(first, last)
   local ids = {}
   for l = first, last do
@@ -138,6 +171,8 @@ function M.refresh()
   end
   local all = H.records()
   local recs = vim.tbl_filter(function(r) return H.matches(H.filter, r) end, all)
+  local extra, annotate = H.provided()
+  local shown_extra = vim.tbl_filter(function(r) return H.matches(H.filter, r) end, extra)
   table.sort(recs, function(a, b)
     local la, lb = not engine.TERMINAL[a.state], not engine.TERMINAL[b.state]
     if la ~= lb then return la end
@@ -148,10 +183,20 @@ function M.refresh()
   for i, r in ipairs(recs) do
     local c = H.cells(r)
     if not engine.TERMINAL[r.state] then live = true end
+    for _, fn in ipairs(annotate) do
+      local ok, pre = pcall(fn, r)
+      if ok and pre then c.title = pre .. c.title end
+    end
     cells[i] = c
     width.id = math.max(width.id, #c.id)
     width.owner = math.max(width.owner, vim.fn.strdisplaywidth(c.owner))
     width.state = math.max(width.state, vim.fn.strdisplaywidth(c.state))
+  end
+  for _, r in ipairs(shown_extra) do
+    if r.live then live = true end
+    width.id = math.max(width.id, #r.target.word)
+    width.owner = math.max(width.owner, vim.fn.strdisplaywidth(r.owner or "-"))
+    width.state = math.max(width.state, vim.fn.strdisplaywidth(r.state))
   end
   local function pad(s, w) return s .. string.rep(" ", w - vim.fn.strdisplaywidth(s)) end
   local function row(id, state, exit, dur, started, owner, title)
@@ -161,20 +206,29 @@ function M.refresh()
   local ftext = H.filter_text(H.filter)
   local shown = ftext == "all" and string.format("%d executions", #all)
     or string.format("filter: %s (%d of %d)", ftext, #recs, #all)
+  if #extra > 0 then shown = shown .. string.format(" · %d other rows", #shown_extra) end
   local lines = {
     string.format("proctor — %s · %s next filter · %s keys", shown, H.key_for("filter"), H.key_for("help")),
     row("ID", "STATE", "EXIT", "DURATION", "STARTED", "OWNER", "LABEL / COMMAND"),
   }
   local rows, marks = {}, {}
   local today = os.date("%Y%m%d")
+  local function started(at)
+    if not at then return "-" end
+    local t = math.floor(at / 1000)
+    return os.date("%Y%m%d", t) == today and os.date("%H:%M:%S", t) or os.date("%b %d %H:%M", t)
+  end
+  for _, r in ipairs(shown_extra) do
+    local dur = r.duration_ms and util.duration(r.duration_ms) or "-"
+    lines[#lines + 1] = row(r.target.word, r.state, r.exit or "-", dur, started(r.started_at), r.owner or "-",
+      util.first_line(r.title))
+    rows[#lines] = r.target
+    marks[#lines] = { state = r.hl or r.state, from = width.id + 1, to = width.id + 1 + #r.state }
+  end
   for i, r in ipairs(recs) do
     local c = cells[i]
-    local started = "-"
-    if r.started_at then
-      local t = math.floor(r.started_at / 1000)
-      started = os.date("%Y%m%d", t) == today and os.date("%H:%M:%S", t) or os.date("%b %d %H:%M", t)
-    end
-    lines[#lines + 1] = row(c.id, c.state, c.exit, util.duration(util.elapsed_ms(r)), started, c.owner, c.title)
+    lines[#lines + 1] = row(c.id, c.state, c.exit, util.duration(util.elapsed_ms(r)), started(r.started_at), c.owner,
+      c.title)
     rows[#lines] = r.id
     marks[#lines] = { state = r.state, earlier = r.previous_session, from = width.id + 1,
       to = width.id + 1 + #c.state }
@@ -206,7 +260,7 @@ function M.refresh()
   end
   if keep then
     for lnum, id in pairs(rows) do
-      if id == keep then
+      if id == keep or (type(id) == "table" and type(keep) == "table" and id.word == keep.word) then
         for _, w in ipairs(wins) do pcall(api.nvim_win_set_cursor, w, { lnum, 0 }) end
       end
     end
@@ -236,6 +290,20 @@ function H.records()
   return recs
 end
 
+-- The providers' rows (in provider name order) and their annotate functions.
+function H.provided()
+  local names = vim.tbl_keys(H.providers)
+  table.sort(names)
+  local rows, annotate = {}, {}
+  for _, n in ipairs(names) do
+    local pr = H.providers[n]
+    local ok, got = pcall(pr.rows)
+    if ok then vim.list_extend(rows, got) end
+    if pr.annotate then annotate[#annotate + 1] = pr.annotate end
+  end
+  return rows, annotate
+end
+
 -- The text of a filter ("all", "label=build").
 function H.filter_text(f)
   if f.value then return f.name .. "=" .. f.value end
@@ -243,6 +311,14 @@ function H.filter_text(f)
 end
 
 function H.matches(f, r)
+  if r.target then -- a provider's row
+    if f.name == "running" then return r.live == true end
+    if f.name == "failed" then return r.failed == true end
+    if f.name == "session" then return true end
+    if f.name == "label" then return r.label == f.value end
+    if f.name == "owner" then return r.owner == f.value end
+    return true
+  end
   if f.name == "running" then return not engine.TERMINAL[r.state] end
   if f.name == "failed" then return r.state == "failed" or r.state == "timed_out" end
   if f.name == "session" then return not r.previous_session end

@@ -249,6 +249,22 @@ return function(test, T, H)
       eq(r.state, "completed")
       eq(r.cmd, { "make", "lint" })
     end)
+    -- -cwd: the tasks of that directory; a missing one is an error before any picker
+    local npm = project("npm")
+    discover(npm)
+    shown = nil
+    ok, err = pcall(function()
+      vim.ui.select = function(items, opts) shown = { items = items, opts = opts } end
+      vim.cmd("Proctor run -bg -cwd=" .. vim.fn.fnameescape(npm))
+      H.wait(10000, function() return shown ~= nil end, "the picker of -cwd")
+      T.ok(find(shown.items, "npm run lint") ~= nil, "npm's scripts: " .. table.concat(names(shown.items), ","))
+      eq(find(shown.items, "make lint"), nil, "not the current directory's tasks")
+      H.clear_notes()
+      shown = nil
+      vim.cmd("Proctor run -cwd=" .. vim.fn.fnameescape(npm) .. "/nope")
+      T.match(H.notes[#H.notes].msg, "no such directory")
+      eq(shown, nil)
+    end)
     vim.ui.select = orig
     vim.cmd("cd " .. vim.fn.fnameescape(root))
     if not ok then error(err, 0) end
@@ -445,7 +461,7 @@ return function(test, T, H)
     eq(tasks().info(id4).next_id, nil)
     p().cancel(id4)
     wait_state(id4, "canceled")
-    pcall(vim.cmd, "only")
+    vim.cmd("silent! only")
     pcall(api.nvim_buf_delete, src, { force = true })
   end)
 
@@ -509,6 +525,62 @@ return function(test, T, H)
     rec = assert(c2:wait(15000))
     eq(rec.state, "failed")
     eq(p().record(rec.steps[2][1]).reason, "dependency_failed")
+  end)
+
+  test("sequence: a chain is a target: list keys act on its row, :Proctor cancel c<id>, completion", function()
+    setup({ tasks = { slow = { cmd = "sleep 30", pty = false }, after = { cmd = "true", pty = false } } })
+    local function feed(keys) api.nvim_feedkeys(api.nvim_replace_termcodes(keys, true, false, true), "x", false) end
+    local c = assert(p().sequence({ "slow", "after" }, { cwd = project() }))
+    H.wait(15000, function() return c:record().step == 1 and c:record().state == "running" end, "the first step")
+    local slow, later = c:record().steps[1][1], c:record().steps[2][1]
+    wait_state(slow, "running")
+    -- completion offers the live chain to cancel, not to delete
+    T.ok(vim.tbl_contains(vim.fn.getcompletion("Proctor cancel c", "cmdline"), "c" .. c.id), "cancel completes c<id>")
+    T.ok(not vim.tbl_contains(vim.fn.getcompletion("Proctor delete c", "cmdline"), "c" .. c.id), "delete does not")
+    -- in the list: <CR> on the chain's row opens its running member; dd says it is no execution
+    local lbuf = require("proctor.list").open()
+    H.wait(5000, function() return H.has_line(lbuf, "^c" .. c.id .. "%s+running") end, "the chain's row")
+    local lnum
+    for i, l in ipairs(api.nvim_buf_get_lines(lbuf, 0, -1, false)) do
+      if l:match("^c" .. c.id .. "%s") then lnum = i end
+    end
+    api.nvim_win_set_cursor(0, { lnum, 0 })
+    H.clear_notes()
+    feed("dd")
+    H.wait(5000, function() return #H.notes > 0 end, "a message for dd")
+    T.match(H.notes[1].msg, "delete is for executions, not for a chain")
+    eq(p().record(slow).state, "running", "dd did nothing to the member")
+    feed("<CR>")
+    H.wait(5000, function() return vim.b.proctor_id == slow end, "the running member's console")
+    pcall(vim.cmd, "close")
+    -- c on the row cancels the chain: the member gets the normal cancel, the rest is skipped
+    require("proctor.list").open()
+    api.nvim_win_set_cursor(0, { lnum, 0 })
+    feed("c")
+    local rec = assert(c:wait(15000))
+    eq(rec.state, "canceled")
+    eq(p().record(slow).reason, "canceled")
+    eq(p().record(later).reason, "skipped")
+    pcall(vim.cmd, "close")
+    -- :Proctor cancel c<id> on a live chain; on an ended one, a warning; c<n> unknown: an error
+    local c2 = assert(p().sequence({ "slow" }, { cwd = project() }))
+    H.wait(15000, function() return c2:record().state == "running" end, "the second chain runs")
+    local m2 = c2:record().steps[1][1]
+    wait_state(m2, "running")
+    vim.cmd("Proctor cancel c" .. c2.id)
+    eq(assert(c2:wait(15000)).state, "canceled")
+    eq(p().record(m2).state, "canceled")
+    H.clear_notes()
+    vim.cmd("Proctor cancel c" .. c2.id)
+    T.match(H.notes[#H.notes].msg, "has already ended")
+    -- :Proctor info c<id>: the chain, its state and each step's members
+    local info = vim.fn.execute("Proctor info c" .. c2.id)
+    T.match(info, "proctor chain c" .. c2.id .. "%s+slow")
+    T.match(info, "state:%s+canceled")
+    T.match(info, "step 1%*?: #" .. m2 .. " canceled")
+    H.clear_notes()
+    vim.cmd("Proctor cancel c999")
+    T.match(H.notes[#H.notes].msg, "no execution labelled 'c999'")
   end)
 
   test("services: a crashing service restarts with backoff, each run linked to the one before", function()

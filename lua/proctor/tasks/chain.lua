@@ -10,7 +10,11 @@
 --- next step starts when all of them succeeded. A member that fails ends the
 --- chain `failed`; the members not run yet end `canceled` with reason
 --- "dependency_failed" (or "skipped" when the chain was canceled).
---- Requiring this module has no side effects.
+---
+--- A chain is a kind of target of proctor.actions (`c3`: `:Proctor cancel c3`,
+--- `:Proctor open c3` shows its running member) and a row provider of the
+--- list view (a row `c3` above the executions; members' titles say `[c3]`),
+--- both added by the first sequence(). Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -60,6 +64,7 @@ function M.sequence(steps, opts)
     c.steps[i] = step
   end
   c.name = opts.name or table.concat(names, " → ")
+  H.register()
   H.chains[c.id] = c
   H.order[#H.order + 1] = c.id
   H.resolve(c)
@@ -90,17 +95,18 @@ function Chain:record()
     steps = steps, created_at = self.created_at, ended_at = self.ended_at, failed_id = self.failed_id }
 end
 
---- Cancel: the running member(s) are canceled with the normal grace, the
---- members not started are canceled with reason "skipped".
+--- Cancel: the running member(s) are canceled with the normal grace (force:
+--- SIGKILL at once), the members not started are canceled with reason "skipped".
+---@param force boolean|nil
 ---@return string "canceling" | "already_terminal"
-function Chain:cancel()
+function Chain:cancel(force)
   if H.terminal(self) then return "already_terminal" end
   self.canceling = true
   local eng = engine.current()
   for i, st in ipairs(self.steps) do
     for _, id in ipairs(st.ids) do
       if i == self.step then
-        require("proctor").cancel(id)
+        require("proctor").cancel(id, force)
       elseif i > self.step and eng then
         eng:cancel(id, { reason = "skipped" })
       end
@@ -273,6 +279,106 @@ end
 
 --- The chain an execution belongs to, if any.
 function M.of(id) return H.member_of and H.member_of[id] or nil end
+
+-- The chain as a target of proctor.actions.
+function H.target(c) return { kind = "chain", id = c.id, word = "c" .. c.id, live = not H.terminal(c) } end
+
+-- The member a person means by the chain: one of the running step, else the
+-- one that failed, else the last one that ran.
+function H.member(c)
+  local st = c.steps[math.max(c.step, 1)]
+  if c.failed_id then return c.failed_id end
+  for _, id in ipairs(st and st.ids or {}) do
+    if not engine.is_done(id) then return id end
+  end
+  return st and st.ids[1]
+end
+
+-- The chain's lines of :Proctor info.
+function H.info_lines(c)
+  local lines = { string.format("proctor chain c%d  %s", c.id, c.name),
+    string.format("  state:     %s%s", c.state, c.reason and (" (" .. c.reason .. ")") or "") }
+  for i, st in ipairs(c.steps) do
+    local ids = {}
+    for k, id in ipairs(st.ids) do
+      local rec = engine.current() and engine.current():get(id)
+      ids[k] = "#" .. id .. (rec and (" " .. util.state_text(engine.decorate(rec))) or "")
+    end
+    lines[#lines + 1] = string.format("  step %d%s %s", i, i == c.step and "*:" or ": ", table.concat(ids, ", "))
+  end
+  return lines
+end
+
+-- Chains become targets of the actions and rows of the list (once).
+function H.register()
+  if H.registered then return end
+  H.registered = true
+  local actions = require("proctor.actions")
+  local function chain_of(t)
+    local c = H.chains[t.id]
+    if not c then util.die("no such chain " .. t.word) end
+    return c
+  end
+  actions.add_kind("chain", {
+    desc = "chain",
+    parse = function(word)
+      local n = tonumber(word:match("^c(%d+)$"))
+      return n and H.chains[n] and H.target(H.chains[n]) or nil
+    end,
+    list = function()
+      local out = {}
+      for i = #H.order, 1, -1 do
+        if H.chains[H.order[i]] then out[#out + 1] = H.target(H.chains[H.order[i]]) end
+      end
+      return out
+    end,
+    actions = {
+      cancel = function(t, opts) return H.cancel_action(chain_of(t), false, opts) end,
+      kill = function(t, opts) return H.cancel_action(chain_of(t), true, opts) end,
+      open = function(t, opts)
+        local id = H.member(chain_of(t))
+        if not id then util.die(t.word .. " has no member yet") end
+        return actions.run("open", id, opts)
+      end,
+      info = function(t)
+        local lines = H.info_lines(chain_of(t))
+        vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
+        return lines
+      end,
+    },
+  })
+  require("proctor.list").add_rows("chain", {
+    rows = function()
+      local rows = {}
+      for i = #H.order, 1, -1 do
+        local c = H.chains[H.order[i]]
+        if c then
+          local done = c.state == "completed" and #c.steps or math.max(c.step - 1, 0)
+          rows[#rows + 1] = { target = H.target(c), state = c.state, hl = c.state == "waiting" and "queued" or c.state,
+            live = not H.terminal(c), failed = c.state == "failed", exit = done .. "/" .. #c.steps,
+            duration_ms = (c.ended_at or util.now_ms()) - c.created_at, started_at = c.created_at,
+            owner = "tasks", label = c.name, title = "chain: " .. c.name }
+        end
+      end
+      return rows
+    end,
+    annotate = function(rec)
+      local c = M.of(rec.id)
+      return c and ("[c" .. c.id .. "] ") or nil
+    end,
+  })
+end
+
+function H.cancel_action(c, force, opts)
+  local res = c:cancel(force)
+  if res == "already_terminal" then
+    util.notify(string.format("chain c%d has already ended (%s)", c.id, c.state), vim.log.levels.WARN)
+  elseif not (opts and opts.quiet) then
+    util.notify(string.format("%s chain c%d (%s)", force and "killing" or "canceling", c.id, c.name), vim.log.levels.INFO)
+  end
+  H.refresh_list()
+  return res
+end
 
 M.Chain = Chain
 M._H = H
