@@ -59,6 +59,12 @@ M.interrupted = {}
 --- Bytes of one stream per poll at least (0: output_max_bytes decides); set
 --- by proctor.tasks.reader while it follows executions.
 M.output_floor = 0
+--- nil, or a function saying the consumers of output are behind: polls wait
+--- (retried each millisecond) until it says false, so a `backpressure`
+--- execution waits instead of its bytes piling up in Lua. Set by
+--- proctor.tasks.reader while it follows executions.
+---@type (fun(): boolean)|nil
+M.output_behind = nil
 
 --- Load the C core. Returns the module or nil and a message saying what to do.
 ---@return table|nil core, string|nil err
@@ -317,7 +323,7 @@ function M._reset()
   H.eng, H.poll, H.timer, H.closing, H.scheduled = nil, nil, nil, false, false
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
-  M.state, M.counts, M.specs, M.last_id, M.output_floor = {}, {}, {}, nil, 0
+  M.state, M.counts, M.specs, M.last_id, M.output_floor, M.output_behind = {}, {}, {}, nil, 0, nil
   M.canceling, M.interrupted = {}, {}
 end
 
@@ -343,6 +349,11 @@ end
 function H.drain()
   H.scheduled = false
   if not H.eng or H.closing then return end
+  if M.output_behind and M.output_behind() then
+    H.scheduled = true
+    H.timer:start(1, 0, function() vim.schedule(H.drain) end)
+    return
+  end
   local max = require("proctor.config").get().events_per_tick
   local _, more = H.drain_once(max)
   if more then

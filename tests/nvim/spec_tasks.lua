@@ -408,6 +408,27 @@ return function(test, T, H)
     eq({ qf.title, qf.size }, { ("proctor #%d make build"):format(ex2.id), 0 })
   end)
 
+  test("diagnostics: a flood while the editor is blocked loses no problem (the child waits for the matcher)", function()
+    setup()
+    local dir = project()
+    -- 40 MiB of compile lines (5x the ring) with a warning every 100 lines
+    local gen = [[awk 'BEGIN { for (i = 1; i <= 400000; i++) {
+      printf "gcc -O2 -g -Wall -Wextra -Isrc/include -c src/mod%d.c -o build/mod%d.o -DPAD=....................\n", i, i
+      if (i % 100 == 0) printf "src/mod%d.c:%d:5: warning: unused variable x [-Wunused-variable]\n", i, i % 50 + 1 } }']]
+    local ex = assert(p().run({ cmd = gen, cwd = dir, pty = false, name = "flood", diagnostics = "gcc",
+      quickfix = "never" }))
+    -- the editor is busy for a while: the child fills the ring and more meanwhile
+    local t0 = uv.hrtime()
+    while uv.hrtime() - t0 < 1.5e9 do end
+    local D = require("proctor.tasks.diagnostics")
+    H.wait(120000, function() local r = D.result(ex.id) return r and r.done end, "matching done")
+    local r = D.result(ex.id)
+    eq(p().record(ex.id).state, "completed")
+    eq(r.missed, 0, "bytes the matcher never saw")
+    eq(r.count, 4000, "problems found")
+    T.ok(p().record(ex.id).bytes.stdout > 40 * 2 ^ 20, "a flood: " .. p().record(ex.id).bytes.stdout)
+  end)
+
   test("watch: a buffer write, an outside write, and a burst each make one restart in the same window", function()
     setup()
     local dir = project()

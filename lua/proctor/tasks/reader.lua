@@ -15,7 +15,10 @@
 --- while it is busy with a flood) are for output from before attach. Bytes
 --- are lost only when the ring dropped them before a poll (more than
 --- `engine.output_limit` between two polls) or past QUEUE_MAX waiting here;
---- consumer.missed(n, stream) counts them. Requiring this module has no side
+--- consumer.missed(n, stream) counts them. Neither happens to a
+--- `backpressure` execution (a run with diagnostics): the child waits while
+--- its bytes are not polled, and polls wait (engine.output_behind) while the
+--- readers are more than QUEUE_HIGH behind. Requiring this module has no side
 --- effects.
 
 local M = {}
@@ -35,6 +38,10 @@ M.GAP_SLICE = 1048576
 M.BUDGET_MS = 3
 --- Queued event bytes per execution past which the oldest are dropped.
 M.QUEUE_MAX = 64 * 1024 * 1024
+--- Queued bytes (all readers) past which the engine's polls wait for the
+--- readers (engine.output_behind): the rings keep the rest, and a
+--- `backpressure` execution (a run with diagnostics) waits, losing nothing.
+M.QUEUE_HIGH = 16 * 1024 * 1024
 --- A line longer than this is handed over in pieces of this size.
 M.LINE_MAX = 1048576
 
@@ -64,6 +71,7 @@ function M.attach(id, consumer)
     H.readers[id] = r
     H.count = H.count + 1
     engine.output_floor = require("proctor.config").get().engine.output_limit
+    engine.output_behind = H.behind
     -- An execution that already ended (or has output): its ring from offset 0.
     if engine.state[id] and engine.state[id] ~= "queued" and engine.state[id] ~= "starting" then H.catch_up(r) end
   end
@@ -166,7 +174,17 @@ function H.forget(r)
   if H.readers[r.id] ~= r then return end
   H.readers[r.id] = nil
   H.count = H.count - 1
-  if H.count == 0 then engine.output_floor = 0 end
+  if H.count == 0 then
+    engine.output_floor = 0
+    if engine.output_behind == H.behind then engine.output_behind = nil end
+  end
+end
+
+-- Are the readers more than QUEUE_HIGH behind the output?
+function H.behind()
+  local n = 0
+  for _, r in pairs(H.readers) do n = n + r.bytes end
+  return n > M.QUEUE_HIGH
 end
 
 -- One tick: work on the readers round-robin until the budget is used.
