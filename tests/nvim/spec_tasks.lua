@@ -642,8 +642,7 @@ return function(test, T, H)
     local last = tasks().info(tick.id).group_ids
     last = last[#last]
     p().cancel(last)
-    vim.wait(300)
-    eq(tasks().info(tick.id).state, "stopped")
+    H.wait(5000, function() return tasks().info(tick.id).state == "stopped" end, "stopped by the cancel in its backoff")
     local n = #tasks().info(tick.id).group_ids
     vim.wait(200)
     eq(#tasks().info(tick.id).group_ids, n, "restarted after a cancel in its backoff")
