@@ -11,9 +11,13 @@
  *
  *   engine ──SPAWN(job, argv/env/cwd)──► shepherd ──fork/exec──► job
  *   engine ◄─SPAWNED(job, pid) + fds──── shepherd   (pidfd, stdin, stdout, stderr | pty)
- *   engine ◄─EXITED(job, code|signal)─── shepherd   (leader is held as a zombie)
- *   engine ──SIGNAL(job, sig)──────────► shepherd   (group + escaped descendants)
- *   engine ──RELEASE(job)──────────────► shepherd   (kill leftovers, reap leader)
+ *   engine ◄─EXITED(job, code|signal)─── shepherd   (the leader; PR_WF_EMPTY: nothing else left)
+ *   engine ◄─EMPTY(job)───────────────── shepherd   (the last process of the job is gone)
+ *   engine ──SIGNAL(job, sig)──────────► shepherd   (every process of the job)
+ *   engine ──RELEASE(job)──────────────► shepherd   (kill what is left of the job, forget it)
+ *
+ * Inside the shepherd each job has a reaper (shepherd/reaper.c) that speaks
+ * the same packets to it on a socket of their own.
  */
 #ifndef PR_WIRE_H
 #define PR_WIRE_H
@@ -24,11 +28,13 @@
 enum {
   PR_W_SPAWN = 1,  /* e→s  job; a = cols<<16|rows; b = argc; payload cwd\0argv..\0env..\0 */
   PR_W_SIGNAL,     /* e→s  job; a = signal number; flags: PR_WF_STOPPING */
-  PR_W_RELEASE,    /* e→s  job: drained; kill what is left of its tree and reap the leader */
+  PR_W_RELEASE,    /* e→s  job: drained; kill what is left of its tree and forget it */
   PR_W_SHUTDOWN,   /* e→s  kill everything (a = grace ms) and exit */
   PR_W_SPAWNED,    /* s→e  job; a = pid; fds: pidfd (may be -1 → absent), then streams */
   PR_W_FAILED,     /* s→e  job; a = errno; b = PR_STAGE_* */
-  PR_W_EXITED,     /* s→e  job; flags PR_WF_SIGNALED: b = signal, else b = exit code */
+  PR_W_EXITED,     /* s→e  job; flags PR_WF_SIGNALED: b = signal, else b = exit code;
+                    *       PR_WF_EMPTY: no other process of the job is left */
+  PR_W_EMPTY,      /* s→e  job: its last process is gone (after an EXITED without EMPTY) */
 };
 
 /* flags */
@@ -41,6 +47,7 @@ enum {
 #define PR_WF_FDS_LOST 0x40 /* set by pr_wire_recv: the packet came whole, but the fds sent
                              * with it could not be received (MSG_CTRUNC: the receiver is
                              * out of descriptors); none are returned */
+#define PR_WF_EMPTY 0x80    /* EXITED: the job has no process left */
 
 /* Stages at which a spawn can fail, reported in FAILED.b. */
 enum { PR_STAGE_SETUP = 1, PR_STAGE_PTY, PR_STAGE_PIPE, PR_STAGE_FORK, PR_STAGE_CHDIR, PR_STAGE_EXEC };
@@ -55,7 +62,7 @@ typedef struct {
   int64_t a;
   int64_t b;
   uint32_t len; /* payload bytes after the header */
-  uint32_t pad;
+  uint32_t from; /* inside the shepherd: the pid of the reaper that sent it; else 0 */
 } pr_wire_hdr_t;
 
 /* pr_wire_send: send one packet (header + payload + fds) on `fd`.

@@ -1,14 +1,19 @@
 /* shepherd/jobs.c — the shepherd's job table and its wire to the engine.
  *
  * Thread: the shepherd's only thread.
+ *
+ * A job is in `by_id` from its SPAWN until the engine RELEASEs it (or its
+ * spawn failed), and in `by_reaper` until its reaper is reaped: a released
+ * job's reaper may still be killing what is left. Every lookup is O(1).
  */
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/idmap.h"
 #include "shepherd/shepherd.h"
 
-static pr_idmap_t by_id, by_pid; /* job id -> job, leader pid -> job */
+static pr_idmap_t by_id, by_reaper; /* job id -> job, reaper pid -> job */
 static int njobs;
 
 uint64_t pr_shep_now_ms(void) {
@@ -25,33 +30,32 @@ void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_
 
 job_t *pr_shep_find_id(uint64_t id) { return pr_idmap_get(&by_id, id); }
 
-job_t *pr_shep_find_pid(pid_t pid) { return pr_idmap_get(&by_pid, (uint64_t)pid); }
+job_t *pr_shep_find_reaper(pid_t pid) { return pr_idmap_get(&by_reaper, (uint64_t)pid); }
 
 int pr_shep_add_job(job_t *j) {
-  if (pr_idmap_put(&by_id, j->id, j) != 0) return -1;
-  if (pr_idmap_put(&by_pid, (uint64_t)j->pid, j) != 0) {
-    pr_idmap_del(&by_id, j->id);
+  if (pr_idmap_put(&by_reaper, (uint64_t)j->reaper, j) != 0) return -1;
+  if (pr_idmap_put(&by_id, j->id, j) != 0) {
+    pr_idmap_del(&by_reaper, (uint64_t)j->reaper);
     return -1;
   }
   njobs++;
   return 0;
 }
 
+void pr_shep_release_job(job_t *j) {
+  if (j->released) return;
+  j->released = 1;
+  if (pr_idmap_get(&by_id, j->id) == j) pr_idmap_del(&by_id, j->id);
+}
+
 void pr_shep_remove_job(job_t *j) {
-  pr_idmap_del(&by_id, j->id);
-  pr_idmap_del(&by_pid, (uint64_t)j->pid);
+  pr_shep_release_job(j);
+  pr_idmap_del(&by_reaper, (uint64_t)j->reaper);
+  for (int i = 0; i < j->nfds; i++) close(j->fds[i]);
   njobs--;
   free(j);
 }
 
-job_t *pr_shep_next_job(size_t *at) { return pr_idmap_next(&by_id, at, NULL); }
+job_t *pr_shep_next_job(size_t *at) { return pr_idmap_next(&by_reaper, at, NULL); }
 
 int pr_shep_njobs(void) { return njobs; }
-
-void pr_shep_drop_jobs(void) {
-  job_t *j;
-  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) free(j);
-  pr_idmap_destroy(&by_id);
-  pr_idmap_destroy(&by_pid);
-  njobs = 0;
-}

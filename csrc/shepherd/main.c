@@ -1,29 +1,26 @@
-/* shepherd/main.c — proctor-shepherd: the parent of every job of one engine.
+/* shepherd/main.c — proctor-shepherd: the parent of every job's reaper.
  *
  * Thread: single-threaded program (its own process, exec'd by the engine).
  *
- *   host (engine thread) ══ SOCK_SEQPACKET ══ shepherd ── clone/exec ─► job (own session)
- *                                               │  subreaper: escapees come back here
- *                                               └─ socket EOF ⇒ kill every job, exit
+ *   host (engine thread) ══ SOCK_SEQPACKET ══ shepherd ──fork──► reaper N ──clone/exec──► job N
+ *                                               ▲  subreaper too: a dead reaper's orphans come here
+ *                                               ├─ reapers' socket: SPAWNED, FAILED, EXITED, EMPTY
+ *                                               └─ engine socket EOF ⇒ kill every job, exit
  *
- * Why a separate process (ARCHITECTURE.md, "The shepherd"): only here is it safe to
- * fork, to reap with waitpid(-1), to be a subreaper, and to outlive a host
- * that was SIGKILLed long enough to kill what the host started.
+ * Why a separate process (ARCHITECTURE.md): only here is it safe to fork, to
+ * reap with waitpid(-1), to be a subreaper, and to outlive a host that was
+ * SIGKILLed long enough to kill what the host started.
  *
- * Rules that keep signals safe from pid reuse:
- *  - A job leader is never reaped until the engine RELEASEs the job. While it
- *    is unreaped (alive or zombie) its pid — which is also the process group
- *    and session id of the job — cannot be reused, so kill(-pgid) only ever
- *    reaches the job's own group.
- *  - Any other process is signalled through a pidfd opened after checking it
- *    is the process seen in /proc (same start time), never by a bare pid.
- *  - Reaping is done with WNOWAIT peeks, so a held leader is never reaped by
- *    accident while orphans are.
+ * Why a reaper per job (reaper.c): an orphan re-parents to its nearest
+ * subreaper ancestor, so every orphan of job N — whatever it shed: session,
+ * group, environment — comes back to job N's reaper, which can kill it by
+ * its pid. The shepherd itself then only forks, forwards and reaps its
+ * direct children (the reapers): every packet and every exit costs O(1),
+ * however many jobs are alive; nothing here reads /proc on the hot path.
  *
- * Escapees (setsid / double fork) are found two ways: descendants of the
- * job's group and session by parent links in /proc, and orphans reparented
- * to the shepherd (it is a subreaper) by the PROCTOR_JOB tag in their
- * initial environment.
+ * Rules that keep signals safe from pid reuse: the shepherd signals only its
+ * own children (reapers) that it has not reaped; a reaper follows the rules
+ * in reaper.c.
  *
  * Usage (by the engine only): proctor-shepherd --daemon FD
  *   --daemon  fork once and let the first process exit, so the host reaps
@@ -41,6 +38,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,8 +46,11 @@
 #include "shepherd/shepherd.h"
 
 int pr_shep_sock = -1;
+int pr_shep_up[2] = {-1, -1};
 pid_t pr_shep_self;
-char pr_shep_tag_prefix[64];
+char pr_shep_tag_prefix[96];
+
+static char *buf; /* PR_WIRE_MAX_PAYLOAD bytes, for either socket */
 
 /* A spawn request being assembled from several packets. */
 static struct {
@@ -60,6 +61,17 @@ static struct {
 } pend;
 
 /* ---- commands from the engine ---------------------------------------------- */
+
+/* The engine's signal as a reaper command (shepherd.h). */
+static int command_of(int64_t sig) {
+  switch (sig) {
+  case SIGHUP:
+  case SIGINT:
+  case SIGTERM: return (int)sig;
+  case SIGKILL: return PR_REAPER_KILL;
+  default: return 0;
+  }
+}
 
 static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int nfds) {
   for (int i = 0; i < nfds; i++) close(fds[i]); /* the engine never sends fds */
@@ -87,20 +99,17 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
   }
   case PR_W_SIGNAL: {
     job_t *j = pr_shep_find_id(h->job);
-    if (j == NULL || h->a <= 0 || h->a >= NSIG) return;
-    if (h->flags & PR_WF_STOPPING) j->stopping = 1;
-    pr_shep_kill_job(j, (int)h->a, 1);
-    if (j->exited && j->stopping) pr_shep_kill_job(j, SIGKILL, 1);
+    int cmd = command_of(h->a);
+    if (j == NULL || cmd == 0) return;
+    if (h->flags & PR_WF_STOPPING) kill(j->reaper, PR_REAPER_STOPPING);
+    kill(j->reaper, cmd); /* an unreaped child of ours: its pid is its own */
     return;
   }
   case PR_W_RELEASE: {
     job_t *j = pr_shep_find_id(h->job);
-    if (j == NULL || !j->exited) return;
-    pr_shep_kill_job(j, SIGKILL, 0);
-    pr_shep_hunt(); /* signals still owed to this job's escapees go out while it is known */
-    waitpid(j->pid, NULL, 0); /* a zombie already: returns at once */
-    pr_shep_remove_job(j);
-    pr_shep_sweep_orphans(); /* escapees of this job that were reparented to us */
+    if (j == NULL) return; /* its reaper is gone already: nothing was left */
+    pr_shep_release_job(j);
+    kill(j->reaper, PR_REAPER_RELEASE);
     return;
   }
   default:
@@ -108,50 +117,146 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
   }
 }
 
+/* ---- reports from the reapers ----------------------------------------------------- */
+
+static void on_report(const pr_wire_hdr_t *h, int *fds, int nfds) {
+  job_t *j = pr_shep_find_reaper((pid_t)h->from);
+  if (j == NULL || j->released || j->id != h->job) { /* nobody waits for it any more */
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    return;
+  }
+  switch (h->type) {
+  case PR_W_SPAWNED: {
+    int out[PR_WIRE_MAX_FDS], n = 0;
+    uint32_t flags = j->rflags;
+    if (nfds > 0) { out[n++] = fds[0]; flags |= PR_WF_PIDFD; }
+    for (int i = 1; i < nfds; i++) close(fds[i]);
+    for (int k = 0; k < j->nfds && n < PR_WIRE_MAX_FDS; k++) out[n++] = j->fds[k];
+    pr_shep_send(PR_W_SPAWNED, flags, j->id, h->a, 0, out, n);
+    for (int k = 0; k < n; k++) close(out[k]);
+    j->nfds = 0;
+    j->spawned = 1;
+    return;
+  }
+  case PR_W_FAILED:
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    pr_shep_fail_spawn(j->id, (int)h->a, (int)h->b);
+    j->spawned = 1;
+    pr_shep_release_job(j); /* no RELEASE follows a failed spawn */
+    return;
+  case PR_W_EXITED:
+  case PR_W_EMPTY:
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    if (h->type == PR_W_EXITED) j->exited = 1;
+    if (h->type == PR_W_EMPTY || (h->flags & PR_WF_EMPTY)) j->emptied = 1;
+    pr_shep_send(h->type, h->flags, j->id, h->a, h->b, NULL, 0);
+    return;
+  default:
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    return;
+  }
+}
+
+/* Read every report the reapers have queued. */
+static void drain_reports(void) {
+  for (;;) {
+    pr_wire_hdr_t h;
+    int fds[PR_WIRE_MAX_FDS], nfds;
+    int rc = pr_wire_recv(pr_shep_up[0], &h, buf, fds, &nfds, 1);
+    if (rc == -EPROTO) continue;
+    if (rc <= 0) return;
+    on_report(&h, fds, nfds);
+  }
+}
+
+/* Our children that are no reaper are orphans of a reaper that died: kill
+ * them (unreaped children of ours, so their pids are safe). One read of our
+ * children list; only when a reaper died without finishing its job. */
+static void kill_orphans(void) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pr_shep_self, (int)pr_shep_self);
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return;
+  int pid;
+  while (fscanf(f, "%d", &pid) == 1) {
+    if (pr_shep_find_reaper(pid)) continue;
+    if (getpgid(pid) == pid) kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+  }
+  fclose(f);
+}
+
+/* A reaper ended: its job is over. */
+static int reaper_ended(job_t *j, int st) {
+  int clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  if (!clean && !j->released) { /* it died (killed?) or gave up: its processes came to us */
+    if (!j->spawned) pr_shep_fail_spawn(j->id, ECHILD, PR_STAGE_SETUP);
+    else if (!j->exited) pr_shep_send(PR_W_EXITED, PR_WF_SIGNALED | PR_WF_EMPTY, j->id, 0, SIGKILL, NULL, 0);
+    else if (!j->emptied) pr_shep_send(PR_W_EMPTY, 0, j->id, 0, 0, NULL, 0);
+  }
+  pr_shep_remove_job(j);
+  return !clean;
+}
+
+/* Reap every child that ended: a reaper (its job is over), or an orphan. */
+static void reap(void) {
+  int orphans = 0;
+  for (;;) {
+    struct ended { job_t *j; int st; } done[128];
+    int n = 0;
+    while (n < 128) {
+      int st;
+      pid_t p = waitpid(-1, &st, WNOHANG);
+      if (p <= 0) break;
+      job_t *j = pr_shep_find_reaper(p);
+      if (j != NULL) done[n++] = (struct ended){j, st}; /* else an orphan, reaped */
+    }
+    if (n == 0) break;
+    drain_reports(); /* their last reports were queued before they exited: take them first */
+    for (int i = 0; i < n; i++) orphans |= reaper_ended(done[i].j, done[i].st);
+  }
+  if (orphans) kill_orphans();
+}
+
 /* ---- shutdown ---------------------------------------------------------------- */
 
-/* Kill every job and every descendant we can find, reap them, and exit. */
-static void shutdown_all(int grace_ms) {
+/* Wait (reading reports, reaping) until no reaper is left or `ms` passed. */
+static void wait_reapers(int sfd, uint64_t ms) {
+  uint64_t deadline = pr_shep_now_ms() + ms;
+  while (pr_shep_njobs() > 0) {
+    uint64_t now = pr_shep_now_ms();
+    if (now >= deadline) return;
+    struct pollfd p[2] = {{sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
+    int left = (int)(deadline - now);
+    if (poll(p, 2, left < 50 ? left : 50) < 0 && errno != EINTR) return;
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    }
+    reap();
+  }
+}
+
+/* Stop every job (its reaper sends SIGHUP and SIGTERM to all of it), give
+ * them `grace_ms`, then kill what is left, and exit. */
+static void shutdown_all(int sfd, int grace_ms) {
   job_t *j;
   for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) {
-    if (j->handshake) { /* may not lead its group yet: kill it by pid (unreaped child) */
-      kill(j->pid, SIGKILL);
-      continue;
-    }
-    pr_shep_kill_job(j, SIGHUP, 0);
-    pr_shep_kill_job(j, SIGTERM, 1);
+    pr_shep_release_job(j); /* the engine is going: report nothing more */
+    kill(j->reaper, SIGHUP);
+    kill(j->reaper, SIGTERM);
   }
-  pr_shep_hunt();
-  uint64_t deadline = pr_shep_now_ms() + (uint64_t)grace_ms;
-  while (pr_shep_njobs() > 0 && pr_shep_now_ms() < deadline) {
-    pr_shep_reap();
-    int all = 1;
-    for (size_t at = 0; all && (j = pr_shep_next_job(&at)) != NULL;) all = j->exited;
-    if (all) break;
-    usleep(5000);
-  }
-  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) {
-    kill(j->pid, SIGKILL);
-    pr_shep_kill_job(j, SIGKILL, 1);
-  }
-  pr_shep_hunt();
-  /* Drop the jobs (their leaders are reaped below), then kill whatever
-   * reaches us as an orphan until nothing is left or time runs out. */
-  pr_shep_drop_jobs();
-  uint64_t end = pr_shep_now_ms() + 3000;
-  for (;;) {
+  wait_reapers(sfd, (uint64_t)grace_ms);
+  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) kill(j->reaper, PR_REAPER_RELEASE);
+  wait_reapers(sfd, 3000);
+  /* A reaper still there is stuck: kill it, then whatever reaches us. */
+  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) kill(j->reaper, SIGKILL);
+  uint64_t end = pr_shep_now_ms() + 1000;
+  do {
     while (waitpid(-1, NULL, WNOHANG) > 0) {
     }
-    pid_t *c;
-    size_t n = pr_shep_list_children(&c);
-    for (size_t i = 0; i < n; i++) {
-      if (getpgid(c[i]) == c[i]) kill(-c[i], SIGKILL);
-      kill(c[i], SIGKILL);
-    }
-    free(c);
-    if (n == 0 || pr_shep_now_ms() > end) break;
+    kill_orphans();
     usleep(2000);
-  }
+  } while (pr_shep_now_ms() < end && waitpid(-1, NULL, WNOHANG) >= 0);
   _exit(0);
 }
 
@@ -175,7 +280,7 @@ int main(int argc, char **argv) {
     if (p > 0) _exit(0); /* the host reaps this one at once */
   }
   setsid(); /* a terminal's ^C or hangup never reaches us: EOF is the signal */
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  prctl(PR_SET_CHILD_SUBREAPER, 1); /* a reaper's orphans, if a reaper dies */
   pr_shep_self = getpid();
   snprintf(pr_shep_tag_prefix, sizeof(pr_shep_tag_prefix), "PROCTOR_JOB=%d:", (int)pr_shep_self);
 
@@ -186,76 +291,58 @@ int main(int argc, char **argv) {
   }
   pr_shep_default_dispositions(); /* then SIGPIPE is the only one a child must reset */
   signal(SIGPIPE, SIG_IGN);
-  sigset_t set;
+  /* Blocked here, so a reaper has them blocked from its first instruction:
+   * SIGCHLD and our own shutdown signals for our signalfd; a reaper's
+   * commands are never ours to take (sent to us, they just stay pending). */
+  sigset_t set, cmds;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
-  sigprocmask(SIG_BLOCK, &set, NULL);
+  cmds = set;
+  sigaddset(&cmds, PR_REAPER_KILL);
+  sigaddset(&cmds, PR_REAPER_RELEASE);
+  sigaddset(&cmds, PR_REAPER_STOPPING);
+  sigprocmask(SIG_BLOCK, &cmds, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) return 1;
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pr_shep_up) < 0) return 1;
+  fcntl(pr_shep_up[0], F_SETFL, O_NONBLOCK);
+  int big = 1 << 20;
+  setsockopt(pr_shep_up[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+  setsockopt(pr_shep_up[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 
-  char *buf = malloc(PR_WIRE_MAX_PAYLOAD);
+  buf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (buf == NULL) return 1;
-  /* After a release, escapees of that job may still be on their way to us
-   * (reparenting happens as their parents die): sweep a few more times. */
-  int sweeps_left = 0;
-  uint64_t next_sweep = 0;
-  struct pollfd *pfd = NULL;
-  size_t pcap = 0;
   for (;;) {
-    /* socket, signals, then one exec handshake pipe per spawning job */
-    size_t nsh = pr_shep_nshaking();
-    if (pcap < 2 + nsh) {
-      size_t ncap = (2 + nsh) * 2;
-      struct pollfd *np = realloc(pfd, ncap * sizeof(*np));
-      if (np == NULL) shutdown_all(200);
-      pfd = np;
-      pcap = ncap;
-    }
-    pfd[0] = (struct pollfd){pr_shep_sock, POLLIN, 0};
-    pfd[1] = (struct pollfd){sfd, POLLIN, 0};
-    for (size_t i = 0; i < nsh; i++) pfd[2 + i] = (struct pollfd){pr_shep_shaking_fd(i), POLLIN, 0};
-    /* Escapee hunting (a /proc scan) waits until nothing else is ready:
-     * exits are reaped and reported first, so a cancel ends as soon as the
-     * process group is gone. */
-    int timeout = pr_shep_hunt_pending ? 0 : sweeps_left ? 40 : -1;
-    int r = poll(pfd, (nfds_t)(2 + nsh), timeout);
+    struct pollfd pfd[3] = {{pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
+    int r = poll(pfd, 3, -1);
     if (r < 0 && errno != EINTR) break;
-    if (r == 0 && pr_shep_hunt_pending) {
-      pr_shep_hunt(); /* one /proc scan for every signal owed to escapees so far */
-      continue;
-    }
-    /* handshakes first (from the end: finish_handshake moves the last entry) */
-    for (size_t i = nsh; i-- > 0;)
-      if (pfd[2 + i].revents) pr_shep_finish_handshake(i);
+    if (pfd[2].revents & POLLIN) drain_reports();
     if (pfd[1].revents & POLLIN) {
       struct signalfd_siginfo si;
       int term = 0;
       while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
         if (si.ssi_signo != SIGCHLD) term = 1;
-      if (term) shutdown_all(200);
-      pr_shep_reap();
+      if (term) shutdown_all(sfd, 200);
+      reap();
     }
     if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      for (;;) {
+      /* A bounded batch, so the reapers' reports (and the fds they hold)
+       * never wait behind a long queue of spawns. */
+      for (int i = 0; i < 64; i++) {
         pr_wire_hdr_t h;
         int fds[PR_WIRE_MAX_FDS], nfds;
         int rc = pr_wire_recv(pr_shep_sock, &h, buf, fds, &nfds, 1);
         if (rc == -EAGAIN) break;
-        if (rc <= 0 && rc != -EPROTO) shutdown_all(200); /* host gone */
+        if (rc <= 0 && rc != -EPROTO) shutdown_all(sfd, 200); /* host gone */
         if (rc == -EPROTO) continue;
-        if (h.type == PR_W_SHUTDOWN) shutdown_all(h.a > 0 && h.a < 60000 ? (int)h.a : 200);
+        if (h.type == PR_W_SHUTDOWN) shutdown_all(sfd, h.a > 0 && h.a < 60000 ? (int)h.a : 200);
         on_packet(&h, buf, fds, nfds);
-        if (h.type == PR_W_RELEASE) { sweeps_left = 5; next_sweep = pr_shep_now_ms() + 40; }
       }
     }
-    if (sweeps_left && pr_shep_now_ms() >= next_sweep) {
-      sweeps_left = pr_shep_sweep_orphans() ? 5 : sweeps_left - 1;
-      next_sweep = pr_shep_now_ms() + 40;
-    }
   }
-  shutdown_all(200);
+  shutdown_all(sfd, 200);
   return 0;
 }

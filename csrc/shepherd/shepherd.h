@@ -1,12 +1,18 @@
 /* shepherd/shepherd.h — what the files of proctor-shepherd share.
  *
- * Thread: the shepherd is a single-threaded program (its own process).
+ * Thread: the shepherd is a single-threaded program (its own process); so is
+ * each of its reapers (a fork of it, one per job).
  *
- *   main.c   the event loop: the engine's socket, signals, exec handshakes;
- *            packets from the engine; shutting everything down
- *   jobs.c   the job table (by id, by leader pid) and the wire to the engine
- *   procs.c  /proc: escapees, orphans, killing a job's tree, reaping
- *   spawn.c  clone + exec of a job, and the exec handshake
+ *   main.c    the event loop: the engine's socket, signals, the reapers'
+ *             socket; packets from the engine; shutting everything down
+ *   jobs.c    the job table (by id, by reaper pid) and the wire to the engine
+ *   spawn.c   a job's pipes or pty, the fork of its reaper, clone + exec
+ *   reaper.c  a job's reaper: the subreaper of that one job, its signals,
+ *             its reports
+ *
+ *   engine ══ SEQPACKET ══ shepherd ──fork──► reaper N (subreaper) ──clone/exec──► job N
+ *                             ▲                  │ every orphan of job N comes back here
+ *                             └── reapers' socket (SPAWNED/FAILED/EXITED/EMPTY)
  *
  * It includes only base/ (the wire protocol, the id map, the buffer): it
  * shares no code with the engine beyond them.
@@ -35,25 +41,28 @@
 
 /* The process-wide facts every file reads (set once by main). */
 extern int pr_shep_sock;             /* the socket to the engine */
+extern int pr_shep_up[2];            /* the reapers' socket: [0] we read, [1] they write */
 extern pid_t pr_shep_self;           /* our pid */
-extern char pr_shep_tag_prefix[64];  /* "PROCTOR_JOB=<shepherd pid>:" */
+extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<tag>:" (the engine chose <tag>) */
 
+/* Commands to a reaper are signals (it blocks them and reads a signalfd);
+ * the shepherd sends them only to a reaper it has not reaped, so a pid is
+ * never reused under it. SIGHUP, SIGINT and SIGTERM mean "send it to the
+ * whole job"; these two mean: */
+#define PR_REAPER_KILL SIGUSR1    /* SIGKILL the whole job, and every orphan that comes back */
+#define PR_REAPER_RELEASE SIGUSR2 /* the same, then exit (also its parent-death signal) */
+#define PR_REAPER_STOPPING SIGALRM /* the job is being stopped: when its leader exits, kill the rest */
+
+/* A job, from the shepherd's side: its reaper, until that reaper is reaped. */
 typedef struct job {
   uint64_t id;
-  pid_t pid;      /* leader; also pgid and sid of the job */
-  int exited;     /* leader exit seen (leader is a zombie we hold) */
-  int stopping;   /* a stop was requested: on leader exit, kill the rest at once */
-  /* Exec handshake still open: `ep` gets EOF when exec succeeded (CLOEXEC)
-   * or {stage, errno} when it failed. Until then SPAWNED is not sent, the
-   * parent ends wait in `fds`, and an exit is held back in `exit_*`. */
-  int handshake;
-  int ep;
-  int fds[PR_WIRE_MAX_FDS], nfds;
-  uint32_t rflags;
-  int exit_pending;
-  uint32_t exit_flags;
-  int64_t exit_value;
-  uint64_t deep;  /* signals (bit n = signal n) still owed to escapees: see hunt() */
+  pid_t reaper;   /* our child; also the key of the by-reaper map */
+  int spawned;    /* SPAWNED or FAILED went to the engine */
+  int exited;     /* EXITED went to the engine */
+  int emptied;    /* EMPTY (or EXITED with PR_WF_EMPTY) went to the engine */
+  int released;   /* RELEASE came (or the spawn failed): out of the by-id map */
+  int fds[PR_WIRE_MAX_FDS], nfds; /* parent ends of its pipes or pty, until SPAWNED */
+  uint32_t rflags; /* PR_WF_PTY | PR_WF_STDIN of the request */
 } job_t;
 
 /* ---- jobs.c ---- */
@@ -61,31 +70,41 @@ uint64_t pr_shep_now_ms(void);
 /* Send one packet to the engine (blocking: the engine always drains its
  * socket; a failure means the host is gone and EOF ends us next). */
 void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds, int nfds);
-job_t *pr_shep_find_id(uint64_t id);
-job_t *pr_shep_find_pid(pid_t pid);
-int pr_shep_add_job(job_t *j);     /* 0, or -1 when out of memory (not indexed) */
-void pr_shep_remove_job(job_t *j); /* and free it */
-job_t *pr_shep_next_job(size_t *at); /* walk: `at` starts at 0; the table must not change */
-int pr_shep_njobs(void);
-void pr_shep_drop_jobs(void);      /* forget (and free) every job */
-
-/* ---- procs.c ---- */
-extern int pr_shep_hunt_pending;   /* some job has `deep` bits set */
-void pr_shep_kill_job(job_t *j, int sig, int deep);
-void pr_shep_hunt(void);
-size_t pr_shep_list_children(pid_t **out);
-int pr_shep_sweep_orphans(void);
-void pr_shep_reap(void);
+job_t *pr_shep_find_id(uint64_t id);       /* a job not yet released */
+job_t *pr_shep_find_reaper(pid_t pid);     /* a job whose reaper we have not reaped */
+int pr_shep_add_job(job_t *j);             /* 0, or -1 when out of memory (not indexed) */
+void pr_shep_release_job(job_t *j);        /* out of the by-id map (its reaper lives on) */
+void pr_shep_remove_job(job_t *j);         /* out of both maps, fds closed, freed */
+job_t *pr_shep_next_job(size_t *at);       /* walk every job with a reaper; no change meanwhile */
+int pr_shep_njobs(void);                   /* jobs with a reaper */
 
 /* ---- spawn.c ---- */
 /* Start job `id` from a complete SPAWN request (flags, a, b and payload as in
- * base/wire.h); SPAWNED or FAILED follows once its exec handshake ends. */
+ * base/wire.h): its pipes or pty, then its reaper. FAILED goes to the engine
+ * at once when that fails; otherwise the reaper reports. */
 void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payload, size_t len);
 void pr_shep_fail_spawn(uint64_t job, int err, int stage);
-size_t pr_shep_nshaking(void);     /* jobs whose exec handshake is open */
-int pr_shep_shaking_fd(size_t i);  /* the handshake pipe of the i-th */
-void pr_shep_finish_handshake(size_t i); /* it is readable (moves the last entry to i) */
 /* Every signal disposition back to default (the shepherd's own, once). */
 void pr_shep_default_dispositions(void);
+
+/* What a reaper needs to start its job; it lives on the shepherd's stack
+ * during the fork (the reaper has its own copy). */
+typedef struct {
+  uint64_t id;
+  uint32_t flags;           /* PR_WF_PTY, PR_WF_STDIN */
+  int slave, fin, fout, ferr; /* the child's ends (-1: none) */
+  const char *cwd;
+  char **argv, **envp;
+} pr_spawn_args_t;
+
+/* In the child: exec the job's program (clone(CLONE_VM|CLONE_VFORK) + exec
+ * in a new session). Returns its pid, or -1 with *stage and errno set. */
+pid_t pr_shep_exec_job(const pr_spawn_args_t *a, int *stage);
+
+/* ---- reaper.c ---- */
+/* The reaper of one job, in the child of the shepherd's fork: becomes the
+ * subreaper of the job, starts it, reports on pr_shep_up[1] and follows the
+ * commands above until the job's every process is gone. Never returns. */
+void pr_reaper_main(const pr_spawn_args_t *a) __attribute__((noreturn));
 
 #endif

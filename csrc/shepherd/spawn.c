@@ -1,7 +1,16 @@
-/* shepherd/spawn.c — starting a job: a pty or pipes, clone + exec in a new
- * session, and the exec handshake that tells SPAWNED from FAILED.
+/* shepherd/spawn.c — starting a job: its pipes or pty, the fork of its
+ * reaper (reaper.c), and — in that reaper — clone + exec in a new session
+ * with the exec handshake that tells success from failure.
  *
- * Thread: the shepherd's only thread.
+ * Thread: the shepherd's only thread; pr_shep_exec_job runs in a reaper.
+ *
+ *   SPAWN ─► pipes / pty ─► fork ─► reaper: subreaper, clone(VM|VFORK) ─► exec
+ *               │                      └─► SPAWNED(pid, pidfd) | FAILED on the reapers' socket
+ *               └─ the parent ends wait in the job until SPAWNED, then go to the engine
+ *
+ * The fork copies the shepherd, which is small and holds few descriptors (no
+ * per-job descriptor outlives a spawn's handshake), so a spawn costs the same
+ * with 10 or 10,000 jobs alive.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -20,28 +28,8 @@
 
 extern char **environ;
 
-/* Jobs whose exec handshake is open (their ep is in the poll set). */
-static job_t **shaking;
-static size_t nshaking, capshaking;
-
-/* ---- spawning -------------------------------------------------------------- */
-
-size_t pr_shep_nshaking(void) { return nshaking; }
-
-int pr_shep_shaking_fd(size_t i) { return shaking[i]->ep; }
-
-static int grow_shaking(void);
-
 void pr_shep_fail_spawn(uint64_t job, int err, int stage) {
   pr_shep_send(PR_W_FAILED, 0, job, err, stage, NULL, 0);
-}
-
-/* In the child: report errno at `stage` through the error pipe and die. */
-static void child_fail(int errfd, int stage) {
-  int msg[2] = {stage, errno};
-  ssize_t w = write(errfd, msg, sizeof(msg));
-  (void)w;
-  _exit(127);
 }
 
 /* Every disposition back to default, with the raw system call: glibc's
@@ -55,20 +43,28 @@ void pr_shep_default_dispositions(void) {
     if (s != SIGKILL && s != SIGSTOP) syscall(SYS_rt_sigaction, s, ksa, NULL, 8);
 }
 
-/* What the child needs; it lives on the parent's stack during the clone. */
-typedef struct {
-  uint32_t flags;
-  int slave, fin, fout, ferr, ep;
-  const char *cwd;
-  char **argv, **envp;
-} child_args_t;
+/* ---- in the reaper: clone + exec ---------------------------------------------------- */
 
-/* The child, sharing our memory until it execs or exits (CLONE_VM |
+typedef struct {
+  const pr_spawn_args_t *a;
+  int ep; /* the error pipe's write end (CLOEXEC) */
+} child_t;
+
+/* In the child: report errno at `stage` through the error pipe and die. */
+static void child_fail(int errfd, int stage) {
+  int msg[2] = {stage, errno};
+  ssize_t w = write(errfd, msg, sizeof(msg));
+  (void)w;
+  _exit(127);
+}
+
+/* The child, sharing the reaper's memory until it execs or exits (CLONE_VM |
  * CLONE_VFORK, as posix_spawn does): no page tables are copied, so a spawn
  * costs a fraction of a fork. Only system calls here; it writes no memory of
- * ours except errno and `environ`, which the parent restores. */
+ * the reaper's except errno and `environ`, which the reaper restores. */
 static int child_main(void *arg) {
-  const child_args_t *a = arg;
+  const child_t *c = arg;
+  const pr_spawn_args_t *a = c->a;
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
@@ -76,50 +72,69 @@ static int child_main(void *arg) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  if (setsid() < 0) child_fail(a->ep, PR_STAGE_SETUP);
+  if (setsid() < 0) child_fail(c->ep, PR_STAGE_SETUP);
   if (a->flags & PR_WF_PTY) {
-    if (ioctl(a->slave, TIOCSCTTY, 0) < 0) child_fail(a->ep, PR_STAGE_PTY);
+    if (ioctl(a->slave, TIOCSCTTY, 0) < 0) child_fail(c->ep, PR_STAGE_PTY);
     if (dup2(a->slave, 0) < 0 || dup2(a->slave, 1) < 0 || dup2(a->slave, 2) < 0)
-      child_fail(a->ep, PR_STAGE_SETUP);
+      child_fail(c->ep, PR_STAGE_SETUP);
   } else {
     int fin = a->fin >= 0 ? a->fin : open("/dev/null", O_RDONLY);
     if (fin < 0 || dup2(fin, 0) < 0 || dup2(a->fout, 1) < 0 || dup2(a->ferr, 2) < 0)
-      child_fail(a->ep, PR_STAGE_SETUP);
+      child_fail(c->ep, PR_STAGE_SETUP);
   }
   /* Children see only 0, 1, 2: everything else closes at exec (the error
-   * pipe too, which is how the parent learns exec worked). */
+   * pipe too, which is how the reaper learns exec worked). */
   if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
     for (int fd = 3; fd < 65536; fd++)
-      if (fd != a->ep) fcntl(fd, F_SETFD, FD_CLOEXEC);
+      if (fd != c->ep) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  if (a->cwd[0] && chdir(a->cwd) < 0) child_fail(a->ep, PR_STAGE_CHDIR);
+  if (a->cwd[0] && chdir(a->cwd) < 0) child_fail(c->ep, PR_STAGE_CHDIR);
   environ = a->envp; /* PATH lookup uses the child's PATH */
   execvp(a->argv[0], a->argv);
-  child_fail(a->ep, PR_STAGE_EXEC);
+  child_fail(c->ep, PR_STAGE_EXEC);
   return 127;
 }
 
-/* Start child_main on its own stack; returns its pid (it has exec'd or
- * died by then) or -1 with errno. */
-static pid_t spawn_child(child_args_t *a) {
-  enum { STACK = 256 * 1024 };
-  static char *stack;
-  if (stack == NULL) {
-    void *m = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (m == MAP_FAILED) return -1;
-    stack = m;
+pid_t pr_shep_exec_job(const pr_spawn_args_t *a, int *stage) {
+  enum { STACK = 64 * 1024 };
+  static char stack[STACK] __attribute__((aligned(16))); /* the reaper's own copy */
+  int ep[2];
+  if (pipe2(ep, O_CLOEXEC) < 0) {
+    *stage = PR_STAGE_PIPE;
+    return -1;
   }
+  child_t c = {a, ep[1]};
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old); /* no signal runs in the child before its reset */
   char **env = environ;
-  pid_t pid = clone(child_main, stack + STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+  pid_t pid = clone(child_main, stack + STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
   int saved = errno;
   environ = env;
   sigprocmask(SIG_SETMASK, &old, NULL);
-  errno = saved;
+  close(ep[1]);
+  if (pid < 0) {
+    close(ep[0]);
+    errno = saved;
+    *stage = PR_STAGE_FORK;
+    return -1;
+  }
+  /* The child has exec'd (EOF: the pipe closed at exec) or failed. */
+  int msg[2];
+  ssize_t r;
+  do r = read(ep[0], msg, sizeof(msg));
+  while (r < 0 && errno == EINTR);
+  close(ep[0]);
+  if (r == (ssize_t)sizeof(msg)) {
+    waitpid(pid, NULL, 0);
+    *stage = msg[0];
+    errno = msg[1];
+    return -1;
+  }
   return pid;
 }
+
+/* ---- in the shepherd: the request, the pipes, the reaper ------------------------------ */
 
 void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payload, size_t len) {
   int cols = (int)((a >> 16) & 0xffff), rows = (int)(a & 0xffff);
@@ -130,17 +145,16 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
   for (char *q = p; q < end; q++)
     if (*q == 0) nstr++;
   if (argc == 0 || nstr < 1 + argc || len == 0 || end[-1] != 0) {
-    errno = EINVAL;
     pr_shep_fail_spawn(id, EINVAL, PR_STAGE_SETUP);
     return;
   }
   size_t envc = nstr - 1 - argc;
   char **argv = calloc(argc + 1, sizeof(char *));
   char **envp = calloc(envc + 2, sizeof(char *));
-  char tag[96];
+  char tag[128];
   int master = -1, slave = -1, in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  int ep[2] = {-1, -1};
-  if (argv == NULL || envp == NULL) {
+  job_t *j = calloc(1, sizeof(*j));
+  if (argv == NULL || envp == NULL || j == NULL) {
     pr_shep_fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
     goto done;
   }
@@ -169,39 +183,23 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
       goto done;
     }
   }
-  if (pipe2(ep, O_CLOEXEC) < 0) {
-    pr_shep_fail_spawn(id, errno, PR_STAGE_PIPE);
-    goto done;
+  job_t *old = pr_shep_find_id(id); /* cannot happen: the engine released it first */
+  if (old != NULL) {
+    pr_shep_release_job(old);
+    kill(old->reaper, PR_REAPER_RELEASE);
   }
 
-  child_args_t ca = {
-      .flags = flags, .slave = slave, .fin = (flags & PR_WF_STDIN) ? in[0] : -1,
-      .fout = out[1], .ferr = err[1], .ep = ep[1], .cwd = cwd, .argv = argv, .envp = envp};
-  pid_t pid = spawn_child(&ca);
+  pr_spawn_args_t sa = {.id = id, .flags = flags, .slave = slave,
+                        .fin = (flags & PR_WF_STDIN) ? in[0] : -1, .fout = out[1], .ferr = err[1],
+                        .cwd = cwd, .argv = argv, .envp = envp};
+  pid_t pid = fork();
+  if (pid == 0) pr_reaper_main(&sa); /* never returns */
   if (pid < 0) {
     pr_shep_fail_spawn(id, errno, PR_STAGE_FORK);
     goto done;
   }
-  close(ep[1]);
-  ep[1] = -1;
-  /* Register the leader now, so a fast exit is held (never reaped as an
-   * orphan), and finish the handshake when `ep` is readable: spawning the
-   * next job does not wait for this exec. */
-  job_t *j = calloc(1, sizeof(*j));
-  if (j) {
-    j->id = id;
-    j->pid = pid;
-  }
-  if (j == NULL || (nshaking == capshaking && grow_shaking() != 0) || pr_shep_add_job(j) != 0) {
-    free(j); /* kill rather than lose it */
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    pr_shep_fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
-    goto done;
-  }
-  j->handshake = 1;
-  j->ep = ep[0];
-  ep[0] = -1;
+  j->id = id;
+  j->reaper = pid;
   j->rflags = flags & (PR_WF_PTY | PR_WF_STDIN);
   if (flags & PR_WF_PTY) {
     j->fds[j->nfds++] = master;
@@ -213,60 +211,23 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
     j->fds[j->nfds++] = err[0];
     err[0] = -1;
   }
-  shaking[nshaking++] = j;
+  if (pr_shep_add_job(j) != 0) { /* kill rather than lose it */
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    for (int i = 0; i < j->nfds; i++) close(j->fds[i]);
+    pr_shep_fail_spawn(id, ENOMEM, PR_STAGE_SETUP);
+    goto done;
+  }
+  j = NULL;
 done:
+  free(j);
   if (master >= 0) close(master);
   if (slave >= 0) close(slave);
   for (int i = 0; i < 2; i++) {
     if (in[i] >= 0) close(in[i]);
     if (out[i] >= 0) close(out[i]);
     if (err[i] >= 0) close(err[i]);
-    if (ep[i] >= 0) close(ep[i]);
   }
   free(argv);
   free(envp);
 }
-
-static int grow_shaking(void) {
-  size_t ncap = capshaking ? capshaking * 2 : 64;
-  job_t **n = realloc(shaking, ncap * sizeof(*n));
-  if (n == NULL) return -1;
-  shaking = n;
-  capshaking = ncap;
-  return 0;
-}
-
-/* The exec handshake of shaking[i] is readable: report SPAWNED (then a held
- * exit) or FAILED. Removes it from `shaking`. */
-void pr_shep_finish_handshake(size_t i) {
-  job_t *j = shaking[i];
-  shaking[i] = shaking[--nshaking];
-  int msg[2];
-  ssize_t r;
-  do r = read(j->ep, msg, sizeof(msg));
-  while (r < 0 && errno == EINTR);
-  close(j->ep);
-  j->ep = -1;
-  j->handshake = 0;
-  if (r == (ssize_t)sizeof(msg)) { /* exec failed: the child is no job */
-    for (int k = 0; k < j->nfds; k++) close(j->fds[k]);
-    waitpid(j->pid, NULL, 0);
-    uint64_t id = j->id;
-    pr_shep_remove_job(j);
-    pr_shep_fail_spawn(id, msg[1], msg[0]);
-    return;
-  }
-  int fds[PR_WIRE_MAX_FDS], nfds = 0;
-  uint32_t rflags = j->rflags;
-  int pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
-  if (pidfd >= 0) { fds[nfds++] = pidfd; rflags |= PR_WF_PIDFD; }
-  for (int k = 0; k < j->nfds && nfds < PR_WIRE_MAX_FDS; k++) fds[nfds++] = j->fds[k];
-  pr_shep_send(PR_W_SPAWNED, rflags, j->id, j->pid, 0, fds, nfds);
-  for (int k = 0; k < nfds; k++) close(fds[k]);
-  j->nfds = 0;
-  if (j->exit_pending) {
-    j->exit_pending = 0;
-    pr_shep_send(PR_W_EXITED, j->exit_flags, j->id, 0, j->exit_value, NULL, 0);
-  }
-}
-

@@ -236,8 +236,8 @@ return function(T, ctx)
     local f = io.open("/proc/sys/kernel/ns_last_pid", "w")
     T.ok(f, "needs root to recycle a pid (/proc/sys/kernel/ns_last_pid)")
     f:close()
-    -- The shepherd holds the ended leader as a zombie until the engine
-    -- releases the job: only then is the pid free for the kernel to reuse.
+    -- The job's reaper reaps the ended leader (at once, or at the release):
+    -- then the pid is free for the kernel to reuse.
     T.ok(U.wait_until(function() return U.read_file("/proc/" .. pid .. "/stat") == nil end, 5000),
       "the ended leader " .. pid .. " was never reaped")
     local victim
@@ -277,7 +277,7 @@ return function(T, ctx)
     local id = assert(e2:start{ cmd = { "sh", "-c", "sleep 1000 & sleep 1000" }, env = { PROCTOR_TEST_TAG = tag } })
     U.wait_state(e2, id, "running")
     local pid = e2:get(id).pid
-    local shepherd = U.ppid(pid)
+    local shepherd = U.ppid(U.ppid(pid)) -- the leader's parent is its job's reaper, a child of the shepherd
     T.ok(shepherd and shepherd > 1)
     T.match(U.read_file("/proc/" .. shepherd .. "/cmdline") or "", "proctor%-shepherd")
     os.execute("kill -9 " .. shepherd)
@@ -301,7 +301,7 @@ return function(T, ctx)
     U.run(e2, { cmd = { "true" } }) -- a terminal record between the live ones
     local c = assert(e2:start(long))
     U.wait_state(e2, c, "running")
-    local shepherd = U.ppid(e2:get(a).pid)
+    local shepherd = U.ppid(U.ppid(e2:get(a).pid)) -- leader -> its reaper -> the shepherd
     T.match(U.read_file("/proc/" .. shepherd .. "/cmdline") or "", "proctor%-shepherd")
     os.execute("kill -9 " .. shepherd)
     local res = U.collect(e2, { a, c }, 5000)
