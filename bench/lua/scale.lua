@@ -4,8 +4,12 @@
 --   BENCH_HISTORY  how many terminal records to purge (100000)
 --
 -- Memory per idle execution: VmRSS growth of this process (the host) and of
--- the shepherd (the parent of every job) from 1 to IDLE running executions,
--- divided by IDLE - 1. Then the time of eng:list() over them (median of 5).
+-- the shepherd from 1 to IDLE running executions, divided by IDLE - 1; and
+-- what each job's reaper (a fork of the shepherd, one per live job) costs:
+-- its proportional set size (Pss: its private pages plus its share of the
+-- pages it shares with the shepherd and the other reapers) and its page
+-- tables (VmPTE), averaged over the reapers. Then the time of eng:list()
+-- over them (median of 5).
 -- History: with max_running = 1 and one blocker running, HISTORY executions
 -- are started (they queue) and canceled while queued, which makes terminal
 -- records without spawning; then eng:purge{older_than_ms = 0} is timed.
@@ -35,7 +39,7 @@ local eng = assert(core.new({ history_limit = IDLE + 10 }))
 local first = eng:start({ cmd = { "sleep", "60" } })
 local _, pid = wait_running(eng, 1, 10000)
 pid = pid or eng:get(first).pid
-local shep = lib.ppid(pid)
+local shep = lib.ppid(lib.ppid(pid)) -- leader -> its reaper -> the shepherd
 collectgarbage()
 local host0, shep0 = lib.mem().VmRSS, lib.mem(shep).VmRSS
 local t0 = lib.now_ms()
@@ -49,6 +53,25 @@ local host1, shep1 = lib.mem().VmRSS, lib.mem(shep).VmRSS
 res.running = running
 res.host_kib_per_exec = (host1 - host0) / (IDLE - 1)
 res.shepherd_kib_per_exec = (shep1 - shep0) / (IDLE - 1)
+-- The reapers: the shepherd's children.
+local function field(path, key)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return tonumber(s:match(key .. ":%s+(%d+) kB"))
+end
+local f = io.open("/proc/" .. shep .. "/task/" .. shep .. "/children")
+local kids = f and f:read("a") or ""
+if f then f:close() end
+local nr, pss, pte = 0, 0, 0
+for r in kids:gmatch("%d+") do
+  local a, b = field("/proc/" .. r .. "/smaps_rollup", "Pss"), field("/proc/" .. r .. "/status", "VmPTE")
+  if a and b then nr, pss, pte = nr + 1, pss + a, pte + b end
+end
+res.reapers = nr
+res.reaper_pss_kib = nr > 0 and pss / nr or nil
+res.reaper_pte_kib = nr > 0 and pte / nr or nil
 local lt = {}
 for i = 1, 5 do
   local t = lib.now_ms()
