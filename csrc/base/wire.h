@@ -27,7 +27,7 @@
 
 enum {
   PR_W_SPAWN = 1,  /* e→s  job; a = cols<<16|rows; b = argc; payload cwd\0argv..\0env..\0 */
-  PR_W_SIGNAL,     /* e→s  job; a = signal number; flags: PR_WF_STOPPING */
+  PR_W_SIGNAL,     /* e→s  job; a = signal number (SIGHUP, SIGINT, SIGTERM, SIGKILL) */
   PR_W_RELEASE,    /* e→s  job: drained; kill what is left of its tree and forget it */
   PR_W_SHUTDOWN,   /* e→s  kill everything (a = grace ms) and exit */
   PR_W_SPAWNED,    /* s→e  job; a = pid; fds: pidfd (may be -1 → absent), then streams */
@@ -41,7 +41,6 @@ enum {
 #define PR_WF_MORE 0x1      /* SPAWN: more packets of this request follow */
 #define PR_WF_PTY 0x2       /* SPAWN/SPAWNED: one pty master instead of pipes */
 #define PR_WF_STDIN 0x4     /* SPAWN/SPAWNED: stdin is a pipe (else /dev/null) */
-#define PR_WF_STOPPING 0x8  /* SIGNAL: the job is being stopped (kill rest on leader exit) */
 #define PR_WF_SIGNALED 0x10 /* EXITED: b is a signal number */
 #define PR_WF_PIDFD 0x20    /* SPAWNED: the first fd is a pidfd */
 #define PR_WF_FDS_LOST 0x40 /* set by pr_wire_recv: the packet came whole, but the fds sent

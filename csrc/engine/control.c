@@ -91,6 +91,11 @@ static void sup_failed(void *arg, const pr_wire_hdr_t *h) { pr_exec_on_failed(jo
 
 static void sup_exited(void *arg, const pr_wire_hdr_t *h) { pr_exec_on_exited(job(arg, h->job), h); }
 
+static void sup_empty(void *arg, const pr_wire_hdr_t *h) {
+  pr_control_t *c = arg;
+  pr_exec_on_empty(pr_registry_find(&c->reg, h->job, 0));
+}
+
 /* Ending an execution applies retention, which may remove records from the
  * list being walked here (the one just ended, when it is the oldest): hold
  * retention and scheduling until every execution has been told. */
@@ -106,7 +111,7 @@ static void sup_lost(void *arg) {
   }
 }
 
-const pr_sup_ops_t pr_control_sup_ops = {sup_spawned, sup_failed, sup_exited, sup_lost};
+const pr_sup_ops_t pr_control_sup_ops = {sup_spawned, sup_failed, sup_exited, sup_empty, sup_lost};
 
 /* ---- running a command ------------------------------------------------------------------ */
 

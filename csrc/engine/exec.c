@@ -4,7 +4,9 @@
  * Thread: engine. See exec.h for the state table.
  *
  *   shepherd SPAWNED ─► streams opened (stream.c) ─► running
- *   cancel/timeout ─► SIGHUP(pty) SIGTERM+SIGCONT ─ grace ─► SIGKILL
+ *   cancel/timeout ─► SIGHUP(pty) SIGTERM+SIGCONT to the whole job ─ grace ─► SIGKILL to what is left
+ *     (the grace is the job's, not the leader's: its exit does not cut it short;
+ *      EMPTY, the job's last process gone, does)
  *   shepherd EXITED ─► drain timer ─► every stream at EOF (or timer) ─► terminal
  *   terminal ─► RELEASE (shepherd kills leftovers, reaps leader) ─► ctx->ended
  *               (the registry counts it, the scheduler starts the next one)
@@ -40,6 +42,12 @@ static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);
 static void timer_start(pr_exec_t *x, uint64_t ms);
 static int apply_size(pr_exec_t *x);
+static void start_drain(pr_exec_t *x);
+
+/* Being stopped, and the job still has its grace: SIGTERM went to all of
+ * it, the grace deadline has not passed, and some process of it is left.
+ * The end waits (the timer is the grace timer meanwhile). */
+static int in_grace(const pr_exec_t *x) { return x->stopping == 1 && !x->killed && !x->empty; }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -150,13 +158,13 @@ int pr_exec_all_eof(const pr_exec_t *x) {
 }
 
 void pr_exec_maybe_finish(pr_exec_t *x) {
-  if (x->exited && !x->finished && pr_exec_all_eof(x)) finish(x);
+  if (x->exited && !x->finished && pr_exec_all_eof(x) && !in_grace(x)) finish(x);
 }
 
 /* Bytes arrived after the exit: the drain window is an idle timeout, not an
  * absolute one (never past the drain deadline). */
 void pr_exec_drain_more(pr_exec_t *x) {
-  if (!x->exited || x->finished) return;
+  if (!x->exited || x->finished || in_grace(x)) return;
   uint64_t now = uv_now(x->ctx->loop), at = now + x->ctx->drain_ms;
   if (at > x->drain_deadline) at = x->drain_deadline;
   timer_start(x, at > now ? at - now : 0);
@@ -164,10 +172,21 @@ void pr_exec_drain_more(pr_exec_t *x) {
 
 /* ---- timer: timeout → kill grace → drain ----------------------------------------- */
 
+/* SIGKILL to every process of the job (its reaper keeps killing what comes back). */
+static void kill_job(pr_exec_t *x) {
+  x->killed = 1;
+  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
+}
+
 static void on_timer(uv_timer_t *t) {
   pr_exec_t *x = (pr_exec_t *)t->data;
   uint32_t drain_ms = x->ctx->drain_ms;
   if (x->finished) return;
+  if (in_grace(x)) { /* grace over: SIGKILL to what is left of the job */
+    kill_job(x);
+    if (x->exited) start_drain(x);
+    return;
+  }
   if (x->exited) { /* drain deadline: whatever still holds a pipe open is cut off */
     /* ... except a stream paused by back-pressure: the bytes still in its
      * pipe are owed to a consumer that asked to keep everything, so it is
@@ -205,8 +224,6 @@ static void on_timer(uv_timer_t *t) {
     for (int i = 0; i < PR_NSTREAM; i++)
       if (x->streams[i].ring) pr_stream_close(&x->streams[i]);
     pr_exec_maybe_finish(x);
-  } else if (x->stopping) { /* grace over: SIGKILL the whole tree */
-    pr_sup_send(x->ctx->sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
   } else if (x->state == PR_RUNNING) { /* timeout */
     if (decide(x, PR_TIMED_OUT, "timeout")) stop(x, 0);
   }
@@ -219,18 +236,25 @@ static void timer_start(pr_exec_t *x, uint64_t ms) {
 
 /* ---- kill ladder ---------------------------------------------------------------- */
 
+/* The kill ladder, systemd's KillMode=control-group: SIGTERM (after SIGHUP
+ * for a pty) to every process of the job, then the grace, then SIGKILL to
+ * what is left. The leader's exit does not end the grace: the rest of the
+ * job keeps it until it is gone (EMPTY) or the deadline passes. */
 static void stop(pr_exec_t *x, int force) {
   pr_sup_t *sup = x->ctx->sup;
-  if (x->state != PR_RUNNING || x->exited) return;
+  if (x->state != PR_RUNNING || x->empty || x->killed || (x->exited && !x->stopping)) return;
   if (force) {
+    int was = in_grace(x);
     x->stopping = 1;
-    pr_sup_send(sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+    kill_job(x);
+    if (was && x->exited) start_drain(x); /* the grace timer was running: drain instead */
     return;
   }
   if (x->stopping) return;
   x->stopping = 1;
-  if (x->pty) pr_sup_send(sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGHUP, 0, NULL, 0);
-  pr_sup_send(sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGTERM, 0, NULL, 0);
+  if (x->pty) pr_sup_send(sup, PR_W_SIGNAL, 0, x->id, SIGHUP, 0, NULL, 0);
+  pr_sup_send(sup, PR_W_SIGNAL, 0, x->id, SIGTERM, 0, NULL, 0);
+  x->kill_deadline = uv_now(x->ctx->loop) + x->grace_ms;
   timer_start(x, x->grace_ms);
 }
 
@@ -413,10 +437,27 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h) {
     x->exit_code = (int)h->b;
     decide(x, x->exit_code == 0 ? PR_COMPLETED : PR_FAILED, "exit");
   }
+  if (h->flags & PR_WF_EMPTY) x->empty = 1;
+  if (in_grace(x)) return; /* the rest of the job keeps its grace: the timer is its deadline */
   if (x->timer_open) uv_timer_stop(&x->timer);
-  /* Output may still be queued (a big pty backlog) or a background process
-   * may hold a stream open: wait until drain_ms pass without a byte, and
-   * never longer than ten times that (at least 5 s) in all. */
+  start_drain(x);
+}
+
+void pr_exec_on_empty(pr_exec_t *x) {
+  if (x == NULL || x->finished || x->empty) return;
+  int was = in_grace(x);
+  x->empty = 1;
+  if (was && x->exited) { /* the job ended within its grace */
+    if (x->timer_open) uv_timer_stop(&x->timer);
+    start_drain(x);
+  }
+}
+
+/* The leader has exited (and the job's grace, if it is being stopped, is
+ * over). Output may still be queued (a big pty backlog) or a background
+ * process may hold a stream open: wait until drain_ms pass without a byte,
+ * and never longer than ten times that (at least 5 s) in all. */
+static void start_drain(pr_exec_t *x) {
   uint32_t drain_ms = x->ctx->drain_ms;
   uint64_t cap = (uint64_t)drain_ms * 10;
   x->drain_deadline = uv_now(x->ctx->loop) + (cap > 5000 ? cap : 5000);
@@ -436,6 +477,7 @@ void pr_exec_on_supervisor_lost(pr_exec_t *x) {
     }
   }
   x->exited = 1;
+  x->empty = 1;    /* nobody will say more */
   x->released = 1; /* nobody to release it to */
   free(x->reason);
   x->reason = strdup("supervisor_lost");
@@ -491,6 +533,7 @@ void pr_exec_park(pr_exec_t *x) {
   free(x->reason);
   x->reason = NULL;
   x->stopping = 0;
+  x->killed = 0;
   x->in_closing = 0;
   x->pid = 0;
 }
@@ -501,6 +544,7 @@ void pr_exec_respawn(pr_exec_t *x) {
     x->streams[i].paused = 0;
   }
   x->exited = 0;
+  x->empty = 0;
   x->released = 0;
   x->respawning = 1;
   x->exit_code = -1;
@@ -573,7 +617,7 @@ void pr_exec_abandon(pr_exec_t *x) {
   if (x->state == PR_QUEUED) pr_queue_remove(&x->runq);
   if (x->verdict < 0) decide(x, PR_CANCELED, "engine_closed");
   if (x->state == PR_RUNNING && !x->exited)
-    pr_sup_send(x->ctx->sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+    pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
   x->exited = 1;
   finish(x);
 }

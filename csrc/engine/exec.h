@@ -10,7 +10,8 @@
  * anything not in that table and tells the listeners (engine/events.h). The
  * terminal state is decided by the first of {exit, cancel, timeout}
  * (x->verdict) but only entered once the leader has exited AND every stream
- * reached EOF (or the drain timer gave up).
+ * reached EOF (or the drain timer gave up) AND, while it is being stopped,
+ * the whole job is gone or its grace has ended (SIGKILL went to the rest).
  *
  *   exec.c    transitions, verdict, timer (timeout → kill grace → drain), kill
  *             ladder, spawn results, worker park/respawn, the end, records
@@ -108,7 +109,9 @@ struct pr_exec {
   pr_state_t state;
   int verdict;       /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
   int stopping;      /* kill ladder started (2 while starting: SIGKILL at once) */
+  int killed;        /* SIGKILL went to every process of the job (force, or the grace ended) */
   int exited;        /* shepherd reported the leader's exit */
+  int empty;         /* shepherd reported no process of the job left (or it is lost) */
   int finished;      /* terminal event emitted */
   int released;      /* RELEASE sent to the shepherd */
   char *reason, *error;
@@ -118,6 +121,7 @@ struct pr_exec {
   uint64_t created_at, started_at, ended_at; /* ms since the epoch */
   uint64_t started_mono;                     /* uv_now at running, for duration */
   uint64_t drain_deadline;                   /* uv_now after which draining stops, whatever arrives */
+  uint64_t kill_deadline;                    /* uv_now at which the grace ends (while stopping) */
   uint64_t duration_ms;
   const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
   void *sub;                /* the subtype's state */
@@ -181,6 +185,8 @@ pr_exec_t *pr_exec_restore(pr_exec_ctx_t *c, pr_record_t *r, pr_ring_t *const *r
 void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds);
 void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h);
 void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h);
+/* The last process of x's job is gone (after its leader's exit). */
+void pr_exec_on_empty(pr_exec_t *x);
 /* The shepherd died: kill what can still be reached safely, end x. */
 void pr_exec_on_supervisor_lost(pr_exec_t *x);
 

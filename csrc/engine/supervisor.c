@@ -178,6 +178,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     case PR_W_SPAWNED: s->ops->spawned(s->arg, &ph, fds, nfds); break;
     case PR_W_FAILED: s->ops->failed(s->arg, &ph); break;
     case PR_W_EXITED: s->ops->exited(s->arg, &ph); break;
+    case PR_W_EMPTY: s->ops->empty(s->arg, &ph); break;
     default:
       for (int k = 0; k < nfds; k++) close(fds[k]);
       break;

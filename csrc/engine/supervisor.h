@@ -22,6 +22,7 @@ typedef struct {
   void (*spawned)(void *arg, const pr_wire_hdr_t *h, int *fds, int nfds); /* takes the fds */
   void (*failed)(void *arg, const pr_wire_hdr_t *h);
   void (*exited)(void *arg, const pr_wire_hdr_t *h);
+  void (*empty)(void *arg, const pr_wire_hdr_t *h); /* the job's last process is gone */
   void (*lost)(void *arg); /* the shepherd died: every job lost its parent */
 } pr_sup_ops_t;
 

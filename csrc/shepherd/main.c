@@ -101,7 +101,6 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
     job_t *j = pr_shep_find_id(h->job);
     int cmd = command_of(h->a);
     if (j == NULL || cmd == 0) return;
-    if (h->flags & PR_WF_STOPPING) kill(j->reaper, PR_REAPER_STOPPING);
     kill(j->reaper, cmd); /* an unreaped child of ours: its pid is its own */
     return;
   }
@@ -303,7 +302,6 @@ int main(int argc, char **argv) {
   cmds = set;
   sigaddset(&cmds, PR_REAPER_KILL);
   sigaddset(&cmds, PR_REAPER_RELEASE);
-  sigaddset(&cmds, PR_REAPER_STOPPING);
   sigprocmask(SIG_BLOCK, &cmds, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) return 1;

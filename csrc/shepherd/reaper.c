@@ -45,7 +45,6 @@ static struct {
   int exit_flags;    /* EXITED: PR_WF_SIGNALED */
   int exit_value;
   int reported;      /* EXITED sent */
-  int stopping;      /* being stopped: once the leader is gone, kill the rest */
   int killing;       /* SIGKILL to every process of the job, also to orphans coming back */
   int released;      /* exit once the job is empty (or at `give_up`) */
   uint64_t give_up;  /* ms (monotonic): exit even with processes left (stuck in D state) */
@@ -214,7 +213,6 @@ static void settle(void) {
     if (R.reported) report(PR_W_EMPTY, 0, 0, 0, -1);
     _exit(0);
   }
-  if (R.stopping && R.leader_gone && !R.killing) R.killing = 1;
   if (R.killing) signal_job(SIGKILL); /* orphans that came back since */
 }
 
@@ -223,7 +221,6 @@ static void on_command(int sig) {
   case SIGHUP:
   case SIGINT:
   case SIGTERM: signal_job(sig); break;
-  case PR_REAPER_STOPPING: R.stopping = 1; break;
   case PR_REAPER_RELEASE:
     if (!R.released) R.give_up = pr_shep_now_ms() + 5000;
     R.released = 1;
@@ -267,7 +264,7 @@ void pr_reaper_main(const pr_spawn_args_t *a) {
   /* The shepherd blocks every command signal, so they wait for this signalfd. */
   sigset_t set;
   sigemptyset(&set);
-  int sigs[] = {SIGCHLD, SIGHUP, SIGINT, SIGTERM, PR_REAPER_KILL, PR_REAPER_RELEASE, PR_REAPER_STOPPING};
+  int sigs[] = {SIGCHLD, SIGHUP, SIGINT, SIGTERM, PR_REAPER_KILL, PR_REAPER_RELEASE};
   for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaddset(&set, sigs[i]);
   sigprocmask(SIG_BLOCK, &set, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -51,7 +51,6 @@ extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<tag>:" (the engine chose <
  * whole job"; these two mean: */
 #define PR_REAPER_KILL SIGUSR1    /* SIGKILL the whole job, and every orphan that comes back */
 #define PR_REAPER_RELEASE SIGUSR2 /* the same, then exit (also its parent-death signal) */
-#define PR_REAPER_STOPPING SIGALRM /* the job is being stopped: when its leader exits, kill the rest */
 
 /* A job, from the shepherd's side: its reaper, until that reaper is reaped. */
 typedef struct job {
