@@ -172,6 +172,12 @@ void pr_exec_drain_more(pr_exec_t *x) {
 
 /* ---- timer: timeout → kill grace → drain ----------------------------------------- */
 
+/* The job is done with: its reaper kills what is left of it and goes. */
+static void release(pr_exec_t *x) {
+  if (!x->released && pr_sup_alive(x->ctx->sup)) pr_sup_send(x->ctx->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+  x->released = 1;
+}
+
 /* SIGKILL to every process of the job (its reaper keeps killing what comes back). */
 static void kill_job(pr_exec_t *x) {
   x->killed = 1;
@@ -190,8 +196,9 @@ static void on_timer(uv_timer_t *t) {
   if (x->exited) { /* drain deadline: whatever still holds a pipe open is cut off */
     /* ... except a stream paused by back-pressure: the bytes still in its
      * pipe are owed to a consumer that asked to keep everything, so it is
-     * the consumer's pace that ends it. Time spent paused does not count
-     * against the drain cap (that cap is for grandchildren holding a pipe). */
+     * the consumer's pace that ends it. Not for ever, though: at the drain
+     * cap every process of the job is killed (RELEASE), so what is left in
+     * the pipe is finite and EOF comes once the consumer has taken it. */
     uint64_t now = uv_now(x->ctx->loop);
     /* A starved loop runs its timers before it polls: bytes that reached the
      * kernel within the idle window may not have been seen yet. Take them
@@ -215,8 +222,7 @@ static void on_timer(uv_timer_t *t) {
     }
     for (int i = 0; i < PR_NSTREAM; i++) {
       if (x->streams[i].open && x->streams[i].paused) {
-        uint64_t cap = (uint64_t)drain_ms * 10;
-        x->drain_deadline = now + (cap > 5000 ? cap : 5000);
+        if (now >= x->drain_deadline) release(x); /* no writer is left after this */
         timer_start(x, drain_ms);
         return;
       }
@@ -242,7 +248,7 @@ static void timer_start(pr_exec_t *x, uint64_t ms) {
  * job keeps it until it is gone (EMPTY) or the deadline passes. */
 static void stop(pr_exec_t *x, int force) {
   pr_sup_t *sup = x->ctx->sup;
-  if (x->state != PR_RUNNING || x->empty || x->killed || (x->exited && !x->stopping)) return;
+  if (x->state != PR_RUNNING || x->empty || x->killed || x->released) return; /* nothing to stop */
   if (force) {
     int was = in_grace(x);
     x->stopping = 1;
@@ -269,7 +275,17 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
     finish(x);
     return PR_CANCELING;
   }
-  if (x->exited || x->verdict >= 0) return PR_ALREADY_TERMINAL; /* its exit came first */
+  if (x->exited && x->state == PR_RUNNING) {
+    /* Draining: the leader is gone but the execution runs on while its
+     * output is read, and the rest of its job may hold a stream open. The
+     * exit did not end it: the cancel does (the leader's exit code stays in
+     * the record), and the rest of the job gets the kill ladder. */
+    x->verdict = -1;
+    decide(x, PR_CANCELED, reason);
+    stop(x, force);
+    return PR_CANCELING;
+  }
+  if (x->exited || x->verdict >= 0) return PR_ALREADY_TERMINAL; /* it has ended */
   decide(x, PR_CANCELED, reason);
   switch (x->respawning ? PR_STARTING : x->state) {
   case PR_QUEUED:
@@ -517,10 +533,8 @@ int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
 /* ---- workers: one execution, several processes ------------------------------------ */
 
 void pr_exec_park(pr_exec_t *x) {
-  pr_sup_t *sup = x->ctx->sup;
   if (x->timer_open) uv_timer_stop(&x->timer);
-  if (!x->released && pr_sup_alive(sup)) pr_sup_send(sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
-  x->released = 1;
+  release(x);
   x->exited = 1;
   x->respawning = 0;
   pr_exec_close_input(x);
@@ -568,10 +582,7 @@ static void finish(pr_exec_t *x) {
   if (x->vault) pr_vault_stop(x, 1); /* reads end now; the values are wiped */
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
-  if ((x->state == PR_RUNNING || x->pid > 0) && !x->released && pr_sup_alive(c->sup)) {
-    pr_sup_send(c->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
-    x->released = 1;
-  }
+  if (x->state == PR_RUNNING || x->pid > 0) release(x); /* a SPAWNED that lost its fds has a pid */
   for (int i = 0; i < PR_NSTREAM; i++) {
     if (x->streams[i].ring) {
       pr_stream_close(&x->streams[i]);

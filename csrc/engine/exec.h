@@ -9,7 +9,8 @@
  * transition() in exec.c is the only place a state changes; it rejects
  * anything not in that table and tells the listeners (engine/events.h). The
  * terminal state is decided by the first of {exit, cancel, timeout}
- * (x->verdict) but only entered once the leader has exited AND every stream
+ * (x->verdict; a cancel while it drains after the leader's exit still wins,
+ * since the execution has not ended) but only entered once the leader has exited AND every stream
  * reached EOF (or the drain timer gave up) AND, while it is being stopped,
  * the whole job is gone or its grace has ended (SIGKILL went to the rest).
  *
@@ -190,8 +191,10 @@ void pr_exec_on_empty(pr_exec_t *x);
 /* The shepherd died: kill what can still be reached safely, end x. */
 void pr_exec_on_supervisor_lost(pr_exec_t *x);
 
-/* pr_exec_cancel: request the end; `reason` is recorded when this call decides
- * the verdict ("canceled", "engine_closed", "disconnected"). */
+/* pr_exec_cancel: request the end, in any state before the terminal one
+ * (draining included: the rest of the job gets the kill ladder); `reason`
+ * is recorded when this call decides the verdict ("canceled",
+ * "engine_closed", "disconnected"). */
 pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason);
 
 /* pr_exec_resize: set the pty size. 0, PR_ENOTRUNNING or PR_EINVAL (no pty).
