@@ -5,9 +5,10 @@
  * once more at once; the host reaps that first process by its pid — never
  * waitpid(-1) — and the real shepherd is adopted by init.
  *
- *   engine ── socketpair(SEQPACKET) ──► proctor-shepherd --daemon 3
+ *   engine ── socketpair(SEQPACKET) ──► proctor-shepherd --daemon 3 --tag <random token>
  *   uv_poll_t on our end: readable → pr_wire_recv → the owner's pr_sup_ops_t
  *                          writable → flush sendq (only while it is non-empty)
+ *   EOF (the shepherd died) → the owner's lost() → sweep: kill what carries its tag
  */
 
 #include "engine/supervisor.h"
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -145,9 +147,90 @@ static int flush(pr_sup_t *s) {
   return 0;
 }
 
+/* ---- a dead shepherd's leftovers --------------------------------------------------- */
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+/* Whether process `pid`'s initial environment holds a string starting with
+ * `needle` (n bytes). */
+static int env_has(pid_t pid, const char *needle, size_t n) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[16384];
+  size_t keep = 0; /* bytes of a string cut by the previous read */
+  int found = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + keep, sizeof(buf) - keep);
+    if (r <= 0) break;
+    size_t len = keep + (size_t)r, at = 0;
+    while (at < len) {
+      char *z = memchr(buf + at, 0, len - at);
+      if (z == NULL) break;
+      if ((size_t)(z - (buf + at)) >= n && memcmp(buf + at, needle, n) == 0) found = 1;
+      at = (size_t)(z - buf) + 1;
+    }
+    if (found) break;
+    keep = len - at;
+    if (keep == sizeof(buf)) keep = 0; /* a string longer than the buffer: not ours */
+    memmove(buf, buf + at, keep);
+  }
+  close(fd);
+  return found;
+}
+
+/* One pass over /proc: SIGKILL every process of our uid that carries the
+ * tag, through a pidfd opened before its environment is read (so a pid
+ * reused meanwhile is never hit: the pidfd names the process that had it,
+ * and a process that is still alive has not given its pid away). */
+static int sweep_once(const char *needle, size_t n) {
+  DIR *d = opendir("/proc");
+  if (d == NULL) return 0;
+  uid_t me = geteuid();
+  pid_t self = getpid();
+  int hit = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    pid_t pid = (pid_t)atoi(e->d_name);
+    struct stat st;
+    if (pid == self || fstatat(dirfd(d), e->d_name, &st, 0) != 0 || st.st_uid != me) continue;
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd < 0) continue;
+    if (env_has(pid, needle, n) && syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) hit++;
+    close(pfd);
+  }
+  closedir(d);
+  return hit;
+}
+
+int pr_sup_sweep(pr_sup_t *s) {
+  if (s->stale[0] == 0) return 0;
+  char needle[64];
+  int n = snprintf(needle, sizeof(needle), "PROCTOR_JOB=%s:", s->stale);
+  int total = 0;
+  /* A process being killed may still fork (its children carry the tag too):
+   * look again until a pass finds nobody, a few times at most. */
+  for (int pass = 0; pass < 5; pass++) {
+    int hit = sweep_once(needle, (size_t)n);
+    total += hit;
+    if (hit == 0) break;
+  }
+  return total;
+}
+
 static void lost(pr_sup_t *s) {
   drop(s);
+  memcpy(s->stale, s->tag, sizeof(s->stale)); /* its reapers kill their jobs; this is for the rest */
+  s->tag[0] = 0;
   s->ops->lost(s->arg);
+  pr_sup_sweep(s);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -188,6 +271,8 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 
 int pr_sup_ensure(pr_sup_t *s) {
   if (s->fd >= 0) return 0;
+  pr_sup_sweep(s); /* what a dead shepherd left, before a new one starts */
+  s->stale[0] = 0;
   int sv[2] = {-1, -1}, child = -1, rc = PR_ESHEPHERD;
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
@@ -223,7 +308,15 @@ int pr_sup_ensure(pr_sup_t *s) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  char *argv[] = {s->path, "--daemon", "3", NULL};
+  /* A tag no other shepherd's jobs carry, so a sweep after this one's death
+   * can only ever hit what it started. */
+  uint64_t rnd[2] = {0, 0};
+  if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+    rnd[0] ^= pr_hrtime();
+    rnd[1] ^= (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)s;
+  }
+  snprintf(s->tag, sizeof(s->tag), "%016llx%016llx", (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+  char *argv[] = {s->path, "--daemon", "3", "--tag", s->tag, NULL};
   char *envp[] = {NULL};
   pid_t pid;
   int err = posix_spawn(&pid, s->path, &fa, &attr, argv, envp);
@@ -334,6 +427,8 @@ static void kill_shepherd(const pr_sup_t *s) {
 }
 
 int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms) {
+  pr_sup_sweep(s); /* a shepherd that died earlier left these: nobody else will kill them */
+  s->stale[0] = 0;
   if (s->fd < 0) return 0;
   while (!pr_queue_empty(&s->sendq)) { /* SHUTDOWN kills what they were for */
     pr_queue_t *q = pr_queue_head(&s->sendq);
@@ -366,7 +461,12 @@ int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms) {
       }
     }
   }
-  if (!gone) kill_shepherd(s);
+  if (!gone) { /* its reapers kill their jobs as it dies; the sweep is for the rest */
+    kill_shepherd(s);
+    memcpy(s->stale, s->tag, sizeof(s->stale));
+    pr_sup_sweep(s);
+    s->stale[0] = 0;
+  }
   drop(s);
   return gone ? 0 : PR_ESHEPHERD;
 }

@@ -38,6 +38,8 @@ typedef struct pr_sup {
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */
   char last_error[256]; /* why the last shepherd start failed ("" after a success); per
                          * engine: each engine starts its shepherd on its own thread */
+  char tag[40];      /* the running shepherd's job tag: its jobs carry PROCTOR_JOB=<tag>:<id> */
+  char stale[40];    /* the tag of a shepherd that died, until its leftovers are swept ("" none) */
 } pr_sup_t;
 
 /* pr_sup_init: resolve the shepherd binary (`path`, $PROCTOR_SHEPHERD, or
@@ -57,6 +59,14 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
 
 /* pr_sup_alive: 1 when a shepherd is connected. */
 int pr_sup_alive(const pr_sup_t *s);
+
+/* pr_sup_sweep: after a shepherd died (the OOM killer, kill -9), kill what
+ * its jobs left behind that its reapers could not: every process of our
+ * uid whose environment carries that shepherd's tag (PROCTOR_JOB=<tag>:),
+ * a random token no other engine's jobs carry. Done when the loss is seen,
+ * again before the next shepherd starts and when the engine closes; a no-op
+ * when no shepherd died. Returns how many processes it killed. */
+int pr_sup_sweep(pr_sup_t *s);
 
 /* pr_sup_shutdown: tell the shepherd to kill everything and exit (grace_ms
  * for SIGTERM'd jobs), wait at most wait_ms for it to close its end, then

@@ -22,9 +22,12 @@
  * own children (reapers) that it has not reaped; a reaper follows the rules
  * in reaper.c.
  *
- * Usage (by the engine only): proctor-shepherd --daemon FD
+ * Usage (by the engine only): proctor-shepherd --daemon FD [--tag TOKEN]
  *   --daemon  fork once and let the first process exit, so the host reaps
  *             its only child at once and never has a long-lived child.
+ *   --tag     every job gets PROCTOR_JOB=TOKEN:<id> in its environment: if
+ *             we are SIGKILLed, the engine kills what carries it (and what
+ *             our reapers, killing their jobs as we die, could not reach).
  */
 
 #include <errno.h>
@@ -263,8 +266,10 @@ static void shutdown_all(int sfd, int grace_ms) {
 
 int main(int argc, char **argv) {
   int daemon = 0, fdarg = -1;
+  const char *tag = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--daemon") == 0) daemon = 1;
+    else if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc) tag = argv[++i];
     else fdarg = atoi(argv[i]);
   }
   if (fdarg < 3) {
@@ -281,7 +286,11 @@ int main(int argc, char **argv) {
   setsid(); /* a terminal's ^C or hangup never reaches us: EOF is the signal */
   prctl(PR_SET_CHILD_SUBREAPER, 1); /* a reaper's orphans, if a reaper dies */
   pr_shep_self = getpid();
-  snprintf(pr_shep_tag_prefix, sizeof(pr_shep_tag_prefix), "PROCTOR_JOB=%d:", (int)pr_shep_self);
+  /* The engine's token (it sweeps for it if we die); our pid without one. */
+  if (tag != NULL && strlen(tag) < 64 && strspn(tag, "0123456789abcdef") == strlen(tag))
+    snprintf(pr_shep_tag_prefix, sizeof(pr_shep_tag_prefix), "PROCTOR_JOB=%s:", tag);
+  else
+    snprintf(pr_shep_tag_prefix, sizeof(pr_shep_tag_prefix), "PROCTOR_JOB=%d:", (int)pr_shep_self);
 
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

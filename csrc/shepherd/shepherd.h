@@ -43,7 +43,7 @@
 extern int pr_shep_sock;             /* the socket to the engine */
 extern int pr_shep_up[2];            /* the reapers' socket: [0] we read, [1] they write */
 extern pid_t pr_shep_self;           /* our pid */
-extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<tag>:" (the engine chose <tag>) */
+extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<token>:" (the engine chose the token) */
 
 /* Commands to a reaper are signals (it blocks them and reads a signalfd);
  * the shepherd sends them only to a reaper it has not reaped, so a pid is
