@@ -10,7 +10,10 @@
 -- Then, from the last terminal event, the shepherd is watched every 10 ms:
 -- settle_ms is when no zombie is left below it and its descriptors are back to
 -- what it had before the burst; zombies_1s and extra_fds_1s are what was left
--- 1 s after the last terminal event (the target is 0 and 0).
+-- 1 s after the last terminal event (the target is 0 and 0). shepherd_cpu_us:
+-- the shepherd's own CPU time per execution over the burst (the scheduler's
+-- exact sum, /proc/<pid>/schedstat): the fork of each job's reaper, its
+-- reports forwarded, its exit reaped.
 
 local lib = dofile(os.getenv("BENCH_ROOT") .. "/bench/lib.lua")
 local core = require("proctor.core")
@@ -74,6 +77,11 @@ while not probe_done do
   end
 end
 local fds0 = nfds(shep)
+-- The shepherd's own CPU time, µs (the scheduler's sum: exact).
+local function cpu(pid)
+  return tonumber((read("/proc/" .. pid .. "/schedstat") or ""):match("^(%d+)") or 0) / 1000
+end
+local cpu0 = cpu(shep)
 
 local states, done, t_last = {}, 0, nil
 local function take(ms)
@@ -111,7 +119,9 @@ while lib.now_ms() - tz < 5000 do
   if settle and z1 then break end
   lib.uv.sleep(10)
 end
+local cpu1 = cpu(shep)
 eng:close()
 lib.result({ n = N, mode = MODE, done = done, states = states, answers = answers,
+  shepherd_cpu_us = (cpu1 - cpu0) / N,
   wall_ms = wall, per_exec_us = wall * 1000 / N, settle_ms = settle or -1,
   zombies_1s = z1, extra_fds_1s = f1, fds_before = fds0, all_terminal = done == N })

@@ -1,6 +1,7 @@
 -- bench/lua/cancel.lua — workload 5 under lua5.4: cancel a process tree.
 --
---   BENCH_TREE      "term" (honours SIGTERM) or "ignore" (ignores it)
+--   BENCH_TREE      "term" (honours SIGTERM), "ignore" (ignores it) or "leader"
+--                   (the leader exits on it, the rest of its group ignores it)
 --   BENCH_GRACE_MS  kill_grace_ms of the engine (500)
 --   BENCH_PIDFILE   where bench/tree.sh lists its pids
 --
@@ -41,4 +42,4 @@ local survived, who = lib.survivors(pids)
 eng:close()
 lib.result({ tree = TREE, answer = answer, state = state, reason = reason,
   cancel_ms = t1 - t0, grace_ms = GRACE, survived = survived, survivors = who, alive_at_end = alive_at_end,
-  over_grace_ms = TREE == "ignore" and t1 - t0 - GRACE or nil })
+  over_grace_ms = TREE ~= "term" and t1 - t0 - GRACE or nil })

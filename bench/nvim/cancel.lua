@@ -1,7 +1,8 @@
 -- bench/nvim/cancel.lua — workload 5 in Neovim: stop a process tree.
 --
 --   BENCH_VARIANT   core | jobstop | luv_kill
---   BENCH_TREE      "term" (honours SIGTERM) or "ignore" (ignores it)
+--   BENCH_TREE      "term" (honours SIGTERM), "ignore" (ignores it) or "leader"
+--                   (the leader exits on it, the rest of its group ignores it)
 --   BENCH_GRACE_MS  grace before SIGKILL for core and luv_kill (500);
 --                   jobstop's is Neovim's own (KILL_TIMEOUT_MS, 2 s)
 --   BENCH_PIDFILE   where bench/tree.sh lists its pids
@@ -85,7 +86,7 @@ lib.nvim_main(function(finish)
     if cleanup then cleanup() end
     res.variant, res.tree = VARIANT, TREE
     res.cancel_ms = t1 - t0
-    res.over_grace_ms = TREE == "ignore" and res.cancel_ms - res.grace_ms or nil
+    res.over_grace_ms = TREE ~= "term" and res.cancel_ms - res.grace_ms or nil
     finish(res)
   end
   local stop = assert(variants[VARIANT], "unknown variant " .. VARIANT)(ended)
