@@ -10,19 +10,11 @@ return function(T, ctx)
   local function test(name, fn) T.test(P .. "burst: " .. name, fn) end
   local N = tonumber(os.getenv("BURST") or "") or (ctx and ctx.nvim and 1000 or 5000)
 
-  -- The shepherd of an engine: the oldest ancestor of one of its jobs whose
-  -- command line names proctor-shepherd (the job's reaper, below it, is a
-  -- fork of it).
+  -- The shepherd of an engine, found above one of its jobs.
   local function shepherd_of(eng)
     local id = assert(eng:start{ cmd = { "sleep", "1000" } })
     U.wait_state(eng, id, "running")
-    local p, found = eng:get(id).pid, nil
-    for _ = 1, 4 do
-      p = U.ppid(p)
-      if not p or p <= 1 then break end
-      if not (U.read_file("/proc/" .. p .. "/cmdline") or ""):find("proctor%-shepherd") then break end
-      found = p
-    end
+    local found = U.shepherd(eng:get(id).pid)
     T.eq(eng:cancel(id, true), "canceling")
     U.collect(eng, { id }, 10000)
     return assert(found, "no shepherd above the job")

@@ -34,53 +34,18 @@ return function(T, ctx)
     return pid
   end
 
-  -- The shepherd of an engine: the oldest ancestor of its job `id` whose
-  -- command line names proctor-shepherd (the job's reaper, below it, is a
-  -- fork of it).
-  local function shepherd_of(eng, id)
-    local p, found = eng:get(id).pid, nil
-    for _ = 1, 4 do
-      p = U.ppid(p)
-      if not p or p <= 1 then break end
-      if not (U.read_file("/proc/" .. p .. "/cmdline") or ""):find("proctor%-shepherd") then break end
-      found = p
-    end
-    return found
-  end
-
-  test("an escapee with setsid and an empty environment dies with its execution while others run", function()
-    local eng = assert(core.new{})
-    local dir = tmpdir()
-    local pid
-    local ok, err = pcall(function()
-      local other = assert(eng:start{ cmd = { "sleep", "1000" } }) -- the engine is not idle
-      U.wait_state(eng, other, "running")
-      local r = U.run(eng, { cmd = { "sh", "-c", escapee_cmd(dir .. "/pid") .. "; echo started" } })
-      T.eq(r.final.state, "completed")
-      pid = pid_from(dir .. "/pid")
-      T.ok(pid, "the escapee did not start")
-      T.eq(U.read_file(dir .. "/pid.env"), "", "the escapee's environment is empty")
-      T.ok(U.wait_until(function() return not U.alive(pid) end, 3000), "the escapee outlived its execution")
-      T.eq(eng:get(other).state, "running", "the other execution was not touched")
-    end)
-    if pid and U.alive(pid) then os.execute("kill -9 " .. pid) end
-    os.execute("rm -rf '" .. dir .. "'")
-    eng:close()
-    assert(ok, err)
-  end)
-
-  test("an escapee with an empty environment dies on cancel too, while others run", function()
-    local eng = assert(core.new{ kill_grace_ms = 500 })
+  -- Run `body(eng, dir)` beside another running execution (the engine is
+  -- never idle, so "no job left" never explains a kill); body returns the
+  -- escapee's pid, which must then die while the other execution runs on.
+  local function beside_another(opts, body)
+    local eng = assert(core.new(opts))
     local dir = tmpdir()
     local pid
     local ok, err = pcall(function()
       local other = assert(eng:start{ cmd = { "sleep", "1000" } })
       U.wait_state(eng, other, "running")
-      local id = assert(eng:start{ cmd = { "sh", "-c", escapee_cmd(dir .. "/pid") .. "; sleep 1000" } })
-      pid = pid_from(dir .. "/pid")
+      pid = body(eng, dir)
       T.ok(pid, "the escapee did not start")
-      T.eq(eng:cancel(id), "canceling")
-      T.eq(U.collect(eng, { id }, 10000)[id].final.state, "canceled")
       T.ok(U.wait_until(function() return not U.alive(pid) end, 3000), "the escapee outlived its execution")
       T.eq(eng:get(other).state, "running", "the other execution was not touched")
     end)
@@ -88,6 +53,25 @@ return function(T, ctx)
     os.execute("rm -rf '" .. dir .. "'")
     eng:close()
     assert(ok, err)
+  end
+
+  test("an escapee with setsid and an empty environment dies with its execution while others run", function()
+    beside_another({}, function(eng, dir)
+      local r = U.run(eng, { cmd = { "sh", "-c", escapee_cmd(dir .. "/pid") .. "; echo started" } })
+      T.eq(r.final.state, "completed")
+      T.eq(U.read_file(dir .. "/pid.env"), "", "the escapee's environment is empty")
+      return pid_from(dir .. "/pid")
+    end)
+  end)
+
+  test("an escapee with an empty environment dies on cancel too, while others run", function()
+    beside_another({ kill_grace_ms = 500 }, function(eng, dir)
+      local id = assert(eng:start{ cmd = { "sh", "-c", escapee_cmd(dir .. "/pid") .. "; sleep 1000" } })
+      local pid = pid_from(dir .. "/pid")
+      T.eq(eng:cancel(id), "canceling")
+      T.eq(U.collect(eng, { id }, 10000)[id].final.state, "canceled")
+      return pid
+    end)
   end)
 
   -- Start the executions a SIGKILLed shepherd leaves behind: a setsid
@@ -106,7 +90,7 @@ return function(T, ctx)
     T.ok(untagged, "the untagged escapee did not start")
     T.ok(U.wait_until(function() return #U.tagged(tag) >= 5 end, 5000), "the jobs did not start")
     U.wait_state(eng, a, "running")
-    local shep = shepherd_of(eng, a)
+    local shep = U.shepherd(eng:get(a).pid)
     T.ok(shep, "no shepherd")
     return { a, b, c }, tag, untagged, shep
   end

@@ -180,6 +180,19 @@ function U.ppid(pid)
   return s and tonumber(s:match("%) %a (%d+)"))
 end
 
+-- The shepherd above a job's leader: the oldest ancestor that runs
+-- proctor-shepherd (leader -> the job's reaper, a fork of it -> the shepherd).
+function U.shepherd(pid)
+  local found
+  for _ = 1, 4 do
+    pid = U.ppid(pid)
+    if not pid or pid <= 1 then break end
+    if not (U.read_file("/proc/" .. pid .. "/cmdline") or ""):find("proctor%-shepherd") then break end
+    found = pid
+  end
+  return found
+end
+
 function U.sh(cmd)
   local p = io.popen(cmd)
   local out = p:read("a")
