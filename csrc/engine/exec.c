@@ -377,7 +377,7 @@ static void spawned_blind(pr_exec_t *x) {
                     "streams; the process was killed");
   for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
   x->stopping = 1;
-  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, PR_WF_STOPPING, x->id, SIGKILL, 0, NULL, 0);
+  kill_job(x);
 }
 
 void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds) {

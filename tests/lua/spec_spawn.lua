@@ -109,8 +109,8 @@ return function(T, ctx)
     local tag = U.tag()
     local id = assert(eng:start{ cmd = { "sleep", "600" }, env = { PROCTOR_TEST_TAG = tag } })
     local pid = U.wait_state(eng, id, "running").pid
-    local shep = U.ppid(pid)
-    T.ok(shep and shep > 1, "the shepherd is the job's parent")
+    local shep = U.shepherd(pid)
+    T.ok(shep and shep > 1, "the shepherd is above the job (its reaper between)")
     os.execute("kill -STOP " .. shep)
     -- starts pile up: the shepherd's socket fills (60 KiB of environment each),
     -- the rest waits in the engine
