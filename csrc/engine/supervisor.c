@@ -9,6 +9,7 @@
  *   uv_poll_t on our end: readable → pr_wire_recv → the owner's pr_sup_ops_t
  *                          writable → flush sendq (only while it is non-empty)
  *   EOF (the shepherd died) → the owner's lost() → sweep: kill what carries its tag
+ *   shutdown: SHUTDOWN, wait for EOF (bounded); no EOF → SIGKILL it, then the sweep
  */
 
 #include "engine/supervisor.h"
