@@ -391,13 +391,6 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
   return 0;
 }
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-
 /* Is `pid` the process whose fd 3 is the shepherd's end of our socket? */
 static int holds_peer(const pr_sup_t *s, long pid) {
   char path[64], link[64], want[64];

@@ -26,6 +26,15 @@ return function(T, ctx)
   end
 
   -- A file the test may create (a private directory, removed by the caller).
+  -- cancel! went out at t0: the execution ends canceled well before its
+  -- 120 s grace, and nothing of its job is left.
+  local function killed_at_once(eng, id, tag, t0, why)
+    local r = U.collect(eng, { id }, 60000)[id]
+    T.eq(r.final.state, "canceled")
+    T.ok(U.now() - t0 < 60000, why)
+    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 2000), "left: " .. T.fmt(U.tagged(tag)))
+  end
+
   local function tmpdir()
     return (U.sh("mktemp -d"):gsub("%s+$", ""))
   end
@@ -55,10 +64,7 @@ return function(T, ctx)
         { kill_grace_ms = 120000 })
       local t0 = U.now()
       T.eq(eng:cancel(id, true), "canceling")
-      local r = U.collect(eng, { id }, 60000)[id]
-      T.eq(r.final.state, "canceled")
-      T.ok(U.now() - t0 < 60000, "the force did not kill before the grace")
-      T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 2000), "left: " .. T.fmt(U.tagged(tag)))
+      killed_at_once(eng, id, tag, t0, "the force did not kill before the grace")
     end)
     eng:close()
     assert(ok, err)
@@ -144,10 +150,7 @@ return function(T, ctx)
       T.eq(#U.tagged(tag), 1, "the TERM-ignoring child has its grace")
       local t0 = U.now()
       T.eq(eng:cancel(id, true), "already_canceling")
-      local r = U.collect(eng, { id }, 60000)[id]
-      T.eq(r.final.state, "canceled")
-      T.ok(U.now() - t0 < 60000, "the force waited for the grace")
-      T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 2000), "left: " .. T.fmt(U.tagged(tag)))
+      killed_at_once(eng, id, tag, t0, "the force waited for the grace")
     end)
     eng:close()
     assert(ok, err)
