@@ -30,13 +30,10 @@
 
 #include "base/clock.h"
 #include "base/locked.h"
+#include "base/pidfd.h"
 #include "engine/secrets.h"
 #include "engine/supervisor.h"
 #include "engine/vault.h"
-
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 
 static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "base/locked.h"
+#include "base/pidfd.h"
 #include "include/proctor.h"
 
 typedef struct {
@@ -149,13 +150,6 @@ static int flush(pr_sup_t *s) {
 }
 
 /* ---- a dead shepherd's leftovers --------------------------------------------------- */
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 
 /* Whether process `pid`'s initial environment holds a string starting with
  * `needle` (n bytes). */

@@ -24,14 +24,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/pidfd.h"
 #include "base/wire.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
