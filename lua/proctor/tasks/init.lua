@@ -294,13 +294,10 @@ end
 
 function H.fail(msg) return nil, "EINVAL: " .. msg, "EINVAL" end
 
+-- The task options nobody set come from the config (its schema holds their
+-- defaults; config.get() always has them merged in). Read-only.
 function H.defaults()
-  local d = require("proctor.config").get().task_defaults or {}
-  return {
-    quickfix = d.quickfix or "on_failure", open_quickfix = d.open_quickfix or false,
-    debounce_ms = d.debounce_ms or 200, max_restarts = d.max_restarts or 5, backoff_ms = d.backoff_ms or 500,
-    backoff_max_ms = d.backoff_max_ms or 30000, healthy_ms = d.healthy_ms or 10000, max_problems = d.max_problems or 10000,
-  }
+  return require("proctor.config").get().task_defaults
 end
 
 -- Split a spec into run{} fields and task options; validate the options.
