@@ -249,7 +249,12 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
       pr_notify_purged(c->xc.ls); /* the history file shrinks too */
     }
     break;
-  case PR_CMD_INPUT: cmd->rc = x ? pr_exec_input(x, cmd->data, cmd->len) : PR_ENOENT; break;
+  case PR_CMD_INPUT:
+    cmd->rc = x ? pr_exec_input(x, cmd->data, cmd->len) : PR_ENOENT;
+    /* A ^C the user types into a pty becomes the tty's SIGINT: a death by it
+     * is then the user's interrupt, not a failure (pr_exec_on_exited). */
+    if (cmd->rc == 0 && x->pty && memchr(cmd->data, 3, cmd->len) != NULL) x->interrupted = 1;
+    break;
   case PR_CMD_CLOSE_STDIN: cmd->rc = x ? pr_exec_close_stdin(x) : PR_ENOENT; break;
   case PR_CMD_RESIZE:
     cmd->rc = x ? pr_exec_resize(x, (uint16_t)cmd->a, (uint16_t)cmd->b) : PR_ENOENT;

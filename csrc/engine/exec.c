@@ -445,9 +445,11 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h) {
   x->exited = 1;
   if (h->flags & PR_WF_SIGNALED) {
     x->signal = (int)h->b;
+    if (x->interrupted && x->signal == SIGINT) decide(x, PR_CANCELED, "interrupted");
     decide(x, PR_FAILED, "signal");
   } else {
     x->exit_code = (int)h->b;
+    if (x->interrupted && x->exit_code == 128 + SIGINT) decide(x, PR_CANCELED, "interrupted"); /* a shell's way */
     decide(x, x->exit_code == 0 ? PR_COMPLETED : PR_FAILED, "exit");
   }
   if (h->flags & PR_WF_EMPTY) x->empty = 1;

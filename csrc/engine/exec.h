@@ -114,6 +114,7 @@ struct pr_exec {
   int exited;        /* shepherd reported the leader's exit */
   int empty;         /* shepherd reported no process of the job left (or it is lost) */
   int finished;      /* terminal event emitted */
+  int interrupted;   /* a ^C was written to its pty (the tty's SIGINT is the user's) */
   int released;      /* RELEASE sent to the shepherd */
   char *reason, *error;
   int exit_code, signal;

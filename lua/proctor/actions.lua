@@ -597,7 +597,7 @@ function H.pick(name, a, opts)
   local eng = M.engine()
   local recs = {}
   for _, r in ipairs(eng:list()) do
-    if M.fits(a, r) then recs[#recs + 1] = engine.decorate(r) end
+    if M.fits(a, r) then recs[#recs + 1] = (r) end
   end
   if #recs == 0 then
     local what = ({ live = "running execution", done = "finished execution" })[a.want] or "execution"

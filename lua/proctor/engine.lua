@@ -51,11 +51,6 @@ M.last_id = nil
 --- Ids whose cancel this layer requested, until they end (the bar says "canceling…").
 ---@type table<integer, boolean>
 M.canceling = {}
---- Ids of PTY executions a ^C was typed into (their console). One that then
---- dies of SIGINT (or exits 130, a shell's way of saying so) was interrupted
---- by the user: the layer shows it canceled (reason "interrupted"), not failed.
----@type table<integer, boolean>
-M.interrupted = {}
 --- Bytes of one stream per poll at least (0: output_max_bytes decides); set
 --- by proctor.tasks.reader while it follows executions.
 M.output_floor = 0
@@ -211,20 +206,6 @@ function M.rpc_error() return H.rpc_error end
 ---@return proctor.Engine|nil
 function M.current() return not H.closing and H.eng or nil end
 
---- `rec` (a record or state event) as this layer shows it: an execution the
---- user interrupted with ^C (M.interrupted) that died of it is "canceled",
---- reason "interrupted". Changes `rec` in place and returns it.
----@generic T
----@param rec T
----@return T
-function M.decorate(rec)
-  if rec and rec.state == "failed" and M.interrupted[rec.id] and (rec.signal == "SIGINT" or rec.exit_code == 130) then
-    rec.state = "canceled"
-    rec.reason = "interrupted"
-  end
-  return rec
-end
-
 --- Subscribe to every event. `fn(ev)` runs on the main loop, never in fast context.
 ---@param name string a unique name (subscribing again replaces)
 ---@param fn fun(ev: table)
@@ -277,7 +258,6 @@ function M.forget(id)
   M.state[id] = nil
   M.specs[id] = nil
   M.canceling[id] = nil
-  M.interrupted[id] = nil
 end
 
 --- Cancel every live execution, wait for them bounded by the grace period, close.
@@ -324,7 +304,7 @@ function M._reset()
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
   M.state, M.counts, M.specs, M.last_id, M.output_floor, M.output_behind = {}, {}, {}, nil, 0, nil
-  M.canceling, M.interrupted = {}, {}
+  M.canceling = {}
 end
 
 -- Helpers ------------------------------------------------------------------------
@@ -405,7 +385,6 @@ end
 function H.dispatch(ev)
   if ev.type == "state" then
     if M.TERMINAL[ev.state] then
-      M.decorate(ev)
       M.canceling[ev.id] = nil
     end
     local prev = M.state[ev.id]

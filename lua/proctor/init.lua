@@ -177,7 +177,7 @@ function M.record(id)
   local tasks = rec and package.loaded["proctor.tasks"]
   local info = tasks and tasks.info(id)
   if info then rec.task, rec.prev_id = info.task, info.prev_id end
-  return engine.decorate(rec), msg, name
+  return (rec), msg, name
 end
 
 --- Records of all executions, in id order. `filter.state` limits to one state.
@@ -188,7 +188,6 @@ function M.list(filter)
   if not eng then return {} end
   local ok, res = pcall(eng.list, eng, filter)
   if not ok then return {} end
-  for _, r in ipairs(res or {}) do engine.decorate(r) end
   return res or {}
 end
 
@@ -349,7 +348,7 @@ function H.on_event(ev)
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
   local rec
   local eng = engine.current()
-  if eng then rec = engine.decorate(eng:get(id)) end
+  if eng then rec = (eng:get(id)) end
   rec = rec or vim.tbl_extend("force", {}, ev)
   -- The record as of this event (the core may already be further along).
   rec.state, rec.prev = ev.state, ev.prev

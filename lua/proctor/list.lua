@@ -286,7 +286,6 @@ function H.records()
   if not eng then return {} end
   local ok, recs = pcall(eng.list, eng)
   if not ok then return {} end
-  for _, r in ipairs(recs) do engine.decorate(r) end
   return recs
 end
 

@@ -19,7 +19,7 @@ local compat = require("proctor.compat")
 ---@return string[]
 function M.execution_lines(id)
   require("proctor.actions").engine()
-  local rec = util.check(require("proctor").record(id)) -- decorated, with its task links
+  local rec = util.check(require("proctor").record(id)) -- with its task links
   local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
   local function add(k, v) if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end end
   add("command", util.cmd_string(rec.cmd))

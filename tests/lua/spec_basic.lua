@@ -181,6 +181,38 @@ return function(T, ctx)
     T.eq(name, "EINVAL")
   end)
 
+  test("pty: a ^C typed into it that ends the program is canceled (interrupted), not failed", function()
+    -- The tty turns ^C into SIGINT for the foreground group; the user asked
+    -- for the end, so every surface (get, events, history, RPC) says canceled.
+    local id = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, pty = true })
+    U.wait_output(eng, id, "ready")
+    U.wait_until(function() -- sh has exec'd sleep (it, not sh, holds the tty's foreground)
+      local pid = eng:get(id).pid
+      return U.read_file("/proc/" .. pid .. "/comm") == "sleep\n"
+    end, 10000)
+    T.eq(eng:input(id, "\3"), true)
+    local r = U.collect(eng, { id })[id]
+    T.eq(r.final.state, "canceled")
+    T.eq(r.final.reason, "interrupted")
+    T.eq(eng:get(id).state, "canceled")
+    T.eq(eng:get(id).signal, "SIGINT")
+    -- A SIGINT that no ^C asked for (sent from outside) is still a failure.
+    local id2 = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, pty = true })
+    U.wait_output(eng, id2, "ready")
+    local pid2 = eng:get(id2).pid
+    U.wait_until(function() return U.read_file("/proc/" .. pid2 .. "/comm") == "sleep\n" end, 10000)
+    U.sh("kill -INT " .. pid2)
+    local r2 = U.collect(eng, { id2 })[id2]
+    T.eq(r2.final.state, "failed")
+    T.eq(r2.final.reason, "signal")
+    -- A pipe execution reads ^C as a byte: nothing is interrupted.
+    local id3 = assert(eng:start{ cmd = { "sh", "-c", "head -c 1 >/dev/null; kill -INT $$" }, stdin = true })
+    U.wait_state(eng, id3, "running")
+    T.eq(eng:input(id3, "\3"), true)
+    local r3 = U.collect(eng, { id3 })[id3]
+    T.eq(r3.final.state, "failed", "a pipe's ^C byte is data, not the user's interrupt")
+  end)
+
   test("pty: a size given before the process runs is its size once it runs", function()
     -- A resize right after start meets the execution queued or starting (the
     -- spawn is a round trip to the shepherd); it is kept and applied as soon

@@ -210,7 +210,7 @@ function M.bar(win)
   local id = ok and M.id_of_buf(buf)
   if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
   local eng = engine.current()
-  local rec = eng and engine.decorate(eng:get(id))
+  local rec = eng and (eng:get(id))
   if not rec then return "proctor #" .. id .. " (deleted)" end
   local text
   if vim.b[buf].proctor_view == "text" then
@@ -327,7 +327,7 @@ function H.create(eng, rec, win)
       c.backlog:start(s, 0)
     end
   end
-  if engine.TERMINAL[rec.state] then c.ended = engine.decorate(rec) end
+  if engine.TERMINAL[rec.state] then c.ended = (rec) end
   H.mark(c)
   H.ensure_ticker()
   return c
@@ -491,7 +491,7 @@ function H.on_event(ev)
     if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
     local eng = engine.current()
-    c.ended = engine.decorate(eng and eng:get(ev.id)) or ev
+    c.ended = (eng and eng:get(ev.id)) or ev
     H.mark(c)
     H.redraw_bars()
   else
@@ -509,8 +509,8 @@ function H.on_input(c, data)
   local proctor = require("proctor")
   if c.ended then return end
   if c.pty then
-    -- ^C: the tty sends SIGINT; if it ends the program, the user interrupted it
-    if data:find("\3", 1, true) then engine.interrupted[c.id] = true end
+    -- ^C: the tty sends SIGINT; the core records a death by it as the user's
+    -- interrupt (canceled, reason "interrupted")
     local ok, msg = proctor.input(c.id, data)
     if not ok then util.notify(tostring(msg)) end
     return
