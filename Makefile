@@ -60,9 +60,11 @@ setup: ## install missing Debian packages (as root) or say which are missing
 
 # --- the shepherd: a plain program, shared by both builds -----------------------
 # It shares only base/ with the core: the wire protocol, the id map, the buffer.
+# Bound at load (-z now): a lazy binding saves the vector registers on the
+# stack, and they hold pieces of the last spawn request (secret values).
 SHEPHERD_SRC = $(wildcard csrc/shepherd/*.c) csrc/base/wire.c csrc/base/idmap.c csrc/base/buf.c
-$(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) | $(BUILD)
-	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -o $@.tmp $(SHEPHERD_SRC)
+$(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
+	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -Wl,-z,now,-z,relro -o $@.tmp $(SHEPHERD_SRC)
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)

@@ -16,8 +16,15 @@ int pr_buf_reserve(pr_buf_t *b, size_t n) {
   size_t cap = b->cap ? b->cap : 4096;
   while (cap < b->len + n) cap *= 2;
   if (b->max && cap > b->max) cap = b->max;
-  char *p = realloc(b->p, cap);
-  if (p == NULL) return b->err = PR_ENOMEM;
+  char *p;
+  if (b->wipe && b->p) { /* realloc could leave the old bytes in freed memory */
+    if ((p = malloc(cap)) == NULL) return b->err = PR_ENOMEM;
+    memcpy(p, b->p, b->len);
+    explicit_bzero(b->p, b->cap);
+    free(b->p);
+  } else if ((p = realloc(b->p, cap)) == NULL) {
+    return b->err = PR_ENOMEM;
+  }
   b->p = p;
   b->cap = cap;
   return 0;
@@ -38,4 +45,7 @@ char *pr_buf_release(pr_buf_t *b) {
   return p;
 }
 
-void pr_buf_free(pr_buf_t *b) { free(pr_buf_release(b)); }
+void pr_buf_free(pr_buf_t *b) {
+  if (b->wipe && b->p) explicit_bzero(b->p, b->cap);
+  free(pr_buf_release(b));
+}

@@ -21,6 +21,8 @@ typedef struct {
   size_t cap; /* bytes allocated */
   size_t max; /* most bytes it may hold; 0 = no cap */
   int err;    /* 0, or the first error: PR_ENOMEM, PR_ETOOBIG */
+  int wipe;   /* set by the owner: growth and pr_buf_free zero the bytes they
+               * leave behind (a buffer that holds secret values) */
 } pr_buf_t;
 
 #define PR_BUF_INIT(maxbytes) {NULL, 0, 0, (maxbytes), 0}

@@ -80,21 +80,29 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
   for (int i = 0; i < nfds; i++) close(fds[i]); /* the engine never sends fds */
   switch (h->type) {
   case PR_W_SPAWN: {
+    pend.buf.wipe = 1;
     if (pend.buf.p == NULL || pend.job != h->job) {
+      if (pend.buf.p) explicit_bzero(pend.buf.p, pend.buf.len); /* a partial one, abandoned */
       pend.buf.len = 0;
       pend.job = h->job;
       pend.flags = h->flags;
       pend.a = h->a;
       pend.b = h->b;
     }
-    if (pr_buf_add(&pend.buf, payload, h->len) != 0) {
+    /* A spawn request carries secret values: no copy outlives the spawn (the
+     * receive buffer, the assembled request; the reaper wipes its own). */
+    int rc = pr_buf_add(&pend.buf, payload, h->len);
+    explicit_bzero((char *)payload, h->len);
+    if (rc != 0) {
       pr_shep_fail_spawn(h->job, ENOMEM, PR_STAGE_SETUP);
+      if (pend.buf.p) explicit_bzero(pend.buf.p, pend.buf.len);
       pend.buf.err = 0;
       pend.buf.len = 0;
       return;
     }
     if (h->flags & PR_WF_MORE) return;
     pr_shep_spawn(pend.job, pend.flags, pend.a, pend.b, pend.buf.p, pend.buf.len);
+    explicit_bzero(pend.buf.p, pend.buf.len);
     pend.buf.len = 0;
     pend.job = 0;
     if (pend.buf.cap > (1u << 20)) pr_buf_free(&pend.buf);

@@ -274,6 +274,7 @@ void pr_reaper_main(const pr_spawn_args_t *a) {
   pid_t pid = sfd < 0 ? (errno = EMFILE, stage = PR_STAGE_SETUP, -1) : pr_shep_exec_job(a, &stage);
   for (int i = 1; i < 5; i++)
     if (keep[i] >= 0) close(keep[i]);
+  explicit_bzero(a->payload, a->len); /* the job has its environment: no copy of a secret here */
   if (pid < 0) {
     report(PR_W_FAILED, 0, errno, stage, -1);
     _exit(0);

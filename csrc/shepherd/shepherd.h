@@ -89,6 +89,8 @@ typedef struct {
   int slave, fin, fout, ferr; /* the child's ends (-1: none) */
   const char *cwd;
   char **argv, **envp;
+  char *payload;            /* the request all of the above points into (secret */
+  size_t len;               /* values among its env strings): wiped once the job runs */
 } pr_spawn_args_t;
 
 /* In the child: exec the job's program (clone(CLONE_VM|CLONE_VFORK) + exec

@@ -191,7 +191,7 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
 
   pr_spawn_args_t sa = {.id = id, .flags = flags, .slave = slave,
                         .fin = (flags & PR_WF_STDIN) ? in[0] : -1, .fout = out[1], .ferr = err[1],
-                        .cwd = cwd, .argv = argv, .envp = envp};
+                        .cwd = cwd, .argv = argv, .envp = envp, .payload = payload, .len = len};
   pid_t pid = fork();
   if (pid == 0) pr_reaper_main(&sa); /* never returns */
   if (pid < 0) {

@@ -211,6 +211,49 @@ return function(T, opts)
     return table.concat(v, ",")
   end
 
+  -- Whether process `pid`'s writable memory holds `needle` anywhere.
+  local function memory_holds(pid, needle)
+    local maps = assert(io.open("/proc/" .. pid .. "/maps", "r"))
+    local mem = assert(io.open("/proc/" .. pid .. "/mem", "rb"))
+    local found = false
+    for line in maps:lines() do
+      local a, b, perm = line:match("^(%x+)%-(%x+) (....)")
+      if perm and perm:sub(1, 2) == "rw" and not line:find("%[vvar") then
+        local lo, hi = tonumber(a, 16), tonumber(b, 16)
+        local tail = ""
+        while lo < hi and not found do
+          local n = math.min(hi - lo, 1 << 20)
+          local chunk = mem:seek("set", lo) and mem:read(n)
+          if not chunk then break end
+          found = (tail .. chunk):find(needle, 1, true) ~= nil
+          tail = chunk:sub(-#needle)
+          lo = lo + n
+        end
+      end
+      if found then break end
+    end
+    maps:close()
+    mem:close()
+    return found
+  end
+
+  test("the shepherd and the job's reaper keep no copy of a secret once the job runs", function()
+    local eng = assert(core.new{})
+    local value = "sheep-" .. U.tag() .. "-Zx7"
+    local id = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, secrets = { S = value } })
+    U.wait_output(eng, id, "ready")
+    local leader = eng:get(id).pid
+    local reaper, shepherd = U.ppid(leader), U.shepherd(leader)
+    T.ok(reaper and shepherd and reaper ~= shepherd, "the job's reaper and the shepherd")
+    -- the probe itself works: the job's own environment holds the value
+    T.ok(memory_holds(leader, value), "the scan finds the value where it must be (the child)")
+    T.ok(not memory_holds(shepherd, value), "the shepherd's memory holds the secret value")
+    T.ok(not memory_holds(reaper, value), "the job's reaper's memory holds the secret value")
+    eng:cancel(id, true)
+    U.collect(eng, { id })
+    eng:close()
+  end)
+
   test("env_allow inherits only the listed keys; env, secrets and PROCTOR_* are added", function()
     local eng = assert(core.new{})
     local env = child_env(eng, { env_allow = { "PATH", "HOME", "NO_SUCH_VAR_X" }, env = { A = "1" },
