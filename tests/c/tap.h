@@ -2,12 +2,14 @@
  *
  * Prints "PASS name" / "FAIL name: file:line: expr" per test, like every
  * other tier (tests/run counts those lines). CHECK records a failure and
- * returns from the test function.
+ * returns from the test function. PROCTOR_TEST=word1,word2 runs only the tests
+ * whose name contains one of the words (like every other tier).
  */
 #ifndef PR_TAP_H
 #define PR_TAP_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tap_failed_now, tap_passed, tap_failed;
@@ -32,8 +34,27 @@ static char tap_why[512];
     }                                                                                    \
   } while (0)
 
+/* Is the test `name` selected by PROCTOR_TEST? */
+static int tap_selected(const char *name) {
+  const char *only = getenv("PROCTOR_TEST");
+  if (only == NULL || *only == 0) return 1;
+  while (*only) {
+    const char *end = strchr(only, ',');
+    size_t n = end ? (size_t)(end - only) : strlen(only);
+    char word[128];
+    if (n > 0 && n < sizeof(word)) {
+      memcpy(word, only, n);
+      word[n] = 0;
+      if (strstr(name, word)) return 1;
+    }
+    only += n + (end != NULL);
+  }
+  return 0;
+}
+
 #define RUN(fn)                                                                          \
   do {                                                                                   \
+    if (!tap_selected(#fn)) break;                                                       \
     tap_failed_now = 0;                                                                  \
     fn();                                                                                \
     if (tap_failed_now) {                                                                \

@@ -6,8 +6,27 @@
 --   local T = require("harness")
 --   T.test("name", function() T.eq(1, 1) end)
 --   T.finish()   -- exits non-zero when something failed (lua5.4)
+--
+-- PROCTOR_TEST=word1,word2 runs only the tests whose name contains one of the
+-- words (plain text). Inside a test, T.defer(fn) registers a cleanup that runs
+-- when the test ends, passed or failed (last registered first): processes,
+-- engines and directories a failing assertion would otherwise leave behind.
 
 local T = { passed = 0, failed = 0, out = io.stdout }
+
+local only = os.getenv("PROCTOR_TEST")
+if only == "" then only = nil end
+
+--- Is a test of this name selected by PROCTOR_TEST?
+function T.selected(name)
+  if not only then return true end
+  for w in only:gmatch("[^,]+") do
+    if name:find(w, 1, true) then return true end
+  end
+  return false
+end
+
+local cleanups -- the running test's T.defer list
 
 local function fmt(v)
   if type(v) == "string" then return string.format("%q", #v > 200 and v:sub(1, 200) .. "..." or v) end
@@ -21,8 +40,21 @@ T.fmt = fmt
 
 function T.say(s) T.out:write(s, "\n"); T.out:flush() end
 
+function T.defer(fn)
+  assert(cleanups, "T.defer outside a test")
+  cleanups[#cleanups + 1] = fn
+end
+
 function T.test(name, fn)
+  if not T.selected(name) then return end
+  local outer = cleanups
+  cleanups = {}
   local ok, err = xpcall(fn, debug.traceback)
+  for i = #cleanups, 1, -1 do
+    local cok, cerr = xpcall(cleanups[i], debug.traceback)
+    if not cok and ok then ok, err = false, "cleanup: " .. tostring(cerr) end
+  end
+  cleanups = outer
   if ok then
     T.passed = T.passed + 1
     T.say("PASS " .. name)

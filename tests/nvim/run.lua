@@ -14,20 +14,29 @@ vim.cmd("runtime plugin/proctor.lua")
 local T = require("harness")
 local H = require("helpers")
 
--- T.test with a filter: PROCTOR_TEST=word1,word2 runs only tests whose name contains one.
-local only = os.getenv("PROCTOR_TEST")
+-- PROCTOR_TEST=word1,word2 runs only tests whose name contains one (the
+-- harness filters); SPEC=spec_api,spec_stress runs only those specs.
 local function test(name, fn)
-  if only then
-    local hit = false
-    for w in only:gmatch("[^,]+") do hit = hit or name:find(w, 1, true) ~= nil end
-    if not hit then return end
-  end
+  if not T.selected(name) then return end
   local t0 = H.hrms()
   T.test(name, fn)
   if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end
 end
 
 local specs = { "spec_model", "spec_api", "spec_console", "spec_size", "spec_commands", "spec_rpc", "spec_layer_history", "spec_ux", "spec_stress", "spec_tasks", "spec_deprecation" }
+local only = os.getenv("SPEC")
+if only and only ~= "" then
+  local known = {}
+  for _, s in ipairs(specs) do known[s] = true end
+  specs = {}
+  for s in only:gmatch("[^,]+") do
+    if not known[s] then
+      T.say("FAIL nvim-layer: SPEC: no spec named '" .. s .. "'")
+      vim.cmd("cquit 1")
+    end
+    specs[#specs + 1] = s
+  end
+end
 for _, s in ipairs(specs) do
   local ok, err = xpcall(function() require(s)(test, T, H) end, debug.traceback)
   if not ok then T.say("FAIL " .. s .. " (loading): " .. tostring(err):gsub("\n", "\n    ")) T.failed = T.failed + 1 end
