@@ -9,14 +9,18 @@ return function(T, ctx)
 
   test("500 runs of a 20 KiB printf under a pty deliver every byte before the exit event", function()
     local eng = assert(core.new{ max_running = 16 })
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
     -- 20 KiB of distinct lines, no CR/LF translation surprises: compare after removing \r
     local lines = {}
     for i = 1, 320 do lines[i] = ("%063d"):format(i) end
     local payload = table.concat(lines, "\n") .. "\n"
-    local f = io.open("/tmp/proctor-test-20k", "w"); f:write(payload); f:close()
-    local N = ctx and ctx.nvim and 100 or 500
+    local file = dir .. "/20k"
+    U.write_file(file, payload)
+    local N = tonumber(os.getenv("PTY_RUNS") or "") or (ctx and ctx.nvim and 100 or 500)
     local ids = {}
-    for i = 1, N do ids[i] = assert(eng:start{ cmd = { "cat", "/tmp/proctor-test-20k" }, pty = true }) end
+    for i = 1, N do ids[i] = assert(eng:start{ cmd = { "cat", file }, pty = true }) end
     local res = U.collect(eng, ids, 120000)
     local bad, first_bad = 0, nil
     for _, id in ipairs(ids) do
@@ -34,17 +38,19 @@ return function(T, ctx)
       end
     end
     T.eq(bad, 0, "runs with missing bytes; the first: " .. tostring(first_bad))
-    eng:close()
   end)
 
   test("100 MiB through input into sha256sum gives the right hash", function()
     local eng = assert(core.new{})
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
     local chunk = {}
     for i = 1, 16384 do chunk[i] = string.char(i % 251) end
     chunk = table.concat(chunk) -- 16 KiB, not periodic with the pipe size
     local block = chunk:rep(64) -- 1 MiB
-    local f = io.open("/tmp/proctor-test-1m", "wb"); f:write(block); f:close()
-    local expect = U.sh("for i in $(seq 100); do cat /tmp/proctor-test-1m; done | sha256sum"):match("^(%x+)")
+    U.write_file(dir .. "/1m", block)
+    local expect = U.sh("for i in $(seq 100); do cat " .. dir .. "/1m; done | sha256sum"):match("^(%x+)")
     local id = assert(eng:start{ cmd = { "sha256sum" }, stdin = true })
     for _ = 1, 100 do
       local ok, _, name = eng:input(id, block)
@@ -58,14 +64,18 @@ return function(T, ctx)
     T.eq(eng:close_stdin(id), true)
     local r = U.collect(eng, { id }, 60000)[id]
     T.eq(r.out.stdout:match("^(%x+)"), expect)
-    eng:close()
   end)
 
   test("a running child that does not read: at most 16 MiB of input wait in the host (EBUSY), then it catches up", function()
     local eng = assert(core.new{})
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
     local MiB = 1024 * 1024
     local block = ("b"):rep(MiB)
-    local id = assert(eng:start{ cmd = { "sh", "-c", "sleep 1; exec wc -c" }, stdin = true })
+    -- wc starts reading once the test says so (the file `go` exists)
+    local id = assert(eng:start{ cmd = { "sh", "-c", "while [ ! -e " .. dir .. "/go ]; do sleep 0.02; done; exec wc -c" },
+      stdin = true })
     U.wait_state(eng, id, "running")
     local accepted, name = 0, nil
     for _ = 1, 40 do
@@ -80,18 +90,18 @@ return function(T, ctx)
     T.eq(name, "EBUSY", "refused once 16 MiB wait")
     -- 16 MiB queued in the host, the pipe's 64 KiB, and the input that crossed the line
     T.ok(accepted >= 16 and accepted <= 18, "accepted " .. accepted .. " MiB before EBUSY")
+    U.write_file(dir .. "/go", "")
     local t0 = U.now()
     local ok
     repeat -- once wc reads, input is taken again
       U.pump(eng, 20)
       ok = eng:input(id, block)
-    until ok or U.now() - t0 > 10000
+    until ok or U.now() - t0 > 30000
     T.eq(ok, true, "taken again once the child reads")
     accepted = accepted + 1
     T.eq(eng:close_stdin(id), true)
-    local r = U.collect(eng, { id }, 20000)[id]
+    local r = U.collect(eng, { id }, 30000)[id]
     T.eq(tonumber(r.out.stdout), accepted * MiB, "every accepted byte arrived, nothing refused did")
-    eng:close()
   end)
 
   test("input kept while queued is capped at 16 MiB (EBUSY); once running, any size is taken", function()
@@ -157,8 +167,11 @@ return function(T, ctx)
 
   test("back-pressure pauses the child instead of dropping", function()
     local eng = assert(core.new{ output_limit = 65536 })
+    T.defer(function() eng:close() end)
     local id = assert(eng:start{ cmd = { "sh", "-c", "seq 1 300000" }, backpressure = true })
-    U.sleep(300)
+    -- the ring is full (nobody polls) ...
+    T.ok(U.wait_until(function() return eng:get(id).bytes.stdout >= 65536 end, 10000), "the child never filled the ring")
+    U.sleep(300) -- ... and stays so: seq would be done in far less without back-pressure
     local rec = eng:get(id)
     T.eq(rec.state, "running", "the child should be paused, not done")
     T.ok(rec.bytes.stdout <= 65536 + 65536, "read past the cap: " .. rec.bytes.stdout)
@@ -167,7 +180,6 @@ return function(T, ctx)
     T.eq(#r.out.stdout, #expect)
     T.ok(r.out.stdout == expect, "content differs")
     for _, ev in ipairs(r.events) do if ev.type == "output" then T.eq(ev.missed, 0) end end
-    eng:close()
   end)
 
   test("back-pressure keeps what is still in the pipe after the exit, however late the consumer", function()

@@ -5,9 +5,7 @@ local core = U.core
 
 return function(T, opts)
   local test = T.test
-  local dir = os.tmpname()
-  os.remove(dir)
-  os.execute("mkdir -p " .. dir)
+  local dir = U.tmpdir()
   local SECRET = "hunter2-Zq9"
 
   -- Everything a file, list or record could leak, as one string.
@@ -59,6 +57,19 @@ return function(T, opts)
     local e2 = assert(core.new{ history_file = hist })
     T.ok(not dump(e2:list()):find(SECRET, 1, true))
     e2:close()
+  end)
+
+  test("the child receives the secret's real value; only what it prints is masked", function()
+    local eng = assert(core.new{})
+    T.defer(function() eng:close() end)
+    for _, pty in ipairs({ false, true }) do
+      -- The child prints a digest of the value, which is not the secret: the
+      -- output is not masked, and only the real value gives this digest.
+      local r = U.run(eng, { cmd = [[printf %s "$TOKEN" | sha256sum | cut -c1-16]], secrets = { TOKEN = SECRET }, pty = pty })
+      local out = (r.out.stdout or r.out.pty or ""):gsub("\r", "")
+      local digest = U.sh("printf %s '" .. SECRET .. "' | sha256sum | cut -c1-16")
+      T.eq(out, digest, "pty=" .. tostring(pty))
+    end
   end)
 
   test("the masking is what makes the difference (control: no secrets)", function()
@@ -285,5 +296,5 @@ return function(T, opts)
     eng:close()
   end)
 
-  os.execute("rm -rf " .. dir)
+  U.rmrf(dir)
 end

@@ -11,9 +11,9 @@ return function(T, ctx)
 
   test("the child's PATH finds its program; the next child uses the host's PATH again", function()
     local eng = assert(core.new{})
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. dir))
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
     local f = assert(io.open(dir .. "/proctor-only-here", "w"))
     f:write("#!/bin/sh\necho found-in-child-path\n")
     f:close()
@@ -26,8 +26,6 @@ return function(T, ctx)
     T.match(r.final.error, "No such file")
     r = U.run(eng, { cmd = { "sh", "-c", "echo $PATH" } })
     T.eq(r.out.stdout, os.getenv("PATH") .. "\n")
-    os.execute("rm -rf " .. dir)
-    eng:close()
   end)
 
   test("children start with default signal dispositions and an empty signal mask", function()
@@ -89,20 +87,29 @@ return function(T, ctx)
       return n
     end
     local eng = assert(core.new{ max_running = 20 })
+    T.defer(function() eng:close() end)
     U.run(eng, { cmd = { "true" }, pty = true }) -- the shepherd and its socket exist now
+    -- Settled: two readings agree (engines of earlier tests are gone by now).
     local before = fds()
+    T.ok(U.wait_until(function()
+      local again = fds()
+      local same = again == before
+      before = again
+      return same
+    end, 10000, 100), "the host's descriptors never settled")
     local ids = {}
     for i = 1, 60 do
       local kind = i % 3
       ids[i] = assert(eng:start{ cmd = { "sh", "-c", "echo x" }, pty = kind == 0, stdin = kind == 1 })
     end
     U.collect(eng, ids, 30000)
-    -- a leak shows as growth (one pty master per pty execution before the fix);
-    -- an earlier test's engine may still let go of one meanwhile
-    local after = fds()
+    -- No growth: one leaked descriptor is a failure (a pty master per pty
+    -- execution was, before the fix). Closing a handle can lag its
+    -- execution's end by a loop turn: wait for it, bounded. An earlier test's
+    -- engine may still let go of one meanwhile, so fewer is fine.
+    local after
+    U.wait_until(function() after = fds(); return after <= before end, 5000, 20)
     T.ok(after <= before, string.format("descriptors in the host: %d before, %d after 60 executions (20 of them pty)", before, after))
-    os.remove(list)
-    eng:close()
   end)
   test("close() with a shepherd that does not read is bounded by grace + 1 s; the shepherd and its jobs are killed", function()
     local eng = assert(core.new{ kill_grace_ms = 500 })

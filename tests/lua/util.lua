@@ -193,6 +193,32 @@ function U.shepherd(pid)
   return found
 end
 
+-- A private directory (mktemp -d under $TMPDIR or /tmp): never a fixed path,
+-- so two runs of the suite on one machine cannot touch each other's files.
+function U.tmpdir()
+  local p = io.popen([[mktemp -d "${TMPDIR:-/tmp}/proctor-test.XXXXXX"]])
+  local d = p:read("l")
+  p:close()
+  assert(d and d:find("proctor%-test%."), "mktemp -d failed")
+  return d
+end
+
+-- Remove a directory made by U.tmpdir (refuses anything else).
+function U.rmrf(d)
+  if d and d:find("/proctor%-test%.[%w]+$") then os.execute("rm -rf '" .. d .. "'") end
+end
+
+function U.write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- SIGKILL a process we started (by pid; nothing when pid is nil).
+function U.kill9(pid)
+  if pid then os.execute("kill -9 " .. math.floor(pid) .. " 2>/dev/null") end
+end
+
 function U.sh(cmd)
   local p = io.popen(cmd)
   local out = p:read("a")
