@@ -53,17 +53,19 @@ return function(test, T, H)
     -- open: the console under the cursor is the default id
     ex("Proctor open " .. id)
     T.eq(require("proctor.console").id_of_buf(0), id)
-    -- cancel / cancel! (default id from the console under the cursor)
-    ex("Proctor run -nopty trap '' TERM; sleep 30")
-    local live = last_id()
-    H.wait(3000, function() return engine.state[live] == "running" end)
-    vim.wait(30)
+    -- cancel / cancel! (default id from the console under the cursor); a
+    -- grace of 120 s: ending within 30 s is the kill, not the grace
+    local live = p.run({ cmd = "trap '' TERM; echo ready; sleep 30", pty = false, kill_grace_ms = 120000 }).id
+    p.open(live)
+    T.eq(require("proctor.console").id_of_buf(0), live)
+    H.wait(10000, function() return (engine.current():read(live, "stdout", 0, 100) or ""):find("ready") ~= nil end,
+      "the TERM trap is set")
     local n = ex("Proctor cancel")
     T.match(n[1], "canceling execution " .. live)
-    local t0 = H.hrms()
     n = ex("Proctor cancel! " .. live)
-    T.eq(p.get(live):wait(3000).state, "canceled")
-    T.ok(H.hrms() - t0 < 400, "cancel! kills at once")
+    local rec_live = p.get(live):wait(30000)
+    T.eq(rec_live.state, "canceled")
+    T.eq(rec_live.signal, "SIGKILL", "cancel! kills at once")
     n = ex("Proctor cancel " .. live)
     T.match(n[1], "already ended")
     -- rerun: same command, new id, console opened
@@ -162,7 +164,7 @@ return function(test, T, H)
   test("list view shows keys and executions, refreshes, and its keys act", function()
     vim.cmd("silent! only!")
     p.purge()
-    local a = p.run({ cmd = { "sleep", "30" }, label = "sleeper" })
+    local a = p.run({ cmd = { "sleep", "30" }, label = "sleeper", kill_grace_ms = 120000 })
     local b = p.run({ cmd = "exit 7", label = "seven" })
     b:wait(3000)
     H.wait(3000, function() return engine.state[a.id] == "running" end)
@@ -194,9 +196,11 @@ return function(test, T, H)
     vim.ui.input = orig
     T.eq(c:wait(3000).state, "completed")
     T.match(engine.current():read(c.id, "stdout", 0, 100), "got yes")
-    -- c: cancel
+    -- c: cancel (SIGTERM: `sleep` dies of it)
     press(a.id, "c")
-    T.eq(a:wait(3000).state, "canceled")
+    local ra = a:wait(30000)
+    T.eq(ra.state, "canceled")
+    T.eq(ra.signal, "SIGTERM", "c cancels, it does not kill")
     H.wait(3000, function() return (select(2, line_of(a.id)) or ""):find("canceled") end, "refresh after cancel")
     -- r: rerun (a new execution appears)
     local before = #p.list()
@@ -213,11 +217,15 @@ return function(test, T, H)
     T.eq(require("proctor.console").id_of_buf(0), c.id)
     vim.cmd("silent! only!")
     require("proctor.list").open()
-    -- C: kill
-    local d = p.run({ cmd = "trap '' TERM; sleep 30" })
-    H.wait(3000, function() return line_of(d.id) and engine.state[d.id] == "running" end)
+    -- C: kill. It ignores TERM and its grace is 120 s: only a kill ends it within 30 s.
+    local d = p.run({ cmd = "trap '' TERM; echo ready; sleep 30", pty = false, kill_grace_ms = 120000 })
+    H.wait(10000, function()
+      return line_of(d.id) and (engine.current():read(d.id, "stdout", 0, 100) or ""):find("ready") ~= nil
+    end, "the TERM trap is set")
     press(d.id, "C")
-    T.eq(d:wait(1000).state, "canceled")
+    local rd = d:wait(30000)
+    T.eq(rd and rd.state, "canceled", "C did not end it within 30 s (a cancel waits for the 120 s grace)")
+    T.eq(rd.signal, "SIGKILL")
     -- P: purge; q: close
     for _, r in ipairs(p.list()) do if not engine.TERMINAL[r.state] then p.get(r.id):wait(3000) end end
     local orig_confirm = vim.fn.confirm
