@@ -15,11 +15,16 @@ Payload ops ({"op": ..., ...}):
   crash   {"code": c}                 exit at once with status c (default 3)
   garbage {}                          print garbage, invalid JSON, a huge line (17 MiB), then ok
   log     {"text": t}                 print t to stderr, ok
+  early   {}                          ok {"early": b}: whether a request was already
+                                      waiting on stdin before this worker said it was
+                                      ready (needs --early-check)
 A cancel stops the pending work of that id; nothing is answered for it.
 
 Options: --ready (print {"type": "ready"} first), --ready-stderr (print
 "worker listening" on stderr when ready), --start-delay MS, --crash-at-start,
---pid-file PATH (write the pid, for tests that kill it).
+--pid-file PATH (write the pid, for tests that kill it), --ignore-cancel
+(answer canceled and timed-out work anyway, for tests of proctor's side),
+--early-check (look at stdin just before saying ready, for op "early").
 
 Standard library only; run with /usr/bin/python3.
 """
@@ -34,6 +39,8 @@ out = sys.stdout.buffer
 pending = {}  # id -> generator state for timed/streamed work
 timers = []  # heap of (due, seq, id)
 seq = 0
+ignore_cancel = False
+early = None  # --early-check: was stdin readable before the worker said it was ready?
 
 
 def now_ms():
@@ -76,7 +83,8 @@ def handle(line):
         return
     rid = msg.get("id")
     if msg.get("type") == "cancel":
-        pending.pop(rid, None)
+        if not ignore_cancel:
+            pending.pop(rid, None)
         return
     if msg.get("type") != "request":
         return
@@ -107,6 +115,8 @@ def handle(line):
         out.write(b'{"no": "id"}\n')
         out.write(b"x" * (17 << 20) + b"\n")
         emit({"id": rid, "status": "ok", "result": "after garbage"})
+    elif op == "early":
+        emit({"id": rid, "status": "ok", "result": {"early": early}})
     elif op == "log":
         sys.stderr.write(str(p.get("text", "")) + "\n")
         sys.stderr.flush()
@@ -116,7 +126,9 @@ def handle(line):
 
 
 def main():
+    global ignore_cancel, early
     args = sys.argv[1:]
+    ignore_cancel = "--ignore-cancel" in args
     if "--crash-at-start" in args:
         sys.stderr.write("worker.py: crashing at start\n")
         sys.exit(2)
@@ -125,6 +137,8 @@ def main():
             f.write(str(os.getpid()))
     if "--start-delay" in args:
         time.sleep(float(args[args.index("--start-delay") + 1]) / 1000.0)
+    if "--early-check" in args:
+        early = bool(select.select([sys.stdin.fileno()], [], [], 0)[0])
     if "--ready" in args:
         emit({"type": "ready"})
     if "--ready-stderr" in args:

@@ -78,6 +78,8 @@ T.test("pipelined 10000 requests answered out of order reach their requests", fu
   for i = 2, #order do if order[i] < order[i - 1] then inversions = inversions + 1 end end
   T.ok(inversions > 100, "answered out of order (" .. inversions .. " inversions)")
   T.say(string.format("# pipelined: 10000 requests in %.0f ms (%.0f req/s, %d out of order)", dt, 10000 / dt * 1000, inversions))
+  -- a sanity bound, ten times what a loaded machine needs; speed claims live in make bench
+  T.ok(dt < 30000, string.format("10000 pipelined requests took %.0f ms", dt))
   eng:close()
 end)
 
@@ -93,8 +95,12 @@ T.test("round trip of small requests (p50/p99, sequential)", function()
     pump(eng, { reply = function(ev) if ev.rid == rid then done = ev.ok end end }, function() return done end)
     lat[#lat + 1] = (core.hrtime() - t0) / 1e3
   end
-  T.say(string.format("# round trip: p50 %.0f us, p99 %.0f us, %.0f req/s sequential", pct(lat, 0.5), pct(lat, 0.99),
+  local p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
+  T.say(string.format("# round trip: p50 %.0f us, p99 %.0f us, %.0f req/s sequential", p50, p99,
     1e6 / (function() local s = 0 for _, v in ipairs(lat) do s = s + v end return s / #lat end)()))
+  -- sanity bounds (an idle machine: p50 about 0.1 ms); speed claims live in make bench
+  T.ok(p50 < 20000, string.format("round trip p50 %.0f us", p50))
+  T.ok(p99 < 500000, string.format("round trip p99 %.0f us", p99))
   eng:close()
 end)
 
@@ -118,9 +124,12 @@ T.test("chunks arrive in order and before the final reply", function()
   eng:close()
 end)
 
-T.test("cancel of one in-flight request resolves canceled within 10 ms; the others complete", function()
+T.test("cancel of one in-flight request resolves it canceled, once; the others complete", function()
   local eng = assert(core.new())
-  local id = start_worker(eng)
+  T.defer(function() eng:close() end)
+  -- --ignore-cancel: this worker answers the canceled request anyway, later;
+  -- proctor must drop that answer (exactly one reply per request).
+  local id = start_worker(eng, { "--ignore-cancel" })
   wait_state(eng, id, "ready")
   local rids = {}
   for i = 1, 5 do rids[i] = eng:request(id, { op = "echo", value = i, ms = 300 }) end
@@ -130,51 +139,64 @@ T.test("cancel of one in-flight request resolves canceled within 10 ms; the othe
     if ev.rid == rids[3] then
       T.eq(ev.status, "canceled"); T.eq(ev.ok, false)
       t_resolved = now_ms()
-    else
+    elseif ev.rid ~= rids.fence then
       T.eq(ev.ok, true); T.eq(ev.result, (function() for k, r in ipairs(rids) do if r == ev.rid then return k end end end)())
     end
   end }
-  drain_for(eng, h, 50)
   local t0 = now_ms()
   T.eq(eng:cancel_request(rids[3]), true)
-  pump(eng, h, function() return t_resolved ~= nil end, 1000)
-  local dt = t_resolved - t0
-  T.ok(dt <= 10, string.format("canceled after %.2f ms", dt))
-  T.say(string.format("# cancel resolved after %.2f ms", dt))
+  pump(eng, h, function() return t_resolved ~= nil end, 10000)
+  T.say(string.format("# cancel resolved after %.2f ms", t_resolved - t0))
   local r, _, name = eng:cancel_request(rids[3])
   T.eq(r, nil); T.eq(name, "ENOENT")
-  pump(eng, h, function() local n = 0 for _ in pairs(replies) do n = n + 1 end return n == 5 end, 3000)
-  drain_for(eng, h, 100) -- a late reply for rids[3] would arrive now: it must be dropped
+  -- A fence due after the canceled request's late answer: once its reply is
+  -- here, a second reply for rids[3] would have come too.
+  rids.fence = eng:request(id, { op = "echo", value = "fence", ms = 300 })
+  pump(eng, h, function() return replies[rids.fence] end, 10000)
+  for i = 1, 5 do T.eq(replies[rids[i]], 1, "replies for request " .. i) end
   T.eq(replies[rids[3]], 1, "one reply for the canceled request")
   -- a canceled stream stops (the worker got the cancel message)
-  local s = eng:request(id, { op = "stream", n = 100000, ms = 1 })
+  local id2 = start_worker(eng)
+  local s = eng:request(id2, { op = "stream", n = 100000, ms = 1 })
   local nchunks, sreply = 0, nil
   local hs = { chunk = function(ev) if ev.rid == s then nchunks = nchunks + 1 end end,
                reply = function(ev) if ev.rid == s then sreply = ev end end }
   pump(eng, hs, function() return nchunks >= 5 end)
   eng:cancel_request(s)
-  pump(eng, hs, function() return sreply ~= nil end, 1000)
+  pump(eng, hs, function() return sreply ~= nil end, 10000)
   T.eq(sreply.status, "canceled")
-  local before = nchunks
-  drain_for(eng, hs, 100)
-  T.ok(nchunks - before <= 2, "chunks stop after cancel")
-  eng:close()
+  -- no chunk of the canceled stream is delivered after its reply (a fence on
+  -- the same worker: chunks it wrote before its answer to a later request
+  -- have been seen by then)
+  local f2 = eng:request(id2, { op = "echo", value = "fence" })
+  local fenced, after = false, 0
+  pump(eng, { chunk = function(ev) if ev.rid == s and fenced then after = after + 1 end end,
+              reply = function(ev) if ev.rid == f2 then fenced = true end end }, function() return fenced end, 10000)
+  T.eq(after, 0, "chunks of the canceled stream after the worker answered a later request")
 end)
 
-T.test("request timeout resolves timeout", function()
+T.test("request timeout resolves timeout, once: the worker's late answer is dropped", function()
   local eng = assert(core.new())
-  local id = start_worker(eng)
-  local slow = eng:request(id, { op = "echo", value = 1, ms = 2000 }, { timeout_ms = 50 })
-  local fast = eng:request(id, { op = "echo", value = 2 }, { timeout_ms = 5000 })
-  local rep = {}
-  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[slow] and rep[fast] end, 3000)
-  T.eq(rep[slow].status, "timeout"); T.eq(rep[fast].result, 2)
-  eng:close()
+  T.defer(function() eng:close() end)
+  -- --ignore-cancel: the worker answers the timed-out request anyway, late
+  local id = start_worker(eng, { "--ignore-cancel" })
+  local slow = eng:request(id, { op = "echo", value = 1, ms = 1000 }, { timeout_ms = 50 })
+  local fast = eng:request(id, { op = "echo", value = 2 }, { timeout_ms = 30000 })
+  -- due after slow's late answer: once its reply is here, a second one for slow would be too
+  local fence = eng:request(id, { op = "echo", value = 3, ms = 1000 })
+  local rep, n = {}, {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev; n[ev.rid] = (n[ev.rid] or 0) + 1 end },
+    function() return rep[fence] end, 30000)
+  T.eq(n[slow], 1, "replies for the timed-out request")
+  T.eq(rep[slow].status, "timeout")
+  T.eq(rep[fast].result, 2); T.eq(n[fast], 1)
+  T.eq(rep[fence].result, 3)
 end)
 
 T.test("worker killed mid-request: pending fail worker_exited, restart with backoff, new requests succeed", function()
   local eng = assert(core.new())
   local pidf = os.tmpname()
+  T.defer(function() os.remove(pidf) end)
   local id = start_worker(eng, { "--pid-file", pidf },
     { protocol = "jsonl", restart = "on-failure", backoff_ms = 200, max_restarts = 3 })
   wait_state(eng, id, "ready")
@@ -220,7 +242,8 @@ T.test("worker killed mid-request: pending fail worker_exited, restart with back
   eng:restart(id) -- restart(): no backoff, not counted in the streak
   t_backoff, t_ready = nil, nil
   pump(eng, h, function() return t_ready end, 5000)
-  T.ok(t_ready - t_backoff < 150, "restart() is immediate")
+  -- immediate: the next backoff in the streak would be 800 ms
+  T.ok(t_ready - t_backoff < 600, string.format("restart() is immediate (%.0f ms)", t_ready - t_backoff))
   T.eq(eng:get(id).worker_restarts, 3)
   os.remove(pidf)
   eng:close()
@@ -243,6 +266,8 @@ T.test("crash-time restart figure: crash -> ready (backoff 1 ms)", function()
   end
   T.say(string.format("# crash -> restarted worker ready: p50 %.1f ms, max %.1f ms (python3 start included)",
     pct(times, 0.5), pct(times, 1)))
+  -- a sanity bound (an idle machine: about 50 ms); speed claims live in make bench
+  T.ok(pct(times, 0.5) < 3000, string.format("crash -> ready p50 %.0f ms", pct(times, 0.5)))
   eng:close()
 end)
 
@@ -265,7 +290,7 @@ T.test("a worker crashing at start reaches fatal after max_restarts; new request
   local t0 = now_ms()
   local late = eng:request(id, { op = "echo", value = 2 })
   pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[late] end)
-  T.ok(now_ms() - t0 < 50, "fails at once")
+  T.ok(now_ms() - t0 < 5000, "fails at once (no restart to wait for)")
   T.eq(rep[late].status, "worker_fatal"); T.ok(rep[late].error:find("restart limit"), rep[late].error)
   eng:close()
 end)
@@ -289,18 +314,24 @@ T.test("garbage, invalid JSON and a 17 MiB line keep the engine alive and show i
   eng:close()
 end)
 
-T.test("readiness: requests wait for the ready message / stderr pattern", function()
+T.test("readiness: requests are held until the ready message / stderr pattern", function()
   local eng = assert(core.new())
-  local a = start_worker(eng, { "--start-delay", "150", "--ready" }, { ready = { message = true } })
-  local b = start_worker(eng, { "--start-delay", "150", "--ready-stderr" }, { ready = { stderr_pattern = "listen(ing)?$" } })
-  local ra, rb = eng:request(a, { value = "A" }), eng:request(b, { value = "B" })
-  local ws, rep = {}, {}
-  pump(eng, {
-    worker = function(ev) ws[ev.id] = ev.worker_state end,
-    reply = function(ev) rep[ev.rid] = ev end,
-  }, function() return rep[ra] and rep[rb] end)
-  T.eq(rep[ra].result, "A"); T.eq(rep[rb].result, "B")
-  eng:close()
+  T.defer(function() eng:close() end)
+  -- --early-check: just before saying it is ready, the worker looks whether a
+  -- request is already waiting on its stdin (op "early" answers what it saw).
+  -- The requests are made at once, before the processes even run.
+  local a = start_worker(eng, { "--start-delay", "200", "--early-check", "--ready" }, { ready = { message = true } })
+  local b = start_worker(eng, { "--start-delay", "200", "--early-check", "--ready-stderr" },
+    { ready = { stderr_pattern = "listen(ing)?$" } })
+  -- control: no ready condition, so ready as soon as it runs: its request is
+  -- written at once and is waiting when it looks (the check can tell)
+  local c = start_worker(eng, { "--start-delay", "200", "--early-check" })
+  local ra, rb, rc = eng:request(a, { op = "early" }), eng:request(b, { op = "early" }), eng:request(c, { op = "early" })
+  local rep = {}
+  pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[ra] and rep[rb] and rep[rc] end, 30000)
+  T.eq(rep[rc].result.early, true, "control: a request written before the worker looked")
+  T.eq(rep[ra].result.early, false, "ready.message: a request reached the worker before its ready message")
+  T.eq(rep[rb].result.early, false, "ready.stderr_pattern: a request reached the worker before its ready line")
 end)
 
 T.test("payload conversion: nested tables, integers, floats, strings with escapes", function()

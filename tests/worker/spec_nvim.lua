@@ -19,9 +19,12 @@ T.test("nvim: worker request/chunks/reply, blocking wait, cancel, restart, stop"
   local rid = w:request({ op = "echo", value = 1, ms = 3000 }, { on_reply = function(ev) canceled = ev end })
   local t0 = (vim.uv or vim.loop).hrtime()
   w:cancel(rid)
-  T.ok(vim.wait(1000, function() require("proctor.engine").pump() return canceled ~= nil end, 1))
+  -- resolved long before the worker's own answer (3 s): a bound with a wide margin
+  T.ok(vim.wait(2000, function() require("proctor.engine").pump() return canceled ~= nil end, 1), "cancel resolved")
   T.eq(canceled.status, "canceled")
-  T.ok(((vim.uv or vim.loop).hrtime() - t0) / 1e6 < 10, "canceled within 10 ms")
+  -- answered by the layer, not the worker: well under its 3 s (a wide margin on a loaded machine)
+  local dt = ((vim.uv or vim.loop).hrtime() - t0) / 1e6
+  T.ok(dt < 1000, ("canceled after %.0f ms"):format(dt))
   -- many in flight
   local n = 0
   for i = 1, 1000 do w:request({ op = "echo", value = i, ms = i % 3 }, { on_reply = function(ev) if ev.result == i then n = n + 1 end end }) end
