@@ -275,6 +275,35 @@ def isolation_between_sessions(h):
 
 
 @test
+def purge_is_session_scoped(h):
+    """A client's purge removes its own finished executions, nothing of another
+    session's or the editor's: checked with finished executions on every side
+    (it does not rely on what earlier tests left behind)."""
+    a, b = Client(h.path), Client(h.path)
+    a.request("hello", "purge-a")
+    b.request("hello", "purge-b")
+    ia = a.request("start", {"cmd": ["true"]})
+    ib = [b.request("start", {"cmd": ["true"]}) for _ in range(2)]
+    hid = h.host_start("true")
+    expect(a.request("wait", ia, 10000)["state"] == "completed", "A's execution ended")
+    for i in ib:
+        expect(b.request("wait", i, 10000)["state"] == "completed", "B's executions ended")
+    deadline = time.time() + 10
+    while {r["id"]: r for r in h.dump()}.get(hid, {}).get("state") != "completed":
+        expect(time.time() < deadline, "the editor's execution did not end")
+        time.sleep(0.05)
+    expect(b.request("purge") == 2, "B's purge counts only B's two")
+    expect(a.request("get", ia)["state"] == "completed", "A's finished execution survives B's purge")
+    rows = {r["id"]: r for r in h.dump()}
+    expect(ia in rows and hid in rows, "the editor still sees A's and its own: %r" % sorted(rows))
+    expect(not any(i in rows for i in ib), "B's are gone")
+    expect(a.request("purge") == 1, "A purges its own")
+    expect(hid in {r["id"] for r in h.dump()}, "a client's purge never touches the editor's executions")
+    a.close()
+    b.close()
+
+
+@test
 def wait_does_not_block_and_times_out(h):
     c = Client(h.path)
     slow = c.request("start", {"cmd": ["sleep", "3"]})
@@ -475,7 +504,7 @@ def get_round_trip(h):
     lat.sort()
     p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
     log("get round trip over the socket: p50 %.0f us, p99 %.0f us (3000 requests, python3-msgpack client)" % (p50, p99))
-    expect(p99 < 20000, "p99 %.0f us" % p99)
+    expect(p99 < 100000, "p99 %.0f us (a sanity bound; speed claims live in make bench)" % p99)
     c.close()
 
 
@@ -938,7 +967,8 @@ def secrets_and_env_policy_over_rpc(h):
 
 
 def main():
-    only = sys.argv[1:]
+    # names given as arguments, or PROCTOR_TEST=word1,word2 (the other tiers' filter)
+    only = sys.argv[1:] + [w for w in os.environ.get("PROCTOR_TEST", "").split(",") if w]
     failed = 0
 
     def run(name, fn, *args):
