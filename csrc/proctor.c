@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "engine/control.h"
 #include "engine/hostq.h"
@@ -421,6 +422,18 @@ void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n) {
 void pr_test_hold_events(pr_engine_t *e) { pr_hostq_hold(&e->hq); }
 
 void pr_test_release_events(pr_engine_t *e) { pr_hostq_unhold(&e->hq); }
+
+/* The writer job of pr_test_hold_journal: busy until close() stops the journal. */
+static void hold_until_stop(void *journal, pr_job_t *job) {
+  (void)job;
+  while (!pr_journal_stopping(journal)) usleep(1000);
+}
+
+int pr_test_hold_journal(pr_engine_t *e) {
+  if (e->journal == NULL) return -1;
+  pr_job_t *job = pr_journal_job(hold_until_stop, e->journal, 0);
+  return job ? pr_journal_push(e->journal, job) : PR_ENOMEM;
+}
 
 pr_rpc_conn_t *pr_test_rpc_open(pr_engine_t *e, void (*sink)(void *, const char *, size_t),
                                 void *arg) {

@@ -25,6 +25,12 @@ void pr_test_release_events(pr_engine_t *e);
  * without a socket when the engine has none. All three on the engine thread
  * (inside pr_engine_call). open: NULL when out of memory; feed: 1 while the
  * connection is open, 0 once the server closed it (close it still). */
+/* pr_test_hold_journal: keep the history writer thread busy until the engine
+ * is closed, so every frame pushed meanwhile is still queued when close()
+ * starts. 0, or -1 when the engine has no durable file, or the push error.
+ * Host thread. */
+int pr_test_hold_journal(pr_engine_t *e);
+
 typedef struct pr_rpc_conn pr_rpc_conn_t;
 pr_rpc_conn_t *pr_test_rpc_open(pr_engine_t *e, void (*sink)(void *arg, const char *p, size_t n),
                                 void *arg);

@@ -84,6 +84,13 @@ void pr_journal_stop(pr_journal_t *j) {
   }
 }
 
+int pr_journal_stopping(pr_journal_t *j) {
+  pthread_mutex_lock(&j->mu);
+  int stop = j->stop;
+  pthread_mutex_unlock(&j->mu);
+  return stop;
+}
+
 void pr_journal_free(pr_journal_t *j) {
   if (j == NULL) return;
   pr_journal_stop(j);

@@ -51,6 +51,10 @@ int pr_journal_start(pr_journal_t *j);
 /* pr_journal_stop: run every queued job, stop the writer thread. Idempotent. */
 void pr_journal_stop(pr_journal_t *j);
 
+/* pr_journal_stopping: 1 once pr_journal_stop has been called (a job may
+ * poll it; the test hook that holds the writer does). Any thread. */
+int pr_journal_stopping(pr_journal_t *j);
+
 /* pr_journal_free: stop, then free the journal and its warnings. NULL is fine. */
 void pr_journal_free(pr_journal_t *j);
 
