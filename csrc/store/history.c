@@ -758,7 +758,7 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   h->size = good;
   if (h->max_id + 1 > next) next = h->max_id + 1;
   /* Retention, oldest first. */
-  qsort(ls.v, ls.n, sizeof(*ls.v), by_id);
+  if (ls.n > 1) qsort(ls.v, ls.n, sizeof(*ls.v), by_id); /* ls.v is NULL when the file is empty */
   uint64_t now = pr_now_ms();
   size_t limit = o->limit, dropped = 0, keep = 0;
   for (size_t i = 0; i < ls.n; i++) {
