@@ -47,7 +47,7 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10 doc
+.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10 doc mutate
 .DEFAULT_GOAL := all
 
 help: ## list the targets
@@ -229,6 +229,14 @@ callgraph: ## print the file call graph of csrc/, its circles, and the folder gr
 
 doc: ## regenerate the parts of doc/proctor.txt and lua/proctor/types.lua made from the code (scripts/gendoc.lua)
 	$(NVIM) --headless -u NONE -i NONE -n --cmd 'set rtp^=.' -c "lua dofile('scripts/gendoc.lua').write()" -c 'qa!'
+
+# Each tests/mutants/*.patch is a deliberate bug; tests/mutate applies each to
+# a scratch copy, rebuilds, runs the tests its header names and reports killed
+# or survived. Not part of `make test` (it takes longer); MUTANTS=a,b selects.
+mutate: ## check the tests catch every deliberate bug in tests/mutants/ (before a release)
+	@$(SETUP) test
+	@$(MAKE) --no-print-directory all $(BUILD)/test_engine_asan $(BUILD)/test_ring_asan
+	@tests/mutate
 
 check-symbols: all ## only luaopen_proctor_core may be exported
 	@nm -D --defined-only $(NVIM_SO) | awk '$$2 == "T"' ; nm -D --defined-only $(LUA54_SO) | awk '$$2 == "T"'

@@ -299,6 +299,14 @@ return function(T, ctx)
       if ev.type == "output" then got = got + #ev.data; miss = miss + ev.missed end
     end
     T.eq(got + miss, 8893)
+    -- many small writes into a full ring: it still keeps the newest bytes
+    local id2 = assert(small:start{ cmd = { "sh", "-c", 'for i in $(seq 1 50); do printf "%099d\\n" $i; sleep 0.005; done' } })
+    U.collect(small, { id2 })
+    local want = {}
+    for i = 41, 50 do want[#want + 1] = ("%099d\n"):format(i) end
+    d, nxt, missed = small:read(id2, "stdout", 0, 100000)
+    T.eq(nxt, 5000); T.eq(missed, 4000)
+    T.ok(d == table.concat(want), "the ring kept lines " .. (d:sub(1, 99):match("[1-9]%d*$") or "?") .. ".. instead of 41..50")
     small:close()
   end)
 
