@@ -314,7 +314,8 @@ static void test_close_with_live_jobs(void) {
   pr_engine_free(e);
   CHECK(ok);
   CHECK(all_canceled);
-  CHECKF(dt < 200 + 1000, "close took %llu ms", (unsigned long long)dt);
+  /* bounded by the grace and a second; a loaded machine (and TSan) gets 3 s more */
+  CHECKF(dt < 200 + 1000 + 3000, "close took %llu ms", (unsigned long long)dt);
   CHECK(rc == PR_ECLOSED);
 }
 

@@ -410,7 +410,7 @@ return function(T, ctx)
     local dt = U.now() - t0
     T.eq(r.final.state, "completed")
     T.eq(r.out.stdout, "leader-done\n")
-    T.ok(dt >= 190 and dt < 2000, "took " .. dt)
+    T.ok(dt >= 190 and dt < 4500, "took " .. dt .. " ms (drain 200 ms; the 5 s cap must not be what ended it)")
     -- and the holder does not outlive its execution
     T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1000), "background sleep survived")
     -- a chatty one keeps the stream alive only up to the hard cap (10 x drain_ms, at least 5 s)

@@ -153,6 +153,9 @@ function M.child(opts)
   local job = vim.fn.jobstart(cmd, { rpc = true, env = opts.env })
   assert(job > 0, "could not start a child nvim")
   local c = { job = job, pid = vim.fn.jobpid(job) }
+  -- stopped when the test ends, passed or failed (a failing assertion must
+  -- not leave a Neovim and its executions behind)
+  require("harness").defer(function() pcall(vim.fn.jobstop, job) end)
   function c.lua(code, ...)
     return vim.rpcrequest(job, "nvim_exec_lua", code, { ... })
   end

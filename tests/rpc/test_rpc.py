@@ -314,7 +314,7 @@ def wait_does_not_block_and_times_out(h):
     expect(c.request("get", quick)["id"] == quick, "get answered while a wait is pending")
     r2 = c.result(w2)
     dt = time.time() - t0
-    expect(r2["state"] == "running" and 0.1 <= dt < 2.5, "timed-out wait: %s after %.2fs" % (r2["state"], dt))
+    expect(r2["state"] == "running" and 0.1 <= dt < 2.9, "timed-out wait: %s after %.2fs" % (r2["state"], dt))
     expect(c.request("cancel", slow) == "canceling", "cancel")
     r1 = c.result(w1)
     expect(r1["state"] == "canceled" and r1["reason"] == "canceled", "wait ends with the record %r" % r1)
@@ -452,7 +452,10 @@ def kill_on_disconnect(h):
     c = Client(h.path)
     keep = c.request("start", {"cmd": ["sleep", "30"]})
     tied = c.request("start", {"cmd": ["sleep", "30"], "kill_on_disconnect": True})
-    time.sleep(0.2)
+    deadline = time.time() + 10
+    while not all(r["state"] == "running" for r in h.dump() if r["id"] in (keep, tied)):
+        expect(time.time() < deadline, "the two executions did not start")
+        time.sleep(0.02)
     c.close()
     deadline = time.time() + 10
     while True:
