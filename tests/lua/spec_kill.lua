@@ -209,7 +209,10 @@ return function(T, ctx)
   end)
 
   test("pty jobs get SIGHUP first; a HUP-ignoring pty job still dies", function()
-    local r = cancel_tree({ "sh", "-c", "trap 'echo HUP; exit 7' HUP; trap '' TERM; while :; do sleep 0.01; done" }, 2, { pty = true })
+    -- a long grace: on a loaded machine the HUP trap may run late, and a
+    -- SIGKILL at the engine's 400 ms would pre-empt what this checks
+    local r = cancel_tree({ "sh", "-c", "trap 'echo HUP; exit 7' HUP; trap '' TERM; while :; do sleep 0.01; done" }, 2,
+      { pty = true, kill_grace_ms = 30000 })
     T.eq(r.final.state, "canceled")
     T.match((r.out.pty or ""):gsub("\r", ""), "HUP")
     T.eq(r.final.exit_code, 7)
