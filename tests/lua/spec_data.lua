@@ -33,8 +33,10 @@ return function(T, ctx)
       local got = (r.out.pty or ""):gsub("\r\n", "\n")
       if got ~= payload or r.final.state ~= "completed" then
         bad = bad + 1
-        first_bad = first_bad or string.format("#%d %s (%s%s), %d of %d bytes, ends %q", id, r.final.state,
-          tostring(r.final.reason), r.final.error and (": " .. r.final.error) or "", #got, #payload, got:sub(-40))
+        local rec = eng:get(id)
+        first_bad = first_bad or string.format("#%d %s (%s%s), %d of %d bytes, ends %q; the core counted %s bytes, %s dropped",
+          id, r.final.state, tostring(r.final.reason), r.final.error and (": " .. r.final.error) or "", #got, #payload,
+          got:sub(-40), tostring(rec and rec.bytes.pty), tostring(rec and rec.dropped.pty))
       end
     end
     T.eq(bad, 0, "runs with missing bytes; the first: " .. tostring(first_bad))
