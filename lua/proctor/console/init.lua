@@ -378,7 +378,10 @@ function H.render()
     if wins and #wins == 0 then
       -- Not shown anywhere: the terminal emulator is the costly part, so a
       -- hidden console only keeps its (bounded) backlog; BufWinEnter resumes it.
+      -- What arrived before this tick saw it hidden is bounded here too.
       c.parked = true
+      local tail = require("proctor.config").get().console.tail_bytes
+      if c.backlog.n > 2 * tail then c.backlog:trim(tail) end
     elseif wins and H.held(c, wins) then
       H.settle(id) -- the terminal is being resized: its refresh first (see the header)
     elseif wins then
