@@ -209,12 +209,17 @@ return function(T, ctx)
   end)
 
   test("pty jobs get SIGHUP first; a HUP-ignoring pty job still dies", function()
-    -- a long grace: on a loaded machine the HUP trap may run late, and a
-    -- SIGKILL at the engine's 400 ms would pre-empt what this checks
-    local r = cancel_tree({ "sh", "-c", "trap 'echo HUP; exit 7' HUP; trap '' TERM; while :; do sleep 0.01; done" }, 2,
-      { pty = true, kill_grace_ms = 30000 })
+    -- A long grace: on a loaded machine the HUP trap may run late, and a
+    -- SIGKILL at the engine's 400 ms would pre-empt what this checks. The
+    -- traps are set once "ready" is out.
+    local id = assert(eng:start{ cmd = { "sh", "-c", "trap 'echo HUP; exit 7' HUP; trap '' TERM; echo ready; " ..
+      "while :; do sleep 0.01; done" }, pty = true, kill_grace_ms = 30000 })
+    T.defer(function() eng:cancel(id, true) end)
+    U.wait_output(eng, id, "ready", 10000)
+    T.eq(eng:cancel(id), "canceling")
+    local r = U.collect(eng, { id }, 30000)[id]
     T.eq(r.final.state, "canceled")
-    T.match((r.out.pty or ""):gsub("\r", ""), "HUP")
+    T.match((r.out.pty or ""):gsub("\r", ""), "\nHUP\n") -- the trap ran (dash may say Hangup for its sleep first)
     T.eq(r.final.exit_code, 7)
     local r2, _, tag = cancel_tree({ "sh", "-c", "trap '' HUP TERM; sleep 1000" }, 2, { pty = true, kill_grace_ms = 100 })
     T.eq(r2.final.state, "canceled")
