@@ -827,13 +827,18 @@ end))
     p = subprocess.Popen([NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", "set rtp^=" + ROOT,
                           "-c", "luafile " + script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        # The socket file appears at bind(), a moment before listen(): until
+        # then a connect is refused. Retry until the server answers.
         deadline = time.time() + 10
-        while not os.path.exists(path):
+        c = None
+        while c is None:
             if p.poll() is not None:
                 raise AssertionError("nvim exited: %r" % p.stderr.read()[-400:])
             expect(time.time() < deadline, "nvim never listened")
-            time.sleep(0.02)
-        c = Client(path)
+            try:
+                c = Client(path)
+            except (FileNotFoundError, ConnectionRefusedError):
+                time.sleep(0.02)
         c.request("hello", "py-to-nvim")
         i = c.request("start", {"cmd": ["sh", "-c", "echo inside-nvim"]})
         c.request("subscribe", i)
