@@ -60,27 +60,6 @@ return function(T, ctx)
     T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "left: " .. T.fmt(U.tagged(tag)))
   end)
 
-  test("cancel once the exit was recorded (the drain window) answers already_terminal; the end is completed", function()
-    -- The leader exits; a background child holds stdout, so the execution is
-    -- still running (draining) with its exit recorded (the record has the
-    -- exit code). The exit came first: cancel must not claim the end.
-    local e2 = assert(core.new{ drain_ms = 1500 })
-    T.defer(function() e2:close() end)
-    local tag = U.tag()
-    local id = assert(e2:start{ cmd = "sleep 1000 & exit 0", env = { PROCTOR_TEST_TAG = tag } })
-    T.ok(U.wait_until(function()
-      local rec = e2:get(id)
-      return rec.state == "running" and rec.exit_code == 0
-    end, 10000, 5), "the exit was never recorded while draining: " .. T.fmt(e2:get(id)))
-    T.eq(e2:cancel(id), "already_terminal")
-    T.eq(e2:cancel(id, true), "already_terminal")
-    local r = U.collect(e2, { id }, 30000)[id]
-    T.eq(r.final.state, "completed")
-    T.eq(r.final.exit_code, 0)
-    T.eq(e2:cancel(id), "already_terminal")
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "the holder outlived its execution")
-  end)
-
   test("cancel of a three-stage pipeline leaves no process", function()
     local r, _, tag = cancel_tree({ "sh", "-c", "sleep 1000 | sleep 1000 | sleep 1000" }, 4)
     T.eq(r.final.state, "canceled")
