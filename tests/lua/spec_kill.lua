@@ -42,10 +42,12 @@ return function(T, ctx)
   test("cancel sends SIGTERM to every member of the group, not only the leader", function()
     -- The leader ignores TERM and waits for its child; the child ends cleanly
     -- on its TERM (its own trap), then the leader ends: only a group signal
-    -- gets there. A grace of 60 s: a SIGKILL would come far too late to matter.
+    -- gets there. A grace of 60 s: a SIGKILL would come far too late to matter
+    -- (and the end waits for the whole job: the child's sleep must exist
+    -- before the cancel, so it says ready only after starting it).
     local tag = U.tag()
     local id = assert(eng:start{ cmd = { "sh", "-c",
-      "(trap 'echo child-got-term; exit 0' TERM; echo child-ready; sleep 1000 & wait) & " ..
+      "(trap 'echo child-got-term; exit 0' TERM; sleep 1000 & echo child-ready; wait) & " ..
       "trap '' TERM; echo leader-ready; wait; echo leader-done; exit 0" },
       env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = 60000 })
     T.defer(function() eng:cancel(id, true) end)

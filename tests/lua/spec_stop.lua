@@ -45,7 +45,10 @@ return function(T, ctx)
       local id, tag = draining(eng, { "sh", "-c", "sleep 1000 & echo ready; exit 3" })
       T.eq(#U.tagged(tag), 1, "the background sleep holds stdout")
       T.eq(eng:cancel(id), "canceling")
-      T.eq(eng:cancel(id), "already_canceling")
+      -- the second is never "canceling"; the execution may have ended already
+      -- (the sleep dies of its SIGTERM at once) on a loaded machine
+      local again = eng:cancel(id)
+      T.ok(again == "already_canceling" or again == "already_terminal", "a second cancel answered " .. tostring(again))
       local r = U.collect(eng, { id }, 20000)[id]
       T.eq(r.final.state, "canceled")
       T.eq(r.final.reason, "canceled")
