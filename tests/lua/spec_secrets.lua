@@ -233,7 +233,7 @@ return function(T, opts)
         local lo, hi = tonumber(a, 16), tonumber(b, 16)
         local tail = ""
         while lo < hi and not found do
-          local n = math.min(hi - lo, 1 << 20)
+          local n = math.min(hi - lo, 1048576)
           local chunk = mem:seek("set", lo) and mem:read(n)
           if not chunk then break end
           found = (tail .. chunk):find(needle, 1, true) ~= nil
