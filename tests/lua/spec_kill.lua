@@ -53,6 +53,7 @@ return function(T, ctx)
     T.defer(function() eng:cancel(id, true) end)
     U.wait_output(eng, id, "child-ready")
     U.wait_output(eng, id, "leader-ready")
+    T.ok(U.wait_comm(tag, "sleep"), "the child's sleep runs") -- not still the subshell's fork
     T.eq(eng:cancel(id), "canceling")
     local r = U.collect(eng, { id }, 30000)[id]
     T.eq(r.final.state, "canceled")

@@ -126,6 +126,9 @@ return function(T, ctx)
         env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = 20000 })
       U.wait_output(eng, id, "ready")
       T.ok(U.wait_until(function() return #U.tagged(tag) >= 3 end, 5000), "the tree did not start")
+      -- sleep runs: the inner sh has exec'd and set its trap (a fork on its
+      -- way there would lose the TERM to the outer shell's handler)
+      T.ok(U.wait_comm(tag, "sleep"), "the inner sleep runs")
       T.eq(eng:cancel(id), "canceling")
       local r = U.collect(eng, { id }, 30000)[id]
       T.eq(r.final.state, "canceled")

@@ -110,6 +110,18 @@ function U.tagged(tag)
   return pids
 end
 
+-- Wait until a process carrying `tag` runs program `comm` (exec'd, not a
+-- shell's fork on its way to it: a fork still has the shell's signal
+-- handlers, and a signal it takes then is lost to the program).
+function U.wait_comm(tag, comm, timeout_ms)
+  return U.wait_until(function()
+    for _, pid in ipairs(U.tagged(tag)) do
+      if U.read_file("/proc/" .. pid .. "/comm") == comm .. "\n" then return true end
+    end
+    return false
+  end, timeout_ms or 10000)
+end
+
 local seq = 0
 function U.tag()
   seq = seq + 1
