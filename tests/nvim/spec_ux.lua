@@ -211,33 +211,21 @@ return function(test, T, H)
     end)
     c.stop()
     if not ok then error(err, 0) end
-    -- :qa! never asks
-    c = child_with_live()
-    ok, err = pcall(function()
-      c.lua("_G.answer = 2")
-      input_exit(c, ":qa!<CR>")
-      T.ok(gone(c), ":qa! quits")
-    end)
-    c.stop()
-    if not ok then error(err, 0) end
-    -- ZQ (:q! as keys) never asks either
-    c = child_with_live()
-    ok, err = pcall(function()
-      c.lua("_G.answer = 2")
-      input_exit(c, "ZQ")
-      T.ok(gone(c), "ZQ quits")
-    end)
-    c.stop()
-    if not ok then error(err, 0) end
-    -- confirm_quit = false: never asks
-    c = child_with_live()
-    ok, err = pcall(function()
-      c.lua([[require("proctor.config").get().confirm_quit = false; _G.answer = 2]])
-      input_exit(c, ":qa<CR>")
-      T.ok(gone(c), "confirm_quit = false quits")
-    end)
-    c.stop()
-    if not ok then error(err, 0) end
+    -- Quits without asking (_G.answer = 2, "No", would keep it open).
+    local function quits_unasked(keys, setup, what)
+      c = child_with_live()
+      ok, err = pcall(function()
+        c.lua(setup .. "\n_G.answer = 2")
+        input_exit(c, keys)
+        T.ok(gone(c), what)
+      end)
+      c.stop()
+      if not ok then error(err, 0) end
+    end
+    quits_unasked(":qa!<CR>", "", ":qa! quits")                -- :qa! never asks
+    quits_unasked("ZQ", "", "ZQ quits")                        -- nor ZQ (:q! as keys)
+    quits_unasked(":qa<CR>", [[require("proctor.config").get().confirm_quit = false]],
+      "confirm_quit = false quits")                          -- nor anything with confirm_quit = false
   end)
 
   -- 4. :bd and :bd! ----------------------------------------------------------------------
