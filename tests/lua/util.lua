@@ -122,10 +122,13 @@ function U.wait_comm(tag, comm, timeout_ms)
   end, timeout_ms or 10000)
 end
 
-local seq = 0
+local seq, self_pid = 0, nil
 function U.tag()
   seq = seq + 1
-  return ("t%d_%d_%d"):format(os.time(), math.random(1, 1e9), seq)
+  self_pid = self_pid or (U.read_file("/proc/self/stat") or ""):match("^(%d+)") or "0"
+  -- The pid makes it unique between two suites run at once: LuaJIT's
+  -- math.random is never seeded, so two Neovims draw the same numbers.
+  return ("t%s_%d_%d_%d"):format(self_pid, os.time(), math.random(1, 1e9), seq)
 end
 
 -- Wait until fn() is true or timeout_ms passes; returns fn()'s last value.
