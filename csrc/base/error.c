@@ -7,6 +7,18 @@
 
 #include <uv.h>
 
+/* Whether err is one of libuv's own codes (whose names and messages are
+ * static strings). */
+static int uv_known(int err) {
+  switch (err) {
+#define X(code, _) case UV_##code:
+    UV_ERRNO_MAP(X)
+#undef X
+    return 1;
+  }
+  return 0;
+}
+
 const char *pr_err_name(int err) {
   switch (err) {
 #define X(name, value, msg)                                                      \
@@ -15,16 +27,8 @@ const char *pr_err_name(int err) {
     PR_ERRNO_MAP(X)
 #undef X
   }
-  if (err < 0) {
-    /* uv_err_name is thread-safe for known codes; unknown ones would leak. */
-    switch (err) {
-#define X(code, _) case UV_##code:
-      UV_ERRNO_MAP(X)
-#undef X
-      return uv_err_name(err);
-    }
-  }
-  return "EUNKNOWN";
+  /* uv_err_name is thread-safe for known codes; unknown ones would leak. */
+  return uv_known(err) ? uv_err_name(err) : "EUNKNOWN";
 }
 
 const char *pr_strerror(int err) {
@@ -35,13 +39,5 @@ const char *pr_strerror(int err) {
     PR_ERRNO_MAP(X)
 #undef X
   }
-  if (err < 0) {
-    switch (err) {
-#define X(code, _) case UV_##code:
-      UV_ERRNO_MAP(X)
-#undef X
-      return uv_strerror(err);
-    }
-  }
-  return "unknown error";
+  return uv_known(err) ? uv_strerror(err) : "unknown error";
 }
