@@ -108,7 +108,12 @@ void mc_call_rpc_fail(call_t *c, const cJSON *err) {
 }
 
 int mc_call_rpc(call_t *c, const char *method, cJSON *params, mc_rpc_cb cb, int slot) {
-  if (mc_rpc_call(method, params, cb, c->serial << 2 | (uint64_t)slot) != 0) {
+  int rc = mc_rpc_call(method, params, cb, c->serial << 2 | (uint64_t)slot);
+  if (rc == -2) {
+    mc_call_fail(c, "%s", mc_rpc_refused());
+    return -1;
+  }
+  if (rc != 0) {
     mc_call_fail(c, "proctor is not reachable: %s", mc_rpc_lost()[0] ? mc_rpc_lost() : "not connected");
     return -1;
   }

@@ -1,8 +1,18 @@
 /* fence.c — what a tool call may ask for: its arguments checked against the
  * tool's own inputSchema (schemas.h), and the fence around the commands it
  * starts: the cwd (--allow-cwd), the command policy (--deny, --allow), the
- * environment (no variable named like a secret) and the secrets the server
- * adds itself. Every refusal answers the call with a clear message.
+ * environment (no variable named like a secret; with --allow, only the
+ * --allow-env names) and the secrets the server adds itself. Every refusal
+ * answers the call with a clear message.
+ *
+ * With an allow list (doc/proctor.txt, *proctor-mcp-policy*) a pattern must
+ * admit the code that runs, not just a string: the args form is matched as
+ * its argv written with shell quoting (one word per element, so a program
+ * named "git status" is not `git status`); a shell command holding a
+ * metacharacter is refused (`npm test*` would admit `npm test; curl ..|sh`);
+ * and `env` may set only the --allow-env names, never PATH, LD_*, BASH_ENV
+ * or ENV (any name a program reads to run other code — GIT_CONFIG_*,
+ * GIT_SSH_COMMAND, PAGER, MAKEFLAGS — is refused unless allowed by name).
  *
  * Thread: main.
  */
@@ -123,38 +133,113 @@ static char *resolve_cwd(call_t *c) {
   return NULL;
 }
 
-/* The command line the policy sees: the shell string, or program and args joined by spaces. */
-static char *command_line(const call_t *c) {
+/* A word needs quoting unless it is made of these alone (and is not empty). */
+static int plain_word(const char *w) {
+  if (*w == 0) return 0;
+  for (; *w; w++)
+    if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-", *w)) return 0;
+  return 1;
+}
+
+/* The command line the policy sees: the shell string; or program and args
+ * joined by spaces, each word shell-quoted when `quoted` (then the line is
+ * the argv, unambiguously: 'a b' is one word, `a b` two). */
+static char *command_line(const call_t *c, int quoted) {
   const cJSON *cmd = mc_arg(c, "command"), *args = mc_arg(c, "args");
-  size_t n = strlen(cmd->valuestring) + 1;
-  for (const cJSON *a = args ? args->child : NULL; a; a = a->next)
-    n += strlen(a->valuestring) + 1;
-  char *s = malloc(n);
+  if (args == NULL) return strdup(cmd->valuestring);
+  size_t n = 0;
+  for (const cJSON *a = cmd; a; a = a == cmd ? args->child : a->next) {
+    const char *w = a->valuestring;
+    n += strlen(w) + 1;
+    if (quoted)
+      for (; *w; w++)
+        n += *w == '\'' ? 4 : 0;
+    n += quoted ? 2 : 0;
+  }
+  char *s = malloc(n + 1), *p = s;
   if (s == NULL) return NULL;
-  char *p = s + sprintf(s, "%s", cmd->valuestring);
-  for (const cJSON *a = args ? args->child : NULL; a; a = a->next)
-    p += sprintf(p, " %s", a->valuestring);
+  for (const cJSON *a = cmd; a; a = a == cmd ? args->child : a->next) {
+    const char *w = a->valuestring;
+    if (a != cmd) *p++ = ' ';
+    if (!quoted || plain_word(w)) {
+      p = stpcpy(p, w);
+      continue;
+    }
+    *p++ = '\'';
+    for (; *w; w++)
+      if (*w == '\'')
+        p = stpcpy(p, "'\\''");
+      else
+        *p++ = *w;
+    *p++ = '\'';
+  }
+  *p = 0;
   return s;
 }
 
+/* The shell metacharacters a shell command may not hold while --allow is in force. */
+#define SHELL_META ";|&$`()<>\n\r"
+
 static int command_allowed(call_t *c) {
-  char *line = command_line(c);
-  if (line == NULL) {
+  char *raw = command_line(c, 0), *line = command_line(c, 1);
+  if (raw == NULL || line == NULL) {
+    free(raw);
+    free(line);
     mc_call_fail(c, "out of memory");
     return 0;
   }
-  for (size_t i = 0; i < mc_opts.n_deny; i++)
-    if (mc_glob(mc_opts.deny[i], line)) {
+  int ok = 1;
+  /* deny: either spelling matching refuses (the quotes must not hide a word) */
+  for (size_t i = 0; i < mc_opts.n_deny && ok; i++)
+    if (mc_glob(mc_opts.deny[i], raw) || mc_glob(mc_opts.deny[i], line)) {
       mc_call_fail(c, "refused: the command matches the deny pattern '%s' of this server (--deny)", mc_opts.deny[i]);
-      free(line);
-      return 0;
+      ok = 0;
     }
-  int ok = mc_opts.n_allow == 0;
-  for (size_t i = 0; i < mc_opts.n_allow && !ok; i++)
-    ok = mc_glob(mc_opts.allow[i], line);
+  if (ok && mc_opts.n_allow) {
+    const char *meta = mc_arg(c, "args") ? NULL : strpbrk(line, SHELL_META);
+    if (meta) {
+      char what[16];
+      snprintf(what, sizeof(what), *meta == '\n' ? "a newline" : *meta == '\r' ? "a carriage return" : "'%c'", *meta);
+      mc_call_fail(c, "refused: with an allow list (--allow) a shell command may not hold %s (none of "
+                      "; | & $ ` ( ) < > or a newline); pass the program and its args instead", what);
+      ok = 0;
+    }
+    int hit = 0;
+    for (size_t i = 0; i < mc_opts.n_allow && ok && !hit; i++)
+      hit = mc_glob(mc_opts.allow[i], line);
+    if (ok && !hit) {
+      mc_call_fail(c, "refused: the command (%s) matches none of the allow patterns of this server (--allow)",
+                   line);
+      ok = 0;
+    }
+  }
+  free(raw);
   free(line);
-  if (!ok) mc_call_fail(c, "refused: the command matches none of the allow patterns of this server (--allow)");
   return ok;
+}
+
+/* The env argument under the policy: 0, or -1 after failing the call. */
+static int env_allowed(call_t *c, const char *name) {
+  if (name[0] == 0 || strchr(name, '=')) {
+    mc_call_fail(c, "env: '%s' is not a variable name", name);
+    return -1;
+  }
+  for (size_t i = 0; i < mc_opts.n_secrets; i++)
+    if (strcmp(name, mc_opts.secrets[i].name) == 0) {
+      mc_call_fail(c, "env: %s is a secret this server sets itself; leave it out", name);
+      return -1;
+    }
+  if (mc_opts.n_allow == 0) return 0;
+  if (mc_env_never(name)) {
+    mc_call_fail(c, "env: refused: %s may never be set while an allow list (--allow) is in force "
+                    "(it chooses which code runs)", name);
+    return -1;
+  }
+  for (size_t i = 0; i < mc_opts.n_allow_env; i++)
+    if (strcmp(name, mc_opts.allow_env[i]) == 0) return 0;
+  mc_call_fail(c, "env: refused: %s is not among the names this server lets env set (--allow-env)%s", name,
+               mc_opts.n_allow_env ? "" : "; it allows none");
+  return -1;
 }
 
 /* ---- the start spec ------------------------------------------------------------------------------ */
@@ -177,19 +262,11 @@ cJSON *mc_start_spec(call_t *c) {
   free(cwd);
   const cJSON *env = mc_arg(c, "env");
   if (env && env->child) {
-    for (const cJSON *e = env->child; e; e = e->next) {
-      if (e->string[0] == 0 || strchr(e->string, '=')) {
-        mc_call_fail(c, "env: '%s' is not a variable name", e->string);
+    for (const cJSON *e = env->child; e; e = e->next)
+      if (env_allowed(c, e->string) != 0) {
         cJSON_Delete(spec);
         return NULL;
       }
-      for (size_t i = 0; i < mc_opts.n_secrets; i++)
-        if (strcmp(e->string, mc_opts.secrets[i].name) == 0) {
-          mc_call_fail(c, "env: %s is a secret this server sets itself; leave it out", e->string);
-          cJSON_Delete(spec);
-          return NULL;
-        }
-    }
     cJSON_AddItemToObject(spec, "env", cJSON_Duplicate(env, 1));
   }
   if (mc_opts.n_secrets) {

@@ -9,8 +9,13 @@
  * or SIGTERM/SIGINT: the connection to proctor closes (socket mode: the
  * executions stay in the editor, unless --kill-on-exit) or the embedded
  * engine cancels everything and waits (bounded by its grace period); exit 0.
+ * A stop signal wakes the loop through a self-pipe (one that comes just
+ * before poll() is not lost), and it also ends a wait for a full stdout
+ * (send.c), so exit stays bounded by the grace period whatever the client
+ * does.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +31,10 @@ mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
 static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest first */
 
 static volatile sig_atomic_t stop_signal;
+static int stop_pipe[2] = {-1, -1}; /* a stop signal writes a byte to [1] */
+
+int mc_stop_requested(void) { return stop_signal != 0; }
+int mc_stop_fd(void) { return stop_pipe[0]; }
 
 static const char *instructions =
     "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console the "
@@ -168,6 +177,11 @@ static void read_stdin(void) {
       if (e > s) on_message(in.buf + s, e - s);
     }
     start = end + 1;
+    /* stopping: dispatch nothing more (the client is not reading, or we were told to stop) */
+    if (stop_signal || mc_send_closed()) {
+      in.eof = 1;
+      return;
+    }
   }
   memmove(in.buf, in.buf + start, in.len - start);
   in.len -= start;
@@ -197,7 +211,11 @@ static void usage(FILE *f) {
         "  --no-discover        do not look for an editor's socket (without a socket: embedded)\n"
         "  --allow-cwd DIR      commands may run only in DIR or below (repeatable)\n"
         "  --deny PATTERN       refuse commands matching this glob, e.g. '*rm -rf*' (repeatable)\n"
-        "  --allow PATTERN      run only commands matching one of these globs (repeatable)\n"
+        "  --allow PATTERN      run only commands matching one of these globs (repeatable);\n"
+        "                       then env may set only --allow-env names and a shell command\n"
+        "                       may hold no metacharacter (see :help proctor-mcp-policy)\n"
+        "  --allow-env NAME     with --allow: a variable the env argument may set (repeatable;\n"
+        "                       never PATH, LD_*, BASH_ENV or ENV)\n"
         "  --secret NAME[=VAR]  give commands NAME with the value of our $VAR (default $NAME),\n"
         "                       masked as *** in all output and results (repeatable)\n"
         "  --kill-on-exit       socket mode: end our executions when proctor-mcp exits\n"
@@ -224,7 +242,7 @@ static int parse_args(int argc, char **argv) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = strcmp(a, "--socket") == 0 || strcmp(a, "--allow-cwd") == 0 || strcmp(a, "--deny") == 0 ||
-                strcmp(a, "--allow") == 0 || strcmp(a, "--secret") == 0 || strcmp(a, "--shepherd") == 0 ||
+                strcmp(a, "--allow") == 0 || strcmp(a, "--allow-env") == 0 || strcmp(a, "--secret") == 0 || strcmp(a, "--shepherd") == 0 ||
                 strcmp(a, "--output-limit") == 0 || strcmp(a, "--progress-ms") == 0;
     if (takes && v == NULL) {
       mc_log("%s needs a value", a);
@@ -255,6 +273,16 @@ static int parse_args(int argc, char **argv) {
       if (push(&mc_opts.deny, &mc_opts.n_deny, sizeof(char *), &v)) return -1;
     } else if (strcmp(a, "--allow") == 0) {
       if (push(&mc_opts.allow, &mc_opts.n_allow, sizeof(char *), &v)) return -1;
+    } else if (strcmp(a, "--allow-env") == 0) {
+      if (mc_env_never(v)) {
+        mc_log("--allow-env %s: %s can never be allowed (it chooses which code runs)", v, v);
+        return -1;
+      }
+      if (v[0] == 0 || strchr(v, '=')) {
+        mc_log("--allow-env %s: a variable name expected", v);
+        return -1;
+      }
+      if (push(&mc_opts.allow_env, &mc_opts.n_allow_env, sizeof(char *), &v)) return -1;
     } else if (strcmp(a, "--secret") == 0) {
       mc_secret_t s;
       char *name = strdup(v);
@@ -296,6 +324,8 @@ static int parse_args(int argc, char **argv) {
     }
     if (takes) i++;
   }
+  if (mc_opts.n_allow_env && !mc_opts.n_allow)
+    mc_log("--allow-env has no effect without --allow (env is not restricted)");
   if (mc_opts.socket == NULL && !mc_opts.embedded) {
     const char *env = getenv("PROCTOR_SOCKET");
     if (env && *env) mc_opts.socket = env;
@@ -309,22 +339,32 @@ static int parse_args(int argc, char **argv) {
   return 0;
 }
 
-static void on_signal(int sig) { stop_signal = sig; }
+static void on_signal(int sig) {
+  int saved = errno;
+  stop_signal = sig;
+  if (stop_pipe[1] >= 0) (void)!write(stop_pipe[1], "", 1); /* non-blocking: a full pipe already wakes */
+  errno = saved;
+}
 
 int main(int argc, char **argv) {
   if (parse_args(argc, argv) != 0) return 2;
   if (mc_tools_init() != 0) return 1;
   signal(SIGPIPE, SIG_IGN);
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    mc_log("pipe: %s", strerror(errno));
+    return 1;
+  }
   struct sigaction sa = {0};
   sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns EINTR */
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
 
-  while (!stop_signal && !in.eof) {
-    struct pollfd pf[3];
+  while (!stop_signal && !in.eof && !mc_send_closed()) {
+    struct pollfd pf[4];
     int n = 0, irpc = -1, ieng = -1;
     pf[n++] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
+    pf[n++] = (struct pollfd){.fd = stop_pipe[0], .events = POLLIN};
     short ev;
     int rfd = mc_rpc_fd(&ev);
     if (rfd >= 0) {

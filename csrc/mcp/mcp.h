@@ -63,6 +63,10 @@ void mc_mask_json(cJSON *j);
 int mc_mask_add(const char *value);
 /* glob match (fnmatch without FNM_PATHNAME): 1 when `s` matches `pat`. */
 int mc_glob(const char *pat, const char *s);
+/* 1 when an environment variable `name` may never be set by a tool call
+ * while an allow list is in force, not even with --allow-env: PATH, LD_*,
+ * BASH_ENV, ENV (they choose which code runs). */
+int mc_env_never(const char *name);
 
 /* ---- server options (main.c parses them) ------------------------------------------------------------ */
 
@@ -81,6 +85,8 @@ typedef struct {
   size_t n_deny;
   const char **allow;   /* glob patterns a command must match one of (when any) */
   size_t n_allow;
+  const char **allow_env; /* with an allow list: the only names `env` may set */
+  size_t n_allow_env;
   mc_secret_t *secrets;
   size_t n_secrets;
   int kill_on_exit;     /* socket mode: executions end when proctor-mcp exits */
@@ -92,10 +98,23 @@ typedef struct {
 
 extern mc_opts_t mc_opts;
 
+/* ---- main.c: stopping ---------------------------------------------------------------------- */
+
+/* 1 once SIGTERM, SIGINT or SIGHUP came (the loop ends at its next turn). */
+int mc_stop_requested(void);
+/* The read end of the self-pipe a stop signal writes to (poll it with POLLIN
+ * to wake on a signal that came before the poll). */
+int mc_stop_fd(void);
+
 /* ---- send.c: what goes out ------------------------------------------------------------------ */
 
-/* Send one JSON-RPC message (consumes `msg`). */
+/* Send one JSON-RPC message (consumes `msg`). Never waits forever: while
+ * stdout is full it gives up when a stop signal comes or stdin reaches its
+ * end (the client is gone), and from then on drops every message
+ * (mc_send_closed). */
 void mc_send(cJSON *msg);
+/* 1 once stdout was given up (see mc_send): the loop ends at its next turn. */
+int mc_send_closed(void);
 /* Send a response {id, result} (consumes `result`; `id` is copied). */
 void mc_respond(const cJSON *id, cJSON *result);
 /* Send an error response (`id` copied; NULL: id null). */
@@ -132,8 +151,13 @@ int mc_rpc_connected(void);
 const char *mc_rpc_lost(void);
 /* Send a request; `params` (a JSON array, consumed) becomes msgpack. `cb(tag, reply)`
  * (may be NULL: the answer is dropped) runs once with the answer, or with err = ["ECONNRESET", ...] when the
- * connection is lost first. Returns 0, or -1 when not connected (cb not called). */
+ * connection is lost first. Returns 0; -1 when not connected; -2 when the
+ * request is larger than the server takes in one message (mc_rpc_refused
+ * says why; nothing was sent, the connection is untouched). cb is not called
+ * when it returns non-zero. */
 int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag);
+/* Why mc_rpc_call last returned -2 ("ETOOBIG: ..."). */
+const char *mc_rpc_refused(void);
 /* The fd to poll (-1 when not connected) and the events wanted. */
 int mc_rpc_fd(short *events);
 /* Handle readiness of the fd (revents from poll). */

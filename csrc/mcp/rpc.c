@@ -10,6 +10,11 @@
  *
  *   mc_rpc_call(method, [params]) ─► [0, msgid, method, params] ─► outbuf ─► socket
  *   socket ─► unpacker ─► [1, msgid, err, result] ─► pending[msgid].cb(tag, reply)
+ *
+ * A request the server would refuse for its size (more bytes than hello's
+ * `max_message`, or more entries than MC_RPC_MAX_ENTRIES) is never sent: the
+ * server closes a connection that sends one, and with it the session that
+ * owns our executions. It is refused here, alone (mc_rpc_refused).
  */
 #include <errno.h>
 #include <poll.h>
@@ -24,6 +29,11 @@
 #include "mcp.h"
 
 #define MAX_ANSWER (8u << 20) /* the server answers at most 4 MiB of data per read */
+/* The server's limits on one incoming message (doc/proctor.txt, *proctor-rpc-limits*):
+ * array and map entries (a map's pairs count twice), and the bytes when hello
+ * does not say (an older server). */
+#define MC_RPC_MAX_ENTRIES 65536
+#define MC_RPC_MAX_MESSAGE_DEFAULT (4u << 20)
 
 typedef struct pending {
   uint32_t msgid;
@@ -41,7 +51,21 @@ static struct {
   uint32_t next_msgid;
   pending_t *pending; /* oldest first */
   char lost[256];
+  uint64_t max_message; /* hello's max_message (0: not known yet) */
+  char refused[256];    /* why the last request was not sent (mc_rpc_call -2) */
 } C = {.fd = -1};
+
+const char *mc_rpc_refused(void) { return C.refused; }
+
+/* Array and map entries in `j`, as the server counts them; stops past `limit`. */
+static size_t entries(const cJSON *j, size_t limit) {
+  size_t n = 0;
+  for (const cJSON *x = j ? j->child : NULL; x && n <= limit; x = x->next) {
+    n += cJSON_IsObject(j) ? 2 : 1;
+    if (cJSON_IsArray(x) || cJSON_IsObject(x)) n += entries(x, limit - n);
+  }
+  return n;
+}
 
 /* ---- connection ------------------------------------------------------------------------- */
 
@@ -115,6 +139,14 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
     cJSON_Delete(params);
     return -1;
   }
+  if (4 + entries(params, MC_RPC_MAX_ENTRIES) > MC_RPC_MAX_ENTRIES) { /* 4: the envelope [0, msgid, method, params] */
+    snprintf(C.refused, sizeof(C.refused),
+             "ETOOBIG: the %s request has more than %u array or map entries, the most the proctor socket takes in "
+             "one message",
+             method, MC_RPC_MAX_ENTRIES);
+    cJSON_Delete(params);
+    return -2;
+  }
   pending_t *p = calloc(1, sizeof(*p));
   if (p == NULL) {
     cJSON_Delete(params);
@@ -133,6 +165,16 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
     C.out_len = mark;
     free(p);
     return -1;
+  }
+  uint64_t max = C.max_message ? C.max_message : MC_RPC_MAX_MESSAGE_DEFAULT;
+  if (C.out_len - mark > max) {
+    snprintf(C.refused, sizeof(C.refused),
+             "ETOOBIG: the %s request is %zu bytes; the proctor socket takes at most %llu bytes in one message "
+             "(send it in smaller parts)",
+             method, C.out_len - mark, (unsigned long long)max);
+    C.out_len = mark;
+    free(p);
+    return -2;
   }
   pending_t **tail = &C.pending;
   while (*tail)
@@ -241,6 +283,8 @@ static char hello_err[256];
 static void on_hello(uint64_t tag, const mc_reply_t *r) {
   (void)tag;
   hello_done = 1;
+  const cJSON *mm = r->result ? cJSON_GetObjectItemCaseSensitive(r->result, "max_message") : NULL;
+  if (cJSON_IsNumber(mm) && mm->valuedouble >= 65536) C.max_message = (uint64_t)mm->valuedouble;
   if (r->err) {
     const cJSON *m = cJSON_GetArrayItem(r->err, 1);
     snprintf(hello_err, sizeof(hello_err), "hello failed: %s",

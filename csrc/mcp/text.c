@@ -1,5 +1,6 @@
-/* text.c — masking of secret values, and glob matching for the command
- * policy. (UTF-8 boundaries and repair are base/utf8.c.)
+/* text.c — masking of secret values, glob matching for the command
+ * policy, and the names the environment policy never admits. (UTF-8
+ * boundaries and repair are base/utf8.c.)
  *
  * Thread: main. Leaves: know nothing of the protocol.
  */
@@ -84,3 +85,10 @@ void mc_mask_json(cJSON *c) {
 }
 
 int mc_glob(const char *pat, const char *s) { return fnmatch(pat, s, 0) == 0; }
+
+/* ---- environment policy ---------------------------------------------------------------------- */
+
+int mc_env_never(const char *name) {
+  return strcmp(name, "PATH") == 0 || strncmp(name, "LD_", 3) == 0 || strcmp(name, "BASH_ENV") == 0 ||
+         strcmp(name, "ENV") == 0;
+}

@@ -287,6 +287,186 @@ await test("fence_and_secrets", async () => {
   assert(env.isError && /secret/.test(env.content[0].text), "env may not override a secret");
 });
 
+// ---- the allow list cannot be bypassed (:help proctor-mcp-policy) ----------------------------
+
+await test("allow_list_env_bypasses_are_refused", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "allow-"));
+  execFileSync("git", ["init", "-q", dir]);
+  const marker = path.join(dir, "slipped-through");
+  // A fake git early on a PATH the agent would choose: it reports the secret it got.
+  const bin = fs.mkdtempSync(path.join(tmp, "bin-"));
+  fs.writeFileSync(path.join(bin, "git"), `#!/bin/sh\necho "$TOKEN" > ${marker}\n`, { mode: 0o755 });
+  const A = await connect({
+    args: ["--embedded", "--allow", "git status", "--allow", "ls", "--secret", "TOKEN=MY_TEST_SECRET"],
+    env: baseEnv({ MY_TEST_SECRET: "s3cr3t-v4lue" }), cwd: dir,
+  });
+  const sh = `sh -c 'echo "$TOKEN" > ${marker}'`;
+  const bypasses = [
+    ["PATH", `${bin}:/usr/bin:/bin`],
+    ["GIT_CONFIG_COUNT", "1"], ["GIT_CONFIG_KEY_0", "core.fsmonitor"], ["GIT_CONFIG_VALUE_0", sh],
+    ["GIT_CONFIG_PARAMETERS", `'core.fsmonitor'='${sh}'`],
+    ["LD_PRELOAD", path.join(bin, "evil.so")], ["LD_LIBRARY_PATH", bin],
+    ["GIT_SSH_COMMAND", sh], ["PAGER", sh], ["GIT_PAGER", sh], ["MAKEFLAGS", `SHELL=${sh}`],
+    ["BASH_ENV", path.join(bin, "rc")], ["ENV", path.join(bin, "rc")],
+  ];
+  for (const [name, value] of bypasses) {
+    for (const form of [{ command: "git status" }, { command: "git", args: ["status"] }]) {
+      const r = await call(A, "run", { ...form, env: { [name]: value } }, { allowError: true });
+      assert(r.isError, `env ${name} with ${JSON.stringify(form)} ran: ${JSON.stringify(r.structuredContent || r.content)}`);
+      assert(new RegExp(`env: refused: ${name} `).test(r.content[0].text), `${name}: a clear error: ${r.content[0].text}`);
+    }
+  }
+  assert(!fs.existsSync(marker), "no code of the agent's choosing ran, and no secret reached one");
+  // The legit commands still run, both forms.
+  eq((await call(A, "run", { command: "git status" })).state, "completed", "git status (shell form)");
+  eq((await call(A, "run", { command: "git", args: ["status"] })).state, "completed", "git status (args form)");
+  eq((await call(A, "run", { command: "ls" })).state, "completed", "ls");
+});
+
+await test("allow_env_admits_exactly_the_named_names", async () => {
+  const A = await connect({ args: ["--embedded", "--allow", "env", "--allow-env", "FOO", "--allow-env", "LANG"] });
+  const r = await call(A, "run", { command: "env", env: { FOO: "foo value", LANG: "C" } });
+  assert(r.stdout.split("\n").includes("FOO=foo value") && r.stdout.split("\n").includes("LANG=C"), `the named names reach the command: ${r.stdout}`);
+  const bar = await call(A, "run", { command: "env", env: { FOO: "x", BAR: "y" } }, { allowError: true });
+  assert(bar.isError && /env: refused: BAR is not among the names this server lets env set \(--allow-env\)/.test(bar.content[0].text), `BAR: ${bar.content[0].text}`);
+  const none = await connect({ args: ["--embedded", "--allow", "env"] });
+  const n = await call(none, "run", { command: "env", env: { FOO: "x" } }, { allowError: true });
+  assert(n.isError && /it allows none/.test(n.content[0].text), `no --allow-env: ${n.content[0].text}`);
+  // PATH, LD_*, BASH_ENV and ENV can never be allowed: the server refuses to start.
+  for (const name of ["PATH", "LD_PRELOAD", "BASH_ENV", "ENV"]) {
+    const x = spawnSync(MCP, ["--embedded", "--allow", "env", "--allow-env", name], { env: baseEnv(), input: "", timeout: 20000 });
+    eq(x.status, 2, `--allow-env ${name}: exit status`);
+    assert(x.stderr.toString().includes(`--allow-env ${name}: ${name} can never be allowed`), `--allow-env ${name}: ${x.stderr}`);
+  }
+  // Without an allow list env is not restricted (the fence is the allow list).
+  eq((await call(E, "run", { command: "echo \"$PAGER\"", env: { PAGER: "cat" } })).stdout, "cat\n", "no --allow: env is free");
+});
+
+await test("allow_patterns_match_the_argv_of_the_args_form", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "argv-"));
+  execFileSync("git", ["init", "-q", dir]);
+  const A = await connect({ args: ["--embedded", "--allow", "git status", "--allow", "ls", "--allow", "printf *"], cwd: dir });
+  eq((await call(A, "run", { command: "printf", args: ["%s|", "a b", "it's"] })).stdout, "a b|it's|", "printf * admits any args");
+  eq((await call(A, "run", { command: "git", args: ["status", "--short"] }, { allowError: true })).isError, true, "git status --short is not git status");
+  for (const [form, what] of [
+    [{ command: "ls", args: ["-la"] }, "ls with an argument"],
+    [{ command: "git status", args: [] }, "a program named 'git status'"],
+    [{ command: "git", args: ["status --short"] }, "one argument 'status --short'"],
+    [{ command: "git", args: ["stat", "us"] }, "two arguments"],
+  ]) {
+    const r = await call(A, "run", form, { allowError: true });
+    assert(r.isError && /matches none of the allow patterns/.test(r.content[0].text), `${what}: ${JSON.stringify(r.content)}`);
+  }
+  const q = await call(A, "run", { command: "git status", args: [] }, { allowError: true });
+  assert(q.content[0].text.includes("('git status')"), `the error shows the argv as it was matched: ${q.content[0].text}`);
+});
+
+await test("deny_patterns_apply_to_the_args_form", async () => {
+  const victim = fs.mkdtempSync(path.join(tmp, "victim-"));
+  const D = await connect({ args: ["--embedded", "--deny", "*rm -rf*"] });
+  for (const args of [["-rf", victim], ["-rf", `${victim}/a b`]]) {
+    const r = await call(D, "run", { command: "rm", args }, { allowError: true });
+    assert(r.isError && /deny pattern '\*rm -rf\*'/.test(r.content[0].text), `rm ${args.join(" ")}: ${JSON.stringify(r.content)}`);
+  }
+  assert(fs.existsSync(victim), "nothing was removed");
+  eq((await call(D, "run", { command: "rm", args: ["-r", "--", path.join(victim, "none")] }, { allowError: true })).isError, undefined, "other rm calls run");
+});
+
+await test("allow_list_refuses_shell_metacharacters", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "meta-"));
+  const A = await connect({ args: ["--embedded", "--allow", "printf *", "--allow", "npm test*"], cwd: dir });
+  const p = path.join(dir, "pwned");
+  for (const [cmd, shown] of [
+    [`printf x; touch ${p}`, "';'"], [`npm test; touch ${p}`, "';'"], [`printf x | sh`, "'|'"], [`printf x && touch ${p}`, "'&'"],
+    [`printf $(touch ${p})`, "'$'"], ["printf `touch " + p + "`", "'`'"], [`printf x > ${p}`, "'>'"], [`printf x < /etc/passwd`, "'<'"],
+    [`printf (x)`, "'('"], [`printf x\ntouch ${p}`, "a newline"], [`printf "$HOME"`, "'$'"],
+  ]) {
+    const r = await call(A, "run", { command: cmd }, { allowError: true });
+    assert(r.isError && r.content[0].text.includes(`may not hold ${shown}`), `${JSON.stringify(cmd)}: ${JSON.stringify(r.content)}`);
+  }
+  assert(!fs.existsSync(p), "nothing ran");
+  eq((await call(A, "run", { command: "printf 'hello world'" })).stdout, "hello world", "a legit allowed command runs");
+  eq((await call(A, "run", { command: "printf", args: ["a;b|c$d"] })).stdout, "a;b|c$d", "the args form has no shell: metacharacters are plain bytes");
+});
+
+// ---- a tool call too large for the proctor socket fails alone --------------------------------------
+
+await test("oversized_input_fails_alone", async () => {
+  const before = await call(E, "run", { command: "echo before" });
+  const s = await call(E, "start", { command: "wc -c" });
+  const big = await call(E, "input", { id: s.id, data: "x".repeat(5 * 1024 * 1024) }, { allowError: true });
+  assert(big.isError && /ETOOBIG: the input request is \d+ bytes; the proctor socket takes at most 4194304 bytes/.test(big.content[0].text),
+    `a clear error: ${big.content?.[0]?.text}`);
+  const ok = await call(E, "input", { id: s.id, data: "hello\n", eof: true });
+  eq(ok.bytes, 6, "a later input on the same session works");
+  eq((await call(E, "wait", { id: s.id, timeout_ms: 30000 })).stdout.trim(), "6", "only the later input reached it");
+  eq((await call(E, "status", { id: before.id })).state, "completed", "the earlier execution is still found");
+  const many = await call(E, "run", { command: "true", args: Array(70000).fill("a") }, { allowError: true });
+  assert(many.isError && /ETOOBIG: the start request has more than 65536/.test(many.content[0].text), `too many entries: ${many.content?.[0]?.text}`);
+  eq((await call(E, "status", { id: s.id })).state, "completed", "still the same session");
+});
+
+// ---- stdout full: SIGTERM and stdin EOF still end proctor-mcp ------------------------------------
+
+// A raw client that starts a command, then stops reading stdout while asking
+// for large answers; `stop(child)` ends it (SIGTERM, or closing stdin: EOF).
+async function stuckClient(stop) {
+  const dir = fs.mkdtempSync(path.join(tmp, "stuck-"));
+  const child = spawn(MCP, ["--embedded"], { env: baseEnv(), cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
+  cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
+  let stderr = "";
+  let stderrEnded = false;
+  child.stderr.on("data", (d) => { stderr += d; });
+  child.stderr.on("end", () => { stderrEnded = true; });
+  child.stdin.on("error", () => {}); // EPIPE once it exited
+  const answered = new Set();
+  let buf = "";
+  const onData = (d) => {
+    buf += d;
+    for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) {
+      try { const m = JSON.parse(buf.slice(0, i)); if (m.id != null) answered.add(m.id); } catch {}
+    }
+  };
+  child.stdout.on("data", onData);
+  const send = (m) => child.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+  send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "stuck", version: "0" } } });
+  send({ method: "notifications/initialized" });
+  const pidFile = path.join(dir, "pid");
+  send({ id: 2, method: "tools/call", params: { name: "start", arguments: { command: `echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 300` } } });
+  await until("start answered", () => answered.has(2));
+  const pid = await until("the command runs", () => fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8")));
+  // Stop reading, then ask for far more than the sockets hold (tools/list answers 14 KiB).
+  child.stdout.removeListener("data", onData);
+  child.stdout.pause();
+  for (let i = 0; i < 20000; i++) send({ id: 100 + i, method: "tools/list" });
+  // Its stdout is full once it stops reading its stdin while requests still wait there
+  // (rchar: the bytes it read; a writev in flight keeps writableLength still, so it is no sign).
+  let last = "", same = 0;
+  await until("proctor-mcp's stdout is full", () => {
+    const rchar = fs.readFileSync(`/proc/${child.pid}/io`, "utf8").match(/rchar: (\d+)/)[1];
+    same = rchar === last && child.stdin.writableLength > 0 ? same + 1 : 0;
+    last = rchar;
+    return same >= 10;
+  }, 60000, 100);
+  stop(child);
+  // The bound is generous (grace 2 s + 1 s on a loaded machine); before the fix it never exited.
+  await until("proctor-mcp exited", () => child.exitCode !== null || child.signalCode !== null, 20000);
+  await until("its execution is gone", () => !alive(pid), 10000);
+  await until("its stderr is read", () => stderrEnded, 10000);
+  child.stdout.destroy();
+  return { stderr, status: child.exitCode };
+}
+
+await test("sigterm_ends_it_while_stdout_is_full", async () => {
+  const r = await stuckClient((child) => child.kill("SIGTERM"));
+  assert(/stdout is full and a stop signal came/.test(r.stderr), `says why: ${JSON.stringify(r.stderr)}`);
+});
+
+await test("stdin_eof_ends_it_while_stdout_is_full", async () => {
+  const r = await stuckClient((child) => child.stdin.destroy()); // end() would wait for the unsent requests
+  assert(/stdout is full and stdin reached its end/.test(r.stderr), `says why: ${JSON.stringify(r.stderr)}`);
+});
+
 await test("latency", async () => {
   const st = [];
   for (let i = 0; i < 100; i++) {
