@@ -19,6 +19,13 @@
 --- callback, a handler answers through it instead (`wait_for_exit` then
 --- answers when the process has exited, without blocking the editor);
 --- without one, `wait_for_exit` blocks (|vim.wait()|). See :help proctor-acp.
+---
+--- Every request is answered exactly once: an error inside a handler becomes
+--- a -32603 answer, and a handler called in a fast event (a libuv callback,
+--- where most of the editor's API is off limits) runs again from
+--- |vim.schedule()| (given `respond`). Agent terminals get `PAGER=cat` and
+--- `GIT_PAGER=cat` unless the agent's env (or `opts.env`) says otherwise: a
+--- pager would wait for a key under the pseudo-terminal.
 --- Requiring this module has no side effects.
 
 local M = {}
@@ -70,21 +77,30 @@ function M.terminal(opts)
     released = {}, -- sessionId -> { [terminalId] = true }
   }
   local t = {}
-  t["terminal/create"] = function(params, respond) return H.answer(respond, H.create(self, params)) end
-  t["terminal/output"] = function(params, respond) return H.answer(respond, H.with(self, params, H.output)) end
-  t["terminal/kill"] = function(params, respond) return H.answer(respond, H.with(self, params, H.kill)) end
-  t["terminal/release"] = function(params, respond) return H.answer(respond, H.with(self, params, H.release)) end
-  t["terminal/wait_for_exit"] = function(params, respond)
+  t["terminal/create"] = H.guarded("terminal/create", function(params, respond)
+    return H.answer(respond, H.create(self, params))
+  end)
+  t["terminal/output"] = H.guarded("terminal/output", function(params, respond)
+    return H.answer(respond, H.with(self, params, H.output))
+  end)
+  t["terminal/kill"] = H.guarded("terminal/kill", function(params, respond)
+    return H.answer(respond, H.with(self, params, H.kill))
+  end)
+  t["terminal/release"] = H.guarded("terminal/release", function(params, respond)
+    return H.answer(respond, H.with(self, params, H.release))
+  end)
+  t["terminal/wait_for_exit"] = H.guarded("terminal/wait_for_exit", function(params, respond)
     local term, err = H.find(self, params)
     if not term then return H.answer(respond, nil, err) end
     return H.wait(term, respond)
-  end
+  end)
 
   --- Is `method` one of the terminal methods?
   function t.handles(method) return type(method) == "string" and t[method] ~= nil and method:find("^terminal/") ~= nil end
 
-  --- Answer a request of any terminal method through `respond(result, err)`.
-  --- Returns false (and answers nothing) when `method` is not a terminal method.
+  --- Answer a request of any terminal method through `respond(result, err)`,
+  --- exactly once. Returns false (and answers nothing) when `method` is not a
+  --- terminal method. Callable in a fast event: it then runs from vim.schedule().
   function t.handle(method, params, respond)
     if not t.handles(method) then return false end
     t[method](params, respond)
@@ -117,6 +133,42 @@ H.OPEN = { split = true, vsplit = true, tab = true, float = true, current = true
 
 function H.err(code, message, data) return { code = code, message = message, data = data } end
 
+-- A handler `fn(params, respond)` made safe: in a fast event it runs again from
+-- vim.schedule() (given respond; without one it cannot wait, and answers
+-- -32603); an error it raises becomes a -32603 answer; respond is called at
+-- most once (a second call is dropped).
+function H.guarded(method, fn)
+  local function run(params, respond)
+    local answered = false
+    local once = respond and function(result, err)
+      if answered then return end
+      answered = true
+      respond(result, err)
+    end
+    local ok, result, e = pcall(fn, params, once)
+    if ok then return result, e end
+    local err = H.err(M.codes.internal, ("proctor.acp: %s failed: %s"):format(method, tostring(result)))
+    if not respond then return nil, err end
+    if not answered then
+      answered = true
+      respond(nil, err)
+    else
+      -- the error came from respond itself: the request was answered; say so once
+      require("proctor.util").notify("acp: " .. err.message)
+    end
+  end
+  return function(params, respond)
+    if vim.in_fast_event() then
+      if respond then
+        vim.schedule(function() run(params, respond) end)
+        return
+      end
+      return nil, H.err(M.codes.internal, "proctor.acp: " .. method .. " called in a fast event without respond")
+    end
+    return run(params, respond)
+  end
+end
+
 -- Answer through respond when given, else return the pair.
 function H.answer(respond, result, err)
   if respond then
@@ -140,7 +192,8 @@ function H.create(self, p)
   for i, a in ipairs(args) do
     if not is_str(a) then return nil, H.err(M.codes.invalid_params, ("args[%d] must be a string"):format(i - 1)) end
   end
-  local env = {}
+  -- A pager would wait for a key under the pty: cat, unless told otherwise.
+  local env = { PAGER = "cat", GIT_PAGER = "cat" }
   for k, v in pairs(self.env) do env[k] = v end
   if p.env ~= nil and p.env ~= vim.NIL then
     if type(p.env) ~= "table" then return nil, H.err(M.codes.invalid_params, "env must be a list of {name, value}") end
@@ -166,8 +219,12 @@ function H.create(self, p)
     return nil, H.err(M.codes.invalid_params, "outputByteLimit must be a non-negative integer")
   end
   -- No args: a command line for the shell (agents send "npm test"); else argv.
+  -- (argv built by a loop: unpack() of 8,000 args raises "too many results to unpack")
   local cmd = p.command
-  if #args > 0 then cmd = { p.command, unpack(args) } end
+  if #args > 0 then
+    cmd = { p.command }
+    for i = 1, #args do cmd[i + 1] = args[i] end
+  end
   local term = { session = p.sessionId, limit = limit or self.output_limit, waiters = {} }
   local proctor = require("proctor")
   local ex, msg = proctor.run({
@@ -288,12 +345,25 @@ function H.output(self, term)
   if not rec then return nil, err end
   local eng = require("proctor.engine").current()
   local total = rec.bytes and rec.bytes.pty or 0
-  -- Rendering shrinks text (escapes, \r\n): read a margin more than the limit.
-  local from = math.max(0, total - 2 * term.limit - 4096)
-  local data, _, missed = eng:read(term.id, "pty", from, total - from + 1)
-  data = data or ""
-  local text, cut = H.tail(H.render(data), term.limit)
-  local res = { output = text, truncated = cut or from > 0 or (missed or 0) > 0 }
+  -- The limit is on the text (escapes removed, \r applied), which can be far
+  -- shorter than the bytes: read a window of the newest bytes, and widen it
+  -- until its text reaches the limit or it holds everything the ring kept.
+  local window = 2 * term.limit + 4096
+  local from, data, missed, text
+  while true do
+    from = math.max(0, total - window)
+    local d, _, m = eng:read(term.id, "pty", from, total - from + 1)
+    data, missed = d or "", m or 0
+    text = H.render(data)
+    -- (a margin past the limit: the first line of a window may start mid-sequence)
+    if #text > term.limit + 256 or from == 0 or missed > 0 then break end
+    window = window * 2
+  end
+  local cut
+  text, cut = H.tail(text, term.limit)
+  -- Cut, or older text exists that was not read (a window from > 0 whose text
+  -- did not reach the limit ends only when the ring dropped the rest: missed).
+  local res = { output = text, truncated = cut or missed > 0 }
   if rec.reason == "spawn_error" then
     res.output = H.tail("proctor: " .. tostring(rec.error or "the command did not start") .. "\n", term.limit)
   end

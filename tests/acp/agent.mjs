@@ -8,9 +8,11 @@
 // Results go back as session/update agent_message_chunk lines "PASS acp/<name>"
 // or "FAIL acp/<name>: why", which the client prints. Lines "TYPE <terminalId>
 // <text>" and "CANCEL <terminalId>" ask the client to act as the user would in
-// the console (type into it, cancel it).
+// the console (type into it, cancel it). $ACP_ONLY (substrings split by "|") runs
+// only the tests whose name holds one.
 import * as acp from "@agentclientprotocol/sdk";
 import Ajv2020 from "ajv/dist/2020.js";
+import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import os from "node:os";
@@ -37,6 +39,7 @@ function validate(method, value) {
   return value;
 }
 
+const ONLY = process.env.ACP_ONLY || ""; // run only the tests whose name holds one of these (a|b)
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-acp-agent-"));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
@@ -70,6 +73,7 @@ async function runTests(ctx, sessionId) {
     throw new Error(`${method} succeeded but should have failed`);
   };
   const t = async (name, fn, timeoutMs = 40000) => {
+    if (ONLY && !ONLY.split("|").some((x) => name.includes(x))) return;
     let timer;
     try {
       await Promise.race([fn(), new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs); })]);
@@ -194,6 +198,54 @@ async function runTests(ctx, sessionId) {
     assert(Buffer.byteLength(out.output) <= 1000 && Buffer.byteLength(out.output) > 980, `${Buffer.byteLength(out.output)} bytes`);
     assert(!out.output.includes("\uFFFD") && out.truncated, "whole characters, truncated");
     await say(`# acp flood: terminal/output of a 3 MB terminal with outputByteLimit 1000: ${ms.toFixed(1)} ms`);
+    await req("terminal/release", { terminalId });
+  });
+
+  await t("create_with_8000_args_is_answered", async () => {
+    const { terminalId } = await req("terminal/create", { command: "printf", args: ["%s", ...Array(8000).fill("a")] });
+    eq(await req("terminal/wait_for_exit", { terminalId }), { exitCode: 0 }, "exit");
+    const out = await req("terminal/output", { terminalId });
+    eq(out.output.replace(/\n/g, ""), "a".repeat(8000), "all 8,000 args reached the command");
+    await req("terminal/release", { terminalId });
+  });
+
+  await t("an_internal_error_is_a_32603_answer", async () => {
+    // A NUL in cwd passes the checks and makes the editor's API raise inside the handler.
+    const e = await reqErr("terminal/create", { command: "true", cwd: "/tmp\u0000x" });
+    eq(e.code, -32603, "code");
+    assert(/terminal\/create failed/.test(e.message), `says which handler failed: ${e.message}`);
+    const { terminalId } = await req("terminal/create", { command: "true" }); // the client still serves
+    eq(await req("terminal/wait_for_exit", { terminalId }), { exitCode: 0 }, "a later request");
+    await req("terminal/release", { terminalId });
+  });
+
+  await t("pager_is_cat_unless_the_agent_says_otherwise", async () => {
+    const a = await req("terminal/create", { command: 'echo "[$PAGER|$GIT_PAGER]"' });
+    await req("terminal/wait_for_exit", a);
+    eq((await req("terminal/output", a)).output, "[cat|cat]\n", "the default");
+    const b = await req("terminal/create", { command: 'echo "[$PAGER|$GIT_PAGER]"', env: [{ name: "PAGER", value: "more" }] });
+    await req("terminal/wait_for_exit", b);
+    eq((await req("terminal/output", b)).output, "[more|cat]\n", "the agent's env wins");
+    // git log of more lines than the pty shows: it would wait in less for a key.
+    const repo = fs.mkdtempSync(path.join(tmp, "repo-"));
+    const git = (...a) => execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.org", ...a], { env: { ...process.env, PAGER: "less", GIT_PAGER: "less" } });
+    git("init", "-q");
+    for (let i = 0; i < 40; i++) git("commit", "-q", "--allow-empty", "-m", `commit ${i}`);
+    const g = await req("terminal/create", { command: "git", args: ["log"], cwd: repo });
+    eq(await req("terminal/wait_for_exit", g), { exitCode: 0 }, "git log ended by itself");
+    assert((await req("terminal/output", g)).output.includes("commit 0"), "the whole log is in the output");
+    for (const x of [a, b, g]) await req("terminal/release", x);
+  }, 30000);
+
+  await t("output_byte_limit_applies_to_the_text", async () => {
+    // 9,000 visible bytes (100 lines of 89 characters), each character in its own colour: ~89 KB on the pty.
+    const script = "let s='';for(let l=0;l<100;l++){for(let c=0;c<89;c++)s+=`\\x1b[3${c%8}m${String.fromCharCode(97+c%26)}\\x1b[0m`;s+='\\n'}process.stdout.write(s)";
+    const { terminalId } = await req("terminal/create", { command: process.execPath, args: ["-e", script], outputByteLimit: 10000 });
+    eq(await req("terminal/wait_for_exit", { terminalId }), { exitCode: 0 }, "exit");
+    const out = await req("terminal/output", { terminalId });
+    const line = Array.from({ length: 89 }, (_, c) => String.fromCharCode(97 + (c % 26))).join("");
+    eq([Buffer.byteLength(out.output), out.truncated], [9000, false], "bytes and truncated");
+    eq(out.output, (line + "\n").repeat(100), "the text, whole");
     await req("terminal/release", { terminalId });
   });
 

@@ -102,8 +102,29 @@ stdout:read_start(function(err, data)
 end)
 stderr:read_start(function(_, data) if data then errbuf = errbuf .. data end end)
 
+-- A client that answers straight from its pipe's read callback calls handle() in a
+-- fast event (most of the editor's API raises there): it must still be answered.
+local function fast_event_check()
+  local got
+  local timer = uv.new_timer()
+  timer:start(0, 0, function()
+    timer:close()
+    local ok, e = pcall(terminal.handle, "terminal/create", { sessionId = "fast", command = "echo fast" },
+      function(result, err) got = { result = result, err = err } end)
+    if not ok then got = { err = { message = "handle raised: " .. tostring(e) } } end
+  end)
+  vim.wait(20000, function() return got ~= nil end, 20)
+  if got and got.result and got.result.terminalId then
+    say("PASS acp/handle_in_a_fast_event")
+  else
+    say("FAIL acp/handle_in_a_fast_event: " .. (got and vim.inspect(got.err):gsub("\n", " ") or "never answered"))
+  end
+  terminal.release_session("fast")
+end
+
 local function finish()
   _G.acp_done = true
+  fast_event_check()
   -- The editor's side: each terminal is an execution of the agent, with a console.
   local proctor = require("proctor")
   local ok, why = #created >= 8, "the agent created " .. #created .. " terminals"
