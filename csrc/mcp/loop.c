@@ -1,9 +1,18 @@
-/* loop.c — the timers of proctor-mcp's poll() loop (main.c owns the loop).
+/* loop.c — the timers of proctor-mcp's poll() loop (main.c owns the loop),
+ * and its stop signals: SIGTERM, SIGINT and SIGHUP set a flag and write a
+ * byte to a self-pipe, so a poll() (the loop's, or send.c's wait for room on
+ * stdout) wakes even for a signal that came just before it.
  *
- * Thread: main. A handful of timers at most (one per waiting tool call), so
- * an unsorted list is enough.
+ * Thread: main (the signal handler runs on it too: the embedded engine's
+ * threads are created after, but may take a signal; the handler only sets a
+ * flag and writes). A handful of timers at most (one per waiting tool
+ * call), so an unsorted list is enough.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mcp.h"
 
@@ -59,3 +68,29 @@ void mc_timers_run(void) {
     due->cb(due);
   }
 }
+
+/* ---- stop signals ---------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t stop_signal;
+static int stop_pipe[2] = {-1, -1}; /* a stop signal writes a byte to [1] */
+
+static void on_signal(int sig) {
+  int saved = errno;
+  stop_signal = sig;
+  (void)!write(stop_pipe[1], "", 1); /* non-blocking: a full pipe wakes as well */
+  errno = saved;
+}
+
+int mc_stop_init(void) {
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns EINTR */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  return 0;
+}
+
+int mc_stop_requested(void) { return stop_signal != 0; }
+
+int mc_stop_fd(void) { return stop_pipe[0]; }

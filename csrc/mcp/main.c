@@ -9,13 +9,12 @@
  * or SIGTERM/SIGINT: the connection to proctor closes (socket mode: the
  * executions stay in the editor, unless --kill-on-exit) or the embedded
  * engine cancels everything and waits (bounded by its grace period); exit 0.
- * A stop signal wakes the loop through a self-pipe (one that comes just
+ * A stop signal wakes the loop through loop.c's self-pipe (one that comes just
  * before poll() is not lost), and it also ends a wait for a full stdout
  * (send.c), so exit stays bounded by the grace period whatever the client
  * does.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,11 +29,6 @@ mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest first */
 
-static volatile sig_atomic_t stop_signal;
-static int stop_pipe[2] = {-1, -1}; /* a stop signal writes a byte to [1] */
-
-int mc_stop_requested(void) { return stop_signal != 0; }
-int mc_stop_fd(void) { return stop_pipe[0]; }
 
 static const char *instructions =
     "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console the "
@@ -178,7 +172,7 @@ static void read_stdin(void) {
     }
     start = end + 1;
     /* stopping: dispatch nothing more (the client is not reading, or we were told to stop) */
-    if (stop_signal || mc_send_closed()) {
+    if (mc_stop_requested() || mc_send_closed()) {
       in.eof = 1;
       return;
     }
@@ -339,32 +333,21 @@ static int parse_args(int argc, char **argv) {
   return 0;
 }
 
-static void on_signal(int sig) {
-  int saved = errno;
-  stop_signal = sig;
-  if (stop_pipe[1] >= 0) (void)!write(stop_pipe[1], "", 1); /* non-blocking: a full pipe already wakes */
-  errno = saved;
-}
 
 int main(int argc, char **argv) {
   if (parse_args(argc, argv) != 0) return 2;
   if (mc_tools_init() != 0) return 1;
   signal(SIGPIPE, SIG_IGN);
-  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (mc_stop_init() != 0) {
     mc_log("pipe: %s", strerror(errno));
     return 1;
   }
-  struct sigaction sa = {0};
-  sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns EINTR */
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
 
-  while (!stop_signal && !in.eof && !mc_send_closed()) {
+  while (!mc_stop_requested() && !in.eof && !mc_send_closed()) {
     struct pollfd pf[4];
     int n = 0, irpc = -1, ieng = -1;
     pf[n++] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
-    pf[n++] = (struct pollfd){.fd = stop_pipe[0], .events = POLLIN};
+    pf[n++] = (struct pollfd){.fd = mc_stop_fd(), .events = POLLIN};
     short ev;
     int rfd = mc_rpc_fd(&ev);
     if (rfd >= 0) {

@@ -98,8 +98,11 @@ typedef struct {
 
 extern mc_opts_t mc_opts;
 
-/* ---- main.c: stopping ---------------------------------------------------------------------- */
+/* ---- loop.c: stop signals -------------------------------------------------------------------- */
 
+/* Install the handlers of SIGTERM, SIGINT and SIGHUP and make the self-pipe.
+ * Returns 0, or -1 with errno. */
+int mc_stop_init(void);
 /* 1 once SIGTERM, SIGINT or SIGHUP came (the loop ends at its next turn). */
 int mc_stop_requested(void);
 /* The read end of the self-pipe a stop signal writes to (poll it with POLLIN

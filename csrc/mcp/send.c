@@ -9,7 +9,7 @@
  *
  * Writes never block: stdout is written without waiting (MSG_DONTWAIT on a
  * socket; on a pipe at most PIPE_BUF bytes once poll() says there is room),
- * and while it is full we wait in poll() for room, a stop signal (main.c's
+ * and while it is full we wait in poll() for room, a stop signal (loop.c's
  * self-pipe) or the end of stdin (POLLRDHUP/POLLHUP). A stop signal gives
  * stdout up at once; after the end of stdin, MC_EOF_WRITE_MS without room
  * does. Given up, every later message is dropped and main.c's loop ends, so

@@ -181,8 +181,13 @@ await test("long_run_streams_progress", async () => {
 });
 
 await test("run_returns_the_id_when_still_running_then_wait", async () => {
-  const r = await call(E, "run", { command: "echo started; sleep 1.5; echo finished", wait_ms: 100 });
-  eq([r.running, r.state, r.stdout], [true, "running", "started\n"], "still running, tail so far");
+  // It runs until told to end (no race with wait_ms on a loaded machine).
+  const go = path.join(fs.mkdtempSync(path.join(tmp, "go-")), "go");
+  const r = await call(E, "run", { command: `echo started; while [ ! -e ${go} ]; do sleep 0.05; done; echo finished`, wait_ms: 100 });
+  eq([r.running, r.state], [true, "running"], "still running");
+  assert(["", "started\n"].includes(r.stdout), `the tail so far: ${JSON.stringify(r.stdout)}`);
+  await until("started", async () => (await call(E, "output", { id: r.id })).data === "started\n");
+  fs.writeFileSync(go, "");
   const w = await call(E, "wait", { id: r.id, timeout_ms: 30000 });
   eq([w.running, w.exit_code, w.stdout], [false, 0, "started\nfinished\n"], "after wait");
 });
