@@ -453,22 +453,26 @@ async function stuckClient(stop) {
     last = rchar;
     return same >= 10;
   }, 60000, 100);
+  const t0 = performance.now();
   stop(child);
   // The bound is generous (grace 2 s + 1 s on a loaded machine); before the fix it never exited.
   await until("proctor-mcp exited", () => child.exitCode !== null || child.signalCode !== null, 20000);
+  const ms = performance.now() - t0;
   await until("its execution is gone", () => !alive(pid), 10000);
   await until("its stderr is read", () => stderrEnded, 10000);
   child.stdout.destroy();
-  return { stderr, status: child.exitCode };
+  return { stderr, status: child.exitCode, ms };
 }
 
 await test("sigterm_ends_it_while_stdout_is_full", async () => {
   const r = await stuckClient((child) => child.kill("SIGTERM"));
+  console.log(`# stdout full: SIGTERM to exit ${r.ms.toFixed(0)} ms (a running execution canceled)`);
   assert(/stdout is full and a stop signal came/.test(r.stderr), `says why: ${JSON.stringify(r.stderr)}`);
 });
 
 await test("stdin_eof_ends_it_while_stdout_is_full", async () => {
   const r = await stuckClient((child) => child.stdin.destroy()); // end() would wait for the unsent requests
+  console.log(`# stdout full: stdin EOF to exit ${r.ms.toFixed(0)} ms (1 s for room, then a running execution canceled)`);
   assert(/stdout is full and stdin reached its end/.test(r.stderr), `says why: ${JSON.stringify(r.stderr)}`);
 });
 
