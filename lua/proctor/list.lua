@@ -202,8 +202,8 @@ function M.refresh()
   end
   local function pad(s, w) return s .. string.rep(" ", w - vim.fn.strdisplaywidth(s)) end
   local function row(id, state, exit, dur, started, owner, title)
-    return table.concat({ pad(id, width.id), pad(state, width.state), pad(exit, width.exit), pad(dur, 10), pad(started, 12),
-      pad(owner, width.owner), title }, " ")
+    return table.concat({ pad(id, width.id), pad(state, width.state), pad(exit, width.exit), pad(dur, 10),
+      pad(started, 12), pad(owner, width.owner), title }, " ")
   end
   local ftext = H.filter_text(H.filter)
   local shown = ftext == "all" and string.format("%d execution%s", #all, #all == 1 and "" or "s")
