@@ -15,6 +15,7 @@ return function(test, T, H)
   local function last_id() return p.list()[#p.list()].id end
 
   test(":Proctor run with options, open, input, cancel, cancel!, rerun, delete, purge, info", function()
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } }) -- console.enter: its default
     vim.cmd("silent! only!")
     local dir = vim.fn.tempname()
     vim.fn.mkdir(dir, "p")

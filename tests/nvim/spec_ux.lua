@@ -860,4 +860,6 @@ return function(test, T, H)
   end)
 
   vim.o.lines, vim.o.columns = screen[1], screen[2]
+  -- the next specs get the defaults of console.enter and start_insert again
+  p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
 end
