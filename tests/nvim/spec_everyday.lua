@@ -75,6 +75,24 @@ return function(test, T, H)
     T.eq(env.VIMRUNTIME, vim.env.VIMRUNTIME, "a pipe execution inherits VIMRUNTIME")
   end)
 
+  test("everyday: with no server, a PTY console starts one for NVIM, as :terminal does (0.9+)", function()
+    with_child(function(c)
+      c.lua([[
+        for _, addr in ipairs(vim.fn.serverlist()) do vim.fn.serverstop(addr) end
+        require("proctor").setup({ notify = "never" })
+      ]])
+      T.eq(c.lua("return vim.v.servername"), "", "no server left")
+      local out = c.lua([[
+        local ex = require("proctor").run({ cmd = { "sh", "-c", "echo NVIM=$NVIM" }, pty = true })
+        ex:wait(10000)
+        return (require("proctor.engine").current():read(ex.id, "pty", 0))
+      ]])
+      local addr = c.lua("return vim.v.servername")
+      T.ok(addr ~= "", "a server was started")
+      T.match(out, "NVIM=" .. vim.pesc(addr))
+    end)
+  end)
+
   -- 6. Focus and Terminal mode ------------------------------------------------------------
 
   test("everyday: a PTY console opened with focus starts in Terminal mode: Alice<CR> reaches read", function()
