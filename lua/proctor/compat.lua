@@ -17,6 +17,7 @@
 ---                            trust file (tasks/trust.lua)
 ---   :terminal's environment  VIM, VIMRUNTIME passed on;    VIM, VIMRUNTIME left out; a server
 ---                            NVIM = v:servername           started for NVIM when none (0.9)
+---   CTRL-C in vim.wait()     seen when its time is up      ends it at once (-2)
 ---
 --- Probes are cheap and run once, on first use. Requiring this module has no
 --- side effects.
@@ -126,6 +127,12 @@ end
 function M.secure_read()
   return vim.secure and vim.secure.read or nil
 end
+
+--- For a vim.wait() condition: was CTRL-C typed? vim.wait() of Neovim 0.7
+--- notices it only when its time is up; peeking at the typeahead (getchar(1))
+--- raises "Keyboard interrupt" at once on every version.
+---@return boolean
+function M.interrupted() return not pcall(vim.fn.getchar, 1) end
 
 --- What a PTY console's job gets in place of this Neovim's own environment,
 --- the way :terminal does on current Neovim (on 0.7 too, whose :terminal

@@ -45,7 +45,7 @@ function Execution:open(opts) return M.open(self.id, opts) end
 --- Returns the final record, or nil, "ETIMEDOUT: …", "ETIMEDOUT"; interrupted
 --- with CTRL-C: nil, "EINTR: interrupted …", "EINTR" (the execution runs on).
 --- A run with `text = true` gets `code`, `stdout` and `stderr` in the record
---- too (|proctor.Execution:wait()|).
+--- too (|proctor-ex:wait()|).
 ---@param timeout_ms integer|nil default: forever
 ---@return proctor.Record|nil rec, string|nil err, string|nil name
 function Execution:wait(timeout_ms)
@@ -57,9 +57,7 @@ function Execution:wait(timeout_ms)
   local ok, why = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
     engine.pump()
     if engine.is_done(id) then return true end
-    -- CTRL-C: vim.wait() of Neovim 0.7 notices it only when its time is up;
-    -- peeking at the typeahead raises "Keyboard interrupt" at once
-    if not pcall(vim.fn.getchar, 1) then interrupted = true end
+    interrupted = require("proctor.compat").interrupted()
     return interrupted
   end, 5)
   if interrupted or not ok then
