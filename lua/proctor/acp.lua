@@ -227,7 +227,7 @@ function H.create(self, p)
   end
   local term = { session = p.sessionId, limit = limit or self.output_limit, waiters = {} }
   local proctor = require("proctor")
-  local ex, msg = proctor.run({
+  local ex, msg = proctor._run({
     cmd = cmd, cwd = cwd, env = env, owner = self.owner, pty = true,
     on_exit = function(_, rec) H.exited(term, rec) end,
   })

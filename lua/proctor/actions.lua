@@ -302,7 +302,7 @@ A.run = {
   -- opts.spec: a proctor.run() spec; `cmd` is nil for `:Proctor run` alone: pick a task
   run = function(_, opts)
     if opts.spec.cmd == nil then return A.pick.run(nil, opts) end
-    local ex, err = require("proctor").run(opts.spec)
+    local ex, err = require("proctor")._run(opts.spec)
     if not ex then die("run: " .. strip(err)) end
     return ex
   end,
@@ -485,7 +485,7 @@ A.rerun = {
     -- the old console's windows show the new one
     local open, rest = console.handover(id)
     new.open = open or (spec == nil or spec.open or console.get(id) ~= nil) or nil
-    local ex, err = require("proctor").run(new)
+    local ex, err = require("proctor")._run(new)
     if not ex then die("rerun: " .. strip(err)) end
     rest(ex.id)
     return ex

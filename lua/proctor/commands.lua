@@ -9,6 +9,8 @@
 --- target of a kind of proctor.actions (a chain: `c3`).
 --- {cmd} of run is expanded like the argument of :! (`%`, `#`, `<cword>`,
 --- `%:p:h`...; `\%` is a literal %), and a simple command runs without a shell.
+--- In a console (or the list, a text view) `%` is the alternate file: a
+--- `proctor://` name is never expanded.
 ---
 --- A subcommand is an entry of proctor.actions with a `command` field: this
 --- module turns the words after it into the entry's id and options and calls
@@ -222,7 +224,9 @@ function H.expand(text)
           mods = mods .. "<"
           j = j + 1
         end
-        local value = vim.fn.expand(token .. mods)
+        local tok = ch == "<" and token or H.file_token(token)
+        local value = vim.fn.expand(tok .. mods)
+        if ch ~= "<" and vim.fn.expand(tok):find("^proctor://") then value = "" end -- never a console's name
         if value == "" then
           die(string.format("run: no file name for '%s' (write \\%s for a literal %s)", token, ch, ch))
         end
@@ -235,6 +239,16 @@ function H.expand(text)
     end
   end
   return table.concat(out)
+end
+
+-- The token to expand for `%` or `#`: in a proctor buffer (a console, the list,
+-- a text view) `%` means the file the user came from, the alternate file `#`
+-- (|proctor-run-expand|); `#n` and elsewhere the token itself.
+function H.file_token(token)
+  if token ~= "%" then return token end
+  local buf = vim.api.nvim_get_current_buf()
+  if vim.b[buf].proctor_id ~= nil or vim.api.nvim_buf_get_name(buf):find("^proctor://") then return "#" end
+  return token
 end
 
 -- "30" -> 30 s; "500ms", "2s", "1m", "1.5m"

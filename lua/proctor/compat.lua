@@ -15,6 +15,9 @@
 ---                            vim.health.report_* (0.8)     warn as deprecated from 0.10)
 ---   trusting a project file  proctor's own prompt and      vim.secure.read (0.9)
 ---                            trust file (tasks/trust.lua)
+---   :terminal's environment  VIM, VIMRUNTIME passed on;    VIM, VIMRUNTIME left out; a server
+---                            NVIM = v:servername           started for NVIM when none (0.9)
+---   CTRL-C in vim.wait()     seen when its time is up      ends it at once (-2)
 ---
 --- Probes are cheap and run once, on first use. Requiring this module has no
 --- side effects.
@@ -123,6 +126,30 @@ end
 ---@return (fun(path: string): string|nil)|nil
 function M.secure_read()
   return vim.secure and vim.secure.read or nil
+end
+
+--- For a vim.wait() condition: was CTRL-C typed? vim.wait() of Neovim 0.7
+--- notices it only when its time is up; peeking at the typeahead (getchar(1))
+--- raises "Keyboard interrupt" at once on every version.
+---@return boolean
+function M.interrupted() return not pcall(vim.fn.getchar, 1) end
+
+--- What a PTY console's job gets in place of this Neovim's own environment,
+--- the way :terminal does on current Neovim (on 0.7 too, whose :terminal
+--- still passed VIM and VIMRUNTIME on, so a Vim inside loaded this runtime):
+--- `drop` lists the keys left out, `set` NVIM = v:servername. With no server
+--- yet (nvim --listen was not used and none started), one is started, as
+--- :terminal does from 0.9.
+---@return {set: table<string, string>, drop: string[]}
+function M.terminal_env()
+  local name = vim.v.servername or ""
+  if name == "" then
+    local ok, addr = pcall(vim.fn.serverstart)
+    name = ok and type(addr) == "string" and addr or ""
+  end
+  local set = {}
+  if name ~= "" then set.NVIM = name end
+  return { set = set, drop = { "VIM", "VIMRUNTIME" } }
 end
 
 -- Helpers ------------------------------------------------------------------------

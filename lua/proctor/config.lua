@@ -130,7 +130,13 @@ M.schema = {
     description = "\"split\" | \"vsplit\" | \"tab\" | \"float\" | \"current\"" },
   { key = "console.size", type = "number", default = 15, check = H.int(1),
     description = "split height / vsplit width" },
-  { key = "console.enter", type = "boolean", default = true, description = "move the cursor into the console" },
+  { key = "console.enter", type = "boolean|nil", default = nil,
+    description = "move the cursor into the console (nil: when it is opened to be looked at, :Proctor open, "
+      .. "toggle, the list; a run's only in a tab, a float or the current window: :Proctor run in a split "
+      .. "leaves the cursor in the source buffer)" },
+  { key = "console.start_insert", type = "boolean|nil", default = nil,
+    description = "Terminal mode when the cursor goes into the console of a live execution, so typing "
+      .. "reaches it at once (nil: for a PTY console)" },
   { key = "console.reuse", type = "boolean", default = true,
     description = "one console window per tab: a new console (a split) takes over the window of the last one "
       .. "(the old console stays in the list)" },

@@ -42,22 +42,58 @@ function Execution:record() return M.record(self.id) end
 ---@return integer|nil buf, integer|string|nil win_or_err
 function Execution:open(opts) return M.open(self.id, opts) end
 --- Block (processing events) until the execution ended or `timeout_ms` passed.
---- Returns the final record, or nil, "ETIMEDOUT: …", "ETIMEDOUT".
+--- Returns the final record, or nil, "ETIMEDOUT: …", "ETIMEDOUT"; interrupted
+--- with CTRL-C: nil, "EINTR: interrupted …", "EINTR" (the execution runs on).
+--- A run with `text = true` gets `code`, `stdout` and `stderr` in the record
+--- too (|proctor-ex:wait()|).
 ---@param timeout_ms integer|nil default: forever
 ---@return proctor.Record|nil rec, string|nil err, string|nil name
 function Execution:wait(timeout_ms)
   local id = self.id
-  local ok = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
-    engine.pump()
-    return engine.is_done(id)
-  end, 5)
-  if not ok then
-    return nil, string.format("ETIMEDOUT: execution %d still %s after %d ms", id,
-      tostring(engine.state[id]), timeout_ms), "ETIMEDOUT"
+  if timeout_ms ~= nil and (type(timeout_ms) ~= "number" or timeout_ms < 0) then
+    error("proctor: wait: timeout_ms must be a number >= 0 (milliseconds), got " .. H.describe(timeout_ms), 2)
   end
-  local rec = M.record(id)
-  if not rec then return nil, "ENOENT: no such execution " .. id, "ENOENT" end
+  local interrupted = false
+  local ok, why = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
+    engine.pump()
+    if engine.is_done(id) then return true end
+    interrupted = require("proctor.compat").interrupted()
+    return interrupted
+  end, 5)
+  if interrupted or not ok then
+    local state = tostring(engine.state[id] or "unknown")
+    if interrupted or why == -2 then
+      return nil, string.format("EINTR: interrupted while waiting for execution %d (still %s)", id, state), "EINTR"
+    end
+    return nil, string.format("ETIMEDOUT: execution %d still %s after %d ms", id, state, timeout_ms or 0),
+      "ETIMEDOUT"
+  end
+  local rec, err, name = M.record(id)
+  if not rec then return nil, err, name end
+  if H.text[id] then
+    rec.code = rec.exit_code
+    rec.stdout = self:output(rec.pty and "pty" or "stdout") or ""
+    rec.stderr = rec.pty and "" or (self:output("stderr") or "")
+    if rec.pty then rec.stdout = rec.stdout:gsub("\r\n", "\n") end
+  end
   return rec
+end
+--- The output the engine keeps of `stream` (the last `engine.output_limit`
+--- bytes), and how many bytes before it were dropped.
+---@param stream "stdout"|"stderr"|"pty"|nil default: "pty" for a PTY execution, else "stdout"
+---@return string|nil text, integer|string|nil missed_or_err, string|nil name
+function Execution:output(stream)
+  local eng, err = H.engine()
+  if not eng then return nil, err, "ENOENGINE" end
+  if stream == nil then
+    local rec = eng:get(self.id)
+    stream = rec and rec.pty and "pty" or "stdout"
+  elseif stream ~= "stdout" and stream ~= "stderr" and stream ~= "pty" then
+    error('proctor: output: stream must be "stdout", "stderr" or "pty", got ' .. H.describe(stream), 2)
+  end
+  local data, nxt, missed = eng:read(self.id, stream, 0)
+  if not data then return nil, nxt, missed end
+  return data, missed
 end
 function Execution:__tostring() return "proctor.Execution(" .. self.id .. ")" end
 
@@ -83,78 +119,27 @@ end
 
 --- Start an execution. Accepts every field of the core's start spec (cmd, cwd,
 --- env, clear_env, pty, cols, rows, stdin, timeout_ms, kill_grace_ms, label,
---- owner, backpressure) plus `on_output(ex, stream, data)`, `on_state(ex, ev)`,
---- `on_exit(ex, record)` and `open` (true or options of |proctor.open()|).
+--- owner, backpressure, secrets, env_allow, hold) plus `on_output(ex, stream,
+--- data)`, `on_state(ex, ev)`, `on_exit(ex, record)`, `open` (true or options
+--- of |proctor.open()|), `text` (wait() adds code, stdout, stderr) and `notify`.
+---
+--- Returns the execution. A bad spec (a field of the wrong type, an unknown
+--- field, a missing directory) or an engine that cannot start raises an error
+--- naming the field, as vim.system() does; a command that cannot be spawned is
+--- no error here: the execution ends `failed` with reason "spawn_error".
+---@param spec proctor.RunSpec|string
+---@return proctor.Execution ex
+function M.run(spec)
+  local ex, err = H.run(spec)
+  if ex then return ex end
+  error("proctor.run: " .. util.strip(err), 2)
+end
+
+--- run() for proctor's own modules: nil, "ENAME: message", "ENAME" instead of raising.
+---@private
 ---@param spec proctor.RunSpec|string
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
-function M.run(spec)
-  if type(spec) == "string" then spec = { cmd = spec } end
-  if type(spec) ~= "table" then return H.fail("EINVAL", "run() expects a table, got " .. type(spec)) end
-  -- Hook (tasks): a spec with task options (diagnostics, watch, after, restart,
-  -- ready, ...) is run by proctor.tasks, which calls run() again without them.
-  local tasks = require("proctor.tasks")
-  if tasks.wants(spec) then return tasks.run(spec) end
-  local cfg = require("proctor.config").get().run
-  local s = {}
-  for _, k in ipairs({ "cmd", "cwd", "env", "clear_env", "pty", "cols", "rows", "stdin", "timeout_ms",
-    "kill_grace_ms", "label", "owner", "backpressure", "secrets", "env_allow", "hold" }) do
-    s[k] = spec[k]
-  end
-  local cbs = {}
-  for k, v in pairs(spec) do
-    if k == "on_output" or k == "on_state" or k == "on_exit" then
-      if type(v) ~= "function" then return H.fail("EINVAL", "'" .. k .. "' must be a function") end
-      cbs[k] = v
-    elseif s[k] == nil and k ~= "open" then
-      return H.fail("EINVAL", "unknown field '" .. tostring(k) .. "' in run() spec")
-    end
-  end
-  if type(s.cmd) == "string" then
-    if s.cmd:match("^%s*$") then return H.fail("EINVAL", "'cmd' is empty") end
-  elseif type(s.cmd) == "table" then
-    if #s.cmd == 0 then return H.fail("EINVAL", "'cmd' list is empty") end
-  else
-    return H.fail("EINVAL", "'cmd' must be a string (run by /bin/sh -c) or a list of strings")
-  end
-  if s.cwd ~= nil then
-    if type(s.cwd) ~= "string" then return H.fail("EINVAL", "'cwd' must be a string") end
-    s.cwd = vim.fn.fnamemodify(vim.fn.expand(s.cwd), ":p")
-    if vim.fn.isdirectory(s.cwd) == 0 then return H.fail("ENOENT", "no such directory " .. s.cwd) end
-  else
-    s.cwd = vim.fn.getcwd()
-  end
-  if s.pty == nil then s.pty = cfg.pty end
-  if s.stdin == nil and not s.pty then s.stdin = cfg.stdin end
-  if s.pty then
-    s.cols = s.cols or cfg.cols
-    s.rows = s.rows or cfg.rows
-  end
-  if s.timeout_ms == nil then s.timeout_ms = cfg.timeout_ms end
-  if s.owner == nil then s.owner = cfg.owner end
-  local eng, err = engine.get()
-  if not eng then return H.fail("ENOENGINE", err) end
-  H.hook()
-  local open = spec.open and (type(spec.open) == "table" and spec.open or {}) or nil
-  -- The console's window is made first: a pty gets its text area from the first byte.
-  local made, window = pcall(function() return open and require("proctor.console").window(open) end)
-  window = made and window or nil -- no room for it now: M.open below says why
-  if window and s.pty then
-    local cols, rows = require("proctor.compat").text_size(window.win)
-    if spec.cols == nil and cols > 0 then s.cols = cols end
-    if spec.rows == nil and rows > 0 then s.rows = rows end
-  end
-  local ok, id, msg, name = pcall(eng.start, eng, s)
-  if not (ok and id) and window then window:cancel() end
-  if not ok then return H.fail("EINVAL", (tostring(id):gsub("^.-: ", "", 1))) end
-  if not id then return nil, msg, name end
-  local ex = setmetatable({ id = id }, Execution)
-  -- kept for rerun: the size from this window is not the next one's
-  engine.specs[id] = vim.tbl_extend("force", s, { open = spec.open })
-  engine.specs[id].cols, engine.specs[id].rows = spec.cols, spec.rows
-  if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
-  if open then M.open(id, vim.tbl_extend("force", open, { window = window })) end
-  return ex
-end
+function M._run(spec) return H.run(spec) end
 
 --- An execution object for any id the core knows (started here or elsewhere).
 ---@param id integer
@@ -310,6 +295,191 @@ M.event = nil
 
 -- Helpers ------------------------------------------------------------------------
 
+H.text = {} -- id -> true: run{ text = true }, wait() adds code, stdout, stderr
+H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configured one
+
+-- What the fields of a run() spec must be: { check(v) -> ok, what it must be }.
+-- Checked here, so a wrong field reads like the rest of proctor's messages
+-- ("timeout_ms must be an integer (milliseconds), got "5s"").
+H.SPEC = {}
+do
+  local function is(t) return function(v) return type(v) == t end end
+  local function int(min, max)
+    return function(v) return type(v) == "number" and v == math.floor(v) and v >= min and v <= max end
+  end
+  local function env(v)
+    if type(v) ~= "table" then return false end
+    for k, x in pairs(v) do
+      if type(k) ~= "string" or k == "" or k:find("[=%z]") then return false end
+      if type(x) ~= "string" and type(x) ~= "number" then return false end
+    end
+    return true
+  end
+  local function names(v)
+    if type(v) ~= "table" then return false end
+    for _, x in pairs(v) do
+      if type(x) ~= "string" or x == "" or x:find("[=%z]") then return false end
+    end
+    return true
+  end
+  local function notify(v) return type(v) == "boolean" or v == "never" or v == "on_failure" or v == "always" end
+  local bool = { is("boolean"), "a boolean" }
+  local ms = { int(0, 2 ^ 50), "an integer (milliseconds)" }
+  H.SPEC = {
+    cwd = { is("string"), "a directory (a string)" },
+    env = { env, "a table of NAME = value (strings or numbers)" },
+    clear_env = bool, pty = bool, stdin = bool, backpressure = bool, hold = bool, text = bool,
+    cols = { int(1, 65535), "an integer (columns)" },
+    rows = { int(1, 65535), "an integer (rows)" },
+    timeout_ms = ms, kill_grace_ms = ms,
+    label = { is("string"), "a string" },
+    owner = { is("string"), "a string" },
+    secrets = { is("table"), "a table of NAME = value or source" },
+    env_allow = { names, "a list of names" },
+    notify = { notify, 'a boolean or "never", "on_failure", "always"' },
+    open = { function(v) return type(v) == "boolean" or type(v) == "table" end,
+      "a boolean or a table of open options" },
+    on_output = { is("function"), "a function" },
+    on_state = { is("function"), "a function" },
+    on_exit = { is("function"), "a function" },
+  }
+end
+
+-- "5s" -> "\"5s\"", 3 -> "3", {} -> "table"
+function H.describe(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  if type(v) == "number" or type(v) == "boolean" then return tostring(v) end
+  return type(v)
+end
+
+-- The first problem of `spec` (a table), as a message, or nil.
+function H.check_spec(spec)
+  local keys = vim.tbl_keys(spec)
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local v = spec[k]
+    local c = H.SPEC[k]
+    if k == "cmd" then
+      if type(v) == "string" then
+        if v:match("^%s*$") then return "cmd is empty" end
+      elseif type(v) == "table" then
+        if #v == 0 then return "cmd list is empty" end
+        for i, a in ipairs(v) do
+          if type(a) ~= "string" and type(a) ~= "number" then
+            return string.format("cmd[%d] must be a string, got %s", i, H.describe(a))
+          end
+        end
+      else
+        return "cmd must be a string (run by /bin/sh -c) or a list of strings, got " .. H.describe(v)
+      end
+    elseif not c then
+      return "unknown field " .. H.describe(k) .. " in the spec"
+    elseif not c[1](v) then
+      return string.format("%s must be %s, got %s", k, c[2], H.describe(v))
+    end
+  end
+  if spec.cmd == nil then return "cmd is missing (a string run by /bin/sh -c, or a list of strings)" end
+  return nil
+end
+
+-- The body of run(): nil, msg, name on failure.
+function H.run(spec)
+  if type(spec) == "string" then spec = { cmd = spec } end
+  if type(spec) ~= "table" then return H.fail("EINVAL", "expects a table or a string, got " .. type(spec)) end
+  -- Hook (tasks): a spec with task options (diagnostics, watch, after, restart,
+  -- ready, ...) is run by proctor.tasks, which calls run() again without them.
+  local tasks = require("proctor.tasks")
+  if tasks.wants(spec) then return tasks.run(spec) end
+  local problem = H.check_spec(spec)
+  if problem then return H.fail("EINVAL", problem) end
+  local cfg = require("proctor.config").get().run
+  local s = {}
+  for _, k in ipairs({ "cmd", "cwd", "env", "clear_env", "pty", "cols", "rows", "stdin", "timeout_ms",
+    "kill_grace_ms", "label", "owner", "backpressure", "secrets", "env_allow", "hold" }) do
+    s[k] = spec[k]
+  end
+  local cbs = {}
+  for _, k in ipairs({ "on_output", "on_state", "on_exit" }) do
+    cbs[k] = spec[k]
+  end
+  if s.cwd ~= nil then
+    s.cwd = vim.fn.fnamemodify(vim.fn.expand(s.cwd), ":p")
+    if vim.fn.isdirectory(s.cwd) == 0 then return H.fail("ENOENT", "cwd: no such directory " .. s.cwd) end
+  else
+    s.cwd = vim.fn.getcwd()
+  end
+  if s.pty == nil then s.pty = cfg.pty end
+  if s.stdin == nil and not s.pty then s.stdin = cfg.stdin end
+  if s.pty then
+    s.cols = s.cols or cfg.cols
+    s.rows = s.rows or cfg.rows
+  end
+  if s.timeout_ms == nil then s.timeout_ms = cfg.timeout_ms end
+  if s.owner == nil then s.owner = cfg.owner end
+  local eng, err = engine.get()
+  if not eng then return H.fail("ENOENGINE", err) end
+  H.hook()
+  local open = spec.open and (type(spec.open) == "table" and spec.open or {}) or nil
+  -- The console's window is made first: a pty gets its text area from the first byte.
+  local made, window = pcall(function() return open and require("proctor.console").window(open) end)
+  window = made and window or nil -- no room for it now: M.open below says why
+  if window and s.pty then
+    local cols, rows = require("proctor.compat").text_size(window.win)
+    if spec.cols == nil and cols > 0 then s.cols = cols end
+    if spec.rows == nil and rows > 0 then s.rows = rows end
+  end
+  local start = s
+  if s.pty then start = H.terminal_env(s) end
+  local ok, id, msg, name = pcall(eng.start, eng, start)
+  if not (ok and id) and window then window:cancel() end
+  if not ok then return H.fail("EINVAL", H.binding_text(id)) end
+  if not id then return nil, msg, name end
+  local ex = setmetatable({ id = id }, Execution)
+  -- kept for rerun: the size from this window is not the next one's
+  engine.specs[id] = vim.tbl_extend("force", s, { open = spec.open, text = spec.text, notify = spec.notify })
+  engine.specs[id].cols, engine.specs[id].rows = spec.cols, spec.rows
+  if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
+  H.text[id] = spec.text or nil
+  if spec.notify ~= nil then H.quiet[id] = spec.notify end
+  if open then M.open(id, vim.tbl_extend("force", open, { window = window })) end
+  return ex
+end
+
+-- The start spec of a PTY execution with the environment :terminal gives its
+-- jobs (|proctor-console-env|): VIM and VIMRUNTIME left out (a Vim or another
+-- Neovim inside would load this Neovim's runtime), NVIM = this Neovim's server.
+-- `s` itself is not changed: rerun takes the environment of its own time.
+function H.terminal_env(s)
+  local t = require("proctor.compat").terminal_env()
+  local out = vim.tbl_extend("force", {}, s)
+  if not s.clear_env then
+    local drop = {}
+    for _, k in ipairs(t.drop) do drop[k] = true end
+    local allow = {}
+    if s.env_allow then
+      for _, k in ipairs(s.env_allow) do
+        if not drop[k] then allow[#allow + 1] = k end
+      end
+    else
+      for k in pairs(vim.fn.environ()) do
+        if not drop[k] then allow[#allow + 1] = k end
+      end
+      table.sort(allow)
+    end
+    out.env_allow = allow
+  end
+  local env = vim.tbl_extend("force", {}, t.set, s.env or {}) -- the spec's own env wins
+  if next(env) then out.env = env end
+  return out
+end
+
+-- A message of the C binding without its frame: "bad argument #2 to 'start'
+-- ('cmd' entries must be strings)" -> "'cmd' entries must be strings".
+function H.binding_text(e)
+  local text = tostring(e):gsub("^.-bad argument #%d+ to '[^']*' %((.*)%)$", "%1")
+  return (text:gsub("^field ", ""))
+end
+
 function H.fail(name, msg) return nil, name .. ": " .. msg, name end
 
 function H.engine()
@@ -323,6 +493,7 @@ function H.forget(id)
   -- Hook (tasks): its task-run links go too.
   if package.loaded["proctor.tasks"] then require("proctor.tasks").forget(id) end
   H.watch[id] = nil
+  H.text[id], H.quiet[id] = nil, nil
   local ok, console = pcall(require, "proctor.console")
   if ok then console.forget(id) end
 end
@@ -358,6 +529,13 @@ function H.on_event(ev)
     H.watch[id] = nil
     H.fire("ProctorExit", rec)
     local mode = require("proctor.config").get().notify
+    local own = H.quiet[id] -- run{ notify = } (a task's too)
+    H.quiet[id] = nil
+    if own == false then
+      mode = "never"
+    elseif type(own) == "string" then
+      mode = own
+    end
     if mode == "always" or (mode == "on_failure" and (rec.state == "failed" or rec.state == "timed_out")) then
       H.ended[#H.ended + 1] = rec
     end
@@ -443,6 +621,9 @@ function H.ended_line(r)
   local text = string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
   local last = H.last_line(r)
   if last then text = text .. " — " .. last end
+  -- no hint when the console is on the screen already
+  local console = package.loaded["proctor.console"]
+  if console and #console.windows(r.id) > 0 then return text end
   return text .. " · :Proctor open " .. r.id
 end
 

@@ -179,7 +179,7 @@ function M.refresh()
     return a.id > b.id
   end)
   local cells, live = {}, false
-  local width = { id = 2, owner = 5, state = 5 }
+  local width = { id = 2, owner = 5, state = 5, exit = 4 }
   for i, r in ipairs(recs) do
     local c = H.cells(r)
     if not engine.TERMINAL[r.state] then live = true end
@@ -191,20 +191,22 @@ function M.refresh()
     width.id = math.max(width.id, #c.id)
     width.owner = math.max(width.owner, vim.fn.strdisplaywidth(c.owner))
     width.state = math.max(width.state, vim.fn.strdisplaywidth(c.state))
+    width.exit = math.max(width.exit, vim.fn.strdisplaywidth(c.exit))
   end
   for _, r in ipairs(shown_extra) do
     if r.live then live = true end
     width.id = math.max(width.id, #r.target.word)
     width.owner = math.max(width.owner, vim.fn.strdisplaywidth(r.owner or "-"))
     width.state = math.max(width.state, vim.fn.strdisplaywidth(r.state))
+    width.exit = math.max(width.exit, vim.fn.strdisplaywidth(r.exit or "-"))
   end
   local function pad(s, w) return s .. string.rep(" ", w - vim.fn.strdisplaywidth(s)) end
   local function row(id, state, exit, dur, started, owner, title)
-    return table.concat({ pad(id, width.id), pad(state, width.state), pad(exit, 6), pad(dur, 10), pad(started, 12),
-      pad(owner, width.owner), title }, " ")
+    return table.concat({ pad(id, width.id), pad(state, width.state), pad(exit, width.exit), pad(dur, 10),
+      pad(started, 12), pad(owner, width.owner), title }, " ")
   end
   local ftext = H.filter_text(H.filter)
-  local shown = ftext == "all" and string.format("%d executions", #all)
+  local shown = ftext == "all" and string.format("%d execution%s", #all, #all == 1 and "" or "s")
     or string.format("filter: %s (%d of %d)", ftext, #recs, #all)
   if #extra > 0 then shown = shown .. string.format(" · %d other rows", #shown_extra) end
   local lines = {
@@ -341,7 +343,8 @@ function H.cells(r)
     exit = "^C"
   end
   local title = util.cmd_string(r.cmd)
-  if r.label and r.label ~= "" then title = r.label .. ": " .. title end
+  -- the label, and the command when it says more ("build: make -j8", not "make all: make all")
+  if r.label and r.label ~= "" and r.label ~= title then title = r.label .. ": " .. title end
   return { id = "#" .. r.id, state = state, exit = exit, owner = tostring(r.owner or "-"),
     title = util.first_line(title) }
 end

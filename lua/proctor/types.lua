@@ -40,6 +40,9 @@
 ---@field worker_state string|nil supervised workers: "ready", "busy", "backoff", ...
 ---@field task string|nil the task run it belongs to (proctor.record() only, |proctor-tasks|)
 ---@field prev_id integer|nil the execution of the same task run it replaced (a restart)
+---@field code integer|nil wait() of a run with `text = true`: the exit code (nil for a signal death)
+---@field stdout string|nil wait() of a run with `text = true`: the kept stdout (a PTY: its stream)
+---@field stderr string|nil wait() of a run with `text = true`: the kept stderr ("" for a PTY)
 
 --- What proctor.run() takes (|proctor.run()|); eng:start() takes the fields
 --- down to `env_allow`.
@@ -64,6 +67,8 @@
 ---@field on_state fun(ex: proctor.Execution, ev: proctor.StateEvent)|nil
 ---@field on_exit fun(ex: proctor.Execution, rec: proctor.Record)|nil
 ---@field open boolean|proctor.OpenOpts|nil open the console (its window is made before the start)
+---@field text boolean|nil wait() adds code, stdout and stderr to the record (|proctor-ex:wait()|)
+---@field notify boolean|"never"|"on_failure"|"always"|nil false: no notification when it ends
 ---@field name string|nil task options (|proctor-tasks|): a spec with any of them is a task run
 ---@field diagnostics boolean|string|nil true, an 'errorformat', a matcher name or "compiler:NAME"
 ---@field quickfix "on_failure"|"always"|"never"|nil
@@ -229,7 +234,8 @@ function Engine:closed() end
 ---@class proctor.Config.console
 ---@field open "split"|"vsplit"|"tab"|"float"|"current"
 ---@field size integer split height / vsplit width
----@field enter boolean move the cursor into the console
+---@field enter boolean|nil move the cursor into the console (nil: when it is opened to be looked at, :Proctor open, toggle, the list; a run's only in a tab, a float or the current window: :Proctor run in a split leaves the cursor in the source buffer)
+---@field start_insert boolean|nil Terminal mode when the cursor goes into the console of a live execution, so typing reaches it at once (nil: for a PTY console)
 ---@field reuse boolean one console window per tab: a new console (a split) takes over the window of the last one (the old console stays in the list)
 ---@field bar boolean winbar (0.8+) or statusline with id, label, state, elapsed
 ---@field final_line boolean "[proctor] failed: exit 2 after 3.2 s" at the end
@@ -322,7 +328,8 @@ function Engine:closed() end
 ---@class proctor.SetupOpts.console
 ---@field open? "split"|"vsplit"|"tab"|"float"|"current"
 ---@field size? integer split height / vsplit width
----@field enter? boolean move the cursor into the console
+---@field enter? boolean|nil move the cursor into the console (nil: when it is opened to be looked at, :Proctor open, toggle, the list; a run's only in a tab, a float or the current window: :Proctor run in a split leaves the cursor in the source buffer)
+---@field start_insert? boolean|nil Terminal mode when the cursor goes into the console of a live execution, so typing reaches it at once (nil: for a PTY console)
 ---@field reuse? boolean one console window per tab: a new console (a split) takes over the window of the last one (the old console stays in the list)
 ---@field bar? boolean winbar (0.8+) or statusline with id, label, state, elapsed
 ---@field final_line? boolean "[proctor] failed: exit 2 after 3.2 s" at the end

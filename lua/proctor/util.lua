@@ -213,7 +213,7 @@ function M.shell_words(text)
   return words, expands
 end
 
---- The command of a record as one line.
+--- The command of a record as one line, as typed (without the "exec " of M.command_of()).
 ---@param cmd string|string[]|nil
 ---@return string
 function M.cmd_string(cmd)
@@ -225,7 +225,8 @@ function M.cmd_string(cmd)
     end
     return table.concat(parts, " ")
   end
-  return tostring(cmd or "")
+  -- the "exec " M.command_of() put before a command with expansions is no part of what was typed
+  return (tostring(cmd or ""):gsub("^exec%s+(%S)", "%1", 1))
 end
 
 --- Label if set, else the command.

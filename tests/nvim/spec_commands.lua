@@ -15,6 +15,7 @@ return function(test, T, H)
   local function last_id() return p.list()[#p.list()].id end
 
   test(":Proctor run with options, open, input, cancel, cancel!, rerun, delete, purge, info", function()
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } }) -- console.enter: its default
     vim.cmd("silent! only!")
     local dir = vim.fn.tempname()
     vim.fn.mkdir(dir, "p")
@@ -24,9 +25,13 @@ return function(test, T, H)
     T.eq(rec.label, "pwd")
     T.eq(rec.pty, false)
     T.eq(rec.cwd, dir .. "/")
-    T.match(api.nvim_buf_get_name(0), "^proctor://" .. id .. "/pwd$")
-    H.wait_final(api.nvim_get_current_buf())
-    T.ok(H.has_line(0, "^" .. vim.pesc(dir) .. "$"), "pwd printed the cwd: " .. table.concat(H.lines(0), "|"))
+    -- the console opens in a split; the cursor stays where it was (console.enter)
+    T.ok(not api.nvim_buf_get_name(0):find("^proctor://"), "the cursor stayed in the source buffer")
+    local pbuf = require("proctor.console").get(id).buf
+    T.match(api.nvim_buf_get_name(pbuf), "^proctor://" .. id .. "/pwd$")
+    T.eq(#vim.fn.win_findbuf(pbuf), 1, "shown")
+    H.wait_final(pbuf)
+    T.ok(H.has_line(pbuf, "^" .. vim.pesc(dir) .. "$"), "pwd printed the cwd: " .. table.concat(H.lines(pbuf), "|"))
     -- default: pty; -timeout
     ex("Proctor run -timeout=200ms -bg sleep 5")
     id = last_id()

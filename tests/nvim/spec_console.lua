@@ -279,7 +279,9 @@ return function(test, T, H)
         return { ex.id, buf }
       ]]))
       c.wait(5000, "has_line(..., '^py>')", "python prompt", buf)
-      c.input("iabc<CR>")
+      -- opening a live PTY console starts Terminal mode (console.start_insert): no `i`
+      T.eq(c.lua("return vim.api.nvim_get_mode().mode"), "t")
+      c.input("abc<CR>")
       c.wait(3000, "has_line(..., '^got cba$')", "python answer", buf)
       c.wait(3000, "has_line(..., '^again>')", "second prompt", buf)
       c.input("xyzw<CR>")

@@ -47,7 +47,8 @@ return function(test, T, H)
     local c = H.child()
     local ok, err = pcall(function()
       for _, bar in ipairs({ true, false }) do
-        c.lua("require('proctor').setup({ notify = 'never', console = { bar = ... } })", bar)
+        -- Normal mode: the window commands below are typed there
+        c.lua("require('proctor').setup({ notify = 'never', console = { bar = ..., start_insert = false } })", bar)
         -- a window with neighbours on both sides, so both resizes take effect
         c.cmd("silent! only! | enew | vsplit | split")
         local id, buf = unpack(c.lua([[

@@ -657,13 +657,16 @@ return function(test, T, H)
   end)
 
   test("tasks: bad task options are one clear error", function()
-    local _, err, name = p().run({ cmd = "true", restart = "sometimes" })
+    -- run() raises on a bad spec (|proctor-run-errors|); _run() gives the failure tuple
+    T.raises(function() p().run({ cmd = "true", restart = "sometimes" }) end,
+      "'restart' must be one of never, on%-failure, always")
+    local _, err, name = p()._run({ cmd = "true", restart = "sometimes" })
     eq(name, "EINVAL")
     T.match(err, "'restart' must be one of never, on%-failure, always")
-    T.match(select(2, p().run({ cmd = "true", diagnostics = "nosuch" })), "unknown matcher 'nosuch'")
-    T.match(select(2, p().run({ cmd = "true", ready = { pattern = "(" } })), "'ready%.pattern'")
-    T.match(select(2, p().run({ cmd = "true", after = { {} } })), "'after' entries")
-    T.match(select(2, p().run({ cmd = "true", watch = { patterns = "*.c" } })), "watch%.patterns")
+    T.raises(function() p().run({ cmd = "true", diagnostics = "nosuch" }) end, "unknown matcher 'nosuch'")
+    T.raises(function() p().run({ cmd = "true", ready = { pattern = "(" } }) end, "'ready%.pattern'")
+    T.raises(function() p().run({ cmd = "true", after = { {} } }) end, "'after' entries")
+    T.raises(function() p().run({ cmd = "true", watch = { patterns = "*.c" } }) end, "watch%.patterns")
     eq(tasks().ere("a<b>=@%c~&[<>]"), "\\va\\<b\\>\\=\\@\\%c\\~\\&[<>]")
   end)
 end

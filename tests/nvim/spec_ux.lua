@@ -39,6 +39,11 @@ return function(test, T, H)
     end
   end
 
+  -- These tests were written for a console that takes the cursor and stays in
+  -- Normal mode (keys are fed to it): they say so. The defaults of
+  -- console.enter and console.start_insert are spec_everyday's.
+  p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 } })
+
   -- room for the splits these tests make (a headless Neovim is 80x24)
   local screen = { vim.o.lines, vim.o.columns }
   vim.o.lines, vim.o.columns = 50, 160
@@ -83,7 +88,7 @@ return function(test, T, H)
 
   test("windows: console.reuse = false splits each time; with no room (E36) a float, then the window itself", function()
     reset_layout()
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 }, console = { reuse = false } })
+    p.setup({ notify = "never", engine = { kill_grace_ms = 500 }, console = { reuse = false, enter = true, start_insert = false } })
     local ok, err = pcall(function()
       local base = #api.nvim_list_wins()
       local a = p.run({ cmd = "true", open = true })
@@ -109,7 +114,7 @@ return function(test, T, H)
       b:wait(3000)
       c:wait(3000)
     end)
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 } })
     reset_layout()
     if not ok then error(err, 0) end
   end)
@@ -151,7 +156,7 @@ return function(test, T, H)
 
   test("Terminal mode ends when the execution does (pty and pipe consoles)", function()
     with_child(function(c)
-      c.lua([[require("proctor").setup({ notify = "never" })]])
+      c.lua([[require("proctor").setup({ console = { enter = true, start_insert = false }, notify = "never" })]])
       for _, pty in ipairs({ true, false }) do
         local id = c.lua([[
           local ex = require("proctor").run({ cmd = "read x; echo got $x", pty = ..., open = true })
@@ -175,7 +180,7 @@ return function(test, T, H)
     local function child_with_live()
       local c = H.child()
       c.lua([[
-        require("proctor").setup({ notify = "never", engine = { kill_grace_ms = 300 } })
+        require("proctor").setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 300 } })
         _G.ex = require("proctor").run({ cmd = { "sleep", "30" }, env = { PROCTOR_TEST_MARK = ... } })
         -- a UI is attached in real use; here the answer comes from the test
         require("proctor.quit")._H.interactive = function() return true end
@@ -232,7 +237,7 @@ return function(test, T, H)
 
   test(":bd, :bd! and :bw close a console without E89 and never stop its process; :Proctor open replays it", function()
     with_child(function(c)
-      c.lua([[require("proctor").setup({ notify = "never" })]])
+      c.lua([[require("proctor").setup({ console = { enter = true, start_insert = false }, notify = "never" })]])
       for _, cmd in ipairs({ "bd", "bd!", "bw" }) do
         local id = c.lua([[
           local ex = require("proctor").run({ cmd = "echo before; sleep 30", open = true })
@@ -272,7 +277,7 @@ return function(test, T, H)
     T.eq(api.nvim_get_current_tabpage(), tab2, "gt went to the next tab")
     vim.cmd("tabclose")
     -- configurable; false disables one
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 },
+    p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 },
       keymaps = { console = { ["R"] = false, ["<leader>x"] = "rerun", ["X"] = function(id) _G.proctor_key_id = id end } } })
     local ok, err = pcall(function()
       local ex2 = p.run({ cmd = "echo again", open = true })
@@ -288,7 +293,7 @@ return function(test, T, H)
       T.eq(okk, false)
       T.match(msg, "keymaps%.list%[\"x\"%]' must be an action name")
     end)
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 } })
     if not ok then error(err, 0) end
     list.open()
     T.eq(vim.bo.filetype, "proctor-list")
@@ -342,7 +347,7 @@ return function(test, T, H)
     T.eq(lines[5]:sub(col, col + #"a-rather-long-owner-name" - 1), "a-rather-long-owner-name")
     T.eq(lines[2]:sub(col + #"a-rather-long-owner-name", col + #"a-rather-long-owner-name"), " ", "OWNER fits")
     p.purge()
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 } })
     local short = list.open()
     local hdr = api.nvim_buf_get_lines(short, 1, 2, false)[1]
     T.match(hdr, "OWNER LABEL", "a narrow OWNER column when owners are short")
@@ -477,7 +482,8 @@ return function(test, T, H)
   test("list: rows of an earlier session read plainly, marked by a highlight; i on a finished row says so", function()
     local dir = vim.fn.tempname()
     vim.fn.mkdir(dir, "p")
-    local opts = { notify = "never", engine = { kill_grace_ms = 500 }, history = { enabled = true, file = dir .. "/h.mpk" } }
+    local opts = { console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 },
+      history = { enabled = true, file = dir .. "/h.mpk" } }
     engine._reset()
     p.setup(opts)
     local ok, err = pcall(function()
@@ -518,7 +524,7 @@ return function(test, T, H)
       T.match(H.note_texts()[1] or "", "execution " .. now.id .. " has ended %(completed: exit 0%): it takes no input")
     end)
     engine._reset()
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 } })
     reset_layout()
     if not ok then error(err, 0) end
   end)
@@ -622,7 +628,7 @@ return function(test, T, H)
   -- 10. Notifications and the bar --------------------------------------------------------
 
   test("notifications: 40 failures in one message naming :Proctor open; canceling… in the bar during the grace", function()
-    p.setup({ notify = "on_failure", engine = { kill_grace_ms = 1500 } })
+    p.setup({ console = { enter = true, start_insert = false }, notify = "on_failure", engine = { kill_grace_ms = 1500 } })
     local ok, err = pcall(function()
       H.clear_notes()
       local exs = {}
@@ -648,7 +654,7 @@ return function(test, T, H)
       T.eq(T.ok(ex:wait(5000)).state, "canceled")
       T.match(console.bar(win), "│ canceled after")
     end)
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+    p.setup({ console = { enter = true, start_insert = false }, notify = "never", engine = { kill_grace_ms = 500 } })
     if not ok then error(err, 0) end
   end)
 
@@ -656,7 +662,7 @@ return function(test, T, H)
 
   test("^C typed into a PTY console that ends the program shows canceled (interrupted); no wrapping shell", function()
     with_child(function(c)
-      c.lua([[require("proctor").setup({ notify = "on_failure" })]])
+      c.lua([[require("proctor").setup({ console = { enter = true, start_insert = false }, notify = "on_failure" })]])
       c.cmd("Proctor run sleep 30")
       local id = c.lua("return require('proctor').list()[1].id")
       c.wait(3000, "require('proctor.engine').state[...] == 'running'", "running", id)
@@ -797,7 +803,7 @@ return function(test, T, H)
     local env = { XDG_DATA_HOME = data, XDG_STATE_HOME = state }
     with_child(function(c)
       local id = c.lua([[
-        require("proctor").setup({ notify = "never", history = { enabled = true, file = ... } })
+        require("proctor").setup({ console = { enter = true, start_insert = false }, notify = "never", history = { enabled = true, file = ... } })
         local ex = require("proctor").run({ cmd = "echo kept", label = "moved" })
         ex:wait(5000)
         return ex.id
@@ -807,7 +813,7 @@ return function(test, T, H)
     T.eq(vim.fn.filereadable(data .. "/nvim/proctor/history.mpk"), 1)
     with_child(function(c)
       local file = c.lua([[
-        require("proctor").setup({ notify = "never", history = { enabled = true } })
+        require("proctor").setup({ console = { enter = true, start_insert = false }, notify = "never", history = { enabled = true } })
         require("proctor.engine").get()
         return require("proctor.engine").history_file()
       ]])
@@ -854,4 +860,6 @@ return function(test, T, H)
   end)
 
   vim.o.lines, vim.o.columns = screen[1], screen[2]
+  -- the next specs get the defaults of console.enter and start_insert again
+  p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
 end

@@ -102,7 +102,11 @@ function M.open(id, opts)
   end
   local win
   if made then
-    api.nvim_win_set_buf(made.win, c.buf)
+    -- keepalt: the window's alternate file stays the one the run came from
+    -- (`%` typed in the console expands to it, CTRL-^ goes back to it)
+    if not pcall(api.nvim_win_call, made.win, function() vim.cmd("keepalt buffer " .. c.buf) end) then
+      api.nvim_win_set_buf(made.win, c.buf)
+    end
     made:done()
     win = made.win
     vim.w[win].proctor_window = true
@@ -115,6 +119,7 @@ function M.open(id, opts)
   end
   H.last = id
   H.resize_all()
+  if win and api.nvim_get_current_win() == win then H.start_insert(c) end
   return c.buf, win
 end
 
@@ -331,6 +336,16 @@ function H.create(eng, rec, win)
   H.mark(c)
   H.ensure_ticker()
   return c
+end
+
+-- The cursor went into console `c` (the current window): Terminal mode when
+-- `console.start_insert` says so and the process can still read what is typed.
+function H.start_insert(c)
+  local want = require("proctor.config").get().console.start_insert
+  if want == nil then want = c.pty end
+  local state = engine.state[c.id]
+  if not want or c.ended or (state and engine.TERMINAL[state]) then return end
+  vim.cmd("startinsert")
 end
 
 -- Normal-mode keys of a console (setup{ keymaps = { console } }).

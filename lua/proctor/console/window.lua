@@ -47,7 +47,8 @@ end
 ---@class proctor.ShowOpts
 ---@field how string|nil "split" | "vsplit" | "tab" | "float" | "current" (default: console.open)
 ---@field size integer|nil split height / vsplit width (default: console.size)
----@field enter boolean|nil leave the cursor in it (default: console.enter)
+---@field enter boolean|nil leave the cursor in it (default: console.enter, see M.enter_default())
+---@field kind "open"|"run"|nil why it is shown: to be looked at ("open", default) or a run starting
 ---@field win integer|nil show it in this window
 ---@field reuse boolean|nil take over this tab's proctor window for a split (default: console.reuse)
 
@@ -61,7 +62,7 @@ function M.show(buf, opts)
   local cfg = require("proctor.config").get().console
   local how = opts.how or cfg.open
   local enter = opts.enter
-  if enter == nil then enter = cfg.enter end
+  if enter == nil then enter = M.enter_default(opts.kind or "open", how) end
   local cur = api.nvim_get_current_win()
   for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
     if api.nvim_win_get_buf(w) == buf then
@@ -93,6 +94,21 @@ function M.show(buf, opts)
     api.nvim_set_current_win(cur)
   end
   return win, prev, prev_bar
+end
+
+--- Whether a console shown without an explicit `enter` takes the cursor:
+--- `console.enter` when set; else a console opened to be looked at (:Proctor
+--- open, toggle, the list) does, and a run's (:Proctor run, rerun, a task) only
+--- when it takes the whole view (a tab, a float, the current window): a run in
+--- a split leaves the cursor in the source buffer, as vim-dispatch's :Make.
+---@param kind "open"|"run"
+---@param how string "split" | "vsplit" | "tab" | "float" | "current"
+---@return boolean
+function M.enter_default(kind, how)
+  local cfg = require("proctor.config").get().console.enter
+  if cfg ~= nil then return cfg end
+  if kind == "open" then return true end
+  return how ~= "split" and how ~= "vsplit"
 end
 
 --- This tab's proctor window: a window proctor opened (w:proctor_window) that
@@ -146,7 +162,7 @@ function M.placeholder(opts)
   vim.bo[ph].bufhidden = "wipe"
   vim.b[ph].proctor_placeholder = true -- gets the bar, and counts as a proctor window while it waits
   local win, prev, prev_bar = M.show(ph, { how = opts.open, size = opts.size, enter = opts.enter, win = opts.win,
-    reuse = opts.reuse })
+    reuse = opts.reuse, kind = "run" })
   local w = { win = win }
   function w.cancel()
     if api.nvim_win_is_valid(win) then

@@ -171,7 +171,7 @@ function H.make_members(c, defs)
       spec.hold = true
       spec.open = nil
       spec.cwd = spec.cwd or c.cwd
-      local ex, err = require("proctor").run(spec)
+      local ex, err = require("proctor")._run(spec)
       if not ex then
         c.state = "running"
         c.step = i

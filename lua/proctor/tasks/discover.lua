@@ -195,7 +195,7 @@ end
 -- line by line, to on_line; on_end(ok) when it ended. Its record is deleted.
 function H.probe(dir, label, cmd, on_line, on_end)
   local proctor = require("proctor")
-  local ex, err = proctor.run({ cmd = cmd, cwd = dir, pty = false, stdin = false, label = label, owner = "proctor",
+  local ex, err = proctor._run({ cmd = cmd, cwd = dir, pty = false, stdin = false, label = label, owner = "proctor",
     env = { LC_ALL = "C" }, timeout_ms = 20000 })
   if not ex then error(err, 0) end
   require("proctor.tasks.reader").attach(ex.id, {

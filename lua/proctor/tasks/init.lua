@@ -105,7 +105,7 @@ function M.run_task(task, opts, cb)
     for k, v in pairs(opts.set or {}) do spec[k] = v end
     spec.cwd = spec.cwd or opts.cwd
     spec.desc, spec.source = nil, nil
-    local ex, err = require("proctor").run(spec)
+    local ex, err = require("proctor")._run(spec)
     if cb then cb(ex, err) end
     return ex, err
   end
@@ -420,7 +420,7 @@ function H.start(g, first)
     s.open = nil
     if g.current then s.open, rest = require("proctor.console").handover(g.current, { all_tabs = true, enter = false }) end
   end
-  local ex, err, ename = proctor.run(s)
+  local ex, err, ename = proctor._run(s)
   if not ex then
     if not first then
       util.notify(("task %s: could not start again: %s"):format(g.name, tostring(err)))
