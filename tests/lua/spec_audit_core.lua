@@ -1,0 +1,90 @@
+-- spec_audit_core.lua — branches of the core's promises no other binding spec
+-- tried (tests/AUDIT.md lists each promise and its test): a cancel that is
+-- graceful is told apart from a forced one by a program that traps SIGTERM
+-- and leaves a mark; a ^C that ends a program which exits 130 (a shell's
+-- way) is the user's interrupt, while exit 130 nobody asked for is a failure.
+local U = require("util")
+local core = U.core
+
+return function(T, ctx)
+  local P = ctx and ctx.nvim and "nvim: " or ""
+  local function test(name, fn) T.test(P .. "audit: " .. name, fn) end
+
+  -- An engine and a private directory, both gone when the test ends.
+  local function setup(opts)
+    local eng = assert(core.new(opts or {}))
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
+    return eng, dir
+  end
+
+  -- A program that, on SIGTERM, writes `mark` and exits 0; it prints ready
+  -- once its trap is set. Returns the id, once the trap is in place.
+  local function trapper(eng, mark, extra)
+    local tag = U.tag()
+    local spec = { cmd = { "sh", "-c", "trap 'echo term > \"$0\"; exit 0' TERM; echo ready; "
+      .. "while :; do sleep 0.05; done", mark }, env = { PROCTOR_TEST_TAG = tag } }
+    for k, v in pairs(extra or {}) do spec[k] = v end
+    local id = assert(eng:start(spec))
+    U.wait_output(eng, id, "ready", 10000)
+    return id, tag
+  end
+
+  test("cancel is graceful: SIGTERM first, the program's handler runs (its mark is there)", function()
+    local eng, dir = setup{ kill_grace_ms = 60000 }
+    local mark = dir .. "/mark"
+    local id = trapper(eng, mark)
+    T.eq(eng:cancel(id), "canceling")
+    local r = U.collect(eng, { id }, 60000)[id]
+    T.eq(r.final.state, "canceled")
+    T.eq(U.read_file(mark), "term\n", "the TERM handler did not run")
+    T.eq(r.final.exit_code, 0, "the handler's own exit")
+  end)
+
+  test("cancel! is forced: SIGKILL at once, no handler runs (no mark)", function()
+    local eng, dir = setup{ kill_grace_ms = 60000 }
+    local mark = dir .. "/mark"
+    local id = trapper(eng, mark)
+    T.eq(eng:cancel(id, true), "canceling")
+    local r = U.collect(eng, { id }, 60000)[id]
+    T.eq(r.final.state, "canceled")
+    T.eq(r.final.signal, "SIGKILL")
+    T.eq(U.read_file(mark), nil, "a TERM handler ran: the force was a SIGTERM")
+  end)
+
+  test("timeout is graceful too: SIGTERM first, then the end is timed_out", function()
+    local eng, dir = setup{ kill_grace_ms = 60000 }
+    local mark = dir .. "/mark"
+    local id = trapper(eng, mark, { timeout_ms = 300 })
+    local r = U.collect(eng, { id }, 60000)[id]
+    T.eq(r.final.state, "timed_out")
+    T.eq(U.read_file(mark), "term\n", "the TERM handler did not run")
+  end)
+
+  test("pty: a ^C that makes a program exit 130 (a shell's way) is interrupted; exit 130 alone fails", function()
+    local eng = setup()
+    local cmd = { "sh", "-c", "trap 'exit 130' INT; echo ready; while :; do sleep 0.05; done" }
+    local id = assert(eng:start{ cmd = cmd, pty = true })
+    U.wait_output(eng, id, "ready", 10000)
+    T.eq(eng:input(id, "\3"), true)
+    local r = U.collect(eng, { id }, 20000)[id]
+    T.eq(r.final.state, "canceled")
+    T.eq(r.final.reason, "interrupted")
+    T.eq(r.final.exit_code, 130)
+    -- the same exit code without a ^C
+    local id2 = assert(eng:start{ cmd = { "sh", "-c", "exit 130" }, pty = true })
+    local r2 = U.collect(eng, { id2 }, 20000)[id2]
+    T.eq(r2.final.state, "failed")
+    T.eq(r2.final.reason, "exit")
+    -- a ^C that the program survives ends nothing: its later exit 0 is completed
+    local id3 = assert(eng:start{ cmd = { "sh", "-c", "trap 'echo caught' INT; echo ready; while :; do read x && exit 0; done" },
+      pty = true })
+    U.wait_output(eng, id3, "ready", 10000)
+    T.eq(eng:input(id3, "\3"), true)
+    U.wait_output(eng, id3, "caught", 10000)
+    T.eq(eng:input(id3, "\n"), true)
+    local r3 = U.collect(eng, { id3 }, 20000)[id3]
+    T.eq(r3.final.state, "completed")
+  end)
+end
