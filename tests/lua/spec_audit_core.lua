@@ -62,6 +62,24 @@ return function(T, ctx)
     T.eq(U.read_file(mark), "term\n", "the TERM handler did not run")
   end)
 
+  test("retention: history_limit counts terminal records only (live ones stay); history_age_ms = 0 never forgets", function()
+    local eng = setup{ history_limit = 1 }
+    local ids = {}
+    for i = 1, 3 do ids[i] = assert(eng:start{ cmd = { "sleep", "30" } }) end
+    for i = 1, 3 do U.wait_state(eng, ids[i], "running", 20000) end
+    T.eq(#eng:list(), 3, "a live execution was pruned by history_limit = 1")
+    for i = 1, 3 do eng:cancel(ids[i]) end
+    U.collect(eng, ids, 20000)
+    local l = eng:list()
+    T.eq(#l, 1, "history_limit = 1 keeps one terminal record")
+    local never = setup{ history_age_ms = 0 }
+    local a = assert(never:start{ cmd = { "true" } })
+    U.collect(never, { a })
+    local b = assert(never:start{ cmd = { "true" } }) -- a later end runs the pruning again
+    U.collect(never, { b })
+    T.eq(#never:list(), 2, "history_age_ms = 0 forgot a record")
+  end)
+
   test("pty: a ^C that makes a program exit 130 (a shell's way) is interrupted; exit 130 alone fails", function()
     local eng = setup()
     local cmd = { "sh", "-c", "trap 'exit 130' INT; echo ready; while :; do sleep 0.05; done" }
