@@ -80,6 +80,60 @@ return function(T, ctx)
     T.eq(#never:list(), 2, "history_age_ms = 0 forgot a record")
   end)
 
+  -- Secret sources (|proctor-secrets|) ------------------------------------------
+
+  test("secrets: a value of 4096 bytes is taken, 4097 and a NUL are refused (inline and from a source)", function()
+    local eng = setup()
+    local max = string.rep("k", 4096)
+    local r = U.run(eng, { cmd = { "sh", "-c", 'printf %s "$S" | wc -c' }, secrets = { S = max } }, 20000)
+    T.eq(r.out.stdout, "4096\n")
+    T.raises(function() eng:start{ cmd = "true", secrets = { S = max .. "k" } } end, "'secrets'")
+    T.raises(function() eng:start{ cmd = "true", secrets = { S = "a\0b" } } end, "'secrets'")
+    r = U.run(eng, { cmd = { "sh", "-c", 'printf %s "$S" | wc -c' },
+                     secrets = { S = { command = { "head", "-c", "4096", "/dev/zero" } } } }, 20000)
+    T.eq(r.final.reason, "secret_unavailable", "NUL bytes from a source")
+    r = U.run(eng, { cmd = { "sh", "-c", 'printf %s "$S" | wc -c' },
+                     secrets = { S = { command = { "sh", "-c", "head -c 4096 /dev/zero | tr '\\0' k" } } } }, 20000)
+    T.eq(r.out.stdout, "4096\n", "4096 bytes from a source: " .. tostring(r.final.error))
+    r = U.run(eng, { cmd = { "true" },
+                     secrets = { S = { command = { "sh", "-c", "head -c 4097 /dev/zero | tr '\\0' k" } } } }, 20000)
+    T.eq(r.final.reason, "secret_unavailable", "4097 bytes from a source")
+  end)
+
+  test("secrets: a source drops one trailing newline only, runs in the cwd with the host's environment", function()
+    local eng, dir = setup()
+    -- the value read is "v\n"; what the child prints is masked: compare its length
+    local r = U.run(eng, { cmd = { "sh", "-c", 'printf %s "$S" | wc -c' }, secrets = { S = { command = { "printf", "v\\n\\n" } } } }, 20000)
+    T.eq(r.out.stdout, "2\n", "a value read as v\\n\\n keeps one newline")
+    r = U.run(eng, { cmd = { "sh", "-c", '[ "$S" = "$PWD" ] && echo same' }, cwd = dir,
+                     secrets = { S = { command = { "pwd" } } } }, 20000)
+    T.eq(r.out.stdout, "same\n", "the source ran in the execution's cwd")
+    local home = assert(os.getenv("HOME"))
+    r = U.run(eng, { cmd = { "/bin/sh", "-c", 'printf %s "$S" | wc -c' }, clear_env = true,
+                     secrets = { S = { command = { "sh", "-c", 'printf %s "$HOME"' } } } }, 20000)
+    T.eq(r.out.stdout, #home .. "\n", "clear_env applied to the source (it has the host's HOME)")
+  end)
+
+  test("secrets: a failing source's stderr (its first line) is in the error; a queued one reads at its start", function()
+    local eng, dir = setup{ max_running = 1 }
+    local r = U.run(eng, { cmd = { "true" }, secrets = { S = { command = { "sh", "-c",
+      "echo 'first line' >&2; echo 'second line' >&2; exit 3" } } } }, 20000)
+    T.eq(r.final.reason, "secret_unavailable")
+    T.ok(r.final.error:find("first line", 1, true), r.final.error)
+    T.ok(not r.final.error:find("second line", 1, true), r.final.error)
+    local mark = dir .. "/read"
+    local tag = U.tag()
+    local first = assert(eng:start{ cmd = { "sleep", "30" }, env = { PROCTOR_TEST_TAG = tag } })
+    T.ok(U.wait_comm(tag, "sleep"), "the first never ran")
+    local queued = assert(eng:start{ cmd = { "true" }, secrets = { S = { command = { "sh", "-c", "touch '" .. mark .. "'; echo v" } } } })
+    T.eq(eng:get(queued).state, "queued")
+    T.eq(U.read_file(mark), nil, "a queued execution's source was read before it started")
+    eng:cancel(first, true)
+    local rq = U.collect(eng, { queued }, 20000)[queued]
+    T.eq(rq.final.state, "completed")
+    T.eq(U.read_file(mark), "", "the source was read when it started")
+  end)
+
   test("pty: a ^C that makes a program exit 130 (a shell's way) is interrupted; exit 130 alone fails", function()
     local eng = setup()
     local cmd = { "sh", "-c", "trap 'exit 130' INT; echo ready; while :; do sleep 0.05; done" }
