@@ -414,6 +414,34 @@ return function(test, T, H)
     eq(seen[1], names[2])
   end)
 
+  -- Notifications (|proctor-notify|) -------------------------------------------------
+
+  test("audit: notify: on_failure tells a timeout and not a cancel or a ^C", function()
+    setup({ notify = "on_failure" })
+    H.clear_notes()
+    local c = assert(p().run({ cmd = { "sleep", "30" }, label = "audit-canceled" }))
+    wait_state(c.id, "running")
+    c:cancel(true)
+    wait_state(c.id, "canceled")
+    local i = assert(p().run({ cmd = "echo ready; exec sleep 30", pty = true, label = "audit-interrupted" }))
+    H.wait(20000, function()
+      local pid = (p().record(i.id) or {}).pid
+      local f = pid and io.open("/proc/" .. pid .. "/comm")
+      local comm = f and f:read("*l")
+      if f then f:close() end
+      return comm == "sleep"
+    end, "the pty program runs")
+    i:input("\3")
+    eq(wait_state(i.id, "canceled failed completed").reason, "interrupted")
+    local t = assert(p().run({ cmd = { "sleep", "30" }, label = "audit-timeout", timeout_ms = 100 }))
+    wait_state(t.id, "timed_out")
+    H.wait(20000, function() return #H.notes > 0 end, "the notification of the timeout")
+    local all = table.concat(H.note_texts(), "\n")
+    T.match(all, "#" .. t.id .. " audit%-timeout timed out")
+    T.ok(not all:find("audit-canceled", 1, true), "a cancel was told: " .. all)
+    T.ok(not all:find("audit-interrupted", 1, true), "a ^C was told: " .. all)
+  end)
+
   -- :checkhealth proctor (|proctor-health|) -----------------------------------------
 
   -- Run health.check() in a child Neovim after setup(opts); the reports as "kind: text" lines.
