@@ -280,6 +280,17 @@ return function(test, T, H)
       H.clear_notes()
       local a = p.run({ cmd = "echo fine; exit 0", label = "good" })
       local b = p.run({ cmd = "echo boom >&2; sleep 0.05; exit 3", label = "bad" })
+      -- Hold the main loop (no event is taken) until both ended in the core,
+      -- so their ends reach the layer together: on a loaded machine "bad"
+      -- could end more than the 200 ms quiet time after "good" was told.
+      local core_eng, TERMINAL = require("proctor.engine").current(), require("proctor.engine").TERMINAL
+      local function ended(x)
+        local r = core_eng:get(x.id)
+        return r and TERMINAL[r.state]
+      end
+      local deadline = H.hrms() + 30000
+      while not (ended(a) and ended(b)) and H.hrms() < deadline do (vim.uv or vim.loop).sleep(5) end
+      T.ok(ended(a) and ended(b), "two short executions did not end within 30 s")
       a:wait(5000)
       b:wait(5000)
       vim.wait(600, function() return #H.notes > 0 end, 10)
