@@ -92,6 +92,7 @@ return function(T, ctx)
     U.wait_state(eng, a, "running")
     local shep = U.shepherd(eng:get(a).pid)
     T.ok(shep, "no shepherd")
+    T.eq(eng:get(b).state, "running", "b drains (its background sleep holds stdout)")
     return { a, b, c }, tag, untagged, shep
   end
 
@@ -114,8 +115,14 @@ return function(T, ctx)
     T.eq(r.out.stdout, "again\n", "the next start works")
   end
 
+  -- b's leader exits at once and b drains while its background sleep holds
+  -- stdout: a drain window longer than any test keeps it live until the
+  -- shepherd dies (with the default 500 ms, a loaded machine ended it first,
+  -- reason "exit", before the kill).
+  local DRAINING = { drain_ms = 600000 }
+
   test("the shepherd SIGKILLed: its setsid escapees and leftover background children die too", function()
-    local eng = assert(core.new{})
+    local eng = assert(core.new(DRAINING))
     local dir = tmpdir()
     local tag, untagged
     local ok, err = pcall(function()
@@ -132,7 +139,7 @@ return function(T, ctx)
   end)
 
   test("the shepherd and its helpers SIGKILLed at once: the engine sweeps what carries its tag, nothing else", function()
-    local eng = assert(core.new{})
+    local eng = assert(core.new(DRAINING))
     local dir = tmpdir()
     local tag, untagged, other
     local ok, err = pcall(function()

@@ -250,9 +250,15 @@ return function(T, opts)
 
   test("the shepherd and the job's reaper keep no copy of a secret once the job runs", function()
     local eng = assert(core.new{})
-    local value = "sheep-" .. U.tag() .. "-Zx7"
-    local id = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, secrets = { S = value } })
+    T.defer(function() eng:close() end)
+    local tag = U.tag()
+    local value = "sheep-" .. tag .. "-Zx7"
+    local id = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, secrets = { S = value },
+                                 env = { PROCTOR_TEST_TAG = tag } })
     U.wait_output(eng, id, "ready")
+    -- scan the leader once it is sleep: a shell still exec'ing has no
+    -- stable memory to read
+    T.ok(U.wait_comm(tag, "sleep"), "the leader never exec'd sleep")
     local leader = eng:get(id).pid
     local reaper, shepherd = U.ppid(leader), U.shepherd(leader)
     T.ok(reaper and shepherd and reaper ~= shepherd, "the job's reaper and the shepherd")
@@ -262,7 +268,6 @@ return function(T, opts)
     T.ok(not memory_holds(reaper, value), "the job's reaper's memory holds the secret value")
     eng:cancel(id, true)
     U.collect(eng, { id })
-    eng:close()
   end)
 
   test("env_allow inherits only the listed keys; env, secrets and PROCTOR_* are added", function()

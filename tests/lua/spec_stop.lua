@@ -43,6 +43,9 @@ return function(T, ctx)
     local eng = assert(core.new{ drain_ms = 60000 }) -- the drain alone would wait for minutes
     local ok, err = pcall(function()
       local id, tag = draining(eng, { "sh", "-c", "sleep 1000 & echo ready; exit 3" })
+      -- the background part may still be the shell's fork on its way to
+      -- exec (two processes with the tag for a moment): count once it runs
+      T.ok(U.wait_comm(tag, "sleep"), "the background sleep never ran")
       T.eq(#U.tagged(tag), 1, "the background sleep holds stdout")
       T.eq(eng:cancel(id), "canceling")
       -- the second is never "canceling"; the execution may have ended already

@@ -122,13 +122,22 @@ function U.wait_comm(tag, comm, timeout_ms)
   end, timeout_ms or 10000)
 end
 
-local seq, self_pid = 0, nil
+local seq, self_pid, token = 0, nil, nil
+-- A tag no other run on this machine draws: the pid alone repeats across
+-- pid namespaces (tests/mutate runs each tier in one of its own, where the
+-- first processes get the same small pids every time) and LuaJIT's
+-- math.random is never seeded, so two Neovims draw the same numbers. The
+-- token is 8 random bytes from /dev/urandom, read once per process.
 function U.tag()
   seq = seq + 1
   self_pid = self_pid or (U.read_file("/proc/self/stat") or ""):match("^(%d+)") or "0"
-  -- The pid makes it unique between two suites run at once: LuaJIT's
-  -- math.random is never seeded, so two Neovims draw the same numbers.
-  return ("t%s_%d_%d_%d"):format(self_pid, os.time(), math.random(1, 1e9), seq)
+  if not token then
+    local f = assert(io.open("/dev/urandom", "rb"))
+    local b = f:read(8)
+    f:close()
+    token = (b:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
+  end
+  return ("t%s_%s_%d_%d"):format(self_pid, token, os.time(), seq)
 end
 
 -- Wait until fn() is true or timeout_ms passes; returns fn()'s last value.

@@ -204,4 +204,36 @@ end
 
 function M.hrms() return uv.hrtime() / 1e6 end
 
+-- What a test starts, it stops: M.leftovers() notes the executions that
+-- exist now and returns a cleanup that force-cancels every execution started
+-- since and still live, and waits (bounded) until they ended. tests/nvim/run.lua
+-- defers one per test, so a test that fails half-way (its own cancel never
+-- ran) stays one FAIL line instead of leaving a `sleep 30` that makes the
+-- next tests' counts wrong.
+function M.leftovers()
+  local engine = require("proctor.engine")
+  local before = {}
+  local eng = engine.current()
+  for _, r in ipairs(eng and eng:list() or {}) do before[r.id] = true end
+  return function()
+    local e = engine.current()
+    if not e then return end
+    local live = {}
+    for _, r in ipairs(e:list() or {}) do
+      if not before[r.id] and not engine.TERMINAL[r.state] then
+        pcall(e.cancel, e, r.id, true)
+        live[#live + 1] = r.id
+      end
+    end
+    if #live == 0 then return end
+    local done = vim.wait(20000, function()
+      for _, id in ipairs(live) do
+        if not engine.is_done(id) then return false end
+      end
+      return true
+    end, 10)
+    if not done then error("executions left running by the test did not end: " .. table.concat(live, ", ")) end
+  end
+end
+
 return M

@@ -19,11 +19,14 @@ local H = require("helpers")
 local function test(name, fn)
   if not T.selected(name) then return end
   local t0 = H.hrms()
-  T.test(name, fn)
+  T.test(name, function()
+    T.defer(H.leftovers()) -- runs last: whatever the test left running is canceled
+    return fn()
+  end)
   if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end
 end
 
-local specs = { "spec_model", "spec_api", "spec_console", "spec_size", "spec_commands", "spec_rpc", "spec_layer_history", "spec_ux", "spec_stress", "spec_tasks", "spec_deprecation", "spec_everyday" }
+local specs = { "spec_model", "spec_api", "spec_console", "spec_size", "spec_commands", "spec_rpc", "spec_layer_history", "spec_ux", "spec_stress", "spec_tasks", "spec_audit", "spec_everyday", "spec_deprecation" }
 local only = os.getenv("SPEC")
 if only and only ~= "" then
   local known = {}

@@ -209,7 +209,8 @@ return function(test, T, H)
     T.eq(all[#all].id, ex.id)
     T.eq(#p.list({ state = "running" }), 0)
     local live = p.run({ cmd = { "sleep", "30" } })
-    H.wait(3000, function() return #p.list({ state = "running" }) == 1 end)
+    T.defer(function() live:cancel(true) end) -- also when a wait below fails
+    H.wait(10000, function() return #p.list({ state = "running" }) == 1 end)
     T.eq(p.delete(live.id), "active_process_conflict")
     live:cancel(true)
     live:wait(3000)
@@ -278,6 +279,17 @@ return function(test, T, H)
       H.clear_notes()
       local a = p.run({ cmd = "echo fine; exit 0", label = "good" })
       local b = p.run({ cmd = "echo boom >&2; sleep 0.05; exit 3", label = "bad" })
+      -- Hold the main loop (no event is taken) until both ended in the core,
+      -- so their ends reach the layer together: on a loaded machine "bad"
+      -- could end more than the 200 ms quiet time after "good" was told.
+      local core_eng, TERMINAL = require("proctor.engine").current(), require("proctor.engine").TERMINAL
+      local function ended(x)
+        local r = core_eng:get(x.id)
+        return r and TERMINAL[r.state]
+      end
+      local deadline = H.hrms() + 30000
+      while not (ended(a) and ended(b)) and H.hrms() < deadline do (vim.uv or vim.loop).sleep(5) end
+      T.ok(ended(a) and ended(b), "two short executions did not end within 30 s")
       a:wait(5000)
       b:wait(5000)
       vim.wait(600, function() return #H.notes > 0 end, 10)
