@@ -91,11 +91,11 @@ end
 ---@return boolean
 function M.dir_trusted(dir) return M.dir(dir, { prompt = false }) end
 
---- Trust directory `dir` and its project file (`name`, when it has one): the
---- user's explicit act, no prompt. Neovim's database where it takes the
+--- Trust directory `dir` and its project file (`name`, when it has one;
+--- false: the directory only): the user's explicit act, no prompt. Neovim's database where it takes the
 --- entry, else proctor's own. Returns the directory (resolved) or nil, err.
 ---@param dir string
----@param name string|nil the project file's name (".proctor.lua")
+---@param name string|false|nil the project file's name (default ".proctor.lua")
 ---@return string|nil dir, string|nil err
 function M.allow(dir, name)
   local real = H.real(dir)
@@ -103,8 +103,8 @@ function M.allow(dir, name)
   if not (compat.dir_trust() and compat.secure_trust(real) and H.dir_known(real)) then
     H.remember(real, "directory")
   end
-  local file = real .. "/" .. (name or ".proctor.lua")
-  local src = H.slurp(file)
+  local file = name ~= false and (real .. "/" .. (name or ".proctor.lua")) or nil
+  local src = file and H.slurp(file)
   if src then
     -- Neovim's database where it takes a path (0.12), and proctor's own
     -- either way: an older Neovim's prompt never sees this file again.
