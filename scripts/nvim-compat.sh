@@ -8,6 +8,8 @@
 #   NVIM_COMPAT_MIRROR  archive URI  (default: the machine's own apt sources)
 #   NVIM_COMPAT_ALLOW_EXPIRED=1  accept a Release file past its Valid-Until (a
 #                       stale mirror of sid/forky; signatures are still checked)
+#   NVIM_COMPAT_MIN     the oldest Neovim accepted (e.g. 0.11): an older one is
+#                       a failure (`make nvim-current` asks for the current one)
 #
 # Debian 13 ("trixie") ships Neovim 0.10.4 built against a newer glibc than
 # Debian 12 has, so it cannot be installed system-wide. Unpacked with its own
@@ -46,7 +48,17 @@ die() {
   exit 1
 }
 
+# check_min: the Neovim in $dest is at least $NVIM_COMPAT_MIN (when set).
+check_min() {
+  [ -n "${NVIM_COMPAT_MIN:-}" ] || return 0
+  v=$("$dest/nvim" --version 2>/dev/null | head -n1 | sed -n 's/^NVIM v\([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p')
+  [ -n "$v" ] || die "$dest/nvim does not run"
+  lowest=$(printf '%s\n%s\n' "$v" "$NVIM_COMPAT_MIN" | sort -t. -k1,1n -k2,2n | head -n1)
+  [ "$lowest" = "$NVIM_COMPAT_MIN" ] || die "Neovim $v from $suite is older than $NVIM_COMPAT_MIN"
+}
+
 if [ -f "$dest/.complete" ] && [ -x "$dest/nvim" ]; then
+  check_min
   rm -f "$err"
   exit 0
 fi
@@ -195,5 +207,6 @@ printf '%s\n' $want >"$tmp/.complete"
 rm -rf "$dest" "$apt/tools"
 mv "$tmp" "$dest"
 "$dest/nvim" --version >"$apt/version.txt" 2>&1 || die "$dest/nvim does not run: $(head -n1 "$apt/version.txt")"
+check_min
 rm -f "$err"
 head -n1 "$apt/version.txt"

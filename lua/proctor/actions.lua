@@ -97,7 +97,7 @@ function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) 
 
 --- Action names in the order the help and the key lists show them; actions
 --- not named here follow, by name.
-M.ORDER = { "run", "task", "pick", "watch", "list", "open", "open_split", "open_vsplit", "open_tab", "open_float", "toggle", "input",
+M.ORDER = { "run", "task", "pick", "trust", "watch", "list", "open", "open_split", "open_vsplit", "open_tab", "open_float", "toggle", "input",
   "cancel", "kill", "delete", "purge", "rerun", "text", "qf", "info", "mcp", "filter", "refresh", "help", "close" }
 
 --- Every action name, in M.ORDER's order.
@@ -334,6 +334,22 @@ A.task = {
     return require("proctor.tasks").run_task(name, H.task_run_opts(H.task_spec()), function(ex, err)
       if not ex then util.notify("task: " .. strip(err)) end
     end)
+  end,
+}
+
+A.trust = {
+  desc = "trust a directory: its build files may be evaluated to list tasks, its .proctor.lua read",
+  command = {
+    args = "words",
+    complete = function(typed) return vim.fn.getcompletion(typed, "dir") end,
+  },
+  -- opts.text: the directory (default: the current one)
+  run = function(_, opts)
+    local text = vim.trim(opts.text or "")
+    local dir, err = require("proctor.tasks").trust(text ~= "" and text or nil)
+    if not dir then die("trust: " .. strip(err)) end
+    util.notify("trusted " .. dir .. ": :Proctor run lists its tasks", vim.log.levels.INFO)
+    return dir
   end,
 }
 

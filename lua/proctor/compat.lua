@@ -13,8 +13,10 @@
 ---   state directory          $XDG_STATE_HOME/nvim          stdpath("state") (0.8), the same place
 ---   :checkhealth reporting   health#report_* (0.7),        vim.health.start/ok/... (0.9; report_*
 ---                            vim.health.report_* (0.8)     warn as deprecated from 0.10)
----   trusting a project file  proctor's own prompt and      vim.secure.read (0.9)
----                            trust file (tasks/trust.lua)
+---   trusting a project file  proctor's own prompt and      vim.secure.read (0.9); only
+---                            trust file (tasks/trust.lua)  "view" then :trust (0.12)
+---   trusting a directory     proctor's trust file          vim.secure.read/trust on a
+---                                                          directory (0.12)
 ---   :terminal's environment  VIM, VIMRUNTIME passed on;    VIM, VIMRUNTIME left out; a server
 ---                            NVIM = v:servername           started for NVIM when none (0.9)
 ---   CTRL-C in vim.wait()     seen when its time is up      ends it at once (-2)
@@ -150,6 +152,83 @@ function M.terminal_env()
   local set = {}
   if name ~= "" then set.NVIM = name end
   return { set = set, drop = { "VIM", "VIMRUNTIME" } }
+end
+
+--- |vim.secure.read()| of `path` (a file, or a directory where Neovim trusts
+--- directories), its prompt opened by `intro` (what asked and why: Neovim's
+--- own words start with "exrc:"). opts.ask = false never shows the prompt:
+--- it is answered "ignore", so only what the trust database already says
+--- counts and nothing is written. Returns what vim.secure.read() returned
+--- (nil where it raised, e.g. a directory on a Neovim that reads it as a
+--- file), and the label of the answer the user chose ("view", "allow" ...).
+---@param path string
+---@param opts {intro: string|nil, ask: boolean|nil}|nil
+---@return string|boolean|nil result, string|nil answer
+function M.secure_ask(path, opts)
+  opts = opts or {}
+  local read = M.secure_read()
+  if not read then return nil end
+  -- the trust database lives there; a missing directory makes "allow" fail
+  pcall(vim.fn.mkdir, M.state_dir(), "p")
+  local orig = vim.fn.confirm
+  local answer
+  vim.fn.confirm = function(msg, choices, ...)
+    local labels = vim.split((choices or ""):gsub("&", ""), "\n")
+    if opts.ask == false then
+      answer = "ignore"
+      return 1 -- the first choice, "ignore": nothing is written
+    end
+    if opts.intro then msg = opts.intro .. "\n" .. msg end
+    local n = orig(msg, choices, ...)
+    answer = labels[n]
+    return n
+  end
+  local ok, res = pcall(read, path)
+  vim.fn.confirm = orig
+  if not ok then return nil, answer end
+  return res, answer
+end
+
+--- Does this Neovim keep directories in its trust database, apart from
+--- files (|vim.secure.read()| of a directory asks with an "allow" choice,
+--- returns true once trusted, and the file prompt differs)? 0.12 does; 0.10
+--- reads a directory as an empty file, 0.11 asks but answers nil. Probed
+--- once, on an empty private directory and file, answering "ignore":
+--- nothing is written.
+---@return boolean
+function M.dir_trust()
+  if H.dir_trust == nil then
+    H.dir_trust = false
+    local read, base = M.secure_read(), vim.fn.tempname()
+    if read and vim.fn.mkdir(base .. "/d", "p") == 1 and vim.fn.writefile({}, base .. "/f") == 0 then
+      local seen = {}
+      local orig = vim.fn.confirm
+      vim.fn.confirm = function(_, choices)
+        seen[#seen + 1] = (choices or ""):gsub("&", "")
+        return 1
+      end
+      pcall(read, base .. "/d")
+      pcall(read, base .. "/f")
+      vim.fn.confirm = orig
+      H.dir_trust = seen[1] ~= nil and seen[1]:find("allow") ~= nil and seen[1] ~= seen[2]
+    end
+    vim.fn.delete(base, "rf")
+  end
+  return H.dir_trust
+end
+
+--- Trust `path` in Neovim's own database (|vim.secure.trust()| with
+--- action "allow" and a path: 0.12 takes a path, older ones only a buffer).
+--- Returns true when Neovim took it, else false and why.
+---@param path string a file or directory
+---@return boolean ok, string|nil err
+function M.secure_trust(path)
+  if not (vim.secure and vim.secure.trust) then return false, "this Neovim has no vim.secure.trust()" end
+  pcall(vim.fn.mkdir, M.state_dir(), "p")
+  local ok, res, msg = pcall(vim.secure.trust, { action = "allow", path = path })
+  if not ok then return false, tostring(res) end
+  if not res then return false, tostring(msg) end
+  return true
 end
 
 -- Helpers ------------------------------------------------------------------------

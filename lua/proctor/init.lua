@@ -195,6 +195,12 @@ end
 --- opts: cwd, callback(tasks) once every probe answered, prompt.
 function M.tasks(opts) return require("proctor.tasks").list(opts) end
 
+--- Trust directory `dir` (default: the current one): task discovery may
+--- evaluate its build files (make, just) and read its .proctor.lua (|proctor.trust()|).
+---@param dir string|nil
+---@return string|nil dir, string|nil err
+function M.trust(dir) return require("proctor.tasks").trust(dir) end
+
 --- Run task names or definitions one after the other as one chain (|proctor.sequence()|).
 function M.sequence(steps, opts) return require("proctor.tasks").sequence(steps, opts) end
 

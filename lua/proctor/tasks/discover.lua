@@ -7,11 +7,12 @@
 ---            read only once trusted (|vim.secure.read()| on 0.9+, else a prompt)
 ---   user     setup{ tasks = { name = definition | function(dir) } }
 ---   make     targets from make's own database (`make -pRrq :`), never a regex
----            over the Makefile; special, pattern and "not a target" entries left out
+---            over the Makefile; special, pattern and "not a target" entries left out;
+---            only in a trusted directory (make runs code while it reads a Makefile)
 ---   npm      package.json scripts, with the package manager its lock file names
 ---            (pnpm, yarn, bun; `packageManager` first)
 ---   cargo    Cargo.toml: cargo build / test / run / check
----   just     justfile recipes, when `just` is installed
+---   just     justfile recipes, when `just` is installed; only in a trusted directory
 ---   go       go.mod: go build / test / vet ./...
 ---   pytest   pytest.ini, or a pytest section in pyproject.toml, tox.ini, setup.cfg
 ---
@@ -21,12 +22,15 @@
 --- Results are cached per directory and provider, keyed by the stat (mtime,
 --- size, inode) of every file the provider read or would read: a changed,
 --- new or deleted file means a new probe; anything else is a table lookup.
+--- An answer given because something was not trusted is never cached: the
+--- next use asks the trust databases again (a |:trust| counts at once).
 --- Requiring this module has no side effects.
 
 local M = {}
 local H = {}
 
 local uv = require("proctor.compat").uv
+local trust = require("proctor.tasks.trust")
 
 H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 
@@ -41,11 +45,14 @@ H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 --- `cb(tasks)` runs (on the main loop) once every provider answered: at once
 --- when nothing had to be probed.
 ---@param dir string absolute directory
----@param opts {prompt: boolean|nil}|nil prompt = false: never ask about .proctor.lua (completion)
+---@param opts {prompt: boolean|nil, ask_dir: boolean|nil}|nil prompt = false: never ask about
+--- .proctor.lua (completion); ask_dir = false: never ask whether the directory may be probed (the
+--- picker; default: as prompt)
 ---@param cb fun(tasks: proctor.Task[])|nil
 ---@return proctor.Task[] tasks, boolean complete
 function M.list(dir, opts, cb)
-  opts = opts or {}
+  opts = { prompt = opts and opts.prompt, ask_dir = opts and opts.ask_dir }
+  if opts.ask_dir == nil then opts.ask_dir = opts.prompt ~= false end
   dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
   local per = H.cache[dir]
   if not per then
@@ -65,7 +72,7 @@ function M.list(dir, opts, cb)
       local files = H.files(dir, p)
       local stamp = H.stamp(files, e and e.extra)
       local stale = not e or (e.stamp ~= stamp and not e.pending) or (p.always and not e.pending)
-        or (e.denied_prompt and opts.prompt ~= false and not e.pending)
+        or (e.untrusted and not e.pending)
       if stale then
         e = e or {}
         per[p.name] = e
@@ -97,6 +104,19 @@ function M.list(dir, opts, cb)
   end
   fire = function() if cb then cb(collect()) end end
   return collect(), false
+end
+
+--- The providers whose last answer for `dir` was empty because something
+--- was not trusted (`{ "make" }`), in provider order.
+---@param dir string absolute directory
+---@return string[]
+function M.untrusted(dir)
+  local per = H.cache[vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")] or {}
+  local out = {}
+  for _, p in ipairs(H.providers) do
+    if per[p.name] and per[p.name].untrusted then out[#out + 1] = p.name end
+  end
+  return out
 end
 
 --- Forget what is cached (every directory, or one).
@@ -168,7 +188,13 @@ function H.refresh(dir, p, e, files, opts)
     e.waiters = {}
     for _, fn in ipairs(w) do fn() end
   end
+  e.untrusted = false
   if (#present == 0 and p.name ~= "user") or (p.needs and vim.fn.executable(p.needs) == 0) then
+    return done({})
+  end
+  -- a probe that evaluates the project's files runs only in a trusted directory
+  if p.evaluates and not trust.dir(dir, { prompt = opts.ask_dir, why = p.evaluates }) then
+    e.untrusted = true
     return done({})
   end
   local ok, err = pcall(p.run, dir, present, done, e, opts)
@@ -218,9 +244,8 @@ H.providers[#H.providers + 1] = {
   name = "project",
   run = function(dir, present, done, e, opts)
     local file = present[1] -- the nearest
-    local trust = require("proctor.tasks.trust")
     local src, why = trust.read(file, { prompt = opts.prompt ~= false })
-    e.denied_prompt = why == "not_asked"
+    e.untrusted = src == nil and why ~= "unreadable"
     if not src then return done({}) end
     local chunk, perr = loadstring(src, "@" .. file)
     if not chunk then error(perr, 0) end
@@ -282,6 +307,7 @@ H.providers[#H.providers + 1] = {
   name = "make",
   files = { "GNUmakefile", "makefile", "Makefile" },
   needs = "make",
+  evaluates = "make -pRrq :",
   run = function(dir, _, done)
     local st = { section = nil, targets = {}, makefiles = nil, goal = nil }
     H.probe(dir, "proctor: make targets", { "sh", "-c", "make -pRrq : 2>/dev/null; exit 0" },
@@ -417,6 +443,7 @@ H.providers[#H.providers + 1] = {
   name = "just",
   files = { "justfile", "Justfile", "JUSTFILE", ".justfile" },
   needs = "just",
+  evaluates = "just --dump",
   run = function(dir, _, done)
     local lines = {}
     H.probe(dir, "proctor: just recipes", { "sh", "-c",

@@ -50,13 +50,32 @@ H.hooked = false
 
 --- The tasks of a directory (|proctor.tasks()|). opts.cwd (default: the
 --- current directory), opts.callback(tasks) once every probe answered,
---- opts.prompt = false never asks about .proctor.lua.
+--- opts.prompt = false never asks (neither about .proctor.lua nor whether an
+--- untrusted directory may be probed); opts.ask_dir = false only the latter.
 ---@return proctor.Task[] tasks, boolean complete
 function M.list(opts)
   opts = opts or {}
-  local dir = opts.cwd and vim.fn.fnamemodify(vim.fn.expand(opts.cwd), ":p") or vim.fn.getcwd()
-  local tasks, complete = require("proctor.tasks.discover").list(dir, { prompt = opts.prompt }, opts.callback)
+  local dir = H.dir(opts.cwd)
+  local tasks, complete = require("proctor.tasks.discover").list(dir, { prompt = opts.prompt, ask_dir = opts.ask_dir },
+    opts.callback)
   return vim.deepcopy(tasks), complete
+end
+
+--- Trust directory `dir` (default: the current one) and its project file:
+--- probes may evaluate its build files, its .proctor.lua is read
+--- (|proctor.trust()|). The next list sees it. Returns the directory, or nil, err.
+---@param dir string|nil
+---@return string|nil dir, string|nil err
+function M.trust(dir)
+  local path = H.dir(dir)
+  local name = (require("proctor.config").get().discover or {}).project_file
+  local real, err = require("proctor.tasks.trust").allow(path, name)
+  if not real then return nil, err end
+  local discover = require("proctor.tasks.discover")
+  discover.invalidate(path)
+  discover.invalidate(real)
+  H.noted[path], H.noted[real] = nil, nil
+  return real
 end
 
 --- Does `spec` use a task option (so proctor.run() hands it to M.run)?
@@ -160,7 +179,8 @@ function M.sequence(steps, opts) return require("proctor.tasks.chain").sequence(
 --- opts.cwd, opts.run (options of |M.run_task()| for the chosen task).
 function M.pick(opts)
   opts = opts or {}
-  M.list({ cwd = opts.cwd, callback = function(tasks)
+  M.list({ cwd = opts.cwd, ask_dir = false, callback = function(tasks)
+    H.note_untrusted(H.dir(opts.cwd))
     if #tasks == 0 then
       util.notify("no tasks found in " .. (opts.cwd or vim.fn.getcwd()) .. " (:help proctor-tasks)", vim.log.levels.WARN)
       return
@@ -179,10 +199,19 @@ function M.pick(opts)
   end })
 end
 
---- Names for completion of `:Proctor task {name}` from what is cached (never
---- waits, never prompts). `typed` is everything typed after "task ".
+--- How long completion waits for a probe under way (|proctor-limits|).
+M.COMPLETE_WAIT_MS = 200
+
+--- Names for completion of `:Proctor task {name}`: what is cached, or what
+--- the probes (only of a trusted directory) answer within M.COMPLETE_WAIT_MS;
+--- never prompts. `typed` is everything typed after "task ".
 function M.complete(typed, cwd)
-  local tasks = M.list({ cwd = cwd, prompt = false })
+  local got
+  local tasks, complete = M.list({ cwd = cwd, prompt = false, callback = function(t) got = t end })
+  if not complete then
+    vim.wait(M.COMPLETE_WAIT_MS, function() return got ~= nil end, 10)
+    tasks = got and vim.deepcopy(got) or tasks
+  end
   local out = {}
   local lead_words = typed:match("^(.*%s)") or ""
   for _, t in ipairs(tasks) do
@@ -293,6 +322,26 @@ end
 -- Helpers --------------------------------------------------------------------------
 
 function H.fail(msg) return nil, "EINVAL: " .. msg, "EINVAL" end
+
+-- The absolute directory opts.cwd names (default: the current one), without a trailing /.
+function H.dir(cwd)
+  local dir = cwd and vim.fn.fnamemodify(vim.fn.expand(cwd), ":p") or vim.fn.getcwd()
+  return (dir:gsub("(.)/$", "%1"))
+end
+
+H.noted = {} -- directory -> true: the picker said why its make targets are missing
+
+-- Say once a session per directory which sources were left out because the
+-- directory is not trusted, and how to trust it.
+function H.note_untrusted(dir)
+  local left = require("proctor.tasks.discover").untrusted(dir)
+  local probes = vim.tbl_filter(function(n) return n ~= "project" end, left)
+  if #probes == 0 or H.noted[dir] then return end
+  H.noted[dir] = true
+  util.notify(("%s tasks are not listed: %s is not trusted (listing them runs its build files, which can run any "
+    .. "command). To trust it: :Proctor trust %s"):format(table.concat(probes, " and "), dir, vim.fn.fnameescape(dir)),
+    vim.log.levels.WARN)
+end
 
 -- The task options nobody set come from the config (its schema holds their
 -- defaults; config.get() always has them merged in). Read-only.
