@@ -138,6 +138,8 @@
 ---@field audit_file string|nil
 ---@field audit_max_bytes integer|nil
 ---@field audit_keep integer|nil
+---@field max_queued integer|nil queued or held executions per session (10000); more: EBUSY
+---@field ended_output_max integer|nil bytes finished executions' rings keep together (64 MiB)
 
 --- An engine of proctor.core: every method returns `nil, "ENAME: message",
 --- "ENAME"` on a runtime failure (|proctor-core-errors|) and raises on a wrong
@@ -153,6 +155,11 @@ function Engine:start(spec) end
 function Engine:cancel(id, force) end
 ---@return true|nil ok, string|nil err, string|nil name
 function Engine:release(id) end
+--- Consumer back-pressure for one execution: stop (true) or resume (false) reading it.
+---@param id integer
+---@param on boolean
+---@return boolean|nil ok, string|nil err, string|nil name
+function Engine:hold_output(id, on) end
 ---@return proctor.DeleteResult
 function Engine:delete(id) end
 ---@return true|nil ok, string|nil err, string|nil name
