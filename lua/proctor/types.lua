@@ -217,6 +217,8 @@ function Engine:closed() end
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
 ---@field history_limit integer finished executions kept in the registry
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
+---@field max_queued integer executions of this editor queued or held at once; more starts fail with EBUSY
+---@field ended_output_max integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
 ---@field kill_grace_ms integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms integer after exit, how long output of background grandchildren is awaited
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
@@ -310,6 +312,8 @@ function Engine:closed() end
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)
 ---@field history_limit? integer finished executions kept in the registry
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
+---@field max_queued? integer executions of this editor queued or held at once; more starts fail with EBUSY
+---@field ended_output_max? integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
 ---@field kill_grace_ms? integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms? integer after exit, how long output of background grandchildren is awaited
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)
