@@ -52,8 +52,9 @@ return function(test, T, H)
   end)
 
   test("bounds: a ready line in a flood while the editor is blocked is not lost", function()
-    setup()
-    -- 2 MiB, the ready line, then 40 MiB more (5x the ring) at once
+    require("proctor.engine")._reset() -- a fresh engine (1 MiB rings): nothing else is polled meanwhile
+    setup({ engine = { output_limit = 1048576 } })
+    -- 2 MiB, the ready line, then 40 MiB more (40x the ring) at once
     local gen = [[head -c 2097152 /dev/zero | tr '\0' 'a' | fold -w 99; echo 'server listening on :4242'; ]]
       .. [[head -c 41943040 /dev/zero | tr '\0' 'b' | fold -w 99]]
     local ex = assert(p().run({ cmd = gen, name = "server", ready = { pattern = "listening on :[0-9]+" },
@@ -63,6 +64,7 @@ return function(test, T, H)
     while uv.hrtime() - t0 < 1.5e9 do end
     H.wait(120000, function() return p().record(ex.id).state == "completed" end, "the flood's end")
     H.wait(30000, function() return require("proctor.tasks").info(ex.id).ready == true end, "ready")
+    require("proctor.engine")._reset()
   end)
 
   test("bounds: output dropped under the ended-output budget shows in the record, console and text view", function()
