@@ -98,7 +98,7 @@ return function(T, ctx)
     T.ok(kept <= budget + n * 65536, ("ended rings keep %d bytes"):format(kept))
     T.ok(cut >= n - 3, ("only %d of %d rings cut"):format(cut, n))
     -- without the budget 12 × 3 MiB = 36 MiB stay; with it, about 8
-    print(("# %d ended runs of %d MiB: %d rings cut, %d KiB kept, host grew %d KiB"):format(
+    T.say(("# %d ended runs of %d MiB: %d rings cut, %d KiB kept, host grew %d KiB"):format(
       n, math.floor(each / MiB), cut, math.floor(kept / 1024), grown))
     T.ok(grown < 24 * 1024, ("host grew %d KiB"):format(grown))
   end)
