@@ -195,7 +195,6 @@ end
 
 function H.hold(r, on)
   r.held = on
-  H.holds = (H.holds or 0) + (on and 1 or 0)
   local eng = engine.current()
   if eng then eng:hold_output(r.id, on) end
 end
