@@ -263,11 +263,17 @@ void pr_engine_free(pr_engine_t *e) {
 int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
   if (e->closed) return PR_ECLOSED;
   pr_exec_t *x;
-  int rc = pr_exec_build(&e->ctl, s, environ, &x); /* host thread: environ is safe here */
+  int rc = pr_control_admit(&e->ctl, 0); /* the host's queued + held bound */
   if (rc != 0) return rc;
+  rc = pr_exec_build(&e->ctl, s, environ, &x); /* host thread: environ is safe here */
+  if (rc != 0) {
+    pr_control_unadmit(&e->ctl, 0);
+    return rc;
+  }
   pr_cmd_t *c = calloc(1, sizeof(*c));
   if (c == NULL) {
     pr_exec_free(x);
+    pr_control_unadmit(&e->ctl, 0);
     return PR_ENOMEM;
   }
   c->type = PR_CMD_START;
@@ -383,6 +389,16 @@ int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session) {
 int pr_engine_release(pr_engine_t *e, uint64_t id, uint64_t session) {
   pr_cmd_t c = {.type = PR_CMD_RELEASE, .id = id, .session = session};
   return simple(e, &c);
+}
+
+int pr_engine_hold_output(pr_engine_t *e, uint64_t id, int on) {
+  if (e->closed) return PR_ECLOSED;
+  pr_cmd_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return PR_ENOMEM;
+  c->type = PR_CMD_HOLD_OUTPUT;
+  c->id = id;
+  c->a = on != 0;
+  return pr_control_submit(&e->ctl, c);
 }
 
 typedef struct {

@@ -52,7 +52,7 @@ local function nfds(pid)
   return n
 end
 
-local eng = assert(core.new({ history_limit = N + 10 }))
+local eng = assert(core.new({ history_limit = N + 10, max_queued = N + 10 }))
 -- The shepherd: the oldest ancestor of a job's leader that runs proctor-shepherd
 -- (leader -> its reaper, a fork of the shepherd -> the shepherd).
 local probe = eng:start({ cmd = { "sleep", "60" } })

@@ -85,7 +85,8 @@ eng:close()
 res.close_ms = lib.now_ms() - tc
 
 -- History records.
-local eng2 = assert(core.new({ max_running = 1, history_limit = HISTORY + 10 }))
+-- (all of them wait at once: max_queued is raised past its default 10000)
+local eng2 = assert(core.new({ max_running = 1, history_limit = HISTORY + 10, max_queued = HISTORY + 10 }))
 eng2:start({ cmd = { "sleep", "60" } })
 local th = lib.now_ms()
 local ids = {}

@@ -12,7 +12,7 @@ local core = require("proctor.core")
 local TOTAL = lib.param("BENCH_TOTAL", 1000, true)
 local CONC = lib.param("BENCH_CONCURRENT", 50, true)
 
-local eng = assert(core.new({ max_running = CONC, history_limit = TOTAL + 10 }))
+local eng = assert(core.new({ max_running = CONC, history_limit = TOTAL + 10, max_queued = TOTAL + 10 }))
 local t0 = lib.now_ms()
 for _ = 1, TOTAL do
   eng:start({ cmd = { "true" } })

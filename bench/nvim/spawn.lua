@@ -50,7 +50,7 @@ end
 
 function variants.core(done)
   local eng
-  eng = lib.nvim_engine({ max_running = CONC, history_limit = TOTAL + 10 }, function(evs)
+  eng = lib.nvim_engine({ max_running = CONC, history_limit = TOTAL + 10, max_queued = TOTAL + 10 }, function(evs)
     for _, ev in ipairs(evs) do
       if ev.type == "state" and (ev.state == "completed" or ev.state == "failed") then
         done(ev.state ~= "completed")

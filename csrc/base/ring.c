@@ -204,3 +204,31 @@ void pr_ring_shrink(pr_ring_t *r) {
   }
   pthread_mutex_unlock(&r->mu);
 }
+
+size_t pr_ring_trim(pr_ring_t *r, size_t keep) {
+  pthread_mutex_lock(&r->mu);
+  size_t n = used(r);
+  if (n > keep) {
+    size_t d = n - keep;
+    r->head += d;
+    r->start = r->cap ? (r->start + d) % r->cap : 0;
+    n = keep;
+    if (n == 0) {
+      free(r->buf);
+      r->buf = NULL;
+      r->cap = 0;
+      r->start = 0;
+    } else {
+      (void)relayout(r, n); /* on failure the larger buffer simply stays */
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+size_t pr_ring_retained(pr_ring_t *r) {
+  pthread_mutex_lock(&r->mu);
+  size_t n = used(r);
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}

@@ -86,4 +86,12 @@ void pr_ring_stats(pr_ring_t *r, uint64_t *head, uint64_t *tail);
  * an execution ends: history keeps what it needs, nothing more). */
 void pr_ring_shrink(pr_ring_t *r);
 
+/* pr_ring_trim: keep at most the newest `keep` bytes (the head moves on: the
+ * bytes before it count as dropped, readers see them as missed) and release
+ * the allocation beyond them. Returns the bytes retained afterwards. */
+size_t pr_ring_trim(pr_ring_t *r, size_t keep);
+
+/* pr_ring_retained: tail - head (bytes the ring holds now). */
+size_t pr_ring_retained(pr_ring_t *r);
+
 #endif

@@ -21,6 +21,8 @@
 #define PR_DEFAULT_HISTORY 1000
 #define PR_DEFAULT_GRACE 2000
 #define PR_DEFAULT_DRAIN 500
+#define PR_DEFAULT_MAX_QUEUED 10000
+#define PR_DEFAULT_ENDED_OUTPUT ((uint64_t)64 << 20)
 #define CLOSE_SHEPHERD_MS 400 /* how long close() waits for the shepherd to exit */
 
 #define CONTROL_OF(xcp) ((pr_control_t *)((char *)(xcp)-offsetof(pr_control_t, xc)))
@@ -36,6 +38,39 @@ uint64_t pr_control_next_rid(pr_control_t *c) {
   return __atomic_add_fetch(&c->next_rid, 1, __ATOMIC_RELAXED);
 }
 
+/* ---- the queued bound (per session) ------------------------------------------------------ */
+
+int pr_control_admit(pr_control_t *c, uint64_t session) {
+  if (session == 0) {
+    uint32_t n = __atomic_load_n(&c->host_waiting, __ATOMIC_RELAXED);
+    do {
+      if (n >= c->max_queued) return PR_EBUSY;
+    } while (!__atomic_compare_exchange_n(&c->host_waiting, &n, n + 1, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return 0;
+  }
+  uintptr_t n = (uintptr_t)pr_idmap_get(&c->waiting, session);
+  if (n >= c->max_queued) return PR_EBUSY;
+  return pr_idmap_put(&c->waiting, session, (void *)(n + 1));
+}
+
+void pr_control_unadmit(pr_control_t *c, uint64_t session) {
+  if (session == 0) {
+    __atomic_sub_fetch(&c->host_waiting, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  uintptr_t n = (uintptr_t)pr_idmap_get(&c->waiting, session);
+  if (n > 1) pr_idmap_put(&c->waiting, session, (void *)(n - 1)); /* replaces: cannot fail */
+  else pr_idmap_del(&c->waiting, session);
+}
+
+/* `x` begins or ends: it no longer counts against its session's bound. */
+static void unwait(pr_control_t *c, pr_exec_t *x) {
+  if (!x->waiting) return;
+  x->waiting = 0;
+  pr_control_unadmit(c, x->session);
+}
+
 /* ---- the scheduler --------------------------------------------------------------------- */
 
 /* Begin queued executions while running < max_running. */
@@ -45,7 +80,9 @@ static void schedule(pr_control_t *c) {
     pr_queue_t *q = pr_queue_head(&c->queued);
     pr_queue_remove(q);
     c->running++;
-    pr_exec_begin(PR_QUEUE_DATA(q, pr_exec_t, runq));
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, runq);
+    unwait(c, x);
+    pr_exec_begin(x);
   }
 }
 
@@ -62,8 +99,9 @@ static void maybe_closed(pr_control_t *c) {
 /* ctx.ended: an execution entered its terminal state. */
 static void ended(pr_exec_ctx_t *xc, pr_exec_t *x, int was_active) {
   pr_control_t *c = CONTROL_OF(xc);
-  (void)x;
+  unwait(c, x); /* ended while queued or held */
   c->reg.nterminal++;
+  pr_registry_ended(&c->reg, x); /* the ended-output budget */
   if (was_active) c->running--;
   if (!xc->closing) {
     if (c->batch) return; /* the walk that ended it prunes and schedules once done */
@@ -120,6 +158,7 @@ static void on_close_timer(uv_timer_t *t) { finish_close((pr_control_t *)t->data
 static void run_start(pr_control_t *c, pr_cmd_t *cmd) {
   pr_exec_t *x = cmd->exec;
   cmd->exec = NULL;
+  x->waiting = 1; /* admitted by whoever submitted it (pr_control_admit) */
   pr_exec_attach(x, &c->xc);
   int rc = pr_registry_add(&c->reg, x);
   pr_exec_enqueued(x); /* the first event of every execution, for every listener */
@@ -272,6 +311,10 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
   case PR_CMD_RESUME:
     if ((x = pr_registry_find(reg, cmd->id, 0)) != NULL) pr_exec_resume(x);
     break;
+  case PR_CMD_HOLD_OUTPUT:
+    if ((x = pr_registry_find(reg, cmd->id, cmd->session)) != NULL && !x->finished)
+      pr_exec_hold_output(x, cmd->a != 0);
+    break;
   case PR_CMD_CALL: cmd->fn(c->owner, cmd->out); break;
   case PR_CMD_WREQUEST:
     pr_worker_request(&c->xc, x, cmd->session, cmd->id, cmd->u, cmd->data, cmd->len, (uint64_t)cmd->a);
@@ -396,11 +439,14 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->max_running = o->max_running;
   c->kill_grace_ms = o->kill_grace_ms ? o->kill_grace_ms : PR_DEFAULT_GRACE;
   c->output_limit = o->output_limit ? o->output_limit : PR_DEFAULT_OUTPUT_LIMIT;
+  c->max_queued = o->max_queued ? o->max_queued : PR_DEFAULT_MAX_QUEUED;
+  pr_idmap_init(&c->waiting);
   c->next_id = 1;
   c->owner = owner;
   c->shutdown = shutdown;
   int rc = pr_registry_init(&c->reg, &c->xc, o->history_limit ? o->history_limit : PR_DEFAULT_HISTORY,
                             o->history_age_ms);
+  c->reg.ended_max = o->ended_output_max ? o->ended_output_max : PR_DEFAULT_ENDED_OUTPUT;
   if (rc == 0) rc = uv_async_init(loop, &c->async, on_async);
   c->async.data = c;
   if (rc == 0) rc = uv_timer_init(loop, &c->close_timer);
@@ -418,6 +464,7 @@ void pr_control_close_handles(pr_control_t *c) {
 void pr_control_free_registry(pr_control_t *c) {
   pr_registry_destroy(&c->reg);
   pr_vault_eng_destroy(&c->vault);
+  pr_idmap_destroy(&c->waiting);
 }
 
 void pr_control_destroy(pr_control_t *c) {

@@ -51,6 +51,7 @@ typedef enum {
   PR_CMD_WCANCEL,    /* cancel worker request u (sync) */
   PR_CMD_WRESTART,   /* restart worker id now (sync) */
   PR_CMD_RELEASE,    /* let held execution id take its turn (sync) */
+  PR_CMD_HOLD_OUTPUT, /* a = 1: stop reading execution id's output, 0: read again (async) */
 } pr_cmd_type_t;
 
 typedef struct pr_cmd {
@@ -82,6 +83,9 @@ typedef struct pr_control {
   uint32_t max_running;    /* 0 = unlimited */
   uint32_t kill_grace_ms;  /* default grace of a start spec */
   size_t output_limit;     /* bytes per ring */
+  uint32_t max_queued;     /* queued + held executions per session (pr_control_admit) */
+  uint32_t host_waiting;   /* session 0's queued + held, admitted (atomic: the host admits) */
+  pr_idmap_t waiting;      /* engine: session (> 0) -> its queued + held count, as a pointer */
   const char *listen;      /* the RPC socket path children get as PROCTOR_SOCKET, or NULL */
   uint64_t next_id;        /* ids handed out (atomic) */
   uint64_t next_rid;       /* worker request ids handed out (atomic) */
@@ -131,6 +135,15 @@ void pr_control_close_handles(pr_control_t *c);
  * pr_control_free_registry on the engine thread, pr_control_destroy on the host. */
 void pr_control_free_registry(pr_control_t *c);
 void pr_control_destroy(pr_control_t *c);
+
+/* pr_control_admit: count one more queued execution of `session` before its
+ * START is submitted: 0, or PR_EBUSY when max_queued of that session are
+ * already queued or held (they count until they begin or end; the ids of
+ * both are in the registry). Session 0 (the host) on the host thread, any
+ * other session on the engine thread. A START that runs takes the count
+ * over; one never submitted gives it back with pr_control_unadmit. */
+int pr_control_admit(pr_control_t *c, uint64_t session);
+void pr_control_unadmit(pr_control_t *c, uint64_t session);
 
 /* pr_control_next_id / pr_control_next_rid: a new execution / worker request
  * id. Any thread. */

@@ -103,6 +103,9 @@ struct pr_exec {
   size_t spawn_len;
   int pty, stdin_pipe, backpressure;
   int held;          /* queued but off the run queue until PR_CMD_RELEASE (spec.hold) */
+  int out_held;      /* the host's consumer is behind: its streams stay paused (pr_exec_hold_output) */
+  int waiting;       /* counted in its session's queued bound (engine/control.c) until it begins or ends */
+  size_t kept;       /* ended: ring bytes counted in the registry's ended-output budget */
   uint16_t cols, rows;
   uint64_t timeout_ms;
   uint32_t grace_ms;
@@ -245,8 +248,15 @@ void pr_exec_handle_closed(uv_handle_t *h);
 int pr_exec_input(pr_exec_t *x, const char *data, size_t len);
 int pr_exec_close_stdin(pr_exec_t *x);
 
-/* pr_exec_resume: the host consumed output of a paused stream; read again. */
+/* pr_exec_resume: the host consumed output of a paused stream; read again
+ * (not while the host holds its output). */
 void pr_exec_resume(pr_exec_t *x);
+
+/* pr_exec_hold_output: on: stop reading every stream of `x` (the child
+ * blocks on a full pipe; nothing is dropped; draining waits as for
+ * back-pressure) until called with off, which reads again. Per execution:
+ * the others keep flowing. */
+void pr_exec_hold_output(pr_exec_t *x, int on);
 
 /* Between exec.c and stream.c. */
 int pr_stream_open(pr_exec_t *x, int which, int fd);  /* takes fd; 0 or -1 */

@@ -12,6 +12,7 @@ int pr_registry_init(pr_registry_t *r, pr_exec_ctx_t *xc, uint32_t limit, uint64
   pr_idmap_init(&r->byid);
   pr_queue_init(&r->order);
   r->count = r->nterminal = 0;
+  r->ended_max = r->ended_bytes = r->trimmed = 0;
   r->limit = limit;
   r->age_ms = age_ms;
   r->xc = xc;
@@ -43,6 +44,8 @@ void pr_registry_remove(pr_registry_t *r, pr_exec_t *x) {
   pr_queue_remove(&x->order);
   r->count--;
   if (x->finished) r->nterminal--;
+  r->ended_bytes -= x->kept;
+  x->kept = 0;
   pr_notify_removed(r->xc->ls, x); /* the history forgets it too */
   pr_exec_release(x);
 }
@@ -57,7 +60,34 @@ static void on_prune_timer(uv_timer_t *t) {
   if (!r->xc->closing) pr_registry_prune(r);
 }
 
+void pr_registry_ended(pr_registry_t *r, pr_exec_t *x) {
+  size_t n = 0;
+  for (int i = 0; i < PR_NSTREAM; i++)
+    if (x->streams[i].ring) n += pr_ring_retained(x->streams[i].ring);
+  r->ended_bytes += n - x->kept;
+  x->kept = n;
+}
+
+/* The budget: while the ended rings keep more than ended_max, cut the oldest
+ * ones to their tail. Rings at or under their tail already are passed over
+ * without taking a lock; the walk happens only while over the budget. */
+static void trim(pr_registry_t *r) {
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &r->order) {
+    if (r->ended_bytes <= r->ended_max) return;
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (!x->finished || x->kept <= PR_ENDED_TAIL) continue;
+    size_t n = 0;
+    for (int i = 0; i < PR_NSTREAM; i++)
+      if (x->streams[i].ring) n += pr_ring_trim(x->streams[i].ring, PR_ENDED_TAIL);
+    r->ended_bytes -= x->kept - n;
+    x->kept = n;
+    r->trimmed++;
+  }
+}
+
 void pr_registry_prune(pr_registry_t *r) {
+  if (r->ended_max && r->ended_bytes > r->ended_max) trim(r);
   uint64_t now = pr_now_ms(), age = r->age_ms;
   uint64_t next = UINT64_MAX; /* earliest expiry among the records kept */
   pr_queue_t *q = pr_queue_head(&r->order);

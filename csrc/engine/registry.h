@@ -27,6 +27,9 @@ typedef struct pr_registry {
   uint32_t limit;        /* terminal records kept; 0 = no limit */
   uint64_t age_ms;       /* terminal records older than this are removed; 0 = never */
   uv_timer_t prune_timer; /* history_age_ms: fires at the oldest terminal record's expiry */
+  uint64_t ended_max;    /* bytes the rings of ended executions keep together (ended_output_max) */
+  uint64_t ended_bytes;  /* bytes they keep now: the sum of x->kept */
+  uint64_t trimmed;      /* rings cut to their tail by the budget (tests, figures) */
   pr_exec_ctx_t *xc;     /* the loop, the listeners, `closing` */
 } pr_registry_t;
 
@@ -46,11 +49,21 @@ pr_exec_t *pr_registry_find(const pr_registry_t *r, uint64_t id, uint64_t sessio
  * release it. */
 void pr_registry_remove(pr_registry_t *r, pr_exec_t *x);
 
-/* pr_registry_prune: apply `limit` and `age_ms` to terminal records. With
+/* pr_registry_prune: apply `limit` and `age_ms` to terminal records, and the
+ * ended-output budget to their rings (oldest first, each cut to PR_ENDED_TAIL). With
  * age_ms it (re)arms the prune timer for the earliest expiry of the records
  * kept, so an idle engine forgets old records on time without another
  * execution finishing. The timer is not armed while closing. */
 void pr_registry_prune(pr_registry_t *r);
+
+/* PR_ENDED_TAIL: what the ended-output budget leaves of a ring it trims (the
+ * history file keeps as much by default): the newest bytes, where the error is. */
+#define PR_ENDED_TAIL (64u << 10)
+
+/* pr_registry_ended: `x` just ended: count what its rings keep against
+ * ended_max (pr_registry_prune trims the oldest to PR_ENDED_TAIL while the
+ * total is over it). */
+void pr_registry_ended(pr_registry_t *r, pr_exec_t *x);
 
 /* pr_registry_purge: remove terminal records of `session` (0: all) that ended
  * at least older_than_ms ago. Returns how many. */

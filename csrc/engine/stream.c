@@ -162,12 +162,28 @@ static void on_pty_poll(uv_poll_t *h, int status, int events) {
 void pr_exec_resume(pr_exec_t *x) {
   for (int i = 0; i < PR_NSTREAM; i++) {
     pr_stream_t *s = &x->streams[i];
-    if (s->open && s->paused && pr_ring_undelivered(s->ring) < s->ring->limit) {
+    if (!s->open || !s->paused) continue;
+    if (!x->out_held && pr_ring_undelivered(s->ring) < s->ring->limit) {
       s->paused = 0;
       if (is_pty(s)) uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
       else uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);
+    } else { /* still paused: the host's next take asks again */
+      pthread_mutex_lock(&s->ring->mu);
+      s->ring->paused = 1;
+      pthread_mutex_unlock(&s->ring->mu);
     }
   }
+}
+
+void pr_exec_hold_output(pr_exec_t *x, int on) {
+  if (!on) {
+    x->out_held = 0;
+    pr_exec_resume(x);
+    return;
+  }
+  x->out_held = 1;
+  for (int i = 0; i < PR_NSTREAM; i++)
+    if (x->streams[i].open && !x->streams[i].paused) pause_stream(&x->streams[i]);
 }
 
 int pr_stream_open(pr_exec_t *x, int which, int fd) {
@@ -184,6 +200,7 @@ int pr_stream_open(pr_exec_t *x, int which, int fd) {
   s->open = 1;
   if (which == PR_PTY) {
     uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
+    if (x->out_held) pause_stream(s);
     return 0;
   }
   if (uv_pipe_open(&s->h.pipe, fd) != 0) {
@@ -192,6 +209,7 @@ int pr_stream_open(pr_exec_t *x, int which, int fd) {
     return -1;
   }
   uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);
+  if (x->out_held) pause_stream(s);
   return 0;
 }
 

@@ -104,6 +104,9 @@ typedef struct {
   const char *audit_file;     /* JSON lines audit log */
   uint64_t audit_max_bytes;   /* rotate when the log would grow past this; default 10 MiB */
   uint32_t audit_keep;        /* rotated files kept (audit.1 .. audit.K); default 3 */
+  /* Memory bounds (doc *proctor-limits*). */
+  uint32_t max_queued;        /* queued (and held) executions per session; more: PR_EBUSY; default 10000 */
+  uint64_t ended_output_max;  /* bytes all ended executions' rings keep together; default 64 MiB */
 } pr_engine_opts_t;
 
 /* A supervised worker (worker.h, doc *proctor-workers*): an execution that
@@ -252,7 +255,8 @@ int pr_engine_closed(const pr_engine_t *e);
 
 /* pr_engine_start: create an execution (queued, then started when a slot is
  * free). Spawn errors arrive as a `failed` state event, never here.
- * Returns 0 and *id, or PR_EINVAL / PR_ETOOBIG / PR_ECLOSED / PR_ENOMEM. */
+ * Returns 0 and *id, or PR_EINVAL / PR_ETOOBIG / PR_ECLOSED / PR_ENOMEM, or
+ * PR_EBUSY when max_queued executions of the host are already queued or held. */
 int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
 
 /* pr_engine_cancel: request the end of an execution (force: SIGKILL now). */
@@ -269,6 +273,13 @@ pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t se
  * PR_ENOENT, PR_EINVAL (not held: never was, or already released),
  * PR_ENOTRUNNING (it ended while held) or PR_ECLOSED. Host thread. */
 int pr_engine_release(pr_engine_t *e, uint64_t id, uint64_t session);
+
+/* pr_engine_hold_output: consumer back-pressure for one execution. on: the
+ * engine stops reading its streams (the child blocks on a full pipe; nothing
+ * is dropped, draining waits), 0: it reads again. Other executions are not
+ * affected. Asynchronous (an unknown or ended id is ignored). Returns 0,
+ * PR_ECLOSED or PR_ENOMEM. Host thread. */
+int pr_engine_hold_output(pr_engine_t *e, uint64_t id, int on);
 
 /* pr_engine_delete: forget a terminal execution. */
 pr_delete_result_t pr_engine_delete(pr_engine_t *e, uint64_t id, uint64_t session);

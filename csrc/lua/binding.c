@@ -156,7 +156,8 @@ static const char *const new_keys[] = {"output_limit", "history_limit", "history
                                        "max_running",  "kill_grace_ms", "drain_ms",
                                        "shepherd",     "listen",        "history_file",
                                        "history_output_bytes", "audit_file", "audit_max_bytes",
-                                       "audit_keep",   NULL};
+                                       "audit_keep",   "max_queued",    "ended_output_max",
+                                       NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -170,6 +171,8 @@ static int l_new(lua_State *L) {
     o.max_running = (uint32_t)opt_nonneg(L, 1, "max_running", 0, 1000000);
     o.kill_grace_ms = (uint32_t)opt_nonneg(L, 1, "kill_grace_ms", 0, 3600000);
     o.drain_ms = (uint32_t)opt_nonneg(L, 1, "drain_ms", 0, 3600000);
+    o.max_queued = (uint32_t)opt_nonneg(L, 1, "max_queued", 0, 100000000);
+    o.ended_output_max = (uint64_t)opt_nonneg(L, 1, "ended_output_max", 0, (lua_Integer)1 << 50);
     o.shepherd_path = opt_str(L, 1, "shepherd");
     o.listen = opt_str(L, 1, "listen");
     if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
@@ -277,7 +280,7 @@ static int l_start(lua_State *L) {
   if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
   uint64_t id;
   int rc = pr_engine_start(le->e, &s, &id);
-  if (rc != 0) return fail(L, rc, NULL);
+  if (rc != 0) return fail(L, rc, rc == PR_EBUSY ? "(max_queued executions are queued or held)" : NULL);
   lua_pushinteger(L, (lua_Integer)id);
   return 1;
 }
@@ -314,6 +317,17 @@ static int l_release(lua_State *L) {
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
   return ok_or_fail(L, id > 0 ? pr_engine_release(e, (uint64_t)id, 0) : PR_ENOENT, id);
+}
+
+/* eng:hold_output(id, on) -> true | nil, msg, name: consumer back-pressure for
+ * one execution (the engine stops reading it while on). Asynchronous. */
+static int l_hold_output(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  lua_Integer id = check_id(L, 2);
+  luaL_checktype(L, 3, LUA_TBOOLEAN);
+  int on = lua_toboolean(L, 3);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, id > 0 ? pr_engine_hold_output(e, (uint64_t)id, on) : 0, id);
 }
 
 /* eng:delete(id) -> "deleted" | "active_process_conflict" | "not_found" */
@@ -658,7 +672,7 @@ static const luaL_Reg engine_methods[] = {
     {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
     {"closed", l_closed}, {"address", l_address}, {"warnings", l_warnings},
     {"request", l_request}, {"cancel_request", l_cancel_request}, {"restart", l_restart},
-    {"release", l_release}, {NULL, NULL}};
+    {"release", l_release}, {"hold_output", l_hold_output}, {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   if (luaL_newmetatable(L, PR_ENGINE_MT)) {

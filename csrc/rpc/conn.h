@@ -32,6 +32,7 @@
 #define PR_RPC_NAME_MAX 128           /* bytes of a client name (hello) */
 #define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
 #define PR_RPC_MAX_WAITS 1024         /* pending `wait` requests per connection; more are EBUSY */
+#define PR_RPC_REPLY_SMALL 4096       /* a worker reply this small is sent whatever is unsent */
 
 
 /* A connection's subscription to one execution (at most one per id: only its

@@ -111,10 +111,19 @@ static int m_start(pr_rpc_req_t *q) {
   s.session = q->c->session;
   s.owner = q->c->name;
   pr_exec_t *x;
-  if ((rc = pr_exec_build(q->ctl, &s, q->c->srv->env, &x)) != 0) return rc;
+  if (pr_control_admit(q->ctl, s.session) != 0) {
+    snprintf(q->msg, sizeof(q->msg), "%u executions of this session are already queued or held",
+             q->ctl->max_queued);
+    return PR_EBUSY;
+  }
+  if ((rc = pr_exec_build(q->ctl, &s, q->c->srv->env, &x)) != 0) {
+    pr_control_unadmit(q->ctl, s.session);
+    return rc;
+  }
   uint64_t id = x->id;
   if (kod && (rc = add_kod(q->c, id)) != 0) {
     pr_exec_free(x);
+    pr_control_unadmit(q->ctl, s.session);
     return rc;
   }
   /* Subscribed to all of its own: this one too, from its `queued` (which the

@@ -294,9 +294,27 @@ static void on_chunk(void *arg, pr_wmsg_t *m) {
   pr_rpc_kick(c);
 }
 
+/* Every request gets exactly one reply, but its payload obeys the send bound:
+ * a reply that would take what is unsent past PR_RPC_SENDQ_HARD goes out as
+ * a small `rejected` one with "EBUSY" instead (a client that stops reading
+ * while big replies keep coming pins at most the hard bound plus small
+ * rejections, one per request it sent). */
 static void on_reply(void *arg, pr_wmsg_t *m) {
   pr_rpc_conn_t *c = m->session ? session_conn(arg, m->session) : NULL;
   if (c == NULL) return;
+  size_t unsent = c->queued + c->out.size;
+  pr_wmsg_t small;
+  char why[160];
+  if (m->len > PR_RPC_REPLY_SMALL && unsent + m->len > PR_RPC_SENDQ_HARD) {
+    small = *m;
+    small.status = PR_RS_REJECTED;
+    small.len = (size_t)snprintf(why, sizeof(why),
+                                 "EBUSY: a reply of %zu bytes dropped: %zu bytes to this client are "
+                                 "unsent (at most %u MiB)",
+                                 m->len, unsent, PR_RPC_SENDQ_HARD >> 20);
+    small.text = why;
+    m = &small;
+  }
   size_t mark = c->out.size;
   if (pr_rpc_pack_worker(&c->pk, 1, m) != 0) c->out.size = mark;
   pr_rpc_kick(c);

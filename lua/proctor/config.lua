@@ -100,6 +100,11 @@ M.schema = {
     description = "finished executions kept in the registry" },
   { key = "engine.max_running", type = "number|nil", default = nil, check = H.int(1),
     description = "at most this many run at once, the rest wait \"queued\" (nil: no cap)" },
+  { key = "engine.max_queued", type = "number", default = 10000, check = H.int(1),
+    description = "executions of this editor queued or held at once; more starts fail with EBUSY" },
+  { key = "engine.ended_output_max", type = "number", default = 64 * 1024 * 1024, show = "64 * 1024 * 1024",
+    check = H.int(1), description = "output bytes kept by finished executions together; past it the "
+      .. "oldest keep only their last 64 KiB a stream" },
   { key = "engine.kill_grace_ms", type = "number", default = 2000, check = H.int(0),
     description = "cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when "
       .. "Neovim exits" },

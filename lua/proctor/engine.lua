@@ -36,6 +36,7 @@ H.queue, H.qhead, H.qtail = {}, 1, 0
 H.subs, H.sub_order = {}, {}
 H.tick_subs, H.tick_order = {}, {}
 H.closing = false
+H.floors, H.floor = {}, 0 -- M.want_output: name -> bytes, and the largest
 
 --- Per-id state as seen by the Lua layer (updated when a state event is dispatched).
 ---@type table<integer, string>
@@ -51,15 +52,6 @@ M.last_id = nil
 --- Ids whose cancel this layer requested, until they end (the bar says "canceling…").
 ---@type table<integer, boolean>
 M.canceling = {}
---- Bytes of one stream per poll at least (0: output_max_bytes decides); set
---- by proctor.tasks.reader while it follows executions.
-M.output_floor = 0
---- nil, or a function saying the consumers of output are behind: polls wait
---- (retried each millisecond) until it says false, so a `backpressure`
---- execution waits instead of its bytes piling up in Lua. Set by
---- proctor.tasks.reader while it follows executions.
----@type (fun(): boolean)|nil
-M.output_behind = nil
 
 --- Load the C core. Returns the module or nil and a message saying what to do.
 ---@return table|nil core, string|nil err
@@ -108,6 +100,8 @@ function M.get()
     output_limit = c.output_limit,
     history_limit = c.history_limit,
     max_running = c.max_running,
+    max_queued = c.max_queued,
+    ended_output_max = c.ended_output_max,
     kill_grace_ms = c.kill_grace_ms,
     drain_ms = c.drain_ms,
     shepherd = c.shepherd,
@@ -214,6 +208,22 @@ function M.subscribe(name, fn)
   H.subs[name] = fn
 end
 
+--- Ask that polls hand over at least `bytes` of one stream per event (nil:
+--- withdraw the wish). A consumer that follows every byte (proctor.tasks.reader)
+--- registers while it follows executions; the largest wish wins over
+--- `output_max_bytes`. A consumer that falls behind pauses the execution it
+--- follows, alone (`eng:hold_output`), never the polls: the others keep flowing.
+---@param name string a unique name (registering again replaces)
+---@param bytes integer|nil
+function M.want_output(name, bytes)
+  H.floors[name] = bytes
+  local floor = 0
+  for _, b in pairs(H.floors) do
+    if b > floor then floor = b end
+  end
+  H.floor = floor
+end
+
 --- `fn()` runs after each batch of events was dispatched.
 ---@param name string a unique name (subscribing again replaces)
 ---@param fn fun()
@@ -303,7 +313,8 @@ function M._reset()
   H.eng, H.poll, H.timer, H.closing, H.scheduled = nil, nil, nil, false, false
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
-  M.state, M.counts, M.specs, M.last_id, M.output_floor, M.output_behind = {}, {}, {}, nil, 0, nil
+  M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
+  H.floors, H.floor = {}, 0
   M.canceling = {}
 end
 
@@ -329,11 +340,6 @@ end
 function H.drain()
   H.scheduled = false
   if not H.eng or H.closing then return end
-  if M.output_behind and M.output_behind() then
-    H.scheduled = true
-    H.timer:start(1, 0, function() vim.schedule(H.drain) end)
-    return
-  end
   local max = require("proctor.config").get().events_per_tick
   local _, more = H.drain_once(max)
   if more then
@@ -350,11 +356,11 @@ function H.drain_once(max)
   local eng = H.eng
   local want = max == math.huge and 65536 or max
   local max_bytes = require("proctor.config").get().output_max_bytes
-  -- Hook (tasks): while a problem matcher or ready pattern follows an
-  -- execution, polls hand over at least `M.output_floor` bytes per stream, so
-  -- it seldom reads a skipped range back from the ring (a call that waits for
-  -- an engine thread busy with the flood).
-  if M.output_floor > 0 and max_bytes > 0 and max_bytes < M.output_floor then max_bytes = M.output_floor end
+  -- While a problem matcher or ready pattern follows an execution, polls hand
+  -- over at least what it asked for (M.want_output) per stream, so it seldom
+  -- reads a skipped range back from the ring (a call that waits for an engine
+  -- thread busy with the flood).
+  if H.floor > 0 and max_bytes > 0 and max_bytes < H.floor then max_bytes = H.floor end
   local got
   repeat
     local evs = eng:poll(want, max_bytes) or {}

@@ -143,6 +143,8 @@
 ---@field audit_file string|nil
 ---@field audit_max_bytes integer|nil
 ---@field audit_keep integer|nil
+---@field max_queued integer|nil queued or held executions per session (10000); more: EBUSY
+---@field ended_output_max integer|nil bytes finished executions' rings keep together (64 MiB)
 
 --- An engine of proctor.core: every method returns `nil, "ENAME: message",
 --- "ENAME"` on a runtime failure (|proctor-core-errors|) and raises on a wrong
@@ -158,6 +160,11 @@ function Engine:start(spec) end
 function Engine:cancel(id, force) end
 ---@return true|nil ok, string|nil err, string|nil name
 function Engine:release(id) end
+--- Consumer back-pressure for one execution: stop (true) or resume (false) reading it.
+---@param id integer
+---@param on boolean
+---@return boolean|nil ok, string|nil err, string|nil name
+function Engine:hold_output(id, on) end
 ---@return proctor.DeleteResult
 function Engine:delete(id) end
 ---@return true|nil ok, string|nil err, string|nil name
@@ -215,6 +222,8 @@ function Engine:closed() end
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
 ---@field history_limit integer finished executions kept in the registry
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
+---@field max_queued integer executions of this editor queued or held at once; more starts fail with EBUSY
+---@field ended_output_max integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
 ---@field kill_grace_ms integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms integer after exit, how long output of background grandchildren is awaited
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
@@ -309,6 +318,8 @@ function Engine:closed() end
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)
 ---@field history_limit? integer finished executions kept in the registry
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
+---@field max_queued? integer executions of this editor queued or held at once; more starts fail with EBUSY
+---@field ended_output_max? integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
 ---@field kill_grace_ms? integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms? integer after exit, how long output of background grandchildren is awaited
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)

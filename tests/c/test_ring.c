@@ -93,10 +93,38 @@ static void test_take_and_marker(void) {
   pr_ring_unref(r);
 }
 
+/* pr_ring_trim: the newest bytes stay (also across a wrap), the head moves
+ * on, readers see the rest as missed, and the ring still takes writes. */
+static void test_trim_keeps_tail(void) {
+  pr_ring_t *r = pr_ring_new(10);
+  CHECK(r);
+  pr_ring_write(r, "0123456789abcd", 14); /* keeps 4..d, wrapped */
+  CHECK(pr_ring_retained(r) == 10);
+  CHECK(pr_ring_trim(r, 20) == 10); /* under the tail already: nothing moves */
+  CHECK(pr_ring_trim(r, 3) == 3);
+  uint64_t head, tail, next, missed;
+  pr_ring_stats(r, &head, &tail);
+  CHECK(head == 11 && tail == 14);
+  char *d;
+  size_t n;
+  CHECK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed) == 0);
+  CHECK(missed == 11 && n == 3 && memcmp(d, "bcd", 3) == 0 && next == 14);
+  free(d);
+  pr_ring_write(r, "XY", 2);
+  CHECK(pr_ring_read(r, 11, 100, &d, &n, &next, &missed) == 0);
+  CHECK(n == 5 && memcmp(d, "bcdXY", 5) == 0 && missed == 0);
+  free(d);
+  CHECK(pr_ring_trim(r, 0) == 0 && pr_ring_retained(r) == 0);
+  pr_ring_stats(r, &head, &tail);
+  CHECK(head == 16 && tail == 16);
+  pr_ring_unref(r);
+}
+
 int main(void) {
   RUN(test_write_read_offsets);
   RUN(test_drop_head_keep_tail);
   RUN(test_wrap_and_grow);
   RUN(test_take_and_marker);
+  RUN(test_trim_keeps_tail);
   return TAP_END();
 }

@@ -974,6 +974,125 @@ def secrets_and_env_policy_over_rpc(h):
     c.close()
 
 
+def pipelined(sock, msgs, want, timeout=120):
+    """Send packed requests at once; collect responses by msgid until every id in
+    `want` is answered (notifications are skipped)."""
+    sock.sendall(b"".join(msgs))
+    up = msgpack.Unpacker(raw=False, max_buffer_size=64 << 20)
+    resp, deadline = {}, time.time() + timeout
+    sock.settimeout(timeout)
+    while not want <= set(resp):
+        expect(time.time() < deadline, "%d of %d answered" % (len(want & set(resp)), len(want)))
+        data = sock.recv(1 << 20)
+        expect(data, "connection closed")
+        up.feed(data)
+        for m in up:
+            if m[0] == 1:
+                resp[m[1]] = m
+    return resp
+
+
+@test
+def queued_and_held_are_bounded_per_session(h):
+    """10500 pipelined `hold` starts on one connection: 10000 (the default
+    max_queued) are kept, the rest are EBUSY at once; another session still
+    starts; canceling one frees a place."""
+    cap, n = 10000, 10500
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(h.path)
+    P = lambda i, m, *a: msgpack.packb([0, i, m, list(a)], use_bin_type=True)
+    rss0 = h.rss_kib()
+    resp = pipelined(sock, [P(i, "start", {"cmd": ["true"], "hold": True}) for i in range(1, n + 1)],
+                     set(range(1, n + 1)))
+    rss1 = h.rss_kib()
+    ok = [resp[i][3] for i in range(1, n + 1) if resp[i][2] is None]
+    refused = [resp[i][2] for i in range(1, n + 1) if resp[i][2] is not None]
+    expect(len(ok) == cap, "admitted %d, expected %d" % (len(ok), cap))
+    expect(len(refused) == n - cap and set(e[0] for e in refused) == {"EBUSY"},
+           "refused: %r" % set(e[0] for e in refused))
+    expect("queued or held" in refused[-1][1], "the message says why: %r" % refused[-1][1])
+    other = Client(h.path)
+    expect(other.request("wait", other.request("start", {"cmd": ["true"]}), 20000)["state"] == "completed",
+           "another session is not bounded by this one")
+    resp = pipelined(sock, [P(n + 1, "cancel", ok[0])], {n + 1})
+    resp = pipelined(sock, [P(n + 2, "wait", ok[0], 20000), P(n + 3, "start", {"cmd": ["true"], "hold": True})],
+                     {n + 2, n + 3})
+    expect(resp[n + 3][2] is None, "a place after a cancel: %r" % (resp[n + 3][2],))
+    ok.append(resp[n + 3][3])
+    resp = pipelined(sock, [P(n + 10 + k, "cancel", i) for k, i in enumerate(ok[1:])],
+                     set(n + 10 + k for k in range(len(ok) - 1)))
+    log("%d held starts on one connection: %d refused; host RSS %d -> %d KiB" % (n, n - cap, rss0, rss1))
+    sock.close()
+    other.close()
+
+
+BIG_WORKER = r"""
+import json, sys
+big = "x" * (1 << 20)
+n, mark = int(sys.argv[1]), sys.argv[2]
+done = 0
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("type") == "request":
+        sys.stdout.write(json.dumps({"id": m["id"], "status": "ok", "result": big}) + "\n")
+        sys.stdout.flush()
+        done += 1
+        if done == n:
+            open(mark, "w").close()
+"""
+
+
+@test
+def worker_replies_obey_the_send_bound(h):
+    """400 replies of 1 MiB to a client that stopped reading: the host grows by
+    about the send bound, not by 400 MiB; every request still gets exactly one
+    reply, the ones past the bound `rejected` with EBUSY and no payload."""
+    n = 400
+    mark = os.path.join(h.dir, "worker-done")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(h.path)
+    P = lambda i, m, *a: msgpack.packb([0, i, m, list(a)], use_bin_type=True)
+    resp = pipelined(sock, [P(1, "start", {"cmd": [PY, "-c", BIG_WORKER, str(n), mark],
+                                           "worker": {"protocol": "jsonl"}})], {1})
+    wid = resp[1][3]
+    rss0 = h.rss_kib()
+    sock.sendall(b"".join(P(10 + k, "worker_request", wid, {"k": k}) for k in range(n)))
+    # the client reads nothing until the worker wrote every reply (its writes
+    # block until the engine read them)
+    deadline = time.time() + 120
+    peak = rss0
+    while not os.path.exists(mark):
+        expect(time.time() < deadline, "the worker did not answer everything")
+        peak = max(peak, h.rss_kib())
+        time.sleep(0.1)
+    peak = max(peak, h.rss_kib())
+    up = msgpack.Unpacker(raw=False, max_buffer_size=64 << 20)
+    replies, sock_deadline = {}, time.time() + 120
+    sock.settimeout(60)
+    while len(replies) < n:
+        expect(time.time() < sock_deadline, "%d replies" % len(replies))
+        data = sock.recv(1 << 20)
+        expect(data, "connection closed")
+        up.feed(data)
+        for m in up:
+            if m[0] == 2 and m[1] == "worker_reply":
+                ev = m[2][0]
+                expect(ev["rid"] not in replies, "a second reply for %r" % ev["rid"])
+                replies[ev["rid"]] = ev
+    full = [r for r in replies.values() if r["ok"]]
+    rejected = [r for r in replies.values() if r["status"] == "rejected"]
+    expect(len(full) + len(rejected) == n, "statuses %r" % set(r["status"] for r in replies.values()))
+    expect(rejected and all("EBUSY" in r["error"] and len(r["error"]) < 200 for r in rejected),
+           "rejections: %r" % (rejected[:1],))
+    expect(all(len(r["result"]) == 1 << 20 for r in full), "a full reply lost bytes")
+    log("%d replies of 1 MiB to a stalled client: %d sent whole, %d rejected; host RSS %d -> peak %d KiB"
+        % (n, len(full), len(rejected), rss0, peak))
+    expect(peak - rss0 < 96 * 1024, "host memory grew by %d KiB" % (peak - rss0))
+    sock.sendall(P(2, "cancel", wid))
+    sock.close()
+
+
 def main():
     # names given as arguments, or PROCTOR_TEST=word1,word2 (the other tiers' filter)
     only = sys.argv[1:] + [w for w in os.environ.get("PROCTOR_TEST", "").split(",") if w]

@@ -94,9 +94,10 @@ function M.run(spec)
   if opts.sequence then
     return require("proctor.tasks.chain").sequence(opts.sequence, { name = opts.name, cwd = base.cwd, open = base.open })
   end
-  -- a problem matcher sees every byte: the child waits for the editor instead
-  -- of the ring dropping what a flood wrote while the editor was busy
-  if opts.diagnostics and base.backpressure == nil then base.backpressure = true end
+  -- a problem matcher (and a ready pattern) sees every byte: the child waits
+  -- for the editor instead of the ring dropping what a flood wrote while the
+  -- editor was busy, so a flood cannot lose the ready line
+  if (opts.diagnostics or opts.ready) and base.backpressure == nil then base.backpressure = true end
   H.hook()
   local g = H.group(base, opts)
   local ex, msg, ename = H.start(g, true)

@@ -10,16 +10,19 @@
 ---   of the ring; the terminal state → consumer.finish(record)
 ---
 --- The bytes of output events cost nothing to get: while a reader exists the
---- engine's polls hand over everything the ring holds (engine.output_floor),
+--- engine's polls hand over everything the ring holds (engine.want_output),
 --- so the only ring reads (a call that waits for the engine thread, a few ms
 --- while it is busy with a flood) are for output from before attach. Bytes
 --- are lost only when the ring dropped them before a poll (more than
 --- `engine.output_limit` between two polls) or past QUEUE_MAX waiting here;
 --- consumer.missed(n, stream) counts them. Neither happens to a
---- `backpressure` execution (a run with diagnostics): the child waits while
---- its bytes are not polled, and polls wait (engine.output_behind) while the
---- readers are more than QUEUE_HIGH behind. Requiring this module has no side
---- effects.
+--- `backpressure` execution (a run with diagnostics or a ready pattern): the
+--- child waits while its bytes are not polled.
+---
+--- Back-pressure is per execution: a reader more than QUEUE_HIGH behind asks
+--- the core to stop reading that execution (eng:hold_output), and to read it
+--- again once it is down to QUEUE_LOW; every other execution, and the events
+--- of this one, keep flowing. Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -32,16 +35,18 @@ M.SLICE = 65536
 --- Bytes read from the ring at a time (a gap).
 M.GAP_SLICE = 1048576
 --- While readers follow executions, the engine's polls hand over what the
---- ring holds (engine.output_floor = engine.output_limit), so a gap only
+--- ring holds (engine.want_output(engine.output_limit)), so a gap only
 --- comes from a range the ring no longer has anyway.
 --- Main-loop time all readers may use per tick, in milliseconds.
 M.BUDGET_MS = 3
 --- Queued event bytes per execution past which the oldest are dropped.
 M.QUEUE_MAX = 64 * 1024 * 1024
---- Queued bytes (all readers) past which the engine's polls wait for the
---- readers (engine.output_behind): the rings keep the rest, and a
---- `backpressure` execution (a run with diagnostics) waits, losing nothing.
+--- Queued bytes of one execution past which the core stops reading it
+--- (eng:hold_output): its child waits, losing nothing; what its rings still
+--- hold (at most output_limit a stream) arrives on top, under QUEUE_MAX.
 M.QUEUE_HIGH = 16 * 1024 * 1024
+--- Queued bytes of a held execution at which the core reads it again.
+M.QUEUE_LOW = 4 * 1024 * 1024
 --- A line longer than this is handed over in pieces of this size.
 M.LINE_MAX = 1048576
 
@@ -70,8 +75,7 @@ function M.attach(id, consumer)
     r = { id = id, off = {}, partial = {}, consumers = {}, items = {}, head = 1, tail = 0, bytes = 0 }
     H.readers[id] = r
     H.count = H.count + 1
-    engine.output_floor = require("proctor.config").get().engine.output_limit
-    engine.output_behind = H.behind
+    engine.want_output("tasks.reader", require("proctor.config").get().engine.output_limit)
     -- An execution that already ended (or has output): its ring from offset 0.
     if engine.state[id] and engine.state[id] ~= "queued" and engine.state[id] ~= "starting" then H.catch_up(r) end
   end
@@ -137,6 +141,7 @@ function H.push(r, item)
   r.items[r.tail] = item
   if item.data then
     r.bytes = r.bytes + #item.data
+    H.pace(r)
     local i = r.head
     while r.bytes > M.QUEUE_MAX and i < r.tail do
       local it = r.items[i]
@@ -174,17 +179,30 @@ function H.forget(r)
   if H.readers[r.id] ~= r then return end
   H.readers[r.id] = nil
   H.count = H.count - 1
-  if H.count == 0 then
-    engine.output_floor = 0
-    if engine.output_behind == H.behind then engine.output_behind = nil end
+  if r.held then H.hold(r, false) end
+  if H.count == 0 then engine.want_output("tasks.reader", nil) end
+end
+
+-- Per-execution back-pressure: hold the execution's output past QUEUE_HIGH
+-- queued bytes, read it again at QUEUE_LOW.
+function H.pace(r)
+  if not r.held and r.bytes > M.QUEUE_HIGH then
+    H.hold(r, true)
+  elseif r.held and r.bytes <= M.QUEUE_LOW then
+    H.hold(r, false)
   end
 end
 
--- Are the readers more than QUEUE_HIGH behind the output?
-function H.behind()
-  local n = 0
-  for _, r in pairs(H.readers) do n = n + r.bytes end
-  return n > M.QUEUE_HIGH
+function H.hold(r, on)
+  r.held = on
+  local eng = engine.current()
+  if eng then eng:hold_output(r.id, on) end
+end
+
+--- Is the core holding the output of `id` for its reader (tests)?
+function M.holding(id)
+  local r = H.readers[id]
+  return r ~= nil and r.held == true
 end
 
 -- One tick: work on the readers round-robin until the budget is used.
@@ -276,6 +294,7 @@ function H.slice(r, cur)
     r.head = r.head + 1
   end
   r.bytes = r.bytes - #data
+  if r.held then H.pace(r) end
   H.deliver(r, cur.stream, data)
   if #r.consumers == 0 then return false end
   return r.pre ~= nil or r.head <= r.tail
