@@ -156,7 +156,7 @@ static const char *const new_keys[] = {"output_limit", "history_limit", "history
                                        "max_running",  "kill_grace_ms", "drain_ms",
                                        "shepherd",     "listen",        "history_file",
                                        "history_output_bytes", "audit_file", "audit_max_bytes",
-                                       "audit_keep",   NULL};
+                                       "audit_keep",   "secret_timeout_ms", NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -170,6 +170,7 @@ static int l_new(lua_State *L) {
     o.max_running = (uint32_t)opt_nonneg(L, 1, "max_running", 0, 1000000);
     o.kill_grace_ms = (uint32_t)opt_nonneg(L, 1, "kill_grace_ms", 0, 3600000);
     o.drain_ms = (uint32_t)opt_nonneg(L, 1, "drain_ms", 0, 3600000);
+    o.secret_timeout_ms = (uint32_t)opt_nonneg(L, 1, "secret_timeout_ms", 0, 3600000);
     o.shepherd_path = opt_str(L, 1, "shepherd");
     o.listen = opt_str(L, 1, "listen");
     if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
