@@ -110,6 +110,7 @@ function M.get()
     max_running = c.max_running,
     kill_grace_ms = c.kill_grace_ms,
     drain_ms = c.drain_ms,
+    secret_timeout_ms = c.secret_timeout_ms,
     shepherd = c.shepherd,
   }
   opts.listen = M.socket_path()

@@ -131,6 +131,7 @@
 ---@field max_running integer|nil
 ---@field kill_grace_ms integer|nil
 ---@field drain_ms integer|nil
+---@field secret_timeout_ms integer|nil secrets read from a store must arrive within this (default 10000)
 ---@field shepherd string|nil
 ---@field listen string|nil socket path
 ---@field history_file string|nil
@@ -212,6 +213,7 @@ function Engine:closed() end
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
 ---@field kill_grace_ms integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms integer after exit, how long output of background grandchildren is awaited
+---@field secret_timeout_ms integer secrets read from a store (a keyring, a command) must arrive within this
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
 
 ---@class proctor.Config.run
@@ -305,6 +307,7 @@ function Engine:closed() end
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
 ---@field kill_grace_ms? integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms? integer after exit, how long output of background grandchildren is awaited
+---@field secret_timeout_ms? integer secrets read from a store (a keyring, a command) must arrive within this
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)
 
 ---@class proctor.SetupOpts.run
