@@ -288,7 +288,7 @@ static void first_line(pr_ring_t *r, char *out, size_t cap) {
   if (r == NULL || pr_ring_read(r, 0, cap - 1, &d, &len, &next, &missed) != 0) return;
   size_t k = 0;
   while (k < len && d[k] != '\n' && d[k] != '\r') k++;
-  memcpy(out, d, k);
+  if (k) memcpy(out, d, k); /* an empty ring gives d = NULL */
   out[k] = 0;
   free(d);
 }
