@@ -413,11 +413,12 @@ static void on_timeout(uv_timer_t *t) {
   size_t n = strlen(name) + (en->argv ? strlen(en->argv[0]) : 0) + 128;
   if ((v->why = malloc(n)) != NULL) {
     if (en->store)
-      snprintf(v->why, n, "secret %s: the keyring gave no answer within secret_timeout_ms (%u ms)", name,
-               v->timeout_ms);
+      snprintf(v->why, n, "secret %s: the keyring gave no answer within secret_timeout_ms (%u ms)",
+               name, v->timeout_ms);
     else
-      snprintf(v->why, n, "secret %s: `%s` gave no value within secret_timeout_ms (%u ms); it was killed",
-               name, en->argv[0], v->timeout_ms);
+      snprintf(v->why, n,
+               "secret %s: `%s` gave no value within secret_timeout_ms (%u ms); it was killed", name,
+               en->argv[0], v->timeout_ms);
   }
   pr_vault_stop(x, 0);
 }

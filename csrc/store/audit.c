@@ -42,7 +42,8 @@ int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_
   a->max = max_bytes ? max_bytes : PR_AUDIT_DEFAULT_MAX;
   a->keep = keep ? keep : PR_AUDIT_DEFAULT_KEEP;
   char why[128];
-  a->fd = pr_journal_open_file(path, O_WRONLY | O_CREAT | O_APPEND, why, sizeof(why)); /* never blocks */
+  /* never blocks: a FIFO or a device is refused (journal.h) */
+  a->fd = pr_journal_open_file(path, O_WRONLY | O_CREAT | O_APPEND, why, sizeof(why));
   struct stat st;
   int bad = a->fd < 0;
   if (!bad && fstat(a->fd, &st) != 0) {
@@ -87,7 +88,8 @@ static void rotate(pr_audit_t *a) {
     if (rename(a->path, to) == 0) {
       char why[128]; /* a FIFO put in its place must not hold the writer thread */
       int fd = pr_journal_open_file(a->path, O_WRONLY | O_CREAT | O_APPEND, why, sizeof(why));
-      if (fd < 0) pr_journal_warn(a->j, "audit: cannot reopen %s after rotating it (%s)", a->path, why);
+      if (fd < 0)
+        pr_journal_warn(a->j, "audit: cannot reopen %s after rotating it (%s)", a->path, why);
       if (fd >= 0) {
         close(a->fd);
         a->fd = fd;

@@ -169,17 +169,19 @@ static const char *kind(mode_t m) {
          : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket" : "another kind of file";
 }
 
+#define NOT_REGULAR "not a regular file (it is %s)"
+
 int pr_journal_open_file(const char *path, int flags, char *why, size_t cap) {
   struct stat st;
   int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
   if (fd < 0) {
     int err = errno; /* a FIFO with no reader answers a write-only open with ENXIO */
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) snprintf(why, cap, "not a regular file (it is %s)", kind(st.st_mode));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) snprintf(why, cap, NOT_REGULAR, kind(st.st_mode));
     else snprintf(why, cap, "%s", strerror(err));
     return -1;
   }
   if (fstat(fd, &st) != 0) snprintf(why, cap, "%s", strerror(errno));
-  else if (!S_ISREG(st.st_mode)) snprintf(why, cap, "not a regular file (it is %s)", kind(st.st_mode));
+  else if (!S_ISREG(st.st_mode)) snprintf(why, cap, NOT_REGULAR, kind(st.st_mode));
   else {
     int fl = fcntl(fd, F_GETFL); /* a regular file never blocks: plain writes from here on */
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
