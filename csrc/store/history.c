@@ -714,15 +714,10 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   }
   snprintf(h->tmp, pl + 6, "%s.tmp", path);
   snprintf(lock, pl + 6, "%s.lock", path);
-  char why[PATH_MAX + 128]; /* neither open may block the host: pr_journal_open_file */
-  h->lockfd = pr_journal_open_file(lock, O_RDWR | O_CREAT, why, sizeof(why));
-  if (h->lockfd < 0) {
-    size_t at = strlen(why);
-    snprintf(why + at, sizeof(why) - at, " (its lock file %s)", lock);
-    free(lock);
-    return give_up(h, why);
-  }
+  char why[160]; /* neither open may block the host: pr_journal_open_file */
+  h->lockfd = pr_journal_open_file(lock, O_RDWR | O_CREAT, why, sizeof(why) - 24);
   free(lock);
+  if (h->lockfd < 0) return give_up(h, strcat(why, " (its .lock file)"));
   if (flock(h->lockfd, LOCK_EX | LOCK_NB) != 0) return give_up(h, "in use by another proctor engine");
   h->fd = pr_journal_open_file(path, O_RDWR | O_CREAT | O_APPEND, why, sizeof(why));
   if (h->fd < 0) return give_up(h, why);
