@@ -435,7 +435,7 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->xc.drain_ms = o->drain_ms ? o->drain_ms : PR_DEFAULT_DRAIN;
   c->xc.ended = ended;
   c->xc.vault = &c->vault;
-  pr_vault_eng_init(&c->vault, &c->xc);
+  pr_vault_eng_init(&c->vault, &c->xc, o->secret_timeout_ms);
   c->max_running = o->max_running;
   c->kill_grace_ms = o->kill_grace_ms ? o->kill_grace_ms : PR_DEFAULT_GRACE;
   c->output_limit = o->output_limit ? o->output_limit : PR_DEFAULT_OUTPUT_LIMIT;

@@ -40,6 +40,7 @@ static void stop(pr_exec_t *x, int force);
 static void timer_start(pr_exec_t *x, uint64_t ms);
 static int apply_size(pr_exec_t *x);
 static void start_drain(pr_exec_t *x);
+static void start_timeout(pr_exec_t *x);
 
 /* Being stopped, and the job still has its grace: SIGTERM went to all of
  * it, the grace deadline has not passed, and some process of it is left.
@@ -52,7 +53,7 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static const unsigned char allowed[PR_NSTATE][PR_NSTATE] = {
     [PR_QUEUED] = {[PR_STARTING] = 1, [PR_CANCELED] = 1, [PR_FAILED] = 1},
-    [PR_STARTING] = {[PR_RUNNING] = 1, [PR_CANCELED] = 1, [PR_FAILED] = 1},
+    [PR_STARTING] = {[PR_RUNNING] = 1, [PR_CANCELED] = 1, [PR_FAILED] = 1, [PR_TIMED_OUT] = 1},
     [PR_RUNNING] = {[PR_COMPLETED] = 1, [PR_FAILED] = 1, [PR_CANCELED] = 1, [PR_TIMED_OUT] = 1},
 };
 
@@ -229,7 +230,28 @@ static void on_timer(uv_timer_t *t) {
     pr_exec_maybe_finish(x);
   } else if (x->state == PR_RUNNING) { /* timeout */
     if (decide(x, PR_TIMED_OUT, "timeout")) stop(x, 0);
+  } else if (x->state == PR_STARTING) { /* timeout before it ran: see start_timeout */
+    start_timeout(x);
   }
+}
+
+/* timeout_ms covers the whole start-up, counted from `starting`: secrets
+ * read from a store (a source that waits for a prompt or the network) and
+ * the spawn. Secrets still being read: their reads are stopped (a command
+ * source's job is killed) and x ends timed_out once they have ended. No
+ * SPAWNED yet: it is stopped as soon as SPAWNED comes (or FAILED ends it). */
+static void start_timeout(pr_exec_t *x) {
+  if (!decide(x, PR_TIMED_OUT, "timeout")) return;
+  const char *src = x->vault && pr_vault_busy(x->vault) ? pr_vault_pending(x->vault) : NULL;
+  size_t n = (src ? strlen(src) : 0) + 96;
+  free(x->error);
+  if ((x->error = malloc(n)) != NULL) {
+    if (src) snprintf(x->error, n, "timeout_ms (%llu ms) ran out while secret %s was being read",
+                      (unsigned long long)x->timeout_ms, src);
+    else snprintf(x->error, n, "timeout_ms (%llu ms) ran out before the process started",
+                  (unsigned long long)x->timeout_ms);
+  }
+  if (src) pr_vault_stop(x, 0); /* pr_exec_vault_done follows and ends it */
 }
 
 static void timer_start(pr_exec_t *x, uint64_t ms) {
@@ -326,6 +348,7 @@ static void spawn_now(pr_exec_t *x);
 
 void pr_exec_begin(pr_exec_t *x) {
   transition(x, PR_STARTING);
+  if (x->timeout_ms) timer_start(x, x->timeout_ms); /* from here: the start-up counts (on_timer) */
   if (x->vault && !pr_vault_ready(x->vault) && x->ctx->vault) { /* secrets from a store first */
     pr_vault_read(x, x->ctx->vault);
     return;
@@ -414,8 +437,9 @@ void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds
   }
   pr_exec_flush_pending_input(x); /* needs state running */
   if (x->ops && x->ops->spawned) x->ops->spawned(x);
-  if (x->verdict == PR_CANCELED) stop(x, x->stopping == 2);
-  else if (x->timeout_ms && !again) timer_start(x, x->timeout_ms);
+  /* canceled, or timed out, while starting: stopped now. The timeout timer
+   * runs on from pr_exec_begin otherwise. */
+  if (x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) stop(x, x->stopping == 2);
 }
 
 void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h) {

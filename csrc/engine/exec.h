@@ -4,7 +4,8 @@
  * an execution no thread has seen yet (the host builds one, engine/build.c).
  *
  *   queued ─► starting ─► running ─► completed | failed | canceled | timed_out
- *      └────────┴──► canceled | failed
+ *      └────────┴──► canceled | failed          starting ─► timed_out: timeout_ms
+ *                                                  counts from starting (secrets, spawn)
  *
  * transition() in exec.c is the only place a state changes; it rejects
  * anything not in that table and tells the listeners (engine/events.h). The
@@ -107,7 +108,7 @@ struct pr_exec {
   int waiting;       /* counted in its session's queued bound (engine/control.c) until it begins or ends */
   size_t kept;       /* ended: ring bytes counted in the registry's ended-output budget */
   uint16_t cols, rows;
-  uint64_t timeout_ms;
+  uint64_t timeout_ms; /* 0 = none; armed when it enters starting: the start-up counts */
   uint32_t grace_ms;
 
   pr_state_t state;

@@ -44,6 +44,9 @@ struct pr_vault {
   int busy;             /* entries reading */
   int told, quiet;
   char *why;            /* the first failure */
+  uv_timer_t timer;     /* secret_timeout_ms while reads are in flight (data: x) */
+  int timer_open;       /* initialised, uv_close not called yet */
+  uint32_t timeout_ms;  /* the bound it was armed with, for the reason */
 };
 
 /* ---- building (any thread) ------------------------------------------------------- */
@@ -174,6 +177,12 @@ int pr_vault_ready(const pr_vault_t *v) {
 
 int pr_vault_busy(const pr_vault_t *v) { return v->busy > 0; }
 
+const char *pr_vault_pending(const pr_vault_t *v) {
+  for (size_t i = 0; v && i < v->n; i++)
+    if (v->e[i].state == E_READING) return v->e[i].name;
+  return NULL;
+}
+
 size_t pr_vault_env_len(const pr_vault_t *v) {
   size_t n = 0;
   for (size_t i = 0; v && i < v->n; i++)
@@ -216,11 +225,18 @@ int pr_vault_mask(const pr_vault_t *v, struct pr_secrets **m) {
 
 /* ---- reading (engine thread) ------------------------------------------------------- */
 
+static void timer_close(pr_vault_t *v) {
+  if (!v->timer_open) return;
+  v->timer_open = 0;
+  uv_close((uv_handle_t *)&v->timer, pr_exec_handle_closed);
+}
+
 /* One entry ended (value set, or `why`). */
 static void entry_done(entry_t *en, const char *why) {
   pr_vault_t *v = en->v;
   en->state = E_DONE;
   v->busy--;
+  if (v->busy == 0) timer_close(v); /* no read left to bound */
   if (why && v->why == NULL) {
     size_t n = strlen(en->name) + strlen(why) + 16;
     if ((v->why = malloc(n)) != NULL) snprintf(v->why, n, "secret %s: %s", en->name, why);
@@ -272,7 +288,7 @@ static void first_line(pr_ring_t *r, char *out, size_t cap) {
   if (r == NULL || pr_ring_read(r, 0, cap - 1, &d, &len, &next, &missed) != 0) return;
   size_t k = 0;
   while (k < len && d[k] != '\n' && d[k] != '\r') k++;
-  memcpy(out, d, k);
+  if (k) memcpy(out, d, k); /* an empty ring gives d = NULL */
   out[k] = 0;
   free(d);
 }
@@ -335,8 +351,9 @@ static void fetch_ended(pr_exec_ctx_t *xc, pr_exec_t *f, int was_active) {
   pr_exec_release(f);
 }
 
-void pr_vault_eng_init(pr_vault_eng_t *e, const pr_exec_ctx_t *main) {
+void pr_vault_eng_init(pr_vault_eng_t *e, const pr_exec_ctx_t *main, uint32_t timeout_ms) {
   memset(e, 0, sizeof(*e));
+  e->timeout_ms = timeout_ms ? timeout_ms : PR_DEFAULT_SECRET_TIMEOUT;
   pr_listeners_init(&e->none);
   e->xc.loop = main->loop;
   e->xc.sup = main->sup;
@@ -383,6 +400,29 @@ fail:
   entry_done(en, why);
 }
 
+/* secret_timeout_ms passed with reads in flight: the first one still read
+ * is named, and every read is stopped (pr_exec_vault_done follows). */
+static void on_timeout(uv_timer_t *t) {
+  pr_exec_t *x = t->data;
+  pr_vault_t *v = x->vault;
+  const char *name = pr_vault_pending(v);
+  if (name == NULL || v->why) return;
+  const entry_t *en = NULL;
+  for (size_t i = 0; i < v->n && en == NULL; i++)
+    if (v->e[i].state == E_READING) en = &v->e[i];
+  size_t n = strlen(name) + (en->argv ? strlen(en->argv[0]) : 0) + 128;
+  if ((v->why = malloc(n)) != NULL) {
+    if (en->store)
+      snprintf(v->why, n, "secret %s: the keyring gave no answer within secret_timeout_ms (%u ms)",
+               name, v->timeout_ms);
+    else
+      snprintf(v->why, n,
+               "secret %s: `%s` gave no value within secret_timeout_ms (%u ms); it was killed", name,
+               en->argv[0], v->timeout_ms);
+  }
+  pr_vault_stop(x, 0);
+}
+
 void pr_vault_read(pr_exec_t *x, pr_vault_eng_t *e) {
   pr_vault_t *v = x->vault;
   v->x = x;
@@ -392,6 +432,13 @@ void pr_vault_read(pr_exec_t *x, pr_vault_eng_t *e) {
       v->e[i].state = E_READING;
       v->busy++;
     }
+  if (v->busy > 0 && !v->timer_open && uv_timer_init(x->ctx->loop, &v->timer) == 0) {
+    v->timer.data = x;
+    v->timer_open = 1;
+    x->handles++;
+    v->timeout_ms = e->timeout_ms;
+    uv_timer_start(&v->timer, on_timeout, e->timeout_ms, 0);
+  }
   for (size_t i = 0; i < v->n; i++) {
     entry_t *en = &v->e[i];
     if (en->state != E_READING) continue;
@@ -425,6 +472,8 @@ void pr_vault_stop(pr_exec_t *x, int quiet) {
       else pr_exec_cancel(f, 1, "canceled");
     }
   }
-  if (quiet)
+  if (quiet) {
+    timer_close(v);
     for (size_t i = 0; i < v->n; i++) wipe_value(&v->e[i]);
+  }
 }

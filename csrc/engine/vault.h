@@ -11,6 +11,11 @@
  *                 the registry, no listeners) ─► its end: its stdout is the value
  *   ─► all read, one failed, or stopped ─► pr_exec_vault_done(x, why) (exec.c)
  *
+ * Bounds: the reads of one execution share one timer (secret_timeout_ms,
+ * PR_DEFAULT_SECRET_TIMEOUT): when it fires, the first source still being
+ * read is named in the reason and every read is stopped (a command's whole
+ * job is killed). The execution's own timeout_ms covers them too (exec.c).
+ *
  * Values live in locked memory (base/locked.h) and are wiped when the
  * execution ends (pr_vault_stop from finish) or is freed; the masker gets
  * its own locked copy (secrets.c). Nothing here ever falls back to the
@@ -36,11 +41,17 @@ typedef struct pr_vault_eng {
   pr_listeners_t none;
   pr_idmap_t jobs;      /* job id -> hidden execution */
   uint64_t next;
+  uint32_t timeout_ms;  /* secret_timeout_ms: bound of the reads of one execution */
 } pr_vault_eng_t;
 
-/* pr_vault_eng_init: command reads on the loop and shepherd link of `main`.
+/* A secret source's bound when the engine's options give none (ms). */
+#define PR_DEFAULT_SECRET_TIMEOUT 10000
+
+/* pr_vault_eng_init: command reads on the loop and shepherd link of `main`;
+ * the reads of one execution end within timeout_ms (0: the default,
+ * PR_DEFAULT_SECRET_TIMEOUT). Engine thread's loop, before it runs.
  * pr_vault_eng_destroy: free the map (after the loop ended). */
-void pr_vault_eng_init(pr_vault_eng_t *e, const pr_exec_ctx_t *main);
+void pr_vault_eng_init(pr_vault_eng_t *e, const pr_exec_ctx_t *main, uint32_t timeout_ms);
 void pr_vault_eng_destroy(pr_vault_eng_t *e);
 
 /* pr_vault_job: the hidden execution of shepherd job `job`, or NULL. */
@@ -65,8 +76,14 @@ int pr_vault_ready(const pr_vault_t *v);
 /* pr_vault_busy: reads are in flight. */
 int pr_vault_busy(const pr_vault_t *v);
 
-/* pr_vault_read: read every value of x->vault now (x is starting); the end
- * is told once through pr_exec_vault_done, perhaps before this returns. */
+/* pr_vault_pending: the name of the first source still being read (for a
+ * reason), or NULL. Engine thread. */
+const char *pr_vault_pending(const pr_vault_t *v);
+
+/* pr_vault_read: read every value of x->vault now (x is starting), within
+ * the engine's secret_timeout_ms (a timer whose handle counts in
+ * x->handles); the end is told once through pr_exec_vault_done, perhaps
+ * before this returns. */
 void pr_vault_read(pr_exec_t *x, pr_vault_eng_t *e);
 
 /* pr_vault_stop: stop the reads of x. quiet = 0 (a cancel): the reads end

@@ -96,6 +96,7 @@ typedef struct {
   uint32_t max_running;      /* executions running at once; 0 = unlimited */
   uint32_t kill_grace_ms;    /* default SIGTERM → SIGKILL grace; default 2000 */
   uint32_t drain_ms;         /* how long output may still arrive after exit; default 500 */
+  uint32_t secret_timeout_ms; /* secrets read from a store arrive within this; default 10000 */
   const char *shepherd_path; /* proctor-shepherd binary; NULL = next to this library */
   const char *listen;        /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
   /* Durable files (journal.h, history.h, audit.h); NULL = off. */

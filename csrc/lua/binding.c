@@ -157,7 +157,7 @@ static const char *const new_keys[] = {"output_limit", "history_limit", "history
                                        "shepherd",     "listen",        "history_file",
                                        "history_output_bytes", "audit_file", "audit_max_bytes",
                                        "audit_keep",   "max_queued",    "ended_output_max",
-                                       NULL};
+                                       "secret_timeout_ms", NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -173,6 +173,7 @@ static int l_new(lua_State *L) {
     o.drain_ms = (uint32_t)opt_nonneg(L, 1, "drain_ms", 0, 3600000);
     o.max_queued = (uint32_t)opt_nonneg(L, 1, "max_queued", 0, 100000000);
     o.ended_output_max = (uint64_t)opt_nonneg(L, 1, "ended_output_max", 0, (lua_Integer)1 << 50);
+    o.secret_timeout_ms = (uint32_t)opt_nonneg(L, 1, "secret_timeout_ms", 0, 3600000);
     o.shepherd_path = opt_str(L, 1, "shepherd");
     o.listen = opt_str(L, 1, "listen");
     if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))

@@ -41,10 +41,17 @@ int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_
   a->listener = (pr_listener_t){.state = on_state, .arg = a};
   a->max = max_bytes ? max_bytes : PR_AUDIT_DEFAULT_MAX;
   a->keep = keep ? keep : PR_AUDIT_DEFAULT_KEEP;
-  a->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  char why[128];
+  /* never blocks: a FIFO or a device is refused (journal.h) */
+  a->fd = pr_journal_open_file(path, O_WRONLY | O_CREAT | O_APPEND, why, sizeof(why));
   struct stat st;
-  if (a->fd < 0 || fstat(a->fd, &st) != 0) {
-    pr_journal_warn(j, "audit: %s: %s; no audit log for this engine", path, strerror(errno));
+  int bad = a->fd < 0;
+  if (!bad && fstat(a->fd, &st) != 0) {
+    snprintf(why, sizeof(why), "%s", strerror(errno));
+    bad = 1;
+  }
+  if (bad) {
+    pr_journal_warn(j, "audit: %s: %s; no audit log for this engine", path, why);
     if (a->fd >= 0) close(a->fd);
     free(a->path);
     free(a);
@@ -79,7 +86,10 @@ static void rotate(pr_audit_t *a) {
     }
     snprintf(to, n, "%s.1", a->path);
     if (rename(a->path, to) == 0) {
-      int fd = open(a->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      char why[128]; /* a FIFO put in its place must not hold the writer thread */
+      int fd = pr_journal_open_file(a->path, O_WRONLY | O_CREAT | O_APPEND, why, sizeof(why));
+      if (fd < 0)
+        pr_journal_warn(a->j, "audit: cannot reopen %s after rotating it (%s)", a->path, why);
       if (fd >= 0) {
         close(a->fd);
         a->fd = fd;

@@ -267,10 +267,11 @@ static int append(pr_history_t *h, const char *p, size_t n, uint64_t id, char ki
 }
 
 static void compact(pr_history_t *h) {
-  int fd = open(h->tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  char why[128]; /* a FIFO in its place must not hold the writer thread (and close()) */
+  int fd = pr_journal_open_file(h->tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND, why, sizeof(why));
   if (fd < 0) {
-    broke(h, "compaction of", -errno);
-    return;
+    pr_journal_warn(h->j, "history: compaction of %s failed (%s: %s)", h->path, h->tmp, why);
+    return; /* the file stays as it is: appends go on */
   }
   /* The next id survives the records it came from: ids are never reused. */
   msgpack_sbuffer b, f;
@@ -713,12 +714,13 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   }
   snprintf(h->tmp, pl + 6, "%s.tmp", path);
   snprintf(lock, pl + 6, "%s.lock", path);
-  h->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  char why[160]; /* neither open may block the host: pr_journal_open_file */
+  h->lockfd = pr_journal_open_file(lock, O_RDWR | O_CREAT, why, sizeof(why) - 24);
   free(lock);
-  if (h->lockfd < 0) return give_up(h, strerror(errno));
+  if (h->lockfd < 0) return give_up(h, strcat(why, " (its .lock file)"));
   if (flock(h->lockfd, LOCK_EX | LOCK_NB) != 0) return give_up(h, "in use by another proctor engine");
-  h->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (h->fd < 0) return give_up(h, strerror(errno));
+  h->fd = pr_journal_open_file(path, O_RDWR | O_CREAT | O_APPEND, why, sizeof(why));
+  if (h->fd < 0) return give_up(h, why);
   size_t len = 0;
   char *p = read_file(h->fd, &len);
   if (p == NULL) return give_up(h, "cannot read it");

@@ -6,12 +6,16 @@
  */
 #include "store/journal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "include/proctor.h"
 
@@ -156,4 +160,33 @@ void pr_journal_warnings(pr_journal_t *j, char ***out, size_t *n) {
   j->warnings = NULL;
   j->nwarnings = 0;
   pthread_mutex_unlock(&j->mu);
+}
+
+/* ---- opening a configured path (any thread) ------------------------------------ */
+
+static const char *kind(mode_t m) {
+  return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket" : "another kind of file";
+}
+
+#define NOT_REGULAR "not a regular file (it is %s)"
+
+int pr_journal_open_file(const char *path, int flags, char *why, size_t cap) {
+  struct stat st;
+  int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0) {
+    int err = errno; /* a FIFO with no reader answers a write-only open with ENXIO */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) snprintf(why, cap, NOT_REGULAR, kind(st.st_mode));
+    else snprintf(why, cap, "%s", strerror(err));
+    return -1;
+  }
+  if (fstat(fd, &st) != 0) snprintf(why, cap, "%s", strerror(errno));
+  else if (!S_ISREG(st.st_mode)) snprintf(why, cap, NOT_REGULAR, kind(st.st_mode));
+  else {
+    int fl = fcntl(fd, F_GETFL); /* a regular file never blocks: plain writes from here on */
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+  }
+  close(fd);
+  return -1;
 }

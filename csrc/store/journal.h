@@ -69,6 +69,16 @@ int pr_journal_push(pr_journal_t *j, pr_job_t *job);
 /* pr_journal_warn: record a warning for the host (printf format). Any thread. */
 void pr_journal_warn(pr_journal_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* pr_journal_open_file: open a configured path (a history file, its lock,
+ * its compaction file, an audit log) for the durable files, without ever
+ * blocking the thread that opens it: open(2) with `flags` | O_NONBLOCK |
+ * O_CLOEXEC | O_NOCTTY, mode 0600 (a FIFO with no reader would otherwise
+ * hold a write-only open for ever, and Neovim with it), then only a regular
+ * file is kept and O_NONBLOCK is cleared. Returns the fd, or -1 with why
+ * (cap bytes) saying what the path is ("not a regular file (it is a FIFO)")
+ * or the error. Any thread. */
+int pr_journal_open_file(const char *path, int flags, char *why, size_t cap);
+
 /* pr_journal_warnings: take the warnings recorded so far (each is returned
  * once). *out is a malloc'd array of *n malloc'd strings (NULL when none). */
 void pr_journal_warnings(pr_journal_t *j, char ***out, size_t *n);

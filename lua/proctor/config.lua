@@ -110,6 +110,8 @@ M.schema = {
       .. "Neovim exits" },
   { key = "engine.drain_ms", type = "number", default = 500, check = H.int(0),
     description = "after exit, how long output of background grandchildren is awaited" },
+  { key = "engine.secret_timeout_ms", type = "number", default = 10000, check = H.int(1),
+    description = "secrets read from a store (a keyring, a command) must arrive within this" },
   { key = "engine.shepherd", type = "string|nil", default = nil,
     description = "path of proctor-shepherd (nil: next to core.so)" },
 

@@ -104,6 +104,7 @@ function M.get()
     ended_output_max = c.ended_output_max,
     kill_grace_ms = c.kill_grace_ms,
     drain_ms = c.drain_ms,
+    secret_timeout_ms = c.secret_timeout_ms,
     shepherd = c.shepherd,
   }
   opts.listen = M.socket_path()

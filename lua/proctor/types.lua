@@ -136,6 +136,7 @@
 ---@field max_running integer|nil
 ---@field kill_grace_ms integer|nil
 ---@field drain_ms integer|nil
+---@field secret_timeout_ms integer|nil secrets read from a store must arrive within this (default 10000)
 ---@field shepherd string|nil
 ---@field listen string|nil socket path
 ---@field history_file string|nil
@@ -226,6 +227,7 @@ function Engine:closed() end
 ---@field ended_output_max integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
 ---@field kill_grace_ms integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms integer after exit, how long output of background grandchildren is awaited
+---@field secret_timeout_ms integer secrets read from a store (a keyring, a command) must arrive within this
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
 
 ---@class proctor.Config.run
@@ -322,6 +324,7 @@ function Engine:closed() end
 ---@field ended_output_max? integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
 ---@field kill_grace_ms? integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms? integer after exit, how long output of background grandchildren is awaited
+---@field secret_timeout_ms? integer secrets read from a store (a keyring, a command) must arrive within this
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)
 
 ---@class proctor.SetupOpts.run
