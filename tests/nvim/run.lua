@@ -23,7 +23,9 @@ local function test(name, fn)
   if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end
 end
 
-local specs = { "spec_model", "spec_api", "spec_console", "spec_size", "spec_commands", "spec_rpc", "spec_layer_history", "spec_ux", "spec_stress", "spec_tasks", "spec_deprecation" }
+-- Every tests/nvim/spec_*.lua, by name, so a new file cannot be forgotten; spec_deprecation
+-- runs last (it checks that no other spec met a deprecation).
+local specs = T.discover(root .. "/tests/nvim", { last = { "spec_deprecation" } })
 local only = os.getenv("SPEC")
 if only and only ~= "" then
   local known = {}
