@@ -12,15 +12,20 @@ rc=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# report NAME WHY: run the rest of the line; PASS or FAIL with its output.
+# report NAME WHY: run the rest of the line; PASS, or the start of what the tool
+# said and then FAIL (last, so that a runner showing the tail keeps it), naming
+# the files that need a change.
 report() {
   name=$1 why=$2
   shift 2
   if "$@" >"$out" 2>&1; then
     echo "PASS lint/$name"
   else
-    echo "FAIL lint/$name: $why"
-    sed 's/^/   /' "$out" | head -n 200
+    sed 's/^/   /' "$out" | head -n 60
+    files=$(sed -n -e 's/^Diff in \(.*\):$/\1/p' -e 's/^\([^ :]*\.[ch]\):[0-9]*:[0-9]*: .*/\1/p' \
+      -e 's/^    \([^ :]*\.lua\):[0-9]*:[0-9]*: .*/\1/p' "$out" | sort -u)
+    n=$(printf '%s' "$files" | grep -c .)
+    echo "FAIL lint/$name: $why; $n file(s): $(printf '%s' "$files" | head -n 8 | tr '\n' ' ')$([ "$n" -gt 8 ] && echo ...)"
     rc=1
   fi
 }
