@@ -22,7 +22,11 @@ FUZZ_SECONDS ?= 60
 BUILD     ?= build
 SETUP     ?= scripts/setup.sh
 
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -pthread -Icsrc $(WARN)
+# The flags every C build shares: the language, the includes, the warnings. The core
+# adds position-independent code and hidden symbols; the C tests add -pthread.
+C_STD       = -std=c11 -D_GNU_SOURCE -Icsrc $(WARN)
+BASE_CFLAGS = $(C_STD) -fPIC -fvisibility=hidden -pthread
+TEST_CFLAGS = $(C_STD) -pthread
 
 BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/record.c csrc/base/buf.c \
              csrc/base/idmap.c csrc/base/locked.c csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c \
@@ -47,13 +51,16 @@ SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
-.PHONY: all setup test test-c test-lua bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10 nvim-current doc mutate
+.PHONY: all setup test bench demo clean help check-symbols check-layers callgraph rock install-rock fuzz nvim-0.10 \
+        nvim-current doc mutate lint format
 .DEFAULT_GOAL := all
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-all: setup $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, and the help tags
+BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
+        lua/proctor/proctor-mcp
+all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp and the help tags
 
 setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
@@ -64,7 +71,7 @@ setup: ## install missing Debian packages (as root) or say which are missing
 # stack, and they hold pieces of the last spawn request (secret values).
 SHEPHERD_SRC = $(wildcard csrc/shepherd/*.c) csrc/base/wire.c csrc/base/idmap.c csrc/base/buf.c
 $(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
-	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Icsrc $(WARN) -Wl,-z,now,-z,relro -o $@.tmp $(SHEPHERD_SRC)
+	$(CC) $(CFLAGS) $(C_STD) -Wl,-z,now,-z,relro -o $@.tmp $(SHEPHERD_SRC)
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)
@@ -130,13 +137,6 @@ $(BUILD)/rock/proctor/proctor-mcp: $(MCP_BIN)
 	@mkdir -p $(dir $@)
 	cp -f $< $@.tmp && mv -f $@.tmp $@
 
-all: lua/proctor/proctor-mcp
-rock: $(BUILD)/rock/proctor/proctor-mcp
-clean: clean-mcp
-.PHONY: clean-mcp
-clean-mcp:
-	rm -f lua/proctor/proctor-mcp
-
 # --- tests ---------------------------------------------------------------------------
 # -DPR_DEBUG: a bug the core survives in release builds (a refused state
 # transition) stops a test build at once, loudly.
@@ -149,18 +149,18 @@ TSAN_FLAGS = -O1 -g -fsanitize=thread -DPR_DEBUG
 # The ASan build splits stdin writes into 4 KiB buffers (engine/stream.c PR_INPUT_CHUNK,
 # 1 GiB otherwise), so test_input_roundtrip checks the split path byte for byte.
 $(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
+	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 $(TEST_CFLAGS) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(TSAN_CC) $(TSAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
+	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
-TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c
+TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c csrc/base/error.c
 $(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h $(TEST_BASE_SRC) $(HDRS)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
-	  -l:libmsgpackc.a $(CJSON_LIBS)
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
+	  -l:libmsgpackc.a $(CJSON_LIBS) $(UV_LIBS)
 
 # The RPC fuzz target: libFuzzer + ASan/UBSan over the decoder and dispatcher
 # (no socket, no real spawns). `make fuzz` explores; tests/rpc/run replays
@@ -169,7 +169,7 @@ FUZZ_BIN = $(BUILD)/fuzz_rpc
 $(FUZZ_BIN): tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CLANG) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -DPR_RPC_FUZZ -DPR_DEBUG -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
+	  -DPR_RPC_FUZZ -DPR_DEBUG $(TEST_CFLAGS) -o $@ tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) \
 	  $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 # The worker protocol target: the JSON lines and msgpack-rpc parsers and the
@@ -181,7 +181,7 @@ FUZZ_WORKER_SRC = csrc/engine/wtest.c csrc/engine/worker_jsonl.c csrc/engine/wor
 $(FUZZ_WORKER_BIN): tests/fuzz/fuzz_worker.c $(FUZZ_WORKER_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CLANG) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -DPR_DEBUG -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ tests/fuzz/fuzz_worker.c $(FUZZ_WORKER_SRC) \
+	  -DPR_DEBUG $(TEST_CFLAGS) -o $@ tests/fuzz/fuzz_worker.c $(FUZZ_WORKER_SRC) \
 	  $(MSGPACK_LIBS) $(CJSON_LIBS)
 
 fuzz: ## fuzz the RPC decoder+dispatcher, then the worker parsers with secrets, with libFuzzer for FUZZ_SECONDS each (default 60)
@@ -203,7 +203,7 @@ MCP_ASAN = $(BUILD)/mcp-asan/proctor-mcp
 TEST_BINS += $(MCP_ASAN)
 $(MCP_ASAN): $(MCP_SRC) $(MCP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(SAN_FLAGS) -std=c11 -D_GNU_SOURCE -pthread -Icsrc $(WARN) -o $@ $(MCP_SRC) $(ENGINE_SRC) \
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(MCP_SRC) $(ENGINE_SRC) \
 	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
 	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
 
@@ -225,9 +225,9 @@ nvim-current: ## fetch Debian unstable's Neovim (0.11 or newer) into build/nvim-
 	  scripts/nvim-compat.sh $(BUILD)/nvim-current 2>/dev/null || \
 	  { echo "FAIL nvim-current: $$(cat $(BUILD)/nvim-current.err 2>/dev/null || echo 'scripts/nvim-compat.sh failed')"; exit 1; }
 
-test: ## build everything, check the layers and run every test tier (Neovim tiers on 0.7.2, 0.10.4 and the current one); ends with "N passed, N failed"
+test: ## build everything, lint, check the layers and run every test tier (Neovim tiers on 0.7.2, 0.10.4 and the current one); ends with "N passed, N failed"
 	@$(SETUP) test
-	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@$(MAKE) --no-print-directory all rock $(TEST_BINS)
 	@scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true
 	@$(MAKE) --no-print-directory nvim-current || true
 	@NVIM_COMPAT=$(NVIM_COMPAT) NVIM_CURRENT=$(NVIM_CURRENT) tests/run
@@ -249,8 +249,16 @@ mutate: ## check the tests catch every deliberate bug in tests/mutants/ (before 
 	@$(MAKE) --no-print-directory all $(BUILD)/test_engine_asan $(BUILD)/test_ring_asan
 	@tests/mutate
 
-check-symbols: all ## only luaopen_proctor_core may be exported
-	@nm -D --defined-only $(NVIM_SO) | awk '$$2 == "T"' ; nm -D --defined-only $(LUA54_SO) | awk '$$2 == "T"'
+check-symbols: all ## fail unless luaopen_proctor_core is all that each core exports (also the package tier)
+	@scripts/check-symbols.sh $(NVIM_SO) $(LUA54_SO)
+
+lint: ## clang-format, stylua and luacheck: zero changes, zero warnings (also the lint tier; installs the tools)
+	@$(SETUP) lint
+	@scripts/lint.sh
+
+format: ## rewrite every C and Lua file in the committed style (.clang-format, .stylua.toml)
+	@$(SETUP) lint
+	@scripts/format.sh
 
 bench: all ## run the benchmarks and write bench/RESULTS.md
 	@$(SETUP) bench
@@ -272,20 +280,22 @@ $(BUILD)/rock/obj/%.o: csrc/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE_CFLAGS) -I$(LUA_INCDIR) -c $< -o $@
 
-rock: $(ROCK_OBJ) $(SHEPHERD) ## build the core and the shepherd for luarocks
+rock: $(ROCK_OBJ) $(SHEPHERD) $(BUILD)/rock/proctor/proctor-mcp ## build the core, the shepherd and proctor-mcp for luarocks
 	@mkdir -p $(BUILD)/rock/proctor
 	$(CC) -shared -pthread -o $(BUILD)/rock/proctor/core.so $(ROCK_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 	cp -f $(SHEPHERD) $(BUILD)/rock/proctor/proctor-shepherd
 
 # The shepherd must sit next to core.so (found with dladdr), or be named by
-# $$PROCTOR_SHEPHERD or core.new{ shepherd = path }.
-install-rock: ## install what `make rock` built into INST_LIBDIR / INST_LUADIR
-	install -d $(INST_LIBDIR)/proctor $(INST_LUADIR)/proctor $(INST_LUADIR)/proctor/console
-	install -m 0755 $(BUILD)/rock/proctor/core.so $(INST_LIBDIR)/proctor/core.so
-	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd $(INST_LIBDIR)/proctor/proctor-shepherd
-	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp $(INST_LIBDIR)/proctor/proctor-mcp
-	install -m 0644 lua/proctor/*.lua $(INST_LUADIR)/proctor/
-	install -m 0644 lua/proctor/console/*.lua $(INST_LUADIR)/proctor/console/
+# $$PROCTOR_SHEPHERD or core.new{ shepherd = path }. Every lua/proctor/**.lua is
+# installed, found with find (a folder added later cannot be forgotten; the
+# package tier checks the installed tree).
+install-rock: ## install what `make rock` built and every lua/proctor/**.lua into INST_LIBDIR / INST_LUADIR
+	install -d "$(INST_LIBDIR)/proctor" "$(INST_LUADIR)/proctor"
+	install -m 0755 $(BUILD)/rock/proctor/core.so "$(INST_LIBDIR)/proctor/core.so"
+	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd "$(INST_LIBDIR)/proctor/proctor-shepherd"
+	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp "$(INST_LIBDIR)/proctor/proctor-mcp"
+	cd lua && find proctor -name '*.lua' -type f | while read -r f; do \
+	  install -D -m 0644 "$$f" "$(INST_LUADIR)/$$f" || exit 1; done
 
 clean: ## remove build outputs
-	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd doc/tags
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-mcp doc/tags

@@ -78,8 +78,8 @@ while not probe_done do
 end
 local fds0 = nfds(shep)
 -- The shepherd's own CPU time, µs (the scheduler's sum: exact).
-local function cpu(pid)
-  return tonumber((read("/proc/" .. pid .. "/schedstat") or ""):match("^(%d+)") or 0) / 1000
+local function cpu(of)
+  return tonumber((read("/proc/" .. of .. "/schedstat") or ""):match("^(%d+)") or 0) / 1000
 end
 local cpu0 = cpu(shep)
 

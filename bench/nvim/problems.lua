@@ -14,7 +14,6 @@
 -- before it read them), peak RSS.
 
 local lib = dofile(os.getenv("BENCH_ROOT") .. "/bench/lib.lua")
-local api = vim.api
 
 local VARIANT = lib.param("BENCH_VARIANT", "proctor")
 local BYTES = lib.param("BENCH_BYTES", 10 * 2 ^ 20, true)

@@ -88,7 +88,7 @@ function M.parse(sub, rest, bang)
     die(string.format("unknown subcommand '%s' (one of: %s)", sub, table.concat(M.subcommands(), ", ")))
   end
   local kind = a.command.args
-  if bang and a.command.bang then name, a = a.command.bang, actions.actions[a.command.bang] end
+  if bang and a.command.bang then name = a.command.bang end
   rest = rest or ""
   if kind == "none" then
     if rest ~= "" then die(sub .. " takes no arguments") end

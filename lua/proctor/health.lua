@@ -43,21 +43,21 @@ function M.check()
 
   r.start("proctor: shepherd")
   local cfg = require("proctor.config").get().engine
-  local path = cfg.shepherd or vim.env.PROCTOR_SHEPHERD or ((engine.root() or "") .. "/lua/proctor/proctor-shepherd")
-  if vim.fn.executable(path) == 1 then
-    r.ok("shepherd found: " .. path)
+  local shepherd = cfg.shepherd or vim.env.PROCTOR_SHEPHERD or ((engine.root() or "") .. "/lua/proctor/proctor-shepherd")
+  if vim.fn.executable(shepherd) == 1 then
+    r.ok("shepherd found: " .. shepherd)
   else
-    r.error("shepherd not found or not executable: " .. path, { "run `make` in " .. (engine.root() or "the plugin directory") })
+    r.error("shepherd not found or not executable: " .. shepherd, { "run `make` in " .. (engine.root() or "the plugin directory") })
   end
-  local eng, eerr = core.new({ shepherd = cfg.shepherd })
-  if not eng then
+  local probe, eerr = core.new({ shepherd = cfg.shepherd })
+  if not probe then
     r.error("an engine does not start: " .. tostring(eerr))
   else
-    local id = eng:start({ cmd = { "sh", "-c", "exit 7" } })
+    local id = probe:start({ cmd = { "sh", "-c", "exit 7" } })
     local rec
     local deadline = uv.hrtime() + 5e9
     while uv.hrtime() < deadline do
-      for _, ev in ipairs(eng:wait(200) or {}) do
+      for _, ev in ipairs(probe:wait(200) or {}) do
         if ev.id == id and engine.TERMINAL[ev.state] then rec = ev end
       end
       if rec then break end
@@ -69,7 +69,7 @@ function M.check()
     else
       r.error("a test job did not end within 5 s: the shepherd does not work")
     end
-    eng:close()
+    probe:close()
   end
 
   r.start("proctor: RPC socket")

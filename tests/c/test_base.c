@@ -1,6 +1,6 @@
 /* test_base.c — unit tests of the leaf modules: the id map, the growable
  * buffer, UTF-8 boundaries and repair, msgpack -> JSON (csrc/base/idmap.c,
- * buf.c, utf8.c, mpack.c). */
+ * buf.c, utf8.c, mpack.c), and of tap.h's checks themselves. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 
@@ -22,7 +22,7 @@ static void test_idmap_matches_a_reference(void) {
     uint64_t key = (uint64_t)k * 4096; /* keys that collide in low bits */
     if (op < 2) {
       vals[k] = step + 1;
-      CHECK(pr_idmap_put(&m, key, &vals[k]) == 0);
+      CHECK_OK(pr_idmap_put(&m, key, &vals[k]));
       if (!truth[k]) count++;
       truth[k] = 1;
     } else {
@@ -46,7 +46,7 @@ static void test_idmap_matches_a_reference(void) {
     CHECK(key % 4096 == 0 && truth[key / 4096]);
     seen++;
   }
-  CHECK(seen == count);
+  CHECK_EQ(seen, count);
   pr_idmap_destroy(&m);
   CHECK(m.count == 0 && pr_idmap_get(&m, 0) == NULL);
 }
@@ -111,7 +111,7 @@ static void test_utf8_boundaries(void) {
   CHECK(pr_utf8_head(s, 4) == 4 && pr_utf8_head(s, 3) == 1 && pr_utf8_head(s, 2) == 1 && pr_utf8_head(s, 1) == 1);
   CHECK(pr_utf8_head("\xF0\x9D\x84", 3) == 0 && pr_utf8_head("abc", 3) == 3 && pr_utf8_head("", 0) == 0);
   CHECK(pr_utf8_skip(s + 1, 3) == 0 && pr_utf8_skip(s + 2, 2) == 2 && pr_utf8_skip(s + 3, 1) == 1);
-  CHECK(pr_utf8_skip("\x80\x80\x80\x80", 4) == 3); /* at most 3: a 4th is not a character's */
+  CHECK_EQ(pr_utf8_skip("\x80\x80\x80\x80", 4), 3); /* at most 3: a 4th is not a character's */
 }
 
 typedef struct {
@@ -133,7 +133,7 @@ static void test_mp_to_json_repairs_utf8(void) {
   sink_t s = {.n = 0};
   msgpack_packer pk;
   msgpack_packer_init(&pk, &s, sink_write);
-  CHECK(msgpack_pack_map(&pk, 3) == 0);
+  CHECK_EQ(msgpack_pack_map(&pk, 3), 0);
   CHECK(msgpack_pack_bin(&pk, 2) == 0 && msgpack_pack_bin_body(&pk, "k\xFF", 2) == 0);
   CHECK(msgpack_pack_str(&pk, 5) == 0 && msgpack_pack_str_body(&pk, "a\xFF" "b\0c", 5) == 0);
   CHECK(pr_mp_str(&pk, "ok") == 0 && pr_mp_str(&pk, "\xC3\xA9t\xC3\xA9") == 0);
@@ -156,7 +156,36 @@ static void test_mp_to_json_repairs_utf8(void) {
   CHECK(same && obj);
 }
 
+/* tap.h: a failing CHECK_EQ, CHECK_OK or CHECK_ERR says both values and the
+ * errors' names; a passing one lets the test go on. */
+static char tap_seen[sizeof(tap_why)];
+static void fails_eq(void) { CHECK_EQ(1 + 1, 3); }
+static void fails_ok(void) { CHECK_OK(PR_ENOENT); }
+static void fails_err(void) { CHECK_ERR(0, PR_EBUSY); }
+static void passes(void) {
+  CHECK_EQ(2, 1 + 1);
+  CHECK_OK(0);
+  CHECK_ERR(PR_EBUSY, PR_EBUSY);
+  snprintf(tap_why, sizeof(tap_why), "went on");
+}
+/* Run `fn` as a test would; 1 when it failed (or went on) with `want` in its message. */
+static int says(void (*fn)(void), const char *want) {
+  tap_why[0] = 0;
+  fn();
+  snprintf(tap_seen, sizeof(tap_seen), "%s", tap_why);
+  int failed = tap_failed_now;
+  tap_failed_now = 0;
+  return (failed == (fn != passes)) && strstr(tap_seen, want) != NULL;
+}
+static void test_tap_checks_say_what_they_saw(void) {
+  CHECKF(says(fails_eq, "1 + 1 == 3: 2 != 3"), "%s", tap_seen);
+  CHECKF(says(fails_ok, "PR_ENOENT: ENOENT (-30001) no such execution"), "%s", tap_seen);
+  CHECKF(says(fails_err, "0 == PR_EBUSY: OK (0), not EBUSY (-30011)"), "%s", tap_seen);
+  CHECKF(says(passes, "went on"), "%s", tap_seen);
+}
+
 int main(void) {
+  RUN(test_tap_checks_say_what_they_saw);
   RUN(test_idmap_matches_a_reference);
   RUN(test_idmap_any_key);
   RUN(test_buf_grows_caps_and_keeps_its_error);

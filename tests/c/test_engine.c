@@ -96,14 +96,14 @@ static void test_lifecycle_and_output(void) {
   pr_engine_t *e;
   CHECK(pr_engine_new(NULL, &e) == 0);
   uint64_t id = start_sh(e, "echo hello; exit 4");
-  CHECK(id == 1);
+  CHECK_EQ(id, 1);
   outcome_t *o = calloc(2, sizeof(*o));
   int ok = drain(e, o, 1, 1, 5000);
   int good = ok && o[1].terminal == 1 && o[1].state == PR_FAILED && o[1].exit_code == 4 &&
              o[1].data && strcmp(o[1].data, "hello\n") == 0 && !o[1].out_after_end;
   free_outcomes(o, 1);
   pr_record_t *r;
-  CHECK(pr_engine_get(e, id, 0, &r) == 0);
+  CHECK_OK(pr_engine_get(e, id, 0, &r));
   int rec_ok = r->state == PR_FAILED && r->exit_code == 4 && strcmp(r->reason, "exit") == 0 &&
                r->bytes[PR_STDOUT] == 6;
   pr_record_free(r);
@@ -119,36 +119,36 @@ static void test_lifecycle_and_output(void) {
 static void test_hold_release(void) {
   pr_engine_t *e;
   pr_engine_opts_t eo = {.max_running = 1};
-  CHECK(pr_engine_new(&eo, &e) == 0);
+  CHECK_OK(pr_engine_new(&eo, &e));
   pr_spec_t s = {.shell = "exit 3", .kill_grace_ms = -1, .hold = 1};
   uint64_t a = 0, b = 0, c = 0, d = 0;
-  CHECK(pr_engine_start(e, &s, &a) == 0);
-  CHECK(pr_engine_start(e, &s, &b) == 0);
-  CHECK(pr_engine_start(e, &s, &c) == 0); /* stays held until close */
+  CHECK_OK(pr_engine_start(e, &s, &a));
+  CHECK_OK(pr_engine_start(e, &s, &b));
+  CHECK_OK(pr_engine_start(e, &s, &c)); /* stays held until close */
   d = start_sh(e, "exit 0");             /* not behind the held ones: they take no slot */
   outcome_t *o = calloc(5, sizeof(*o));
   for (uint64_t t0 = now_ms(); o[4].terminal == 0 && now_ms() - t0 < 30000;) drain(e, o, 4, 0, 100);
   CHECK(o[4].state == PR_COMPLETED && o[1].terminal == 0 && o[2].terminal == 0);
   pr_record_t *r;
-  CHECK(pr_engine_get(e, a, 0, &r) == 0);
+  CHECK_OK(pr_engine_get(e, a, 0, &r));
   CHECK(r->state == PR_QUEUED && r->started_at == 0);
   pr_record_free(r);
-  CHECK(pr_engine_release(e, a, 0) == 0);
+  CHECK_OK(pr_engine_release(e, a, 0));
   int again = pr_engine_release(e, a, 0); /* not held any more, or already ended */
   CHECK(again == PR_EINVAL || again == PR_ENOTRUNNING);
-  CHECK(pr_engine_cancel_why(e, b, 0, 0, "Bad Reason") == PR_CANCEL_NOT_FOUND);
-  CHECK(pr_engine_cancel_why(e, b, 0, 0, "dependency_failed") == PR_CANCELING);
-  CHECK(pr_engine_release(e, b, 0) == PR_ENOTRUNNING);
-  CHECK(pr_engine_release(e, 999, 0) == PR_ENOENT);
-  CHECK(pr_engine_release(e, d, 0) == PR_ENOTRUNNING);
+  CHECK_EQ(pr_engine_cancel_why(e, b, 0, 0, "Bad Reason"), PR_CANCEL_NOT_FOUND);
+  CHECK_EQ(pr_engine_cancel_why(e, b, 0, 0, "dependency_failed"), PR_CANCELING);
+  CHECK_ERR(pr_engine_release(e, b, 0), PR_ENOTRUNNING);
+  CHECK_ERR(pr_engine_release(e, 999, 0), PR_ENOENT);
+  CHECK_ERR(pr_engine_release(e, d, 0), PR_ENOTRUNNING);
   int ok = drain(e, o, 2, 0, 10000);
   int good = ok && o[1].state == PR_FAILED && o[1].exit_code == 3 && o[2].state == PR_CANCELED;
   free_outcomes(o, 4);
   CHECK(good);
-  CHECK(pr_engine_get(e, b, 0, &r) == 0);
+  CHECK_OK(pr_engine_get(e, b, 0, &r));
   CHECK(r->reason && strcmp(r->reason, "dependency_failed") == 0 && r->started_at == 0);
   pr_record_free(r);
-  CHECK(pr_engine_get(e, c, 0, &r) == 0);
+  CHECK_OK(pr_engine_get(e, c, 0, &r));
   CHECK(r->state == PR_QUEUED);
   pr_record_free(r);
   pr_engine_free(e);
@@ -168,7 +168,7 @@ static void test_sigchld_disposition_unchanged(void) {
   pthread_sigmask(SIG_SETMASK, NULL, &mask_before);
   pr_engine_opts_t opts = {.max_running = 50};
   pr_engine_t *e;
-  CHECK(pr_engine_new(&opts, &e) == 0);
+  CHECK_OK(pr_engine_new(&opts, &e));
   size_t n = 1000 / (size_t)scale;
   for (size_t i = 0; i < n; i++) CHECK(start_sh(e, "exit 0") != 0);
   outcome_t *o = calloc(n + 1, sizeof(*o));
@@ -208,12 +208,12 @@ static void test_host_waitpid_thread(void) {
   CHECK(pthread_create(&t, NULL, reaper, NULL) == 0);
   pr_engine_opts_t opts = {.max_running = 40};
   pr_engine_t *e;
-  CHECK(pr_engine_new(&opts, &e) == 0);
+  CHECK_OK(pr_engine_new(&opts, &e));
   size_t n = 300 / (size_t)scale;
   for (size_t i = 1; i <= n; i++) {
     char cmd[32];
     snprintf(cmd, sizeof(cmd), "exit %zu", i % 256);
-    CHECK(start_sh(e, cmd) == i);
+    CHECK_EQ(start_sh(e, cmd), i);
   }
   outcome_t *o = calloc(n + 1, sizeof(*o));
   int ok = drain(e, o, n, 0, 60000);
@@ -234,15 +234,15 @@ static void test_input_roundtrip(void) {
   const char *argv[] = {"cat"};
   pr_spec_t s = {.argv = argv, .argc = 1, .stdin_pipe = 1, .kill_grace_ms = -1};
   uint64_t id;
-  CHECK(pr_engine_start(e, &s, &id) == 0);
+  CHECK_OK(pr_engine_start(e, &s, &id));
   size_t chunk = 65536, total = chunk * (64 / (size_t)scale);
   char *buf = malloc(chunk);
   for (size_t off = 0; off < total; off += chunk) {
     for (size_t i = 0; i < chunk; i++) buf[i] = (char)(((off + i) * 7) % 253);
-    CHECK(pr_engine_input(e, id, 0, buf, chunk) == 0);
+    CHECK_OK(pr_engine_input(e, id, 0, buf, chunk));
   }
   free(buf);
-  CHECK(pr_engine_close_stdin(e, id, 0) == 0);
+  CHECK_OK(pr_engine_close_stdin(e, id, 0));
   int again = pr_engine_close_stdin(e, id, 0); /* ENOTRUNNING once cat already ended */
   CHECK(again == PR_ESTDINCLOSED || again == PR_ENOTRUNNING);
   outcome_t *o = calloc(2, sizeof(*o));
@@ -255,18 +255,18 @@ static void test_input_roundtrip(void) {
   pr_engine_free(e);
   CHECK(ok);
   CHECKF(got == total, "got %zu of %zu bytes", got, total);
-  CHECK(bad == 0);
+  CHECK_EQ(bad, 0);
 }
 
 /* Start/cancel races under the sanitizers: one terminal event each, contract holds. */
 static void test_cancel_races(void) {
   pr_engine_opts_t opts = {.max_running = 32, .history_limit = 100000};
   pr_engine_t *e;
-  CHECK(pr_engine_new(&opts, &e) == 0);
+  CHECK_OK(pr_engine_new(&opts, &e));
   size_t n = 1000 / (size_t)scale;
   pr_cancel_result_t *ans = calloc(n + 1, sizeof(*ans));
   for (size_t i = 1; i <= n; i++) {
-    CHECK(start_sh(e, "exit 0") == i);
+    CHECK_EQ(start_sh(e, "exit 0"), i);
     if (i % 2 == 0) usleep((useconds_t)(i % 7) * 100);
     ans[i] = pr_engine_cancel(e, i, 0, 0);
   }
@@ -293,13 +293,13 @@ static void test_cancel_races(void) {
 static void test_close_with_live_jobs(void) {
   pr_engine_opts_t opts = {.kill_grace_ms = 200, .max_running = 3};
   pr_engine_t *e;
-  CHECK(pr_engine_new(&opts, &e) == 0);
-  CHECK(start_sh(e, "sleep 100") == 1);
+  CHECK_OK(pr_engine_new(&opts, &e));
+  CHECK_EQ(start_sh(e, "sleep 100"), 1);
   pr_spec_t s = {.shell = "trap '' TERM HUP; sleep 100", .pty = 1, .kill_grace_ms = -1};
   uint64_t id;
-  CHECK(pr_engine_start(e, &s, &id) == 0);
+  CHECK_OK(pr_engine_start(e, &s, &id));
   CHECK(start_sh(e, "trap '' TERM; sleep 100") == 3);
-  CHECK(start_sh(e, "sleep 100") == 4); /* queued */
+  CHECK_EQ(start_sh(e, "sleep 100"), 4); /* queued */
   usleep(200000);
   uint64_t t0 = now_ms();
   pr_engine_close(e);
@@ -316,7 +316,7 @@ static void test_close_with_live_jobs(void) {
   CHECK(all_canceled);
   /* bounded by the grace and a second; a loaded machine (and TSan) gets 3 s more */
   CHECKF(dt < 200 + 1000 + 3000, "close took %llu ms", (unsigned long long)dt);
-  CHECK(rc == PR_ECLOSED);
+  CHECK_ERR(rc, PR_ECLOSED);
 }
 
 /* Many pollers of nothing while the engine floods: the queue handoff under TSan. */
@@ -326,8 +326,8 @@ static void test_flood_coalesced(void) {
   char cmd[64];
   size_t total = (size_t)(32 << 20) / (size_t)scale;
   snprintf(cmd, sizeof(cmd), "head -c %zu /dev/zero", total);
-  CHECK(start_sh(e, cmd) == 1);
-  CHECK(start_sh(e, cmd) == 2);
+  CHECK_EQ(start_sh(e, cmd), 1);
+  CHECK_EQ(start_sh(e, cmd), 2);
   outcome_t *o = calloc(3, sizeof(*o));
   int ok = drain(e, o, 2, 0, 60000);
   /* an 8 MiB ring and a sanitizer-slowed poller: what was dropped is reported */
@@ -349,12 +349,12 @@ static void test_flood_coalesced(void) {
 static void test_drain_after_stall(void) {
   pr_engine_opts_t opts = {.drain_ms = 1500};
   pr_engine_t *e;
-  CHECK(pr_engine_new(&opts, &e) == 0);
+  CHECK_OK(pr_engine_new(&opts, &e));
   uint64_t t0 = now_ms();
   /* 1: exits at once; a background subshell holds stdout and writes at +1 s */
-  CHECK(start_sh(e, "(sleep 1; printf tail-bytes) & exit 0") == 1);
+  CHECK_EQ(start_sh(e, "(sleep 1; printf tail-bytes) & exit 0"), 1);
   /* 2: its output at +0.5 s is what stalls the engine thread */
-  CHECK(start_sh(e, "sleep 0.5; echo stall") == 2);
+  CHECK_EQ(start_sh(e, "sleep 0.5; echo stall"), 2);
   /* 3: as 1, on a terminal (the subshell outlives the leader's hangup) */
   pr_spec_t s = {.shell = "trap '' HUP; (sleep 1; printf tail-bytes) & exit 0", .pty = 1, .kill_grace_ms = -1};
   uint64_t id3 = 0;
@@ -391,7 +391,7 @@ static void test_spawn_error_per_engine(void) {
     for (int k = 0; k < NE; k++) {
       snprintf(path[k], sizeof(path[k]), "/nonexistent/proctor-shepherd-%d-%zu", k, r);
       pr_engine_opts_t opts = {.shepherd_path = path[k]};
-      CHECK(pr_engine_new(&opts, &e[k]) == 0);
+      CHECK_OK(pr_engine_new(&opts, &e[k]));
     }
     /* start on every engine before polling any: nothing orders their threads */
     for (int k = 0; k < NE; k++)
@@ -458,19 +458,19 @@ static void test_spawned_without_fds(void) {
   pr_engine_t *e;
   CHECK(pr_engine_new(NULL, &e) == 0);
   outcome_t *o = calloc(4, sizeof(*o));
-  CHECK(start_sh(e, "true") == 1); /* the shepherd runs (with its own limit) */
+  CHECK_EQ(start_sh(e, "true"), 1); /* the shepherd runs (with its own limit) */
   CHECK(drain(e, o, 1, 0, 5000));
   char tag[64], needle[96];
   snprintf(tag, sizeof(tag), "fdx-%d-%llu", (int)getpid(), (unsigned long long)now_ms());
   snprintf(needle, sizeof(needle), "PROCTOR_TEST_TAG=%s", tag);
   struct rlimit old, low;
-  CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  CHECK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
   int top = open("/dev/null", O_RDONLY); /* the lowest free descriptor, more or less */
   CHECK(top >= 0);
   close(top);
   low = old;
   low.rlim_cur = (rlim_t)top + 64;
-  CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
   int fill[128], nfill = 0;
   while (nfill < 128 && (fill[nfill] = open("/dev/null", O_RDONLY)) >= 0) nfill++;
   const char *env[] = {needle};
@@ -484,7 +484,7 @@ static void test_spawned_without_fds(void) {
   CHECK(rc == 0 && id == 2);
   CHECKF(ended, "execution %llu never ended (state %s)", (unsigned long long)id, pr_state_name(o[2].state));
   pr_record_t *r = NULL;
-  CHECK(pr_engine_get(e, id, 0, &r) == 0);
+  CHECK_OK(pr_engine_get(e, id, 0, &r));
   int good = r->state == PR_FAILED && r->reason && strcmp(r->reason, "spawn_error") == 0 && r->error &&
              strstr(r->error, "EMFILE") != NULL;
   char why[256];
@@ -495,7 +495,7 @@ static void test_spawned_without_fds(void) {
   int left = 1;
   for (uint64_t t = now_ms() + 5000; (left = count_tagged(needle)) > 0 && now_ms() < t;) usleep(10000);
   CHECKF(left == 0, "%d process(es) of the failed execution still alive", left);
-  CHECK(start_sh(e, "echo ok") == 3);
+  CHECK_EQ(start_sh(e, "echo ok"), 3);
   CHECK(drain(e, o, 3, 0, 5000) && o[3].state == PR_COMPLETED);
   free_outcomes(o, 3);
   pr_engine_free(e);
@@ -544,7 +544,7 @@ static void test_close_writes_queued_history(void) {
     }
   }
   rm_dir(dir);
-  CHECK(held == 0);
+  CHECK_EQ(held, 0);
   CHECK(ok);
   CHECKF(nrec == n, "%zu of %zu records in the history file", nrec, n);
   CHECKF(completed == n, "%zu of %zu came back completed", completed, n);

@@ -12,13 +12,13 @@ static void test_write_read_offsets(void) {
   char *d;
   size_t n;
   uint64_t next, missed;
-  CHECK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed));
   CHECK(n == 11 && memcmp(d, "hello world", 11) == 0 && next == 11 && missed == 0);
   free(d);
-  CHECK(pr_ring_read(r, 6, 3, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, 6, 3, &d, &n, &next, &missed));
   CHECK(n == 3 && memcmp(d, "wor", 3) == 0 && next == 9);
   free(d);
-  CHECK(pr_ring_read(r, 50, 3, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, 50, 3, &d, &n, &next, &missed));
   CHECK(n == 0 && d == NULL && next == 11);
   pr_ring_unref(r);
 }
@@ -34,12 +34,12 @@ static void test_drop_head_keep_tail(void) {
   uint64_t next, missed, head, tail;
   pr_ring_stats(r, &head, &tail);
   CHECK(head == 16 && tail == 26);
-  CHECK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed));
   CHECK(missed == 16 && n == 10 && memcmp(d, "qrstuvwxyz", 10) == 0);
   free(d);
   /* one write larger than the limit keeps only its tail */
   pr_ring_write(r, "0123456789ABCDEF", 16);
-  CHECK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, 0, 100, &d, &n, &next, &missed));
   CHECK(n == 10 && memcmp(d, "6789ABCDEF", 10) == 0 && next == 42 && missed == 32);
   free(d);
   pr_ring_unref(r);
@@ -58,12 +58,12 @@ static void test_wrap_and_grow(void) {
   char *d;
   size_t n;
   uint64_t next, missed;
-  CHECK(pr_ring_read(r, 0, 1 << 20, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, 0, 1 << 20, &d, &n, &next, &missed));
   CHECK(n == 10000 && next == total && missed == total - 10000);
   for (size_t i = 0; i < n; i++) CHECK(d[i] == (char)((total - 10000 + i) % 251));
   free(d);
   pr_ring_shrink(r);
-  CHECK(pr_ring_read(r, total - 5, 100, &d, &n, &next, &missed) == 0);
+  CHECK_OK(pr_ring_read(r, total - 5, 100, &d, &n, &next, &missed));
   CHECK(n == 5 && d[4] == (char)((total - 1) % 251));
   free(d);
   pr_ring_unref(r);
@@ -71,21 +71,21 @@ static void test_wrap_and_grow(void) {
 
 static void test_take_and_marker(void) {
   pr_ring_t *r = pr_ring_new(8);
-  CHECK(pr_ring_mark(r) == 1);
-  CHECK(pr_ring_mark(r) == 0);
+  CHECK_EQ(pr_ring_mark(r), 1);
+  CHECK_EQ(pr_ring_mark(r), 0);
   pr_ring_write(r, "abcdefghijkl", 12);
   char *d;
   size_t n;
   uint64_t from, missed;
   int resume;
-  CHECK(pr_ring_take(r, &d, &n, &from, &missed, &resume) == 0);
+  CHECK_OK(pr_ring_take(r, &d, &n, &from, &missed, &resume));
   CHECK(n == 8 && from == 4 && missed == 4 && memcmp(d, "efghijkl", 8) == 0 && !resume);
   free(d);
-  CHECK(pr_ring_mark(r) == 1); /* take cleared the marker */
-  CHECK(pr_ring_undelivered(r) == 0);
+  CHECK_EQ(pr_ring_mark(r), 1); /* take cleared the marker */
+  CHECK_EQ(pr_ring_undelivered(r), 0);
   pr_ring_write(r, "mn", 2);
-  CHECK(pr_ring_undelivered(r) == 2);
-  CHECK(pr_ring_take(r, &d, &n, &from, &missed, &resume) == 0);
+  CHECK_EQ(pr_ring_undelivered(r), 2);
+  CHECK_OK(pr_ring_take(r, &d, &n, &from, &missed, &resume));
   CHECK(n == 2 && from == 12 && missed == 0);
   free(d);
   pr_ring_ref(r);

@@ -17,6 +17,39 @@ local T = { passed = 0, failed = 0, out = io.stdout }
 local only = os.getenv("PROCTOR_TEST")
 if only == "" then only = nil end
 
+--- The specs of a directory, found by glob so that a new one cannot be forgotten:
+--- every `spec_*.lua` in `dir`, as module names ("spec_basic") sorted by name, except
+--- that `order.first` come first and `order.last` come last, in the order given (for
+--- a spec whose place matters). A pinned name with no file is an error.
+---@param dir string
+---@param order? { first?: string[], last?: string[] }
+---@return string[]
+function T.discover(dir, order)
+  order = order or {}
+  local found, pinned, out = {}, {}, {}
+  local ls = assert(io.popen("ls -1 '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null"))
+  for f in ls:lines() do
+    local name = f:match("^(spec_[%w_]+)%.lua$")
+    if name then found[name] = true end
+  end
+  ls:close()
+  for _, list in ipairs({ order.first or {}, order.last or {} }) do
+    for _, name in ipairs(list) do
+      if not found[name] then error("specs: " .. name .. " is pinned but " .. dir .. " has no " .. name .. ".lua") end
+      pinned[name] = true
+    end
+  end
+  for _, name in ipairs(order.first or {}) do out[#out + 1] = name end
+  local rest = {}
+  for name in pairs(found) do
+    if not pinned[name] then rest[#rest + 1] = name end
+  end
+  table.sort(rest)
+  for _, name in ipairs(rest) do out[#out + 1] = name end
+  for _, name in ipairs(order.last or {}) do out[#out + 1] = name end
+  return out
+end
+
 --- Is a test of this name selected by PROCTOR_TEST?
 function T.selected(name)
   if not only then return true end

@@ -14,7 +14,7 @@ return function(T, ctx)
     T.raises(function() core.new{ output_limit = "big" } end, "output_limit")
     T.raises(function() core.new{ max_running = 1.5 } end, "max_running")
     T.raises(function() core.new{ shepherd = 7 } end, "shepherd")
-    local e, msg, name = core.new{ shepherd = "/nonexistent/shepherd" }
+    local e = core.new{ shepherd = "/nonexistent/shepherd" }
     T.ok(e, "engine creation does not need the shepherd yet")
     local r = U.run(e, { cmd = { "true" } })
     T.eq(r.final.state, "failed")

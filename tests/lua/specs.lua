@@ -1,11 +1,15 @@
 -- tests/lua/specs.lua — the binding specs, one list for tests/lua/run.lua
--- (lua5.4) and tests/lua/run_nvim.lua (Neovim).
+-- (lua5.4) and tests/lua/run_nvim.lua (Neovim): every tests/lua/spec_*.lua,
+-- by name (harness.lua's T.discover), so a new file is run without a list to edit.
 --
 -- SPEC=spec_kill,spec_data runs only those; a name that is not a spec is an
 -- error (a typo must not select nothing and pass).
 local M = {}
 
-M.all = { "spec_basic", "spec_args", "spec_kill", "spec_data", "spec_history", "spec_secrets", "spec_spawn", "spec_history_compat", "spec_orphans", "spec_burst", "spec_stop", "spec_audit_core", "spec_bounds", "spec_hostfiles", "spec_sources" }
+-- the directory of this file
+M.dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests/lua"
+-- spec_basic first: when the basics fail, that is the first thing to read.
+M.all = require("harness").discover(M.dir, { first = { "spec_basic" } })
 
 function M.selected()
   local only = os.getenv("SPEC")

@@ -21,7 +21,7 @@ if mode == "proctor" then
   local p = require("proctor")
   p.setup({ notify = "never" })
   local ex = p.run({ cmd = cmd })
-  buf = ex:open({ enter = false })
+  ex:open({ enter = false })
   vim.wait(120000, function()
     return require("proctor.engine").state[ex.id] == "completed" and require("proctor.console").idle(ex.id)
   end, 5)

@@ -2,9 +2,7 @@
 -- window (winbar, statusline and number column left out), from the first
 -- byte, and follows :resize and :vertical resize.
 return function(test, T, H)
-  local api = vim.api
   local p = require("proctor")
-  local cfg = require("proctor.config")
 
   -- The text area of `win` as Neovim reports it: winheight() leaves a winbar
   -- out (0.8+), winwidth() includes the number/sign/fold columns.

@@ -267,7 +267,7 @@ return function(test, T, H)
     local npm = project("npm")
     discover(npm)
     shown = nil
-    ok, err = pcall(function()
+    local ok2, err2 = pcall(function()
       vim.ui.select = function(items, opts) shown = { items = items, opts = opts } end
       vim.cmd("Proctor run -bg -cwd=" .. vim.fn.fnameescape(npm))
       H.wait(10000, function() return shown ~= nil end, "the picker of -cwd")
@@ -282,6 +282,7 @@ return function(test, T, H)
     vim.ui.select = orig
     vim.cmd("cd " .. vim.fn.fnameescape(root))
     if not ok then error(err, 0) end
+    if not ok2 then error(err2, 0) end
   end)
 
   test("tasks: setup{ tasks } is checked whole; task_defaults and discover by the schema", function()
@@ -537,7 +538,7 @@ return function(test, T, H)
     eq(c:record().name, "one → (two | three) → four")
     H.wait(15000, function() return c:record().step == 2 end, "the second step")
     local steps = c:record().steps
-    local two, three, four = steps[2][1], steps[2][2], steps[3][1]
+    local two, four = steps[2][1], steps[3][1]
     wait_state(two, "running")
     eq(p().record(steps[1][1]).state, "completed")
     eq(p().record(four).state, "queued", "the last step exists, held")
@@ -623,12 +624,11 @@ return function(test, T, H)
     local dir = project()
     local ex = assert(p().run({ cmd = "echo starting; exit 1", cwd = dir, pty = false, name = "crashy",
       restart = "on-failure", max_restarts = 3, backoff_ms = 150 }))
-    local ids = { ex.id }
     H.wait(20000, function()
       local i = tasks().info(ex.id)
       return i and #i.group_ids == 4 and i.state == "done"
     end, "three restarts, then giving up")
-    ids = tasks().info(ex.id).group_ids
+    local ids = tasks().info(ex.id).group_ids
     for k = 2, 4 do
       local r, prev = p().record(ids[k]), p().record(ids[k - 1])
       eq(r.prev_id, ids[k - 1])

@@ -258,7 +258,7 @@ T.test("crash-time restart figure: crash -> ready (backoff 1 ms)", function()
   local id = start_worker(eng, {}, { restart = "always", backoff_ms = 1, max_restarts = 100, healthy_ms = 1 })
   wait_state(eng, id, "ready")
   local times = {}
-  for i = 1, 10 do
+  for _ = 1, 10 do
     local t0, ready = now_ms(), false
     eng:request(id, { op = "crash" })
     local went = false
@@ -386,7 +386,7 @@ T.test("slow consumer: chunks past max_chunks are dropped for that request only,
   local t0 = now_ms()
   while now_ms() - t0 < 800 do end
   local nchunks, missed = 0, 0
-  local other = eng:request(id, { op = "stream", n = 10, ms = 1 })
+  eng:request(id, { op = "stream", n = 10, ms = 1 })
   local on = 0
   pump(eng, {
     chunk = function(ev) if ev.rid == big then nchunks = nchunks + 1; missed = missed + (ev.missed or 0) else on = on + 1 end end,
