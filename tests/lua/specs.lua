@@ -5,7 +5,7 @@
 -- error (a typo must not select nothing and pass).
 local M = {}
 
-M.all = { "spec_basic", "spec_args", "spec_kill", "spec_data", "spec_history", "spec_secrets", "spec_spawn", "spec_history_compat", "spec_orphans", "spec_burst", "spec_stop" }
+M.all = { "spec_basic", "spec_args", "spec_kill", "spec_data", "spec_history", "spec_secrets", "spec_spawn", "spec_history_compat", "spec_orphans", "spec_burst", "spec_stop", "spec_liveness" }
 
 function M.selected()
   local only = os.getenv("SPEC")
