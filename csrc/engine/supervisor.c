@@ -453,8 +453,7 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     s->last_error[0] = 0;
     /* A shepherd that does not read (stopped, until the liveness check
      * kills it) must not make the host hold every spawn asked meanwhile. */
-    size_t packets = len / PR_WIRE_MAX_PAYLOAD + 1;
-    if (!pr_queue_empty(&s->sendq) && s->queued + len + packets * sizeof(pr_wire_hdr_t) > PR_SUP_SENDQ_MAX) {
+    if (s->queued >= PR_SUP_SENDQ_MAX) {
       snprintf(s->last_error, sizeof(s->last_error),
                "the shepherd is not reading: %zu bytes of spawn requests wait for it (the bound is %zu)",
                s->queued, PR_SUP_SENDQ_MAX);

@@ -35,9 +35,10 @@ typedef struct {
 #define PR_SUP_PING_MS 1000
 #define PR_SUP_ANSWER_MS 2000
 #define PR_SUP_TICK_MS 250
-/* Spawn requests waiting for the shepherd to read them may hold this many
- * bytes (beyond what its socket holds); a spawn past it is refused with
- * PR_EBUSY. Other packets (signals, releases, pings) are small and always queued. */
+/* A spawn request is queued (when the shepherd's socket is full) only while
+ * less than this many bytes wait; past it a spawn is refused with PR_EBUSY,
+ * so at most this plus one request (PR_MAX_SPAWN_BYTES) wait. Other packets
+ * (signals, releases, pings) are small and always queued. */
 #define PR_SUP_SENDQ_MAX ((size_t)4 << 20)
 
 typedef struct pr_sup {
@@ -73,8 +74,8 @@ int pr_sup_ensure(pr_sup_t *s);
 
 /* pr_sup_send: send (or queue, if the socket is full) one request. Payloads
  * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd),
- * PR_ENOMEM, or PR_EBUSY for a SPAWN while PR_SUP_SENDQ_MAX bytes would wait
- * (the shepherd does not read; pr_sup_last_error says so). A SPAWN starts
+ * PR_ENOMEM, or PR_EBUSY for a SPAWN while PR_SUP_SENDQ_MAX bytes or more
+ * wait (the shepherd does not read; pr_sup_last_error says so). A SPAWN starts
  * the liveness check. */
 int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
                 const char *payload, size_t len);
