@@ -94,8 +94,8 @@ return function(T, ctx)
     local tag = U.tag()
     local shep
     local ok, err = pcall(function()
-      local a
-      a, _, _, shep = sleeper(eng, tag)
+      local a, _, _, sh = sleeper(eng, tag)
+      shep = sh
       os.execute("kill -STOP " .. shep)
       T.ok(U.wait_until(function() return state_of(shep) == "T" end, 10000), "the shepherd is stopped")
       -- 300 spawn requests of ~60 KB each (18 MB) cannot all be held
@@ -173,6 +173,7 @@ return function(T, ctx)
     local tag = U.tag()
     local reaper, leader
     local ok, err = pcall(function()
+      local _
       _, leader, reaper = stops_its_reaper(eng, tag)
     end)
     eng:close()
