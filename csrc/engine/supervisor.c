@@ -165,6 +165,7 @@ static int flush(pr_sup_t *s) {
     if (rc == -EAGAIN) break;
     drop_head(s);
     if (rc < 0) return rc;
+    s->last_rx = uv_now(s->loop); /* its full socket took more: it reads, so it lives */
   }
   update_poll(s);
   return 0;

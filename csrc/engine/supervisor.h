@@ -29,7 +29,8 @@ typedef struct {
 /* Liveness (systemd's WatchdogSec=): while the shepherd holds jobs for us or
  * packets wait to be sent, the link sends a PING when nothing came from the
  * shepherd for PR_SUP_PING_MS; a shepherd from which nothing at all comes
- * (no PONG, no report) for PR_SUP_ANSWER_MS after a PING is stopped or hung:
+ * (no PONG, no report, no heartbeat while it works through a long batch, and
+ * its full socket takes nothing) for PR_SUP_ANSWER_MS after a PING is stopped or hung:
  * it is SIGKILLed and handled as a dead one (lost(), the sweep, a new
  * shepherd on the next start). Idle (no job), nothing is sent and no timer runs. */
 #define PR_SUP_PING_MS 1000
@@ -51,7 +52,8 @@ typedef struct pr_sup {
   pr_queue_t sendq;  /* packets that could not be sent yet */
   size_t queued;     /* bytes (headers and payloads) in sendq; spawns stop at PR_SUP_SENDQ_MAX */
   size_t jobs;       /* jobs the shepherd holds for us: SPAWNs sent, less FAILEDs and RELEASEs */
-  uint64_t last_rx;  /* uv_now (ms) when the last packet came from the shepherd */
+  uint64_t last_rx;  /* uv_now (ms) of the last sign of life: a packet from the shepherd,
+                      * or a queued packet its full socket took */
   uint64_t ping_at;  /* uv_now (ms) when the unanswered PING was sent; 0 when none */
   int64_t ping_token; /* the token of the last PING */
   char *path;        /* binary */

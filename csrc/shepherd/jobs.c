@@ -28,10 +28,17 @@ uint64_t pr_shep_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static uint64_t last_sent; /* pr_shep_now_ms of the last packet to the engine */
+
 void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds,
                   int nfds) {
   pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b};
   (void)pr_wire_send(pr_shep_sock, &h, NULL, fds, nfds, 0);
+  last_sent = pr_shep_now_ms();
+}
+
+void pr_shep_heartbeat(void) {
+  if (pr_shep_now_ms() - last_sent >= PR_SHEP_HEARTBEAT_MS) pr_shep_send(PR_W_PONG, 0, 0, 0, 0, NULL, 0);
 }
 
 uint64_t pr_shep_now_ns(void) {

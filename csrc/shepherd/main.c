@@ -377,6 +377,7 @@ int main(int argc, char **argv) {
         if (rc == -EPROTO) continue;
         if (h.type == PR_W_SHUTDOWN) shutdown_all(sfd, h.a > 0 && h.a < 60000 ? (int)h.a : 200);
         on_packet(&h, buf, fds, nfds);
+        pr_shep_heartbeat(); /* a long batch of spawns: still here */
       }
     }
   }

@@ -69,8 +69,17 @@ typedef struct job {
   struct job *wprev, *wnext; /* the list of reapers owing an answer */
 } job_t;
 
+/* While it works through a long batch of engine packets (spawns: a fork
+ * each, slow on a loaded machine), the shepherd tells the engine it lives
+ * (an unasked PONG, token 0) when it sent nothing for this long: the
+ * engine's liveness check must not take a busy shepherd for a stopped one. */
+#define PR_SHEP_HEARTBEAT_MS 250
+
 /* ---- jobs.c ---- */
 uint64_t pr_shep_now_ms(void);
+/* The heartbeat above: a PONG (token 0) if nothing went to the engine for
+ * PR_SHEP_HEARTBEAT_MS. */
+void pr_shep_heartbeat(void);
 /* Send one packet to the engine (blocking: the engine always drains its
  * socket; a failure means the host is gone and EOF ends us next). */
 void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds, int nfds);
