@@ -38,8 +38,9 @@ enum {
                     *       PR_WF_EMPTY: no other process of the job is left */
   PR_W_EMPTY,      /* s→e  job: its last process is gone (after an EXITED without EMPTY) */
   PR_W_PING,       /* e→s  are you there? (a = a token) */
-  PR_W_PONG,       /* s→e  the answer to PING (a = its token), or unasked (a = 0) while it
-                    *       works through a long batch. Inside the shepherd, a
+  PR_W_PONG,       /* s→e  the answer to PING (a = its token), or unasked (a = 0): first
+                    *       thing at start, and while it works through a long batch;
+                    *       b = the shepherd's pid. Inside the shepherd, a
                     *       reaper's answer to its commands: a = CLOCK_MONOTONIC ns
                     *       taken before it read them */
 };

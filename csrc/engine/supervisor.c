@@ -11,7 +11,7 @@
  *   EOF (the shepherd died) → the owner's lost() → sweep: kill what carries its tag
  *   liveness: while it holds jobs, PING after PR_SUP_PING_MS of silence; nothing back
  *             for PR_SUP_ANSWER_MS → SIGKILL it, then as after EOF (a stopped shepherd)
- *   sendq: bounded for spawns (PR_SUP_SENDQ_MAX bytes; past it PR_EBUSY)
+ *   sendq: bounded for spawns to a stopped shepherd (PR_SUP_SENDQ_MAX bytes; past it PR_EBUSY)
  *   shutdown: SHUTDOWN, wait for EOF (bounded); no EOF → SIGKILL it, then the sweep
  */
 
@@ -282,6 +282,7 @@ static int read_batch(pr_sup_t *s) {
     case PR_W_EMPTY: s->ops->empty(s->arg, &ph); break;
     case PR_W_PONG:
       if (ph.a == s->ping_token) s->ping_at = 0;
+      if (ph.b > 0) s->shep_pid = ph.b;
       break;
     default:
       for (int k = 0; k < nfds; k++) close(fds[k]);
@@ -419,6 +420,7 @@ int pr_sup_ensure(pr_sup_t *s) {
   s->last_rx = uv_now(s->loop);
   s->ping_at = 0;
   s->jobs = 0;
+  s->shep_pid = 0;
   s->conn = c;
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
@@ -435,6 +437,22 @@ fail_errno:
   if (child >= 0) close(child);
   free(c);
   return rc;
+}
+
+/* Whether the shepherd is stopped (SIGSTOP, or traced), by its state in
+ * /proc (a read: a pid reused meanwhile costs nothing but this answer). */
+static int stopped(const pr_sup_t *s) {
+  if (s->shep_pid <= 0) return 0;
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)s->shep_pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *rp = strrchr(buf, ')');
+  return rp && (rp[2] == 'T' || rp[2] == 't');
 }
 
 static int enqueue(pr_sup_t *s, const pr_wire_hdr_t *h, const char *payload) {
@@ -454,9 +472,9 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     s->last_error[0] = 0;
     /* A shepherd that does not read (stopped, until the liveness check
      * kills it) must not make the host hold every spawn asked meanwhile. */
-    if (s->queued >= PR_SUP_SENDQ_MAX) {
+    if (s->queued >= PR_SUP_SENDQ_MAX && stopped(s)) {
       snprintf(s->last_error, sizeof(s->last_error),
-               "the shepherd is not reading: %zu bytes of spawn requests wait for it (the bound is %zu)",
+               "the shepherd is stopped: %zu bytes of spawn requests wait for it (the bound is %zu)",
                s->queued, PR_SUP_SENDQ_MAX);
       return PR_EBUSY;
     }

@@ -36,10 +36,12 @@ typedef struct {
 #define PR_SUP_PING_MS 1000
 #define PR_SUP_ANSWER_MS 2000
 #define PR_SUP_TICK_MS 250
-/* A spawn request is queued (when the shepherd's socket is full) only while
- * less than this many bytes wait; past it a spawn is refused with PR_EBUSY,
- * so at most this plus one request (PR_MAX_SPAWN_BYTES) wait. Other packets
- * (signals, releases, pings) are small and always queued. */
+/* Past this many bytes of queued packets (the shepherd's socket is full), a
+ * spawn is refused with PR_EBUSY while the shepherd is stopped (its state in
+ * /proc: the liveness check kills it within PR_SUP_PING_MS + PR_SUP_ANSWER_MS):
+ * at most this plus one request (PR_MAX_SPAWN_BYTES) then wait. A shepherd
+ * that works, however far behind a burst of thousands of starts, is never refused. Other packets (signals, releases,
+ * pings) are small and always queued. */
 #define PR_SUP_SENDQ_MAX ((size_t)4 << 20)
 
 typedef struct pr_sup {
@@ -56,6 +58,7 @@ typedef struct pr_sup {
                       * or a queued packet its full socket took */
   uint64_t ping_at;  /* uv_now (ms) when the unanswered PING was sent; 0 when none */
   int64_t ping_token; /* the token of the last PING */
+  int64_t shep_pid;  /* the shepherd's pid, from its PONGs (0 until the first) */
   char *path;        /* binary */
   char *recvbuf;     /* PR_WIRE_MAX_PAYLOAD bytes */
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */
@@ -77,7 +80,7 @@ int pr_sup_ensure(pr_sup_t *s);
 /* pr_sup_send: send (or queue, if the socket is full) one request. Payloads
  * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd),
  * PR_ENOMEM, or PR_EBUSY for a SPAWN while PR_SUP_SENDQ_MAX bytes or more
- * wait (the shepherd does not read; pr_sup_last_error says so). A SPAWN starts
+ * wait for a stopped shepherd (pr_sup_last_error says so). A SPAWN starts
  * the liveness check. */
 int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
                 const char *payload, size_t len);

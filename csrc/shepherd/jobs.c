@@ -38,7 +38,7 @@ void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_
 }
 
 void pr_shep_heartbeat(void) {
-  if (pr_shep_now_ms() - last_sent >= PR_SHEP_HEARTBEAT_MS) pr_shep_send(PR_W_PONG, 0, 0, 0, 0, NULL, 0);
+  if (pr_shep_now_ms() - last_sent >= PR_SHEP_HEARTBEAT_MS) pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0);
 }
 
 uint64_t pr_shep_now_ns(void) {

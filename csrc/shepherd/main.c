@@ -123,7 +123,7 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
     return;
   }
   case PR_W_PING: /* the engine's liveness check: answered at once */
-    pr_shep_send(PR_W_PONG, 0, 0, h->a, 0, NULL, 0);
+    pr_shep_send(PR_W_PONG, 0, 0, h->a, pr_shep_self, NULL, 0);
     return;
   default:
     return;
@@ -348,6 +348,7 @@ int main(int argc, char **argv) {
 
   buf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (buf == NULL) return 1;
+  pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0); /* hello: the engine learns our pid */
   for (;;) {
     struct pollfd pfd[3] = {{pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
     int r = poll(pfd, 3, pr_shep_answer_wait(pr_shep_now_ms())); /* -1: no reaper owes an answer */
