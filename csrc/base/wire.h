@@ -15,6 +15,8 @@
  *   engine ◄─EMPTY(job)───────────────── shepherd   (the last process of the job is gone)
  *   engine ──SIGNAL(job, sig)──────────► shepherd   (every process of the job)
  *   engine ──RELEASE(job)──────────────► shepherd   (kill what is left of the job, forget it)
+ *   engine ──PING(token)───────────────► shepherd   (liveness, while it holds jobs for us)
+ *   engine ◄─PONG(token)──────────────── shepherd
  *
  * Inside the shepherd each job has a reaper (shepherd/reaper.c) that speaks
  * the same packets to it on a socket of their own.
@@ -35,6 +37,12 @@ enum {
   PR_W_EXITED,     /* s→e  job; flags PR_WF_SIGNALED: b = signal, else b = exit code;
                     *       PR_WF_EMPTY: no other process of the job is left */
   PR_W_EMPTY,      /* s→e  job: its last process is gone (after an EXITED without EMPTY) */
+  PR_W_PING,       /* e→s  are you there? (a = a token) */
+  PR_W_PONG,       /* s→e  the answer to PING (a = its token), or unasked (a = 0): first
+                    *       thing at start, and while it works through a long batch;
+                    *       b = the shepherd's pid. Inside the shepherd, a
+                    *       reaper's answer to its commands: a = CLOCK_MONOTONIC ns
+                    *       taken before it read them */
 };
 
 /* flags */

@@ -67,6 +67,7 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   if (pr_secrets_check(s) != 0 || pr_vault_check(s) != 0) return PR_EINVAL; /* secrets, env_allow, sources */
   pr_exec_t *x = pr_exec_alloc();
   pr_buf_t b = PR_BUF_INIT(PR_MAX_SPAWN_BYTES);
+  b.wipe = 1; /* the payload holds inline secret values: no copy left behind as it grows */
   int rc = PR_ENOMEM;
   if (x == NULL) goto fail;
   x->session = s->session;

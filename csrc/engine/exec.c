@@ -182,12 +182,27 @@ static void kill_job(pr_exec_t *x) {
   pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
 }
 
+/* SIGKILL to the leader's group and the leader, from the engine itself: only
+ * while the pidfd says the leader is unreaped (a zombie counts), so neither
+ * its pid nor its group id can have been given to another process. */
+static void kill_leader_group(pr_exec_t *x) {
+  if (x->pidfd < 0 || x->pid <= 0) return;
+  if (syscall(SYS_pidfd_send_signal, x->pidfd, 0, NULL, 0) != 0) return;
+  kill(-(pid_t)x->pid, SIGKILL);
+  syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+}
+
 static void on_timer(uv_timer_t *t) {
   pr_exec_t *x = (pr_exec_t *)t->data;
   uint32_t drain_ms = x->ctx->drain_ms;
   if (x->finished) return;
   if (in_grace(x)) { /* grace over: SIGKILL to what is left of the job */
     kill_job(x);
+    /* The job's reaper does that, unless the job stopped it (SIGSTOP: same
+     * uid): without EXITED the leader is not reaped, so its pid and group id
+     * are still its own. Kill both from here too, through the pidfd; the
+     * shepherd kills a reaper that does not answer, and reports the exit. */
+    if (!x->exited) kill_leader_group(x);
     if (x->exited) start_drain(x);
     return;
   }
@@ -370,11 +385,18 @@ void pr_exec_vault_done(pr_exec_t *x, const char *why) {
   spawn_now(x);
 }
 
+/* The spawn payload holds the inline secret values (NAME=value): wiped, not
+ * just freed, once it is no longer needed. */
+static void drop_spawn_msg(pr_exec_t *x) {
+  if (x->spawn_msg) pr_wipe(x->spawn_msg, x->spawn_len);
+  free(x->spawn_msg);
+  x->spawn_msg = NULL;
+}
+
 static void spawn_now(pr_exec_t *x) {
   int rc = send_spawn(x);
   if (x->ops == NULL) { /* a worker keeps it for its restarts */
-    free(x->spawn_msg);
-    x->spawn_msg = NULL;
+    drop_spawn_msg(x);
   }
   if (rc != 0) {
     decide(x, PR_FAILED, "spawn_error");
@@ -509,12 +531,7 @@ static void start_drain(pr_exec_t *x) {
  * i.e. its pid cannot have been reused) and end x. */
 void pr_exec_on_supervisor_lost(pr_exec_t *x) {
   if (x->finished || x->state == PR_QUEUED) return;
-  if (!x->exited && x->pidfd >= 0) {
-    if (syscall(SYS_pidfd_send_signal, x->pidfd, 0, NULL, 0) == 0) {
-      kill(-(pid_t)x->pid, SIGKILL);
-      syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-    }
-  }
+  if (!x->exited) kill_leader_group(x);
   x->exited = 1;
   x->empty = 1;    /* nobody will say more */
   x->released = 1; /* nobody to release it to */
@@ -776,7 +793,7 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->shell);
   free(x->reason);
   free(x->error);
-  free(x->spawn_msg);
+  drop_spawn_msg(x);
   if (x->ops && x->ops->free) x->ops->free(x->sub);
   if (x->pidfd >= 0) close(x->pidfd);
   pr_buf_free(&x->pending_in);

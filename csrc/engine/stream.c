@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/locked.h"
 #include "engine/exec.h"
 #include "engine/secrets.h"
 
@@ -99,7 +100,16 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
   pr_exec_t *x = s->exec;
   int stream = (int)(s - x->streams);
   if (p && x->ops && x->ops->bytes) x->ops->bytes(x, stream, p, n); /* a worker's protocol */
-  if (x->secrets && !(p = pr_secrets_mask(x->secrets, stream, p, &n))) return; /* *** */
+  if (x->secrets) {
+    /* p is ctx->readbuf (both readers read there): once masked, the raw
+     * bytes, which may spell a secret value, are wiped rather than left for
+     * the next read to (partly) overwrite. */
+    const char *raw = p;
+    size_t nraw = p ? n : 0;
+    p = pr_secrets_mask(x->secrets, stream, p, &n);
+    if (nraw) pr_wipe((char *)raw, nraw);
+    if (p == NULL) return; /* all held back (a possible start of a secret) */
+  }
   pr_exec_drain_more(x);
   pr_ring_write(s->ring, p, n);
   pr_notify_output(x->ctx->ls, x, stream);

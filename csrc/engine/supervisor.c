@@ -9,6 +9,9 @@
  *   uv_poll_t on our end: readable → pr_wire_recv → the owner's pr_sup_ops_t
  *                          writable → flush sendq (only while it is non-empty)
  *   EOF (the shepherd died) → the owner's lost() → sweep: kill what carries its tag
+ *   liveness: while it holds jobs, PING after PR_SUP_PING_MS of silence; nothing back
+ *             for PR_SUP_ANSWER_MS → SIGKILL it, then as after EOF (a stopped shepherd)
+ *   sendq: bounded for spawns to a stopped shepherd (PR_SUP_SENDQ_MAX bytes; past it PR_EBUSY)
  *   shutdown: SHUTDOWN, wait for EOF (bounded); no EOF → SIGKILL it, then the sweep
  */
 
@@ -21,6 +24,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +46,9 @@ typedef struct {
 } packet_t;
 
 typedef struct pr_sup_conn {
-  uv_poll_t poll; /* data: the pr_sup_t */
+  uv_poll_t poll;   /* data: the pr_sup_t; first member */
+  uv_timer_t timer; /* the liveness check (data: the pr_sup_t); runs only while busy */
+  int handles;      /* open handles; the fd is closed and the conn freed at 0 */
   int fd;
 } conn_t;
 
@@ -52,6 +58,20 @@ const char *pr_sup_last_error(const pr_sup_t *s) { return s->last_error; }
 static void packet_free(packet_t *p) {
   pr_wipe(p->payload, p->h.len);
   free(p);
+}
+
+static size_t packet_bytes(const packet_t *p) { return sizeof(p->h) + p->h.len; }
+
+/* Take the head of the send queue off and free it. */
+static void drop_head(pr_sup_t *s) {
+  packet_t *p = PR_QUEUE_DATA(pr_queue_head(&s->sendq), packet_t, node);
+  pr_queue_remove(&p->node);
+  s->queued -= packet_bytes(p);
+  packet_free(p);
+}
+
+static void drop_all(pr_sup_t *s) {
+  while (!pr_queue_empty(&s->sendq)) drop_head(s);
 }
 
 /* The directory of the shared object (or program) that contains this code. */
@@ -93,11 +113,7 @@ int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *p, const pr_sup_ops_t 
 }
 
 void pr_sup_destroy(pr_sup_t *s) {
-  while (!pr_queue_empty(&s->sendq)) {
-    pr_queue_t *q = pr_queue_head(&s->sendq);
-    pr_queue_remove(q);
-    packet_free(PR_QUEUE_DATA(q, packet_t, node));
-  }
+  drop_all(s);
   free(s->recvbuf);
   free(s->path);
   s->recvbuf = NULL;
@@ -106,24 +122,31 @@ void pr_sup_destroy(pr_sup_t *s) {
 
 int pr_sup_alive(const pr_sup_t *s) { return s->fd >= 0; }
 
-static void on_conn_closed(uv_handle_t *h) {
-  conn_t *c = (conn_t *)h;
+static void conn_unref(conn_t *c) {
+  if (--c->handles > 0) return;
   close(c->fd);
   free(c);
 }
 
-/* Drop the connection (poll handle closed, fd closed in its callback). */
+static void on_poll_closed(uv_handle_t *h) { conn_unref((conn_t *)h); }
+
+static void on_timer_closed(uv_handle_t *h) {
+  conn_unref((conn_t *)((char *)h - offsetof(conn_t, timer)));
+}
+
+/* Drop the connection (handles closed, fd closed in their last callback). */
 static void drop(pr_sup_t *s) {
   if (s->fd < 0) return;
   conn_t *c = s->conn;
   s->fd = -1;
-  if (c != NULL) uv_close((uv_handle_t *)&c->poll, on_conn_closed);
-  s->conn = NULL;
-  while (!pr_queue_empty(&s->sendq)) {
-    pr_queue_t *q = pr_queue_head(&s->sendq);
-    pr_queue_remove(q);
-    packet_free(PR_QUEUE_DATA(q, packet_t, node));
+  if (c != NULL) {
+    uv_close((uv_handle_t *)&c->poll, on_poll_closed);
+    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
   }
+  s->conn = NULL;
+  drop_all(s);
+  s->jobs = 0;
+  s->ping_at = 0;
 }
 
 static void on_poll(uv_poll_t *h, int status, int events);
@@ -137,13 +160,12 @@ static void update_poll(pr_sup_t *s) {
 
 static int flush(pr_sup_t *s) {
   while (!pr_queue_empty(&s->sendq)) {
-    pr_queue_t *q = pr_queue_head(&s->sendq);
-    packet_t *p = PR_QUEUE_DATA(q, packet_t, node);
+    packet_t *p = PR_QUEUE_DATA(pr_queue_head(&s->sendq), packet_t, node);
     int rc = pr_wire_send(s->fd, &p->h, p->payload, NULL, 0, 1);
     if (rc == -EAGAIN) break;
-    pr_queue_remove(q);
-    packet_free(p);
+    drop_head(s);
     if (rc < 0) return rc;
+    s->last_rx = uv_now(s->loop); /* its full socket took more: it reads, so it lives */
   }
   update_poll(s);
   return 0;
@@ -151,11 +173,11 @@ static int flush(pr_sup_t *s) {
 
 /* ---- a dead shepherd's leftovers --------------------------------------------------- */
 
-/* Whether process `pid`'s initial environment holds a string starting with
- * `needle` (n bytes). */
-static int env_has(pid_t pid, const char *needle, size_t n) {
+/* Whether process `pid`'s initial environment (`what` "environ") or command
+ * line ("cmdline") holds a string starting with `needle` (n bytes). */
+static int env_has(pid_t pid, const char *what, const char *needle, size_t n) {
   char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+  snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[16384];
@@ -183,8 +205,12 @@ static int env_has(pid_t pid, const char *needle, size_t n) {
 /* One pass over /proc: SIGKILL every process of our uid that carries the
  * tag, through a pidfd opened before its environment is read (so a pid
  * reused meanwhile is never hit: the pidfd names the process that had it,
- * and a process that is still alive has not given its pid away). */
-static int sweep_once(const char *needle, size_t n) {
+ * and a process that is still alive has not given its pid away). A process
+ * whose command line carries the bare tag is a reaper of that shepherd (a
+ * fork of it): SIGCONT, not SIGKILL, so that one its job stopped takes the
+ * shepherd's death signal and kills the rest of its job, escapees included
+ * (it alone can find those); not counted, it exits on its own. */
+static int sweep_once(const char *needle, size_t n, const char *tag) {
   DIR *d = opendir("/proc");
   if (d == NULL) return 0;
   uid_t me = geteuid();
@@ -198,7 +224,11 @@ static int sweep_once(const char *needle, size_t n) {
     if (pid == self || fstatat(dirfd(d), e->d_name, &st, 0) != 0 || st.st_uid != me) continue;
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pfd < 0) continue;
-    if (env_has(pid, needle, n) && syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) hit++;
+    if (env_has(pid, "environ", needle, n)) {
+      if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) hit++;
+    } else if (env_has(pid, "cmdline", tag, strlen(tag) + 1)) {
+      syscall(SYS_pidfd_send_signal, pfd, SIGCONT, NULL, 0);
+    }
     close(pfd);
   }
   closedir(d);
@@ -213,7 +243,7 @@ int pr_sup_sweep(pr_sup_t *s) {
   /* A process being killed may still fork (its children carry the tag too):
    * look again until a pass finds nobody, a few times at most. */
   for (int pass = 0; pass < 5; pass++) {
-    int hit = sweep_once(needle, (size_t)n);
+    int hit = sweep_once(needle, (size_t)n, s->stale);
     total += hit;
     if (hit == 0) break;
   }
@@ -228,6 +258,40 @@ static void lost(pr_sup_t *s) {
   pr_sup_sweep(s);
 }
 
+/* Read what the shepherd sent, a bounded batch so one busy shepherd cannot
+ * starve the loop. Returns 1 when the shepherd is gone (lost() was called). */
+static int read_batch(pr_sup_t *s) {
+  for (int i = 0; i < 256 && s->fd >= 0; i++) {
+    pr_wire_hdr_t ph;
+    int fds[PR_WIRE_MAX_FDS], nfds = 0;
+    int rc = pr_wire_recv(s->fd, &ph, s->recvbuf, fds, &nfds, 1);
+    if (rc == -EAGAIN) return 0;
+    if (rc == -EPROTO) continue;
+    if (rc <= 0) {
+      lost(s);
+      return 1;
+    }
+    s->last_rx = uv_now(s->loop); /* any packet shows it alive */
+    switch (ph.type) {
+    case PR_W_SPAWNED: s->ops->spawned(s->arg, &ph, fds, nfds); break;
+    case PR_W_FAILED:
+      if (s->jobs > 0) s->jobs--; /* no RELEASE follows a failed spawn */
+      s->ops->failed(s->arg, &ph);
+      break;
+    case PR_W_EXITED: s->ops->exited(s->arg, &ph); break;
+    case PR_W_EMPTY: s->ops->empty(s->arg, &ph); break;
+    case PR_W_PONG:
+      if (ph.a == s->ping_token) s->ping_at = 0;
+      if (ph.b > 0) s->shep_pid = ph.b;
+      break;
+    default:
+      for (int k = 0; k < nfds; k++) close(fds[k]);
+      break;
+    }
+  }
+  return 0;
+}
+
 static void on_poll(uv_poll_t *h, int status, int events) {
   pr_sup_t *s = (pr_sup_t *)h->data;
   if (status < 0) {
@@ -240,28 +304,46 @@ static void on_poll(uv_poll_t *h, int status, int events) {
       return;
     }
   }
-  if (!(events & UV_READABLE)) return;
-  /* Bounded batch per wake so one busy shepherd cannot starve the loop. */
-  for (int i = 0; i < 256 && s->fd >= 0; i++) {
-    pr_wire_hdr_t ph;
-    int fds[PR_WIRE_MAX_FDS], nfds = 0;
-    int rc = pr_wire_recv(s->fd, &ph, s->recvbuf, fds, &nfds, 1);
-    if (rc == -EAGAIN) return;
-    if (rc == -EPROTO) continue;
-    if (rc <= 0) {
-      lost(s);
-      return;
-    }
-    switch (ph.type) {
-    case PR_W_SPAWNED: s->ops->spawned(s->arg, &ph, fds, nfds); break;
-    case PR_W_FAILED: s->ops->failed(s->arg, &ph); break;
-    case PR_W_EXITED: s->ops->exited(s->arg, &ph); break;
-    case PR_W_EMPTY: s->ops->empty(s->arg, &ph); break;
-    default:
-      for (int k = 0; k < nfds; k++) close(fds[k]);
-      break;
-    }
+  if (events & UV_READABLE) read_batch(s);
+}
+
+/* ---- liveness -------------------------------------------------------------------- */
+
+static int busy(const pr_sup_t *s) { return s->jobs > 0 || !pr_queue_empty(&s->sendq); }
+
+static void on_tick(uv_timer_t *t);
+
+/* Start the liveness check if it is not running (the link just got busy). */
+static void arm(pr_sup_t *s) {
+  conn_t *c = s->conn;
+  if (c == NULL || uv_is_active((uv_handle_t *)&c->timer)) return;
+  uv_timer_start(&c->timer, on_tick, PR_SUP_TICK_MS, PR_SUP_TICK_MS);
+}
+
+static void kill_shepherd(const pr_sup_t *s);
+
+static void on_tick(uv_timer_t *t) {
+  pr_sup_t *s = (pr_sup_t *)t->data;
+  if (!busy(s)) { /* idle: no check, no timer, no cost */
+    uv_timer_stop(t);
+    s->ping_at = 0;
+    return;
   }
+  uint64_t now = uv_now(s->loop);
+  if (s->ping_at == 0) {
+    if (now - s->last_rx < PR_SUP_PING_MS) return; /* it spoke lately */
+    s->ping_at = now;
+    pr_sup_send(s, PR_W_PING, 0, 0, ++s->ping_token, 0, NULL, 0);
+    return;
+  }
+  uint64_t since = s->ping_at > s->last_rx ? s->ping_at : s->last_rx;
+  if (now - since < PR_SUP_ANSWER_MS) return;
+  /* A starved loop runs its timers before it polls: take what came first. */
+  if (read_batch(s) || s->ping_at == 0 || s->last_rx > since) return;
+  /* Nothing for PR_SUP_ANSWER_MS after a PING: stopped (SIGSTOP) or hung. It
+   * is killed and handled as a dead one: lost(), the sweep, a new one later. */
+  kill_shepherd(s);
+  lost(s);
 }
 
 int pr_sup_ensure(pr_sup_t *s) {
@@ -330,8 +412,15 @@ int pr_sup_ensure(pr_sup_t *s) {
   if (c == NULL) goto fail_errno;
   c->fd = sv[0];
   if (uv_poll_init(s->loop, &c->poll, sv[0]) != 0) goto fail_errno;
+  uv_timer_init(s->loop, &c->timer); /* cannot fail */
   c->poll.data = s;
+  c->timer.data = s;
+  c->handles = 2;
   s->fd = sv[0];
+  s->last_rx = uv_now(s->loop);
+  s->ping_at = 0;
+  s->jobs = 0;
+  s->shep_pid = 0;
   s->conn = c;
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
@@ -350,18 +439,46 @@ fail_errno:
   return rc;
 }
 
+/* Whether the shepherd is stopped (SIGSTOP, or traced), by its state in
+ * /proc (a read: a pid reused meanwhile costs nothing but this answer). */
+static int stopped(const pr_sup_t *s) {
+  if (s->shep_pid <= 0) return 0;
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)s->shep_pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *rp = strrchr(buf, ')');
+  return rp && (rp[2] == 'T' || rp[2] == 't');
+}
+
 static int enqueue(pr_sup_t *s, const pr_wire_hdr_t *h, const char *payload) {
   packet_t *p = malloc(sizeof(*p) + h->len);
   if (p == NULL) return PR_ENOMEM;
   p->h = *h;
   if (h->len) memcpy(p->payload, payload, h->len);
   pr_queue_push(&s->sendq, &p->node);
+  s->queued += packet_bytes(p);
   return 0;
 }
 
 int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
                 const char *payload, size_t len) {
   if (s->fd < 0) return PR_ESHEPHERD;
+  if (type == PR_W_SPAWN) {
+    s->last_error[0] = 0;
+    /* A shepherd that does not read (stopped, until the liveness check
+     * kills it) must not make the host hold every spawn asked meanwhile. */
+    if (s->queued >= PR_SUP_SENDQ_MAX && stopped(s)) {
+      snprintf(s->last_error, sizeof(s->last_error),
+               "the shepherd is stopped: %zu bytes of spawn requests wait for it (the bound is %zu)",
+               s->queued, PR_SUP_SENDQ_MAX);
+      return PR_EBUSY;
+    }
+  }
   int queued = 0;
   size_t off = 0;
   do {
@@ -382,6 +499,9 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     off += n;
   } while (off < len);
   if (queued) update_poll(s);
+  if (type == PR_W_SPAWN) s->jobs++;
+  if (type == PR_W_RELEASE && s->jobs > 0) s->jobs--;
+  if (busy(s)) arm(s);
   return 0;
 }
 
@@ -418,11 +538,7 @@ int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms) {
   pr_sup_sweep(s); /* a shepherd that died earlier left these: nobody else will kill them */
   s->stale[0] = 0;
   if (s->fd < 0) return 0;
-  while (!pr_queue_empty(&s->sendq)) { /* SHUTDOWN kills what they were for */
-    pr_queue_t *q = pr_queue_head(&s->sendq);
-    pr_queue_remove(q);
-    packet_free(PR_QUEUE_DATA(q, packet_t, node));
-  }
+  drop_all(s); /* SHUTDOWN kills what they were for */
   pr_wire_hdr_t h = {.type = PR_W_SHUTDOWN, .a = grace_ms};
   uint64_t deadline = uv_hrtime() / 1000000 + (uint64_t)wait_ms;
   int sent = 0, gone = 0;

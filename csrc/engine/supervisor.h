@@ -26,13 +26,39 @@ typedef struct {
   void (*lost)(void *arg); /* the shepherd died: every job lost its parent */
 } pr_sup_ops_t;
 
+/* Liveness (systemd's WatchdogSec=): while the shepherd holds jobs for us or
+ * packets wait to be sent, the link sends a PING when nothing came from the
+ * shepherd for PR_SUP_PING_MS; a shepherd from which nothing at all comes
+ * (no PONG, no report, no heartbeat while it works through a long batch, and
+ * its full socket takes nothing) for PR_SUP_ANSWER_MS after a PING is stopped or hung:
+ * it is SIGKILLed and handled as a dead one (lost(), the sweep, a new
+ * shepherd on the next start). Idle (no job), nothing is sent and no timer runs. */
+#define PR_SUP_PING_MS 1000
+#define PR_SUP_ANSWER_MS 2000
+#define PR_SUP_TICK_MS 250
+/* Past this many bytes of queued packets (the shepherd's socket is full), a
+ * spawn is refused with PR_EBUSY while the shepherd is stopped (its state in
+ * /proc: the liveness check kills it within PR_SUP_PING_MS + PR_SUP_ANSWER_MS):
+ * at most this plus one request (PR_MAX_SPAWN_BYTES) then wait. A shepherd
+ * that works, however far behind a burst of thousands of starts, is never refused. Other packets (signals, releases,
+ * pings) are small and always queued. */
+#define PR_SUP_SENDQ_MAX ((size_t)4 << 20)
+
 typedef struct pr_sup {
   uv_loop_t *loop;
   const pr_sup_ops_t *ops;
   void *arg;
   int fd;            /* -1 when no shepherd */
-  struct pr_sup_conn *conn; /* the poll handle on fd (freed in its close callback) */
+  struct pr_sup_conn *conn; /* the poll handle on fd and the liveness timer (freed in
+                             * their last close callback) */
   pr_queue_t sendq;  /* packets that could not be sent yet */
+  size_t queued;     /* bytes (headers and payloads) in sendq; spawns stop at PR_SUP_SENDQ_MAX */
+  size_t jobs;       /* jobs the shepherd holds for us: SPAWNs sent, less FAILEDs and RELEASEs */
+  uint64_t last_rx;  /* uv_now (ms) of the last sign of life: a packet from the shepherd,
+                      * or a queued packet its full socket took */
+  uint64_t ping_at;  /* uv_now (ms) when the unanswered PING was sent; 0 when none */
+  int64_t ping_token; /* the token of the last PING */
+  int64_t shep_pid;  /* the shepherd's pid, from its PONGs (0 until the first) */
   char *path;        /* binary */
   char *recvbuf;     /* PR_WIRE_MAX_PAYLOAD bytes */
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */
@@ -52,20 +78,25 @@ int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *path, const pr_sup_ops
 int pr_sup_ensure(pr_sup_t *s);
 
 /* pr_sup_send: send (or queue, if the socket is full) one request. Payloads
- * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd), or
- * PR_ENOMEM. */
+ * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd),
+ * PR_ENOMEM, or PR_EBUSY for a SPAWN while PR_SUP_SENDQ_MAX bytes or more
+ * wait for a stopped shepherd (pr_sup_last_error says so). A SPAWN starts
+ * the liveness check. */
 int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
                 const char *payload, size_t len);
 
 /* pr_sup_alive: 1 when a shepherd is connected. */
 int pr_sup_alive(const pr_sup_t *s);
 
-/* pr_sup_sweep: after a shepherd died (the OOM killer, kill -9), kill what
- * its jobs left behind that its reapers could not: every process of our
- * uid whose environment carries that shepherd's tag (PROCTOR_JOB=<tag>:),
- * a random token no other engine's jobs carry. Done when the loss is seen,
- * again before the next shepherd starts and when the engine closes; a no-op
- * when no shepherd died. Returns how many processes it killed. */
+/* pr_sup_sweep: after a shepherd died (the OOM killer, kill -9, the liveness
+ * check), kill what its jobs left behind that its reapers could not: every
+ * process of our uid whose environment carries that shepherd's tag
+ * (PROCTOR_JOB=<tag>:), a random token no other engine's jobs carry; and
+ * continue (SIGCONT) its reapers (forks of it: their command line carries
+ * the tag), so a reaper its job stopped acts on the shepherd's death (it
+ * kills the rest of its job and exits). Done when the loss is seen, again
+ * before the next shepherd starts and when the engine closes; a no-op when
+ * no shepherd died. Returns how many processes it killed. */
 int pr_sup_sweep(pr_sup_t *s);
 
 /* pr_sup_shutdown: tell the shepherd to kill everything and exit (grace_ms
@@ -83,8 +114,9 @@ int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms);
 void pr_sup_destroy(pr_sup_t *s);
 
 /* pr_sup_last_error: a message describing the last failed start of this
- * link's shepherd, or "". Engine thread; the string lives in `s` and is
- * overwritten by the next pr_sup_ensure. */
+ * link's shepherd or the last refused spawn (PR_EBUSY), or "". Engine thread;
+ * the string lives in `s` and is overwritten by the next pr_sup_ensure that
+ * starts a shepherd or the next SPAWN sent. */
 const char *pr_sup_last_error(const pr_sup_t *s);
 
 #endif

@@ -112,16 +112,19 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
     job_t *j = pr_shep_find_id(h->job);
     int cmd = command_of(h->a);
     if (j == NULL || cmd == 0) return;
-    kill(j->reaper, cmd); /* an unreaped child of ours: its pid is its own */
+    pr_shep_ask(j, cmd);
     return;
   }
   case PR_W_RELEASE: {
     job_t *j = pr_shep_find_id(h->job);
     if (j == NULL) return; /* its reaper is gone already: nothing was left */
     pr_shep_release_job(j);
-    kill(j->reaper, PR_REAPER_RELEASE);
+    pr_shep_ask(j, PR_REAPER_RELEASE);
     return;
   }
+  case PR_W_PING: /* the engine's liveness check: answered at once */
+    pr_shep_send(PR_W_PONG, 0, 0, h->a, pr_shep_self, NULL, 0);
+    return;
   default:
     return;
   }
@@ -131,6 +134,11 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
 
 static void on_report(const pr_wire_hdr_t *h, int *fds, int nfds) {
   job_t *j = pr_shep_find_reaper((pid_t)h->from);
+  if (j != NULL && h->type == PR_W_PONG) { /* it read its commands (released or not) */
+    pr_shep_answered(j, (uint64_t)h->a);
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    return;
+  }
   if (j == NULL || j->released || j->id != h->job) { /* nobody waits for it any more */
     for (int i = 0; i < nfds; i++) close(fds[i]);
     return;
@@ -228,6 +236,14 @@ static void reap(void) {
   if (orphans) kill_orphans();
 }
 
+/* Reapers that owe an answer past their deadline are stopped (or hung):
+ * SIGKILL them (unreaped children of ours). reap() then sees them end, kills
+ * what of their jobs came to us, and reports the jobs' end. */
+static void kill_silent_reapers(void) {
+  job_t *j;
+  while ((j = pr_shep_overdue(pr_shep_now_ms())) != NULL) kill(j->reaper, SIGKILL);
+}
+
 /* ---- shutdown ---------------------------------------------------------------- */
 
 /* Wait (reading reports, reaping) until no reaper is left or `ms` passed. */
@@ -242,6 +258,8 @@ static void wait_reapers(int sfd, uint64_t ms) {
     struct signalfd_siginfo si;
     while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
     }
+    drain_reports(); /* their answers */
+    kill_silent_reapers();
     reap();
   }
 }
@@ -252,11 +270,11 @@ static void shutdown_all(int sfd, int grace_ms) {
   job_t *j;
   for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) {
     pr_shep_release_job(j); /* the engine is going: report nothing more */
-    kill(j->reaper, SIGHUP);
-    kill(j->reaper, SIGTERM);
+    pr_shep_ask(j, SIGHUP);
+    pr_shep_ask(j, SIGTERM);
   }
   wait_reapers(sfd, (uint64_t)grace_ms);
-  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) kill(j->reaper, PR_REAPER_RELEASE);
+  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) pr_shep_ask(j, PR_REAPER_RELEASE);
   wait_reapers(sfd, 3000);
   /* A reaper still there is stuck: kill it, then whatever reaches us. */
   for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) kill(j->reaper, SIGKILL);
@@ -330,11 +348,16 @@ int main(int argc, char **argv) {
 
   buf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (buf == NULL) return 1;
+  pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0); /* hello: the engine learns our pid */
   for (;;) {
     struct pollfd pfd[3] = {{pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
-    int r = poll(pfd, 3, -1);
+    int r = poll(pfd, 3, pr_shep_answer_wait(pr_shep_now_ms())); /* -1: no reaper owes an answer */
     if (r < 0 && errno != EINTR) break;
     if (pfd[2].revents & POLLIN) drain_reports();
+    if (r == 0 || pr_shep_answer_wait(pr_shep_now_ms()) == 0) {
+      drain_reports(); /* an answer may have come meanwhile */
+      kill_silent_reapers();
+    }
     if (pfd[1].revents & POLLIN) {
       struct signalfd_siginfo si;
       int term = 0;
@@ -355,6 +378,7 @@ int main(int argc, char **argv) {
         if (rc == -EPROTO) continue;
         if (h.type == PR_W_SHUTDOWN) shutdown_all(sfd, h.a > 0 && h.a < 60000 ? (int)h.a : 200);
         on_packet(&h, buf, fds, nfds);
+        pr_shep_heartbeat(); /* a long batch of spawns: still here */
       }
     }
   }

@@ -6,7 +6,9 @@
  *   shepherd ──fork──► reaper (PR_SET_CHILD_SUBREAPER) ──clone/exec──► leader (own session)
  *                         ▲ every orphan of the job comes back here, whatever it shed:
  *                         │ its session, its group, its environment (and with it the tag)
- *   commands: signals from the shepherd (shepherd.h), read from a signalfd
+ *   commands: signals from the shepherd (shepherd.h), read from a signalfd,
+ *             each batch answered at once (PONG): a reaper that does not answer
+ *             (stopped by its job) is SIGKILLed by the shepherd
  *   reports:  SPAWNED(pid, pidfd) | FAILED, then EXITED (leader), then EMPTY
  *             on the reapers' socket (header field `from` = our pid)
  *
@@ -54,6 +56,13 @@ static void report(uint32_t type, uint32_t flags, int64_t a, int64_t b, int fd) 
   if (R.released) return; /* nobody listens any more */
   pr_wire_hdr_t h = {.type = type, .flags = flags, .job = R.id, .a = a, .b = b, .from = (uint32_t)R.self};
   (void)pr_wire_send(R.up, &h, NULL, &fd, fd >= 0 ? 1 : 0, 0);
+}
+
+/* The shepherd's PR_W_PONG: our commands up to `read_ns` are read (also once
+ * released: the shepherd still waits for it). */
+static void answer(uint64_t read_ns) {
+  pr_wire_hdr_t h = {.type = PR_W_PONG, .job = R.id, .a = (int64_t)read_ns, .from = (uint32_t)R.self};
+  (void)pr_wire_send(R.up, &h, NULL, NULL, 0, 0);
 }
 
 /* ---- the job's processes ------------------------------------------------------------- */
@@ -296,12 +305,21 @@ void pr_reaper_main(const pr_spawn_args_t *a) {
     struct pollfd p = {sfd, POLLIN, 0};
     int r = poll(&p, 1, timeout);
     if (r < 0 && errno != EINTR) _exit(3);
+    /* Commands are read first and answered at once (the shepherd kills a
+     * reaper that does not answer: a stopped one), then carried out in
+     * signal order. Taken before the reads: a command the shepherd sent
+     * before this instant is pending already, so these reads take it. */
+    uint64_t read_ns = pr_shep_now_ns();
+    uint32_t cmds = 0;
     struct signalfd_siginfo si;
     while (r > 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-      if (si.ssi_signo == SIGCHLD) continue;
+      if (si.ssi_signo == SIGCHLD || si.ssi_signo >= 32) continue;
       /* Only the shepherd commands us (its death signal comes from it too). */
-      if (si.ssi_pid == (uint32_t)R.shepherd || si.ssi_signo == PR_REAPER_RELEASE) on_command((int)si.ssi_signo);
+      if (si.ssi_pid == (uint32_t)R.shepherd || si.ssi_signo == PR_REAPER_RELEASE) cmds |= 1u << si.ssi_signo;
     }
+    if (cmds) answer(read_ns);
+    for (int sig = 1; sig < 32; sig++)
+      if (cmds & (1u << sig)) on_command(sig);
     settle();
   }
 }

@@ -47,6 +47,12 @@ extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<token>:" (the engine chose
 #define PR_REAPER_KILL SIGUSR1    /* SIGKILL the whole job, and every orphan that comes back */
 #define PR_REAPER_RELEASE SIGUSR2 /* the same, then exit (also its parent-death signal) */
 
+/* A reaper answers every command (PR_W_PONG on the reapers' socket) as soon
+ * as it has read it. One that has not answered this long after a command
+ * (the job stopped it: SIGSTOP, same uid) is SIGKILLed: its processes come
+ * to the shepherd, which kills them and reports the job's end. */
+#define PR_REAPER_ANSWER_MS 1000
+
 /* A job, from the shepherd's side: its reaper, until that reaper is reaped. */
 typedef struct job {
   uint64_t id;
@@ -57,10 +63,23 @@ typedef struct job {
   int released;   /* RELEASE came (or the spawn failed): out of the by-id map */
   int fds[PR_WIRE_MAX_FDS], nfds; /* parent ends of its pipes or pty, until SPAWNED */
   uint32_t rflags; /* PR_WF_PTY | PR_WF_STDIN of the request */
+  /* commands its reaper has not answered yet (jobs.c keeps them in deadline order) */
+  uint64_t asked_ns;   /* CLOCK_MONOTONIC ns after the last command was sent; 0: all answered */
+  uint64_t answer_by;  /* ms (pr_shep_now_ms): SIGKILL the reaper if still unanswered then */
+  struct job *wprev, *wnext; /* the list of reapers owing an answer */
 } job_t;
+
+/* While it works through a long batch of engine packets (spawns: a fork
+ * each, slow on a loaded machine), the shepherd tells the engine it lives
+ * (an unasked PONG, token 0) when it sent nothing for this long: the
+ * engine's liveness check must not take a busy shepherd for a stopped one. */
+#define PR_SHEP_HEARTBEAT_MS 250
 
 /* ---- jobs.c ---- */
 uint64_t pr_shep_now_ms(void);
+/* The heartbeat above: a PONG (token 0) if nothing went to the engine for
+ * PR_SHEP_HEARTBEAT_MS. */
+void pr_shep_heartbeat(void);
 /* Send one packet to the engine (blocking: the engine always drains its
  * socket; a failure means the host is gone and EOF ends us next). */
 void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds, int nfds);
@@ -71,6 +90,18 @@ void pr_shep_release_job(job_t *j);        /* out of the by-id map (its reaper l
 void pr_shep_remove_job(job_t *j);         /* out of both maps, fds closed, freed */
 job_t *pr_shep_next_job(size_t *at);       /* walk every job with a reaper; no change meanwhile */
 int pr_shep_njobs(void);                   /* jobs with a reaper */
+uint64_t pr_shep_now_ns(void);             /* CLOCK_MONOTONIC, ns */
+/* Send command `sig` (shepherd.h) to j's reaper, an unreaped child of ours,
+ * and expect its answer within PR_REAPER_ANSWER_MS. */
+void pr_shep_ask(job_t *j, int sig);
+/* j's reaper answered, having read its commands at `read_ns`: the commands
+ * sent before that are answered. */
+void pr_shep_answered(job_t *j, uint64_t read_ns);
+/* The reaper owing an answer longest, if its deadline is at or before
+ * `now_ms` (taken off the list); else NULL. */
+job_t *pr_shep_overdue(uint64_t now_ms);
+/* ms until the first answer deadline (0 when one passed), or -1 for none. */
+int pr_shep_answer_wait(uint64_t now_ms);
 
 /* ---- spawn.c ---- */
 /* Start job `id` from a complete SPAWN request (flags, a, b and payload as in
