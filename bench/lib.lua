@@ -12,14 +12,10 @@ local uv = vim and vim.loop or require("luv")
 M.uv = uv
 
 --- Monotonic time in milliseconds (float).
-function M.now_ms()
-  return uv.hrtime() / 1e6
-end
+function M.now_ms() return uv.hrtime() / 1e6 end
 
 --- Monotonic time in nanoseconds (same clock as bench/ticker.c).
-function M.now_ns()
-  return uv.hrtime()
-end
+function M.now_ns() return uv.hrtime() end
 
 --- Environment parameter: string, or number when `num` is true; `def` when unset.
 function M.param(name, def, num)
@@ -32,20 +28,18 @@ end
 --- Root of the repository (bench/run exports it).
 M.root = M.param("BENCH_ROOT", ".")
 --- Path of a bench helper program built by the Makefile (build/bench/NAME).
-function M.bin(name)
-  return M.root .. "/build/bench/" .. name
-end
+function M.bin(name) return M.root .. "/build/bench/" .. name end
 
 --- p50/p99/max (and n) of a list of numbers; nil fields when empty.
 function M.stats(v)
   local s = {}
-  for i = 1, #v do s[i] = v[i] end
+  for i = 1, #v do
+    s[i] = v[i]
+  end
   table.sort(s)
   local n = #s
   if n == 0 then return { n = 0 } end
-  local function pct(p)
-    return s[math.floor(p * (n - 1) + 0.5) + 1]
-  end
+  local function pct(p) return s[math.floor(p * (n - 1) + 0.5) + 1] end
   return { n = n, p50 = pct(0.5), p99 = pct(0.99), max = s[n] }
 end
 
@@ -136,7 +130,9 @@ local function encode(v, out)
       out[#out + 1] = "{"
       local first = true
       local keys = {}
-      for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+      for k in pairs(v) do
+        keys[#keys + 1] = tostring(k)
+      end
       table.sort(keys)
       for _, k in ipairs(keys) do
         if not first then out[#out + 1] = "," end
@@ -157,9 +153,9 @@ local function encode(v, out)
   elseif t == "boolean" then
     out[#out + 1] = tostring(v)
   elseif t == "string" then
-    out[#out + 1] = '"' .. v:gsub('[%c"\\]', function(c)
-      return string.format("\\u%04x", c:byte())
-    end) .. '"'
+    out[#out + 1] = '"'
+      .. v:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end)
+      .. '"'
   else
     out[#out + 1] = "null"
   end
@@ -201,9 +197,7 @@ function M.probe()
     timer:start(10, 0, function()
       local t = M.now_ms()
       late[#late + 1] = t - armed - 10
-      vim.schedule(function()
-        delay[#delay + 1] = M.now_ms() - t
-      end)
+      vim.schedule(function() delay[#delay + 1] = M.now_ms() - t end)
       if running then arm() end
     end)
   end
@@ -226,9 +220,7 @@ function M.nvim_main(fn)
     res = res or {}
     res.rss_kib = res.rss_kib or M.mem().VmHWM
     M.result(res)
-    vim.schedule(function()
-      vim.cmd("qall!")
-    end)
+    vim.schedule(function() vim.cmd("qall!") end)
   end
   local ok, err = xpcall(fn, debug.traceback, finish)
   if not ok then finish({ error = tostring(err) }) end
@@ -239,17 +231,21 @@ end
 function M.wait_until(ms, limit_ms, fn, on_timeout)
   local t0 = M.now_ms()
   local t = uv.new_timer()
-  t:start(0, ms, vim.schedule_wrap(function()
-    if t:is_closing() then return end
-    if fn() then
-      t:stop()
-      t:close()
-    elseif M.now_ms() - t0 > limit_ms then
-      t:stop()
-      t:close()
-      on_timeout()
-    end
-  end))
+  t:start(
+    0,
+    ms,
+    vim.schedule_wrap(function()
+      if t:is_closing() then return end
+      if fn() then
+        t:stop()
+        t:close()
+      elseif M.now_ms() - t0 > limit_ms then
+        t:stop()
+        t:close()
+        on_timeout()
+      end
+    end)
+  )
 end
 
 --- The proctor core for Neovim, with its wake fd watched: `on_events(list)`

@@ -38,20 +38,20 @@
 extern char **environ;
 
 struct pr_engine {
-  pthread_t thread;        /* host: the engine thread */
-  int thread_started;      /* host */
-  int closed;              /* host: pr_engine_close ran */
-  uv_loop_t loop;          /* engine thread (set up by the host before it starts) */
-  pr_listeners_t ls;       /* told every state change, output, worker event */
-  pr_hostq_t hq;           /* events for the host */
-  pr_sup_t sup;            /* the shepherd link */
-  pr_control_t ctl;        /* commands, registry, scheduler */
-  pr_rpc_t *rpc;           /* the msgpack-rpc server, NULL when not listening */
-  char *listen;            /* socket path, immutable after pr_engine_new (host may read it) */
-  char **rpc_env;          /* environ snapshot taken by pr_engine_new for RPC starts */
-  pr_journal_t *journal;   /* the writer thread of the durable files, NULL when none */
-  pr_history_t *history;   /* NULL when off */
-  pr_audit_t *audit;       /* NULL when off */
+  pthread_t thread;      /* host: the engine thread */
+  int thread_started;    /* host */
+  int closed;            /* host: pr_engine_close ran */
+  uv_loop_t loop;        /* engine thread (set up by the host before it starts) */
+  pr_listeners_t ls;     /* told every state change, output, worker event */
+  pr_hostq_t hq;         /* events for the host */
+  pr_sup_t sup;          /* the shepherd link */
+  pr_control_t ctl;      /* commands, registry, scheduler */
+  pr_rpc_t *rpc;         /* the msgpack-rpc server, NULL when not listening */
+  char *listen;          /* socket path, immutable after pr_engine_new (host may read it) */
+  char **rpc_env;        /* environ snapshot taken by pr_engine_new for RPC starts */
+  pr_journal_t *journal; /* the writer thread of the durable files, NULL when none */
+  pr_history_t *history; /* NULL when off */
+  pr_audit_t *audit;     /* NULL when off */
 };
 
 /* ---- engine thread ---------------------------------------------------------------------- */
@@ -188,7 +188,8 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   if ((rc = pr_hostq_init(&e->hq, &e->loop, resume_stream, e)) != 0) goto fail;
   hq_ok = 1;
   pr_listeners_add(&e->ls, &e->hq.listener); /* the host hears first */
-  if ((rc = pr_sup_init(&e->sup, &e->loop, o.shepherd_path, &pr_control_sup_ops, &e->ctl)) != 0) goto fail;
+  if ((rc = pr_sup_init(&e->sup, &e->loop, o.shepherd_path, &pr_control_sup_ops, &e->ctl)) != 0)
+    goto fail;
   sup_ok = 1;
   rc = pr_control_init(&e->ctl, &e->loop, &o, &e->sup, &e->ls, shutdown_owner, e);
   ctl_ok = 1;
@@ -289,8 +290,8 @@ pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t sessio
 pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t session, int force,
                                         const char *reason) {
   if (reason && !pr_reason_valid(reason)) return PR_CANCEL_NOT_FOUND;
-  pr_cmd_t c = {.type = PR_CMD_CANCEL, .sync = 1, .id = id, .session = session, .a = force,
-                .data = reason};
+  pr_cmd_t c = {
+      .type = PR_CMD_CANCEL, .sync = 1, .id = id, .session = session, .a = force, .data = reason};
   if (e->closed || pr_control_submit(&e->ctl, &c) != 0) return PR_CANCEL_NOT_FOUND;
   return (pr_cancel_result_t)c.rc;
 }
@@ -349,8 +350,12 @@ int pr_engine_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms, si
 
 int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, uint64_t from,
                    size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed) {
-  pr_cmd_t c = {.type = PR_CMD_READ, .id = id, .session = session, .a = stream,
-                .b = (int64_t)(max > INT64_MAX ? INT64_MAX : max), .u = from};
+  pr_cmd_t c = {.type = PR_CMD_READ,
+                .id = id,
+                .session = session,
+                .a = stream,
+                .b = (int64_t)(max > INT64_MAX ? INT64_MAX : max),
+                .u = from};
   int rc = simple(e, &c);
   *data = rc == 0 ? (char *)c.out : NULL;
   *len = rc == 0 ? c.n : 0;

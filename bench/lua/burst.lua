@@ -47,7 +47,9 @@ end
 local function nfds(pid)
   local n = 0
   local p = io.popen("ls /proc/" .. pid .. "/fd 2>/dev/null")
-  for _ in p:lines() do n = n + 1 end
+  for _ in p:lines() do
+    n = n + 1
+  end
   p:close()
   return n
 end
@@ -65,7 +67,13 @@ end
 local shep
 for _ = 1, 4 do
   pid = lib.ppid(pid)
-  if not pid or pid <= 1 or not (read("/proc/" .. pid .. "/cmdline") or ""):find("proctor%-shepherd") then break end
+  if
+    not pid
+    or pid <= 1
+    or not (read("/proc/" .. pid .. "/cmdline") or ""):find("proctor%-shepherd")
+  then
+    break
+  end
   shep = pid
 end
 assert(shep, "no shepherd above the job")
@@ -105,7 +113,9 @@ for i = 1, N do
   if i % 200 == 0 then take(0) end
 end
 local deadline = t0 + 300000
-while done < N and lib.now_ms() < deadline do take(1000) end
+while done < N and lib.now_ms() < deadline do
+  take(1000)
+end
 local wall = (t_last or lib.now_ms()) - t0
 
 -- After the last terminal event: zombies below the shepherd, its fds.
@@ -114,14 +124,27 @@ local tz = t_last or lib.now_ms()
 while lib.now_ms() - tz < 5000 do
   local z, f = zombies(shep), nfds(shep)
   local since = lib.now_ms() - tz
-  if since >= 1000 and not z1 then z1, f1 = z, f - fds0 end
+  if since >= 1000 and not z1 then
+    z1, f1 = z, f - fds0
+  end
   if z == 0 and f <= fds0 and not settle then settle = since end
   if settle and z1 then break end
   lib.uv.sleep(10)
 end
 local cpu1 = cpu(shep)
 eng:close()
-lib.result({ n = N, mode = MODE, done = done, states = states, answers = answers,
+lib.result({
+  n = N,
+  mode = MODE,
+  done = done,
+  states = states,
+  answers = answers,
   shepherd_cpu_us = (cpu1 - cpu0) / N,
-  wall_ms = wall, per_exec_us = wall * 1000 / N, settle_ms = settle or -1,
-  zombies_1s = z1, extra_fds_1s = f1, fds_before = fds0, all_terminal = done == N })
+  wall_ms = wall,
+  per_exec_us = wall * 1000 / N,
+  settle_ms = settle or -1,
+  zombies_1s = z1,
+  extra_fds_1s = f1,
+  fds_before = fds0,
+  all_terminal = done == N,
+})

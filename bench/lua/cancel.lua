@@ -28,7 +28,10 @@ local answer = eng:cancel(id)
 local state, reason, t1
 while not state do
   for _, ev in ipairs(eng:wait(5000)) do
-    if ev.type == "state" and (ev.state == "canceled" or ev.state == "failed" or ev.state == "completed") then
+    if
+      ev.type == "state"
+      and (ev.state == "canceled" or ev.state == "failed" or ev.state == "completed")
+    then
       t1, state, reason = lib.now_ms(), ev.state, ev.reason
     end
   end
@@ -40,6 +43,15 @@ local alive_at_end = lib.count_alive(pids)
 lib.uv.sleep(100)
 local survived, who = lib.survivors(pids)
 eng:close()
-lib.result({ tree = TREE, answer = answer, state = state, reason = reason,
-  cancel_ms = t1 - t0, grace_ms = GRACE, survived = survived, survivors = who, alive_at_end = alive_at_end,
-  over_grace_ms = TREE ~= "term" and t1 - t0 - GRACE or nil })
+lib.result({
+  tree = TREE,
+  answer = answer,
+  state = state,
+  reason = reason,
+  cancel_ms = t1 - t0,
+  grace_ms = GRACE,
+  survived = survived,
+  survivors = who,
+  alive_at_end = alive_at_end,
+  over_grace_ms = TREE ~= "term" and t1 - t0 - GRACE or nil,
+})

@@ -66,8 +66,11 @@ local kids = f and f:read("a") or ""
 if f then f:close() end
 local nr, pss, pte = 0, 0, 0
 for r in kids:gmatch("%d+") do
-  local a, b = field("/proc/" .. r .. "/smaps_rollup", "Pss"), field("/proc/" .. r .. "/status", "VmPTE")
-  if a and b then nr, pss, pte = nr + 1, pss + a, pte + b end
+  local a, b =
+    field("/proc/" .. r .. "/smaps_rollup", "Pss"), field("/proc/" .. r .. "/status", "VmPTE")
+  if a and b then
+    nr, pss, pte = nr + 1, pss + a, pte + b
+  end
 end
 res.reapers = nr
 res.reaper_pss_kib = nr > 0 and pss / nr or nil
@@ -86,7 +89,8 @@ res.close_ms = lib.now_ms() - tc
 
 -- History records.
 -- (all of them wait at once: max_queued is raised past its default 10000)
-local eng2 = assert(core.new({ max_running = 1, history_limit = HISTORY + 10, max_queued = HISTORY + 10 }))
+local eng2 =
+  assert(core.new({ max_running = 1, history_limit = HISTORY + 10, max_queued = HISTORY + 10 }))
 eng2:start({ cmd = { "sleep", "60" } })
 local th = lib.now_ms()
 local ids = {}
@@ -98,7 +102,8 @@ for i = 1, HISTORY do
   eng2:cancel(ids[i])
   if i % 1000 == 0 then eng2:poll(65536) end
 end
-while #eng2:poll(65536) > 0 do end
+while #eng2:poll(65536) > 0 do
+end
 res.history_make_ms = lib.now_ms() - th
 local tp = lib.now_ms()
 res.purged = eng2:purge({ older_than_ms = 0 })

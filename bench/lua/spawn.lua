@@ -12,7 +12,8 @@ local core = require("proctor.core")
 local TOTAL = lib.param("BENCH_TOTAL", 1000, true)
 local CONC = lib.param("BENCH_CONCURRENT", 50, true)
 
-local eng = assert(core.new({ max_running = CONC, history_limit = TOTAL + 10, max_queued = TOTAL + 10 }))
+local eng =
+  assert(core.new({ max_running = CONC, history_limit = TOTAL + 10, max_queued = TOTAL + 10 }))
 local t0 = lib.now_ms()
 for _ = 1, TOTAL do
   eng:start({ cmd = { "true" } })
@@ -32,5 +33,10 @@ while done < TOTAL do
 end
 local wall = lib.now_ms() - t0
 eng:close()
-lib.result({ n = TOTAL, failed = failed, wall_ms = wall, start_calls_ms = t_started,
-  per_s = TOTAL / (wall / 1000) })
+lib.result({
+  n = TOTAL,
+  failed = failed,
+  wall_ms = wall,
+  start_calls_ms = t_started,
+  per_s = TOTAL / (wall / 1000),
+})

@@ -31,26 +31,26 @@ function variants.core(ended)
   local eng, id
   eng = lib.nvim_engine({ kill_grace_ms = GRACE }, function(evs)
     for _, ev in ipairs(evs) do
-      if ev.type == "state" and (ev.state == "canceled" or ev.state == "failed" or ev.state == "completed") then
-        ended({ state = ev.state, reason = ev.reason, grace_ms = GRACE }, function() eng:close() end)
+      if
+        ev.type == "state"
+        and (ev.state == "canceled" or ev.state == "failed" or ev.state == "completed")
+      then
+        ended(
+          { state = ev.state, reason = ev.reason, grace_ms = GRACE },
+          function() eng:close() end
+        )
       end
     end
   end)
   id = eng:start({ cmd = CMD })
-  return function()
-    return eng:cancel(id)
-  end
+  return function() return eng:cancel(id) end
 end
 
 function variants.jobstop(ended)
   local job = vim.fn.jobstart(CMD, {
-    on_exit = function(_, code)
-      ended({ exit_code = code, grace_ms = 2000 })
-    end,
+    on_exit = function(_, code) ended({ exit_code = code, grace_ms = 2000 }) end,
   })
-  return function()
-    return vim.fn.jobstop(job)
-  end
+  return function() return vim.fn.jobstop(job) end
 end
 
 function variants.luv_kill(ended)
@@ -60,9 +60,7 @@ function variants.luv_kill(ended)
     killer:stop()
     killer:close()
     h:close()
-    vim.schedule(function()
-      ended({ exit_code = code, signal = sig, grace_ms = GRACE })
-    end)
+    vim.schedule(function() ended({ exit_code = code, signal = sig, grace_ms = GRACE }) end)
   end)
   return function()
     h:kill("sigterm")
@@ -95,7 +93,5 @@ lib.nvim_main(function(finish)
     t0 = lib.now_ms()
     stop()
     return true
-  end, function()
-    finish({ error = "the tree did not start" })
-  end)
+  end, function() finish({ error = "the tree did not start" }) end)
 end)

@@ -59,9 +59,7 @@ function variants.jobstart_bufs(exited, started)
         data[1] = api.nvim_buf_get_lines(buf, n - 1, n, false)[1] .. data[1]
         api.nvim_buf_set_lines(buf, n - 1, n, false, data)
       end,
-      on_exit = function()
-        exited(buf)
-      end,
+      on_exit = function() exited(buf) end,
     })
   end
 end
@@ -135,22 +133,32 @@ lib.nvim_main(function(finish)
       local t1 = lib.now_ms()
       local pending = vim.list_extend({}, bufs)
       local function done(lost)
-        finish({ variant = VARIANT, n = N, bytes = LINES * 80, exit_ms = exit_ms,
-          wall_ms = wall_ms, rss_kib = rss_kib, show_ms = lib.now_ms() - t1,
+        finish({
+          variant = VARIANT,
+          n = N,
+          bytes = LINES * 80,
+          exit_ms = exit_ms,
+          wall_ms = wall_ms,
+          rss_kib = rss_kib,
+          show_ms = lib.now_ms() - t1,
           total_ms = lib.now_ms() - t0,
-          show_rss_kib = lib.mem().VmHWM, not_shown = lost, missed_bytes = missed_total,
-          lost = lost > 0 or missed_total > 0 })
+          show_rss_kib = lib.mem().VmHWM,
+          not_shown = lost,
+          missed_bytes = missed_total,
+          lost = lost > 0 or missed_total > 0,
+        })
       end
       lib.wait_until(1, 30000, function()
         while pending[1] and api.nvim_buf_is_valid(pending[1]) and shows_last(pending[1]) do
           table.remove(pending, 1)
         end
-        if not pending[1] then done(0) return true end
+        if not pending[1] then
+          done(0)
+          return true
+        end
         if api.nvim_win_get_buf(0) ~= pending[1] then api.nvim_win_set_buf(0, pending[1]) end
         return false
-      end, function()
-        done(#pending)
-      end)
+      end, function() done(#pending) end)
     end
     -- Phase 1 ends when every buffer is ready.
     lib.wait_until(1, 30000, function()
@@ -166,7 +174,10 @@ lib.nvim_main(function(finish)
     end)
   end
   local function started(buf)
-    if first then api.nvim_win_set_buf(0, buf) first = false end
+    if first then
+      api.nvim_win_set_buf(0, buf)
+      first = false
+    end
   end
   assert(variants[VARIANT], "unknown variant " .. VARIANT)(exited, started)
 end)

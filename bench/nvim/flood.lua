@@ -18,14 +18,10 @@ local BYTES = lib.param("BENCH_BYTES", 10 * 2 ^ 20, true)
 local LINES = math.floor(BYTES / 80)
 local CMD = { lib.bin("flood"), tostring(LINES * 80) }
 
-local function line_text(i)
-  return string.format("%010d", i) .. string.rep(".", 69)
-end
+local function line_text(i) return string.format("%010d", i) .. string.rep(".", 69) end
 local LAST = line_text(LINES - 1)
 
-local function show(buf)
-  api.nvim_win_set_buf(0, buf)
-end
+local function show(buf) api.nvim_win_set_buf(0, buf) end
 
 -- Feed a terminal channel in pieces of at most 64 KiB: one nvim_chan_send of a
 -- few MiB overflows libvterm's stack in Neovim 0.7 (neovim/neovim#16040: its
@@ -54,12 +50,8 @@ function variants.jobstart_lines(exited)
   local buf = api.nvim_create_buf(true, true)
   show(buf)
   vim.fn.jobstart(CMD, {
-    on_stdout = function(_, data)
-      append_chunk(buf, data)
-    end,
-    on_exit = function()
-      exited(buf)
-    end,
+    on_stdout = function(_, data) append_chunk(buf, data) end,
+    on_exit = function() exited(buf) end,
   })
 end
 
@@ -74,16 +66,16 @@ function variants.jobstart_batch(exited)
     for i = 2, #pending do
       local d = pending[i]
       lines[#lines] = lines[#lines] .. d[1]
-      for k = 2, #d do lines[#lines + 1] = d[k] end
+      for k = 2, #d do
+        lines[#lines + 1] = d[k]
+      end
     end
     pending = {}
     append_chunk(buf, lines)
   end
   local timer = vim.fn.timer_start(100, flush, { ["repeat"] = -1 })
   vim.fn.jobstart(CMD, {
-    on_stdout = function(_, data)
-      pending[#pending + 1] = data
-    end,
+    on_stdout = function(_, data) pending[#pending + 1] = data end,
     on_exit = function()
       vim.fn.timer_stop(timer)
       flush()
@@ -113,9 +105,7 @@ function variants.luv_schedule(exited)
   out:read_start(function(err, data)
     assert(not err, err)
     if data then
-      vim.schedule(function()
-        append_chunk(buf, vim.split(data, "\n", { plain = true }))
-      end)
+      vim.schedule(function() append_chunk(buf, vim.split(data, "\n", { plain = true })) end)
     else
       out:close()
       vim.schedule(function()
@@ -132,12 +122,8 @@ function variants.open_term(exited)
   show(buf)
   local chan = api.nvim_open_term(buf, {})
   vim.fn.jobstart(CMD, {
-    on_stdout = function(_, data)
-      term_send(chan, table.concat(data, "\r\n"))
-    end,
-    on_exit = function()
-      exited(buf)
-    end,
+    on_stdout = function(_, data) term_send(chan, table.concat(data, "\r\n")) end,
+    on_exit = function() exited(buf) end,
   })
 end
 
@@ -146,9 +132,7 @@ function variants.termopen(exited)
   local buf = api.nvim_create_buf(true, true)
   show(buf)
   vim.fn.termopen(CMD, {
-    on_exit = function()
-      exited(buf)
-    end,
+    on_exit = function() exited(buf) end,
   })
 end
 

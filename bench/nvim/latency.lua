@@ -33,9 +33,7 @@ local variants = {}
 
 function variants.jobstart(exited)
   vim.fn.jobstart(CMD, {
-    on_stdout = function(_, data)
-      record(table.concat(data, "\n"), lib.now_ns())
-    end,
+    on_stdout = function(_, data) record(table.concat(data, "\n"), lib.now_ns()) end,
     on_exit = exited,
   })
 end
@@ -86,9 +84,7 @@ function variants.proctor(exited)
     on_output = function(_, _, data) -- (execution, stream, data)
       record(data, lib.now_ns())
     end,
-    on_exit = function()
-      vim.schedule(exited)
-    end,
+    on_exit = function() vim.schedule(exited) end,
   }))
 end
 

@@ -36,8 +36,13 @@ local function proctor(done, console)
   local p = require("proctor")
   p.setup({ notify = "never", task_defaults = { max_problems = 100000 } })
   local D = require("proctor.tasks.diagnostics")
-  local ex = assert(p.run({ cmd = { GEN, tostring(BYTES) }, pty = false, name = "build", diagnostics = "gcc",
-    quickfix = "always" }))
+  local ex = assert(p.run({
+    cmd = { GEN, tostring(BYTES) },
+    pty = false,
+    name = "build",
+    diagnostics = "gcc",
+    quickfix = "always",
+  }))
   if console then ex:open({ open = "current" }) end
   lib.wait_until(5, 600000, function()
     local r = D.result(ex.id)
@@ -46,8 +51,13 @@ local function proctor(done, console)
     local err = eng:read(ex.id, "stderr", 0, 4096) or ""
     local rec = p.record(ex.id)
     local qf = vim.fn.getqflist({ size = 0, title = 0 })
-    done({ found = r.count, expected = tonumber(err:match("warnings=(%d+)")), missed_bytes = r.missed,
-      qf_size = qf.size, record_bytes = rec.bytes.stdout })
+    done({
+      found = r.count,
+      expected = tonumber(err:match("warnings=(%d+)")),
+      missed_bytes = r.missed,
+      qf_size = qf.size,
+      record_bytes = rec.bytes.stdout,
+    })
     return true
   end, function() done({ error = "diagnostics never finished" }) end)
 end
@@ -67,7 +77,11 @@ lib.nvim_main(function(finish)
     res.variant, res.bytes = VARIANT, BYTES
     if VARIANT == "make" then
       -- the generator's count, for the same comparison
-      res.expected = tonumber(vim.fn.system({ "sh", "-c", GEN .. " " .. BYTES .. " 2>&1 >/dev/null" }):match("warnings=(%d+)"))
+      res.expected = tonumber(
+        vim.fn
+          .system({ "sh", "-c", GEN .. " " .. BYTES .. " 2>&1 >/dev/null" })
+          :match("warnings=(%d+)")
+      )
     end
     res.lost = res.expected ~= nil and res.found ~= res.expected
     finish(res)

@@ -28,7 +28,9 @@ function variants.jobstart(done)
       end,
     })
   end
-  for _ = 1, math.min(CONC, TOTAL) do one() end
+  for _ = 1, math.min(CONC, TOTAL) do
+    one()
+  end
 end
 
 function variants.luv_spawn(done)
@@ -39,24 +41,27 @@ function variants.luv_spawn(done)
     local h
     h = uv.spawn("true", { args = {} }, function(code)
       h:close()
-      vim.schedule(function()
-        done(code ~= 0)
-      end)
+      vim.schedule(function() done(code ~= 0) end)
       if started < TOTAL then one() end
     end)
   end
-  for _ = 1, math.min(CONC, TOTAL) do one() end
+  for _ = 1, math.min(CONC, TOTAL) do
+    one()
+  end
 end
 
 function variants.core(done)
   local eng
-  eng = lib.nvim_engine({ max_running = CONC, history_limit = TOTAL + 10, max_queued = TOTAL + 10 }, function(evs)
-    for _, ev in ipairs(evs) do
-      if ev.type == "state" and (ev.state == "completed" or ev.state == "failed") then
-        done(ev.state ~= "completed")
+  eng = lib.nvim_engine(
+    { max_running = CONC, history_limit = TOTAL + 10, max_queued = TOTAL + 10 },
+    function(evs)
+      for _, ev in ipairs(evs) do
+        if ev.type == "state" and (ev.state == "completed" or ev.state == "failed") then
+          done(ev.state ~= "completed")
+        end
       end
     end
-  end)
+  )
   for _ = 1, TOTAL do
     eng:start({ cmd = { "true" } })
   end
@@ -70,7 +75,13 @@ lib.nvim_main(function(finish)
     if fail then failed = failed + 1 end
     if n == TOTAL then
       local wall = lib.now_ms() - t0
-      finish({ variant = VARIANT, n = n, failed = failed, wall_ms = wall, per_s = n / (wall / 1000) })
+      finish({
+        variant = VARIANT,
+        n = n,
+        failed = failed,
+        wall_ms = wall,
+        per_s = n / (wall / 1000),
+      })
     end
   end
   assert(variants[VARIANT], "unknown variant " .. VARIANT)(done)

@@ -25,7 +25,8 @@ typedef struct {
                * leave behind (a buffer that holds secret values) */
 } pr_buf_t;
 
-#define PR_BUF_INIT(maxbytes) {NULL, 0, 0, (maxbytes), 0}
+#define PR_BUF_INIT(maxbytes) \
+  { NULL, 0, 0, (maxbytes), 0 }
 
 /* pr_buf_reserve: room for `n` more bytes. Returns 0 or the (sticky) error. */
 int pr_buf_reserve(pr_buf_t *b, size_t n);

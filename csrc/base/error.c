@@ -21,9 +21,8 @@ static int uv_known(int err) {
 
 const char *pr_err_name(int err) {
   switch (err) {
-#define X(name, value, msg)                                                      \
-  case PR_##name:                                                                \
-    return #name;
+#define X(name, value, msg) \
+  case PR_##name: return #name;
     PR_ERRNO_MAP(X)
 #undef X
   }
@@ -33,9 +32,8 @@ const char *pr_err_name(int err) {
 
 const char *pr_strerror(int err) {
   switch (err) {
-#define X(name, value, msg)                                                      \
-  case PR_##name:                                                                \
-    return msg;
+#define X(name, value, msg) \
+  case PR_##name: return msg;
     PR_ERRNO_MAP(X)
 #undef X
   }

@@ -45,8 +45,10 @@ int pr_mp_cmd(msgpack_packer *pk, const pr_record_t *r) {
 
 int pr_mp_key_is(const msgpack_object *o, const char *name) {
   size_t n = strlen(name);
-  if (o->type == MSGPACK_OBJECT_STR) return o->via.str.size == n && memcmp(o->via.str.ptr, name, n) == 0;
-  if (o->type == MSGPACK_OBJECT_BIN) return o->via.bin.size == n && memcmp(o->via.bin.ptr, name, n) == 0;
+  if (o->type == MSGPACK_OBJECT_STR)
+    return o->via.str.size == n && memcmp(o->via.str.ptr, name, n) == 0;
+  if (o->type == MSGPACK_OBJECT_BIN)
+    return o->via.bin.size == n && memcmp(o->via.bin.ptr, name, n) == 0;
   return 0;
 }
 

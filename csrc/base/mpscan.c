@@ -11,13 +11,13 @@
 
 static uint64_t be(const unsigned char *p, int n) {
   uint64_t v = 0;
-  for (int i = 0; i < n; i++)
-    v = v << 8 | p[i];
+  for (int i = 0; i < n; i++) v = v << 8 | p[i];
   return v;
 }
 
 void pr_mp_scan_init(pr_mp_scan_t *s, uint64_t max_message, uint32_t max_objects, int max_depth) {
-  *s = (pr_mp_scan_t){.max_message = max_message, .max_objects = max_objects,
+  *s = (pr_mp_scan_t){.max_message = max_message,
+                      .max_objects = max_objects,
                       .max_depth = max_depth < PR_MP_SCAN_DEPTH ? max_depth : PR_MP_SCAN_DEPTH};
   pr_mp_scan_reset(s);
 }
@@ -45,7 +45,8 @@ static void item_done(pr_mp_scan_t *s, unsigned *complete) {
 
 enum { K_SCALAR, K_PAYLOAD, K_ARRAY, K_MAP };
 
-int pr_mp_scan(pr_mp_scan_t *s, const unsigned char *p, size_t n, size_t *used, unsigned *complete) {
+int pr_mp_scan(pr_mp_scan_t *s, const unsigned char *p, size_t n, size_t *used,
+               unsigned *complete) {
   size_t i = 0;
   int rc = 0;
   while (i < n) {
@@ -176,10 +177,8 @@ int pr_mp_scan(pr_mp_scan_t *s, const unsigned char *p, size_t n, size_t *used, 
         rc = PR_ETOOBIG;
         goto out;
       }
-      if (len == 0)
-        item_done(s, complete);
-      else
-        s->skip = (uint32_t)len;
+      if (len == 0) item_done(s, complete);
+      else s->skip = (uint32_t)len;
     } else {
       uint64_t cnt = kind == K_MAP ? 2 * len : len;
       if (cnt > budget || s->objects + cnt > s->max_objects) {
@@ -203,4 +202,3 @@ out:
   *used = i;
   return rc;
 }
-

@@ -23,7 +23,7 @@
  * here before msgpack-c may allocate for it, so declared sizes are bounded by
  * the bytes a message may still have. */
 typedef struct {
-  uint64_t max_message;            /* limits, set by pr_mp_scan_init */
+  uint64_t max_message; /* limits, set by pr_mp_scan_init */
   uint32_t max_objects;
   int max_depth;                   /* at most PR_MP_SCAN_DEPTH */
   uint64_t msg_bytes;              /* bytes of the current message so far */

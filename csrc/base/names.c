@@ -8,15 +8,16 @@
 
 #include "include/proctor.h"
 
-static const char *const state_names[PR_NSTATE] = {"queued",    "starting", "running", "completed",
-                                                   "failed",    "canceled", "timed_out"};
+static const char *const state_names[PR_NSTATE] = {"queued", "starting", "running",  "completed",
+                                                   "failed", "canceled", "timed_out"};
 static const char *const stream_names[PR_NSTREAM] = {"stdout", "stderr", "pty"};
 static const char *const cancel_names[] = {"canceling", "already_canceling", "already_terminal",
                                            "not_found"};
 static const char *const delete_names[] = {"deleted", "active_process_conflict", "not_found"};
-static const char *const ws_names[PR_NWS] = {"starting", "ready", "busy", "backoff", "stopped", "fatal"};
-static const char *const rs_names[PR_NRS] = {"ok",           "error",         "canceled", "timeout",
-                                             "worker_exited", "worker_fatal", "rejected"};
+static const char *const ws_names[PR_NWS] = {"starting", "ready",   "busy",
+                                             "backoff",  "stopped", "fatal"};
+static const char *const rs_names[PR_NRS] = {
+    "ok", "error", "canceled", "timeout", "worker_exited", "worker_fatal", "rejected"};
 
 const char *pr_state_name(pr_state_t s) { return s < PR_NSTATE ? state_names[s] : "unknown"; }
 
@@ -62,9 +63,7 @@ const char *pr_reply_status_name(int st) {
 
 const char *pr_signal_name(int sig, char *buf, size_t n) {
   const char *abbr = sigabbrev_np(sig);
-  if (abbr)
-    snprintf(buf, n, "SIG%s", abbr);
-  else
-    snprintf(buf, n, "SIG%d", sig);
+  if (abbr) snprintf(buf, n, "SIG%s", abbr);
+  else snprintf(buf, n, "SIG%d", sig);
   return buf;
 }

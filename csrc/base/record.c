@@ -25,15 +25,15 @@
 
 size_t pr_record_fields(const pr_record_t *r, pr_field_t *f) {
   size_t n = 0;
-#define X(NAME, k, TYPE, present, value)                                                       \
-  if (present) {                                                                               \
-    pr_field_t *p = &f[n++];                                                                   \
-    memset(p, 0, sizeof(*p));                                                                  \
-    p->id = PR_RF_##NAME;                                                                      \
-    p->key = k;                                                                                \
-    p->type = PR_FT_##TYPE;                                                                    \
-    p->r = r;                                                                                  \
-    SET_##TYPE(p, value);                                                                      \
+#define X(NAME, k, TYPE, present, value) \
+  if (present) {                         \
+    pr_field_t *p = &f[n++];             \
+    memset(p, 0, sizeof(*p));            \
+    p->id = PR_RF_##NAME;                \
+    p->key = k;                          \
+    p->type = PR_FT_##TYPE;              \
+    p->r = r;                            \
+    SET_##TYPE(p, value);                \
   }
   PR_RECORD_FIELDS(X)
 #undef X

@@ -135,8 +135,8 @@ static int read_locked(pr_ring_t *r, uint64_t from, size_t max, char **out, size
   return 0;
 }
 
-int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *len,
-                 uint64_t *next, uint64_t *missed) {
+int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *len, uint64_t *next,
+                 uint64_t *missed) {
   pthread_mutex_lock(&r->mu);
   int rc = read_locked(r, from, max, out, len, next, missed);
   pthread_mutex_unlock(&r->mu);

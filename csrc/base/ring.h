@@ -55,8 +55,8 @@ int pr_ring_write(pr_ring_t *r, const char *data, size_t n);
  * Bytes before the head are reported in *missed and skipped; `from` past the
  * tail reads nothing. *next is the offset after the last byte copied.
  * Returns 0 or PR_ENOMEM. */
-int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *len,
-                 uint64_t *next, uint64_t *missed);
+int pr_ring_read(pr_ring_t *r, uint64_t from, size_t max, char **out, size_t *len, uint64_t *next,
+                 uint64_t *missed);
 
 /* pr_ring_take: like pr_ring_read from the `delivered` offset with no size cap,
  * then advance `delivered` and clear `marker`. Used by the host poller.

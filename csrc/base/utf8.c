@@ -49,8 +49,7 @@ size_t pr_utf8_head(const char *s, size_t n) {
 size_t pr_utf8_skip(const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s;
   size_t i = 0;
-  while (i < n && i < 3 && is_cont(p[i]))
-    i++;
+  while (i < n && i < 3 && is_cont(p[i])) i++;
   return i;
 }
 

@@ -64,7 +64,8 @@ int pr_wire_recv(int fd, pr_wire_hdr_t *h, void *buf, int *fds, int *nfds, int n
       else close(in[i]);
     }
   }
-  int bad = (size_t)n < sizeof(*h) || (msg.msg_flags & MSG_TRUNC) || (size_t)n != sizeof(*h) + h->len;
+  int bad =
+      (size_t)n < sizeof(*h) || (msg.msg_flags & MSG_TRUNC) || (size_t)n != sizeof(*h) + h->len;
   if (bad || (msg.msg_flags & MSG_CTRUNC)) { /* a partial set of fds is no use to anyone */
     for (int i = 0; i < *nfds; i++) close(fds[i]);
     *nfds = 0;

@@ -28,17 +28,17 @@
 #include <stdint.h>
 
 enum {
-  PR_W_SPAWN = 1,  /* e→s  job; a = cols<<16|rows; b = argc; payload cwd\0argv..\0env..\0 */
-  PR_W_SIGNAL,     /* e→s  job; a = signal number (SIGHUP, SIGINT, SIGTERM, SIGKILL) */
-  PR_W_RELEASE,    /* e→s  job: drained; kill what is left of its tree and forget it */
-  PR_W_SHUTDOWN,   /* e→s  kill everything (a = grace ms) and exit */
-  PR_W_SPAWNED,    /* s→e  job; a = pid; fds: pidfd (may be -1 → absent), then streams */
-  PR_W_FAILED,     /* s→e  job; a = errno; b = PR_STAGE_* */
-  PR_W_EXITED,     /* s→e  job; flags PR_WF_SIGNALED: b = signal, else b = exit code;
+  PR_W_SPAWN = 1, /* e→s  job; a = cols<<16|rows; b = argc; payload cwd\0argv..\0env..\0 */
+  PR_W_SIGNAL,    /* e→s  job; a = signal number (SIGHUP, SIGINT, SIGTERM, SIGKILL) */
+  PR_W_RELEASE,   /* e→s  job: drained; kill what is left of its tree and forget it */
+  PR_W_SHUTDOWN,  /* e→s  kill everything (a = grace ms) and exit */
+  PR_W_SPAWNED,   /* s→e  job; a = pid; fds: pidfd (may be -1 → absent), then streams */
+  PR_W_FAILED,    /* s→e  job; a = errno; b = PR_STAGE_* */
+  PR_W_EXITED,    /* s→e  job; flags PR_WF_SIGNALED: b = signal, else b = exit code;
                     *       PR_WF_EMPTY: no other process of the job is left */
-  PR_W_EMPTY,      /* s→e  job: its last process is gone (after an EXITED without EMPTY) */
-  PR_W_PING,       /* e→s  are you there? (a = a token) */
-  PR_W_PONG,       /* s→e  the answer to PING (a = its token), or unasked (a = 0): first
+  PR_W_EMPTY,     /* s→e  job: its last process is gone (after an EXITED without EMPTY) */
+  PR_W_PING,      /* e→s  are you there? (a = a token) */
+  PR_W_PONG,      /* s→e  the answer to PING (a = its token), or unasked (a = 0): first
                     *       thing at start, and while it works through a long batch;
                     *       b = the shepherd's pid. Inside the shepherd, a
                     *       reaper's answer to its commands: a = CLOCK_MONOTONIC ns
@@ -51,13 +51,21 @@ enum {
 #define PR_WF_STDIN 0x4     /* SPAWN/SPAWNED: stdin is a pipe (else /dev/null) */
 #define PR_WF_SIGNALED 0x10 /* EXITED: b is a signal number */
 #define PR_WF_PIDFD 0x20    /* SPAWNED: the first fd is a pidfd */
-#define PR_WF_FDS_LOST 0x40 /* set by pr_wire_recv: the packet came whole, but the fds sent
+#define PR_WF_FDS_LOST \
+  0x40                   /* set by pr_wire_recv: the packet came whole, but the fds sent
                              * with it could not be received (MSG_CTRUNC: the receiver is
                              * out of descriptors); none are returned */
-#define PR_WF_EMPTY 0x80    /* EXITED: the job has no process left */
+#define PR_WF_EMPTY 0x80 /* EXITED: the job has no process left */
 
 /* Stages at which a spawn can fail, reported in FAILED.b. */
-enum { PR_STAGE_SETUP = 1, PR_STAGE_PTY, PR_STAGE_PIPE, PR_STAGE_FORK, PR_STAGE_CHDIR, PR_STAGE_EXEC };
+enum {
+  PR_STAGE_SETUP = 1,
+  PR_STAGE_PTY,
+  PR_STAGE_PIPE,
+  PR_STAGE_FORK,
+  PR_STAGE_CHDIR,
+  PR_STAGE_EXEC
+};
 
 #define PR_WIRE_MAX_PAYLOAD (60 * 1024)
 #define PR_WIRE_MAX_FDS 4
@@ -68,7 +76,7 @@ typedef struct {
   uint64_t job; /* execution id */
   int64_t a;
   int64_t b;
-  uint32_t len; /* payload bytes after the header */
+  uint32_t len;  /* payload bytes after the header */
   uint32_t from; /* inside the shepherd: the pid of the reaper that sent it; else 0 */
 } pr_wire_hdr_t;
 

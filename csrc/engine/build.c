@@ -42,7 +42,8 @@ static void build_env(pr_buf_t *b, const pr_spec_t *s, char *const *base, const 
   if (!s->clear_env && base) {
     for (char *const *ep = base; *ep; ep++) {
       size_t kl = key_len(*ep);
-      int over = !pr_env_inherits(s, *ep, kl) || pr_vault_names(s, *ep, kl); /* env_allow, secret names */
+      int over =
+          !pr_env_inherits(s, *ep, kl) || pr_vault_names(s, *ep, kl); /* env_allow, secret names */
       for (size_t i = 0; i < s->envc && !over; i++) over = same_key(s->env[i], *ep, kl);
       for (size_t i = 0; i < nextra && !over; i++) over = same_key(extra[i], *ep, kl);
       if (!over) sb_add(b, *ep);
@@ -64,7 +65,8 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   for (size_t i = 0; i < s->envc; i++)
     if (s->env[i] == NULL || strchr(s->env[i], '=') == NULL || s->env[i][0] == '=')
       return PR_EINVAL;
-  if (pr_secrets_check(s) != 0 || pr_vault_check(s) != 0) return PR_EINVAL; /* secrets, env_allow, sources */
+  if (pr_secrets_check(s) != 0 || pr_vault_check(s) != 0)
+    return PR_EINVAL; /* secrets, env_allow, sources */
   pr_exec_t *x = pr_exec_alloc();
   pr_buf_t b = PR_BUF_INIT(PR_MAX_SPAWN_BYTES);
   b.wipe = 1; /* the payload holds inline secret values: no copy left behind as it grows */

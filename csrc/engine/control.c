@@ -125,9 +125,13 @@ static void sup_spawned(void *arg, const pr_wire_hdr_t *h, int *fds, int nfds) {
   pr_exec_on_spawned(job(arg, h->job), h, fds, nfds);
 }
 
-static void sup_failed(void *arg, const pr_wire_hdr_t *h) { pr_exec_on_failed(job(arg, h->job), h); }
+static void sup_failed(void *arg, const pr_wire_hdr_t *h) {
+  pr_exec_on_failed(job(arg, h->job), h);
+}
 
-static void sup_exited(void *arg, const pr_wire_hdr_t *h) { pr_exec_on_exited(job(arg, h->job), h); }
+static void sup_exited(void *arg, const pr_wire_hdr_t *h) {
+  pr_exec_on_exited(job(arg, h->job), h);
+}
 
 static void sup_empty(void *arg, const pr_wire_hdr_t *h) {
   pr_control_t *c = arg;
@@ -276,7 +280,7 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
   case PR_CMD_START: run_start(c, cmd); break;
   case PR_CMD_CANCEL:
     cmd->rc = x ? (int)pr_exec_cancel(x, (int)cmd->a, cmd->data ? cmd->data : "canceled")
-              : (int)PR_CANCEL_NOT_FOUND;
+                : (int)PR_CANCEL_NOT_FOUND;
     break;
   case PR_CMD_RELEASE: cmd->rc = run_release(c, x); break;
   case PR_CMD_DELETE:
@@ -317,7 +321,8 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
     break;
   case PR_CMD_CALL: cmd->fn(c->owner, cmd->out); break;
   case PR_CMD_WREQUEST:
-    pr_worker_request(&c->xc, x, cmd->session, cmd->id, cmd->u, cmd->data, cmd->len, (uint64_t)cmd->a);
+    pr_worker_request(&c->xc, x, cmd->session, cmd->id, cmd->u, cmd->data, cmd->len,
+                      (uint64_t)cmd->a);
     break;
   case PR_CMD_WCANCEL: cmd->rc = cancel_request(c, cmd->session, cmd->u); break;
   case PR_CMD_WRESTART: cmd->rc = x ? pr_worker_restart(x) : PR_ENOENT; break;
@@ -327,7 +332,8 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
 
 void pr_control_session_closed(pr_control_t *c, uint64_t session) {
   pr_queue_t *q;
-  PR_QUEUE_FOREACH(q, &c->reg.order) pr_worker_session_closed(PR_QUEUE_DATA(q, pr_exec_t, order), session);
+  PR_QUEUE_FOREACH(q, &c->reg.order)
+  pr_worker_session_closed(PR_QUEUE_DATA(q, pr_exec_t, order), session);
 }
 
 /* ---- the command queue ------------------------------------------------------------------ */
@@ -444,8 +450,8 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->next_id = 1;
   c->owner = owner;
   c->shutdown = shutdown;
-  int rc = pr_registry_init(&c->reg, &c->xc, o->history_limit ? o->history_limit : PR_DEFAULT_HISTORY,
-                            o->history_age_ms);
+  int rc = pr_registry_init(
+      &c->reg, &c->xc, o->history_limit ? o->history_limit : PR_DEFAULT_HISTORY, o->history_age_ms);
   c->reg.ended_max = o->ended_output_max ? o->ended_output_max : PR_DEFAULT_ENDED_OUTPUT;
   if (rc == 0) rc = uv_async_init(loop, &c->async, on_async);
   c->async.data = c;

@@ -46,11 +46,11 @@ typedef enum {
   PR_CMD_READ,
   PR_CMD_RESUME,
   PR_CMD_CLOSE,
-  PR_CMD_CALL,       /* run fn(owner, out) on the engine thread (tests, fuzzing) */
-  PR_CMD_WREQUEST,   /* worker request (async): id = worker, u = rid, a = timeout_ms, data/len owned */
-  PR_CMD_WCANCEL,    /* cancel worker request u (sync) */
-  PR_CMD_WRESTART,   /* restart worker id now (sync) */
-  PR_CMD_RELEASE,    /* let held execution id take its turn (sync) */
+  PR_CMD_CALL,     /* run fn(owner, out) on the engine thread (tests, fuzzing) */
+  PR_CMD_WREQUEST, /* worker request (async): id = worker, u = rid, a = timeout_ms, data/len owned */
+  PR_CMD_WCANCEL,  /* cancel worker request u (sync) */
+  PR_CMD_WRESTART,    /* restart worker id now (sync) */
+  PR_CMD_RELEASE,     /* let held execution id take its turn (sync) */
   PR_CMD_HOLD_OUTPUT, /* a = 1: stop reading execution id's output, 0: read again (async) */
 } pr_cmd_type_t;
 
@@ -58,14 +58,14 @@ typedef struct pr_cmd {
   pr_queue_t node;
   pr_cmd_type_t type;
   int sync;
-  int done;          /* locked by the control's mu */
-  int closed;        /* answered without running: the engine was shutting down */
+  int done;   /* locked by the control's mu */
+  int closed; /* answered without running: the engine was shutting down */
   uint64_t id, session;
-  pr_exec_t *exec;   /* START: the new execution (pr_exec_build) */
-  const char *data;  /* INPUT: borrowed (the caller waits); CANCEL: reason or NULL */
+  pr_exec_t *exec;  /* START: the new execution (pr_exec_build) */
+  const char *data; /* INPUT: borrowed (the caller waits); CANCEL: reason or NULL */
   size_t len;
-  int64_t a, b;      /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max */
-  uint64_t u;        /* READ: from; PURGE: older_than_ms */
+  int64_t a, b; /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max */
+  uint64_t u;   /* READ: from; PURGE: older_than_ms */
   /* results */
   int rc;
   void *out;
@@ -75,30 +75,30 @@ typedef struct pr_cmd {
 } pr_cmd_t;
 
 typedef struct pr_control {
-  pr_exec_ctx_t xc;        /* what every execution sees */
-  pr_registry_t reg;       /* every execution (engine/registry.h) */
-  pr_vault_eng_t vault;    /* hidden executions that read secrets (engine/vault.h) */
-  pr_queue_t queued;       /* FIFO of queued executions (pr_exec_t.runq) */
-  uint32_t running;        /* starting + running */
-  uint32_t max_running;    /* 0 = unlimited */
-  uint32_t kill_grace_ms;  /* default grace of a start spec */
-  size_t output_limit;     /* bytes per ring */
-  uint32_t max_queued;     /* queued + held executions per session (pr_control_admit) */
-  uint32_t host_waiting;   /* session 0's queued + held, admitted (atomic: the host admits) */
-  pr_idmap_t waiting;      /* engine: session (> 0) -> its queued + held count, as a pointer */
-  const char *listen;      /* the RPC socket path children get as PROCTOR_SOCKET, or NULL */
-  uint64_t next_id;        /* ids handed out (atomic) */
-  uint64_t next_rid;       /* worker request ids handed out (atomic) */
+  pr_exec_ctx_t xc;       /* what every execution sees */
+  pr_registry_t reg;      /* every execution (engine/registry.h) */
+  pr_vault_eng_t vault;   /* hidden executions that read secrets (engine/vault.h) */
+  pr_queue_t queued;      /* FIFO of queued executions (pr_exec_t.runq) */
+  uint32_t running;       /* starting + running */
+  uint32_t max_running;   /* 0 = unlimited */
+  uint32_t kill_grace_ms; /* default grace of a start spec */
+  size_t output_limit;    /* bytes per ring */
+  uint32_t max_queued;    /* queued + held executions per session (pr_control_admit) */
+  uint32_t host_waiting;  /* session 0's queued + held, admitted (atomic: the host admits) */
+  pr_idmap_t waiting;     /* engine: session (> 0) -> its queued + held count, as a pointer */
+  const char *listen;     /* the RPC socket path children get as PROCTOR_SOCKET, or NULL */
+  uint64_t next_id;       /* ids handed out (atomic) */
+  uint64_t next_rid;      /* worker request ids handed out (atomic) */
   /* commands from the host */
   pthread_mutex_t mu;
   pthread_cond_t cond;
-  pr_queue_t cmds;         /* locked by mu */
-  int loop_done;           /* locked by mu: the engine has left its loop */
+  pr_queue_t cmds; /* locked by mu */
+  int loop_done;   /* locked by mu: the engine has left its loop */
   uv_async_t async;
-  uv_timer_t close_timer;  /* bounds the wait of CLOSE */
-  int batch;               /* > 0: a walk over the registry is ending executions: no retention */
+  uv_timer_t close_timer; /* bounds the wait of CLOSE */
+  int batch;              /* > 0: a walk over the registry is ending executions: no retention */
   /* the owner (csrc/proctor.c) */
-  void *owner;             /* passed to CALL functions */
+  void *owner;                   /* passed to CALL functions */
   void (*shutdown)(void *owner); /* closing is over: close the owner's handles */
 } pr_control_t;
 

@@ -59,8 +59,9 @@ typedef struct pr_listener {
   void (*worker)(void *arg, const pr_exec_t *x, int wstate, uint32_t restarts);
   void (*chunk)(void *arg, pr_wmsg_t *m);
   void (*reply)(void *arg, pr_wmsg_t *m);
-  void (*removed)(void *arg, const pr_exec_t *x); /* leaving the registry (delete, purge, retention) */
-  void (*purged)(void *arg);                      /* a delete or purge command removed records */
+  void (*removed)(void *arg,
+                  const pr_exec_t *x); /* leaving the registry (delete, purge, retention) */
+  void (*purged)(void *arg);           /* a delete or purge command removed records */
   void *arg;
   struct pr_listener *next; /* the list's */
 } pr_listener_t;
@@ -87,8 +88,8 @@ static inline void pr_listeners_remove(pr_listeners_t *ls, pr_listener_t *l) {
     }
 }
 
-#define PR_NOTIFY_(ls, op, ...)                                                                \
-  for (pr_listener_t *l_ = (ls)->head; l_; l_ = l_->next)                                      \
+#define PR_NOTIFY_(ls, op, ...)                           \
+  for (pr_listener_t *l_ = (ls)->head; l_; l_ = l_->next) \
     if (l_->op) l_->op(l_->arg, __VA_ARGS__)
 
 static inline void pr_notify_state(const pr_listeners_t *ls, const pr_state_info_t *st) {
@@ -101,8 +102,12 @@ static inline void pr_notify_worker(const pr_listeners_t *ls, const pr_exec_t *x
                                     uint32_t restarts) {
   PR_NOTIFY_(ls, worker, x, wstate, restarts);
 }
-static inline void pr_notify_chunk(const pr_listeners_t *ls, pr_wmsg_t *m) { PR_NOTIFY_(ls, chunk, m); }
-static inline void pr_notify_reply(const pr_listeners_t *ls, pr_wmsg_t *m) { PR_NOTIFY_(ls, reply, m); }
+static inline void pr_notify_chunk(const pr_listeners_t *ls, pr_wmsg_t *m) {
+  PR_NOTIFY_(ls, chunk, m);
+}
+static inline void pr_notify_reply(const pr_listeners_t *ls, pr_wmsg_t *m) {
+  PR_NOTIFY_(ls, reply, m);
+}
 static inline void pr_notify_removed(const pr_listeners_t *ls, const pr_exec_t *x) {
   PR_NOTIFY_(ls, removed, x);
 }

@@ -81,8 +81,9 @@ static void tell_state(pr_exec_t *x, pr_state_t prev) {
  * `failed`, which every live state allows). */
 static void refused(const pr_exec_t *x, pr_state_t to) {
 #ifdef PR_DEBUG
-  fprintf(stderr, "proctor: execution %llu: transition %s -> %s refused\n", (unsigned long long)x->id,
-          pr_state_name(x->state), to < PR_NSTATE ? pr_state_name(to) : "?");
+  fprintf(stderr, "proctor: execution %llu: transition %s -> %s refused\n",
+          (unsigned long long)x->id, pr_state_name(x->state),
+          to < PR_NSTATE ? pr_state_name(to) : "?");
   abort();
 #else
   (void)x;
@@ -172,7 +173,8 @@ void pr_exec_drain_more(pr_exec_t *x) {
 
 /* The job is done with: its reaper kills what is left of it and goes. */
 static void release(pr_exec_t *x) {
-  if (!x->released && pr_sup_alive(x->ctx->sup)) pr_sup_send(x->ctx->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+  if (!x->released && pr_sup_alive(x->ctx->sup))
+    pr_sup_send(x->ctx->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
   x->released = 1;
 }
 
@@ -261,10 +263,12 @@ static void start_timeout(pr_exec_t *x) {
   size_t n = (src ? strlen(src) : 0) + 96;
   free(x->error);
   if ((x->error = malloc(n)) != NULL) {
-    if (src) snprintf(x->error, n, "timeout_ms (%llu ms) ran out while secret %s was being read",
-                      (unsigned long long)x->timeout_ms, src);
-    else snprintf(x->error, n, "timeout_ms (%llu ms) ran out before the process started",
-                  (unsigned long long)x->timeout_ms);
+    if (src)
+      snprintf(x->error, n, "timeout_ms (%llu ms) ran out while secret %s was being read",
+               (unsigned long long)x->timeout_ms, src);
+    else
+      snprintf(x->error, n, "timeout_ms (%llu ms) ran out before the process started",
+               (unsigned long long)x->timeout_ms);
   }
   if (src) pr_vault_stop(x, 0); /* pr_exec_vault_done follows and ends it */
 }
@@ -330,9 +334,7 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
     x->stopping = force ? 2 : 0;
     if (x->vault && pr_vault_busy(x->vault)) pr_vault_stop(x, 0); /* or its secrets are read */
     break;
-  default:
-    stop(x, force);
-    break;
+  default: stop(x, force); break;
   }
   return PR_CANCELING;
 }
@@ -353,8 +355,8 @@ static int send_spawn(pr_exec_t *x) {
   }
   if (rc == 0)
     rc = pr_sup_send(sup, PR_W_SPAWN, (x->pty ? PR_WF_PTY : 0) | (x->stdin_pipe ? PR_WF_STDIN : 0),
-                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc, p ? p : x->spawn_msg,
-                     p ? len : x->spawn_len);
+                     x->id, ((int64_t)x->cols << 16) | x->rows, (int64_t)x->argc,
+                     p ? p : x->spawn_msg, p ? len : x->spawn_len);
   pr_locked_free(p, len);
   return rc;
 }
@@ -404,7 +406,8 @@ static void spawn_now(pr_exec_t *x) {
     const char *detail = pr_sup_last_error(x->ctx->sup);
     size_t n = strlen(detail) + 64;
     x->error = malloc(n);
-    if (x->error) snprintf(x->error, n, "%s: %s", pr_err_name(rc), *detail ? detail : pr_strerror(rc));
+    if (x->error)
+      snprintf(x->error, n, "%s: %s", pr_err_name(rc), *detail ? detail : pr_strerror(rc));
     finish(x);
   }
 }
@@ -415,8 +418,9 @@ static void spawned_blind(pr_exec_t *x) {
   x->respawning = 0;
   decide(x, PR_FAILED, "spawn_error");
   free(x->error);
-  x->error = strdup("EMFILE: the host had too few free file descriptors to take the process's "
-                    "streams; the process was killed");
+  x->error = strdup(
+      "EMFILE: the host had too few free file descriptors to take the process's "
+      "streams; the process was killed");
   for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
   x->stopping = 1;
   kill_job(x);
@@ -495,7 +499,8 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h) {
     decide(x, PR_FAILED, "signal");
   } else {
     x->exit_code = (int)h->b;
-    if (x->interrupted && x->exit_code == 128 + SIGINT) decide(x, PR_CANCELED, "interrupted"); /* a shell's way */
+    if (x->interrupted && x->exit_code == 128 + SIGINT)
+      decide(x, PR_CANCELED, "interrupted"); /* a shell's way */
     decide(x, x->exit_code == 0 ? PR_COMPLETED : PR_FAILED, "exit");
   }
   if (h->flags & PR_WF_EMPTY) x->empty = 1;
@@ -619,7 +624,7 @@ static void finish(pr_exec_t *x) {
   pr_exec_ctx_t *c = x->ctx;
   if (x->finished) return;
   if (x->ops && x->ops->end && x->ops->end(x)) return; /* the worker restarts: still running */
-  if (x->vault) pr_vault_stop(x, 1); /* reads end now; the values are wiped */
+  if (x->vault) pr_vault_stop(x, 1);                   /* reads end now; the values are wiped */
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
   if (x->state == PR_RUNNING || x->pid > 0) release(x); /* a SPAWNED that lost its fds has a pid */
@@ -659,7 +664,8 @@ void pr_exec_refuse(pr_exec_t *x, int err) {
   decide(x, PR_FAILED, "spawn_error");
   free(x->error);
   size_t n = 128;
-  if ((x->error = malloc(n)) != NULL) snprintf(x->error, n, "%s: %s", pr_err_name(err), pr_strerror(err));
+  if ((x->error = malloc(n)) != NULL)
+    snprintf(x->error, n, "%s: %s", pr_err_name(err), pr_strerror(err));
   finish(x);
 }
 
@@ -695,7 +701,7 @@ void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief) {
   r->created_at = x->created_at;
   r->started_at = x->started_at;
   r->ended_at = x->ended_at;
-  r->duration_ms = x->finished ? x->duration_ms
+  r->duration_ms = x->finished       ? x->duration_ms
                    : x->started_mono ? uv_now(x->ctx->loop) - x->started_mono
                                      : 0;
   for (int i = 0; i < PR_NSTREAM; i++) {

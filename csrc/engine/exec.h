@@ -48,17 +48,17 @@ typedef struct {
    * raises POLLHUP as soon as the slave closes, with output still queued —
    * that is how terminal output loses its tail. Only EIO (or 0) ends it here. */
   union {
-    uv_pipe_t pipe;  /* pipe streams, valid while `open` */
-    uv_poll_t poll;  /* the pty stream, valid while `open` */
-  } h;               /* first member: a handle pointer is a stream pointer */
+    uv_pipe_t pipe; /* pipe streams, valid while `open` */
+    uv_poll_t poll; /* the pty stream, valid while `open` */
+  } h;              /* first member: a handle pointer is a stream pointer */
   pr_exec_t *exec;
-  pr_ring_t *ring;   /* NULL when the execution has no such stream */
-  int open;          /* handle initialised, uv_close not yet called */
-  int eof;           /* EOF/EIO seen or stream closed by the drain timer */
-  int paused;        /* back-pressure: reading stopped until the host catches up */
+  pr_ring_t *ring; /* NULL when the execution has no such stream */
+  int open;        /* handle initialised, uv_close not yet called */
+  int eof;         /* EOF/EIO seen or stream closed by the drain timer */
+  int paused;      /* back-pressure: reading stopped until the host catches up */
   /* the host queue's (engine/hostq.c), per stream: */
   uint64_t last_mark_ns; /* uv_hrtime of the last output marker queued for the host */
-  pr_queue_t defer;  /* on the host queue's deferred list while a marker waits */
+  pr_queue_t defer;      /* on the host queue's deferred list while a marker waits */
 } pr_stream_t;
 
 /* A subtype of execution (a supervised worker, engine/worker.c) plugs in
@@ -82,19 +82,19 @@ typedef struct pr_exec_ops {
 /* What every execution of an engine shares. Owned by engine/control.c. */
 struct pr_exec_ctx {
   uv_loop_t *loop;
-  pr_sup_t *sup;        /* the shepherd link (engine/supervisor.h) */
-  pr_listeners_t *ls;   /* told every state change, output, worker event */
+  pr_sup_t *sup;              /* the shepherd link (engine/supervisor.h) */
+  pr_listeners_t *ls;         /* told every state change, output, worker event */
   struct pr_vault_eng *vault; /* where secrets from a store are read (engine/vault.h), or NULL */
-  uint32_t drain_ms;    /* how long output may still arrive after exit */
-  int closing;          /* the engine shuts down: no scheduling, no restarts */
+  uint32_t drain_ms;          /* how long output may still arrive after exit */
+  int closing;                /* the engine shuts down: no scheduling, no restarts */
   /* x entered its terminal state; was_active: it was starting or running */
   void (*ended)(pr_exec_ctx_t *c, pr_exec_t *x, int was_active);
-  char readbuf[65536];  /* every read lands here first */
+  char readbuf[65536]; /* every read lands here first */
 };
 
 struct pr_exec {
-  pr_queue_t order;  /* registry list, id order */
-  pr_queue_t runq;   /* the scheduler's queue while queued */
+  pr_queue_t order; /* registry list, id order */
+  pr_queue_t runq;  /* the scheduler's queue while queued */
   pr_exec_ctx_t *ctx;
   uint64_t id, session;
   char *label, *owner, *cwd, *shell;
@@ -103,51 +103,51 @@ struct pr_exec {
   char *spawn_msg; /* serialized spawn payload until sent (a worker keeps it), then NULL */
   size_t spawn_len;
   int pty, stdin_pipe, backpressure;
-  int held;          /* queued but off the run queue until PR_CMD_RELEASE (spec.hold) */
-  int out_held;      /* the host's consumer is behind: its streams stay paused (pr_exec_hold_output) */
-  int waiting;       /* counted in its session's queued bound (engine/control.c) until it begins or ends */
-  size_t kept;       /* ended: ring bytes counted in the registry's ended-output budget */
+  int held;     /* queued but off the run queue until PR_CMD_RELEASE (spec.hold) */
+  int out_held; /* the host's consumer is behind: its streams stay paused (pr_exec_hold_output) */
+  int waiting; /* counted in its session's queued bound (engine/control.c) until it begins or ends */
+  size_t kept; /* ended: ring bytes counted in the registry's ended-output budget */
   uint16_t cols, rows;
   uint64_t timeout_ms; /* 0 = none; armed when it enters starting: the start-up counts */
   uint32_t grace_ms;
 
   pr_state_t state;
-  int verdict;       /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
-  int stopping;      /* kill ladder started (2 while starting: SIGKILL at once) */
-  int killed;        /* SIGKILL went to every process of the job (force, or the grace ended) */
-  int exited;        /* shepherd reported the leader's exit */
-  int empty;         /* shepherd reported no process of the job left (or it is lost) */
-  int finished;      /* terminal event emitted */
-  int interrupted;   /* a ^C was written to its pty (the tty's SIGINT is the user's) */
-  int released;      /* RELEASE sent to the shepherd */
+  int verdict;     /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
+  int stopping;    /* kill ladder started (2 while starting: SIGKILL at once) */
+  int killed;      /* SIGKILL went to every process of the job (force, or the grace ended) */
+  int exited;      /* shepherd reported the leader's exit */
+  int empty;       /* shepherd reported no process of the job left (or it is lost) */
+  int finished;    /* terminal event emitted */
+  int interrupted; /* a ^C was written to its pty (the tty's SIGINT is the user's) */
+  int released;    /* RELEASE sent to the shepherd */
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
-  int pidfd;         /* -1 when none */
+  int pidfd;                                 /* -1 when none */
   uint64_t created_at, started_at, ended_at; /* ms since the epoch */
   uint64_t started_mono;                     /* uv_now at running, for duration */
-  uint64_t drain_deadline;                   /* uv_now after which draining stops, whatever arrives */
-  uint64_t kill_deadline;                    /* uv_now at which the grace ends (while stopping) */
+  uint64_t drain_deadline; /* uv_now after which draining stops, whatever arrives */
+  uint64_t kill_deadline;  /* uv_now at which the grace ends (while stopping) */
   uint64_t duration_ms;
   const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
   void *sub;                /* the subtype's state */
-  int respawning;    /* subtype: a replacement process was asked for; SPAWNED not seen yet */
+  int respawning;           /* subtype: a replacement process was asked for; SPAWNED not seen yet */
 
   pr_stream_t streams[PR_NSTREAM];
-  uv_pipe_t in;      /* stdin pipe, or a dup of the pty master used only for writing */
-  int in_open;       /* stdin handle usable for writes */
-  int in_closing;    /* close_stdin requested */
+  uv_pipe_t in;        /* stdin pipe, or a dup of the pty master used only for writing */
+  int in_open;         /* stdin handle usable for writes */
+  int in_closing;      /* close_stdin requested */
   pr_buf_t pending_in; /* input given while queued/starting, written once running;
                         * at most PR_PENDING_INPUT_MAX bytes */
-  uv_timer_t timer;  /* timeout, then kill grace, then drain: one phase at a time */
+  uv_timer_t timer;    /* timeout, then kill grace, then drain: one phase at a time */
   int timer_open;
-  char *env_keys;    /* keys the child got, NUL-separated (secrets.c), or NULL */
+  char *env_keys; /* keys the child got, NUL-separated (secrets.c), or NULL */
   size_t env_keys_len;
-  int previous_session; /* restored from a history file: no process, no handles */
+  int previous_session;       /* restored from a history file: no process, no handles */
   struct pr_secrets *secrets; /* values masked in output (secrets.c), or NULL; wiped at the end */
   struct pr_vault *vault;     /* secrets read from a store at spawn time (vault.c), or NULL */
-  int handles;       /* open libuv handles; the record is freed when 0 and `dead` */
-  int dead;          /* removed from the registry */
+  int handles;                /* open libuv handles; the record is freed when 0 and `dead` */
+  int dead;                   /* removed from the registry */
 };
 
 /* Input given while an execution is queued or starting is kept (and written
@@ -260,15 +260,15 @@ void pr_exec_resume(pr_exec_t *x);
 void pr_exec_hold_output(pr_exec_t *x, int on);
 
 /* Between exec.c and stream.c. */
-int pr_stream_open(pr_exec_t *x, int which, int fd);  /* takes fd; 0 or -1 */
+int pr_stream_open(pr_exec_t *x, int which, int fd); /* takes fd; 0 or -1 */
 void pr_stream_close(pr_stream_t *s);
 size_t pr_stream_read_ready(pr_stream_t *s, uv_os_fd_t fd); /* bytes taken */
-void pr_exec_open_input(pr_exec_t *x, int fd);         /* takes fd */
+void pr_exec_open_input(pr_exec_t *x, int fd);              /* takes fd */
 void pr_exec_close_input(pr_exec_t *x);
-void pr_exec_flush_pending_input(pr_exec_t *x);        /* needs state running */
+void pr_exec_flush_pending_input(pr_exec_t *x); /* needs state running */
 void pr_exec_drop_pending_input(pr_exec_t *x);
-void pr_exec_drain_more(pr_exec_t *x);                 /* bytes came while draining */
-void pr_exec_maybe_finish(pr_exec_t *x);               /* exited and every stream at EOF: end */
+void pr_exec_drain_more(pr_exec_t *x);   /* bytes came while draining */
+void pr_exec_maybe_finish(pr_exec_t *x); /* exited and every stream at EOF: end */
 int pr_exec_all_eof(const pr_exec_t *x);
 
 #endif

@@ -76,7 +76,8 @@ static void on_output(void *arg, pr_exec_t *x, int stream) {
   if (!pr_queue_empty(&s->defer)) return; /* the flush timer will signal it */
   if (s->last_mark_ns && uv_hrtime() - s->last_mark_ns < PR_FLOOD_NS) {
     pr_queue_push(&q->deferred, &s->defer);
-    if (!uv_is_active((uv_handle_t *)&q->flush_timer)) uv_timer_start(&q->flush_timer, on_flush, 1, 0);
+    if (!uv_is_active((uv_handle_t *)&q->flush_timer))
+      uv_timer_start(&q->flush_timer, on_flush, 1, 0);
     return;
   }
   push_marker(q, x, stream);
@@ -152,8 +153,12 @@ int pr_hostq_init(pr_hostq_t *q, uv_loop_t *loop, void (*resume)(void *, uint64_
   pr_queue_init(&q->deferred);
   q->resume = resume;
   q->resume_arg = arg;
-  q->listener = (pr_listener_t){.state = on_state, .output = on_output, .worker = on_worker,
-                                .chunk = on_chunk, .reply = on_reply, .arg = q};
+  q->listener = (pr_listener_t){.state = on_state,
+                                .output = on_output,
+                                .worker = on_worker,
+                                .chunk = on_chunk,
+                                .reply = on_reply,
+                                .arg = q};
   return 0;
 }
 
@@ -195,9 +200,9 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
     pr_event_t *ev = evs[i];
     if (ev->type == PR_EV_OUTPUT) {
       int resume = 0;
-      int rc = pr_ring_take_tail((pr_ring_t *)ev->ring, max_bytes, &ev->data, &ev->len,
-                                 &ev->offset, &ev->missed, &resume);
-      if (resume) q->resume(q->resume_arg, ev->id); /* back-pressure: the engine paused it */
+      int rc = pr_ring_take_tail((pr_ring_t *)ev->ring, max_bytes, &ev->data, &ev->len, &ev->offset,
+                                 &ev->missed, &resume);
+      if (resume) q->resume(q->resume_arg, ev->id);       /* back-pressure: the engine paused it */
       if (rc != 0 || (ev->len == 0 && ev->missed == 0)) { /* coalesced into an earlier take */
         pr_event_free(ev);
         continue;

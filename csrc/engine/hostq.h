@@ -24,12 +24,12 @@
 
 typedef struct pr_hostq {
   pthread_mutex_t mu;
-  pr_queue_t events;       /* pr_event_t, locked by mu */
-  size_t nevents;          /* locked by mu */
-  int wakefd;              /* eventfd: readable while events is non-empty */
-  uv_timer_t flush_timer;  /* engine: pushes deferred output markers */
-  pr_queue_t deferred;     /* engine: streams whose marker waits for flush_timer */
-  pr_listener_t listener;  /* added to the engine's listeners by its owner */
+  pr_queue_t events;      /* pr_event_t, locked by mu */
+  size_t nevents;         /* locked by mu */
+  int wakefd;             /* eventfd: readable while events is non-empty */
+  uv_timer_t flush_timer; /* engine: pushes deferred output markers */
+  pr_queue_t deferred;    /* engine: streams whose marker waits for flush_timer */
+  pr_listener_t listener; /* added to the engine's listeners by its owner */
   /* host: the engine paused a stream whose bytes poll just took: read it again */
   void (*resume)(void *arg, uint64_t id);
   void *resume_arg;

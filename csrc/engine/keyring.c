@@ -40,10 +40,10 @@ static struct {
 
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;
 
-#define SYM(field, name)                                                                \
-  if ((*(void **)&lib.field = dlsym(h, name)) == NULL) {                                \
-    snprintf(lib.why, sizeof(lib.why), "libsecret-1.so.0 lacks %s", name);              \
-    return;                                                                             \
+#define SYM(field, name)                                                   \
+  if ((*(void **)&lib.field = dlsym(h, name)) == NULL) {                   \
+    snprintf(lib.why, sizeof(lib.why), "libsecret-1.so.0 lacks %s", name); \
+    return;                                                                \
   }
 
 static void load(void) {
@@ -89,7 +89,8 @@ static void *run(void *arg) {
   if (pw) {
     size_t n = strlen(pw);
     if (n == 0 || n > PR_SECRET_MAX) {
-      snprintf(k->why, sizeof(k->why), "the item's secret is %s", n ? "longer than 4096 bytes" : "empty");
+      snprintf(k->why, sizeof(k->why), "the item's secret is %s",
+               n ? "longer than 4096 bytes" : "empty");
     } else if ((k->value = pr_locked_alloc(n + 1)) == NULL) {
       snprintf(k->why, sizeof(k->why), "cannot lock memory for it (RLIMIT_MEMLOCK)");
     } else {
@@ -98,7 +99,8 @@ static void *run(void *arg) {
     }
     lib.password_free(pw); /* wipes it */
   } else if (err) {
-    snprintf(k->why, sizeof(k->why), "the Secret Service answered: %s", err->message ? err->message : "error");
+    snprintf(k->why, sizeof(k->why), "the Secret Service answered: %s",
+             err->message ? err->message : "error");
     lib.error_free(err);
   } else if (table) {
     snprintf(k->why, sizeof(k->why), "no such item in the Secret Service");

@@ -26,16 +26,16 @@
 #include <uv.h>
 
 typedef struct pr_keyring {
-  uv_async_t async;     /* the owner's handle: data and close callback are its own */
+  uv_async_t async; /* the owner's handle: data and close callback are its own */
   pthread_t thread;
-  int running;          /* a thread was started and not joined yet */
-  void *cancellable;    /* GCancellable, while the thread runs */
-  char **attrs;         /* key, value, key, value, ... (borrowed from the owner) */
-  size_t nattrs;        /* pairs */
+  int running;       /* a thread was started and not joined yet */
+  void *cancellable; /* GCancellable, while the thread runs */
+  char **attrs;      /* key, value, key, value, ... (borrowed from the owner) */
+  size_t nattrs;     /* pairs */
   /* results, read by the owner after pr_keyring_finish */
-  char *value;          /* pr_locked_alloc'ed, NUL-terminated; NULL when not read */
+  char *value; /* pr_locked_alloc'ed, NUL-terminated; NULL when not read */
   size_t len;
-  char why[256];        /* when value is NULL */
+  char why[256]; /* when value is NULL */
 } pr_keyring_t;
 
 /* pr_keyring_start: look up the item with attributes attrs[0..2n) (pairs,

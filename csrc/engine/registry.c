@@ -107,7 +107,8 @@ void pr_registry_prune(pr_registry_t *r) {
     return;
   }
   uint64_t ms = next - now; /* > 0: every record at or past its expiry is gone */
-  uv_timer_start(&r->prune_timer, on_prune_timer, ms < PR_PRUNE_MAX_SLEEP_MS ? ms : PR_PRUNE_MAX_SLEEP_MS, 0);
+  uv_timer_start(&r->prune_timer, on_prune_timer,
+                 ms < PR_PRUNE_MAX_SLEEP_MS ? ms : PR_PRUNE_MAX_SLEEP_MS, 0);
 }
 
 size_t pr_registry_purge(pr_registry_t *r, uint64_t session, uint64_t older_than_ms) {

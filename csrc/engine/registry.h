@@ -20,17 +20,17 @@
 #include "engine/exec.h"
 
 typedef struct pr_registry {
-  pr_idmap_t byid;       /* id -> execution */
-  pr_queue_t order;      /* every execution, id order (pr_exec_t.order) */
-  size_t count;          /* executions registered */
-  size_t nterminal;      /* of which terminal (x->finished) */
-  uint32_t limit;        /* terminal records kept; 0 = no limit */
-  uint64_t age_ms;       /* terminal records older than this are removed; 0 = never */
+  pr_idmap_t byid;        /* id -> execution */
+  pr_queue_t order;       /* every execution, id order (pr_exec_t.order) */
+  size_t count;           /* executions registered */
+  size_t nterminal;       /* of which terminal (x->finished) */
+  uint32_t limit;         /* terminal records kept; 0 = no limit */
+  uint64_t age_ms;        /* terminal records older than this are removed; 0 = never */
   uv_timer_t prune_timer; /* history_age_ms: fires at the oldest terminal record's expiry */
-  uint64_t ended_max;    /* bytes the rings of ended executions keep together (ended_output_max) */
-  uint64_t ended_bytes;  /* bytes they keep now: the sum of x->kept */
-  uint64_t trimmed;      /* rings cut to their tail by the budget (tests, figures) */
-  pr_exec_ctx_t *xc;     /* the loop, the listeners, `closing` */
+  uint64_t ended_max;     /* bytes the rings of ended executions keep together (ended_output_max) */
+  uint64_t ended_bytes;   /* bytes they keep now: the sum of x->kept */
+  uint64_t trimmed;       /* rings cut to their tail by the budget (tests, figures) */
+  pr_exec_ctx_t *xc;      /* the loop, the listeners, `closing` */
 } pr_registry_t;
 
 /* pr_registry_init: empty registry. Returns 0 or a UV_E* code. */

@@ -43,14 +43,14 @@ typedef struct {
 } value_t;
 
 struct pr_secrets {
-  value_t *v;            /* longest first */
+  value_t *v; /* longest first */
   size_t nv, maxlen;
   unsigned char first[256]; /* 1 when a spelled value may start with that byte */
   size_t holdcap;           /* SPELL_MAX × maxlen + 16 */
   char *hold[PR_NSTREAM];   /* holdcap bytes each, allocated on first use */
   size_t nhold[PR_NSTREAM];
-  char *work, *out;         /* scratch: held + new bytes, and the masked result */
-  size_t cap;               /* bytes allocated for work and out each */
+  char *work, *out; /* scratch: held + new bytes, and the masked result */
+  size_t cap;       /* bytes allocated for work and out each */
 };
 
 static int name_eq(const char *kv, const char *k, size_t klen) {
@@ -195,7 +195,10 @@ void pr_secrets_free(pr_secrets_t *m) {
 }
 
 static int hexval(unsigned char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
 }
 
 /* The 4 hex digits at w[0..n): the code unit, -1 when not hex, -2 when the
@@ -238,7 +241,9 @@ static int unescape(const unsigned char *w, size_t n, unsigned char out[4], size
     *used = 12;
   }
   if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
-  if (cp < 0x800) return out[0] = (unsigned char)(0xC0 | cp >> 6), out[1] = (unsigned char)(0x80 | (cp & 0x3F)), 2;
+  if (cp < 0x800)
+    return out[0] = (unsigned char)(0xC0 | cp >> 6), out[1] = (unsigned char)(0x80 | (cp & 0x3F)),
+           2;
   if (cp < 0x10000) {
     out[0] = (unsigned char)(0xE0 | cp >> 12);
     out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
@@ -428,7 +433,8 @@ static void mask_node(const pr_secrets_t *m, cJSON *j, int depth) {
       }
       free(t);
     }
-    if (cJSON_IsArray(j) || cJSON_IsObject(j)) mask_node(m, j->child, depth + 1); /* the parsers bound the nesting */
+    if (cJSON_IsArray(j) || cJSON_IsObject(j))
+      mask_node(m, j->child, depth + 1); /* the parsers bound the nesting */
   }
 }
 

@@ -122,7 +122,7 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
     got_bytes(s, buf->base, (size_t)nread);
     return;
   }
-  if (nread == 0) return; /* EAGAIN: nothing to do */
+  if (nread == 0) return;    /* EAGAIN: nothing to do */
   if (nread == UV_ENOBUFS) { /* back-pressure: on_alloc had no room for this stream */
     pause_stream(s);
     return;

@@ -252,7 +252,8 @@ int pr_sup_sweep(pr_sup_t *s) {
 
 static void lost(pr_sup_t *s) {
   drop(s);
-  memcpy(s->stale, s->tag, sizeof(s->stale)); /* its reapers kill their jobs; this is for the rest */
+  memcpy(s->stale, s->tag,
+         sizeof(s->stale)); /* its reapers kill their jobs; this is for the rest */
   s->tag[0] = 0;
   s->ops->lost(s->arg);
   pr_sup_sweep(s);
@@ -392,7 +393,8 @@ int pr_sup_ensure(pr_sup_t *s) {
     rnd[0] ^= pr_hrtime();
     rnd[1] ^= (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)s;
   }
-  snprintf(s->tag, sizeof(s->tag), "%016llx%016llx", (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+  snprintf(s->tag, sizeof(s->tag), "%016llx%016llx", (unsigned long long)rnd[0],
+           (unsigned long long)rnd[1]);
   char *argv[] = {s->path, "--daemon", "3", "--tag", s->tag, NULL};
   char *envp[] = {NULL};
   pid_t pid;
@@ -473,9 +475,10 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     /* A shepherd that does not read (stopped, until the liveness check
      * kills it) must not make the host hold every spawn asked meanwhile. */
     if (s->queued >= PR_SUP_SENDQ_MAX && stopped(s)) {
-      snprintf(s->last_error, sizeof(s->last_error),
-               "the shepherd is stopped: %zu bytes of spawn requests wait for it (the bound is %zu)",
-               s->queued, PR_SUP_SENDQ_MAX);
+      snprintf(
+          s->last_error, sizeof(s->last_error),
+          "the shepherd is stopped: %zu bytes of spawn requests wait for it (the bound is %zu)",
+          s->queued, PR_SUP_SENDQ_MAX);
       return PR_EBUSY;
     }
   }
@@ -484,8 +487,8 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
   do {
     size_t n = len - off;
     if (n > PR_WIRE_MAX_PAYLOAD) n = PR_WIRE_MAX_PAYLOAD;
-    pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b,
-                       .len = (uint32_t)n};
+    pr_wire_hdr_t h = {
+        .type = type, .flags = flags, .job = job, .a = a, .b = b, .len = (uint32_t)n};
     if (off + n < len) h.flags |= PR_WF_MORE;
     const char *p = payload ? payload + off : NULL; /* no arithmetic on NULL */
     int rc = -EAGAIN;

@@ -48,24 +48,24 @@ typedef struct pr_sup {
   uv_loop_t *loop;
   const pr_sup_ops_t *ops;
   void *arg;
-  int fd;            /* -1 when no shepherd */
+  int fd;                   /* -1 when no shepherd */
   struct pr_sup_conn *conn; /* the poll handle on fd and the liveness timer (freed in
                              * their last close callback) */
-  pr_queue_t sendq;  /* packets that could not be sent yet */
-  size_t queued;     /* bytes (headers and payloads) in sendq; spawns stop at PR_SUP_SENDQ_MAX */
-  size_t jobs;       /* jobs the shepherd holds for us: SPAWNs sent, less FAILEDs and RELEASEs */
-  uint64_t last_rx;  /* uv_now (ms) of the last sign of life: a packet from the shepherd,
+  pr_queue_t sendq;         /* packets that could not be sent yet */
+  size_t queued;      /* bytes (headers and payloads) in sendq; spawns stop at PR_SUP_SENDQ_MAX */
+  size_t jobs;        /* jobs the shepherd holds for us: SPAWNs sent, less FAILEDs and RELEASEs */
+  uint64_t last_rx;   /* uv_now (ms) of the last sign of life: a packet from the shepherd,
                       * or a queued packet its full socket took */
-  uint64_t ping_at;  /* uv_now (ms) when the unanswered PING was sent; 0 when none */
+  uint64_t ping_at;   /* uv_now (ms) when the unanswered PING was sent; 0 when none */
   int64_t ping_token; /* the token of the last PING */
-  int64_t shep_pid;  /* the shepherd's pid, from its PONGs (0 until the first) */
-  char *path;        /* binary */
-  char *recvbuf;     /* PR_WIRE_MAX_PAYLOAD bytes */
+  int64_t shep_pid;   /* the shepherd's pid, from its PONGs (0 until the first) */
+  char *path;         /* binary */
+  char *recvbuf;      /* PR_WIRE_MAX_PAYLOAD bytes */
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */
-  char last_error[256]; /* why the last shepherd start failed ("" after a success); per
+  char last_error[256];   /* why the last shepherd start failed ("" after a success); per
                          * engine: each engine starts its shepherd on its own thread */
-  char tag[40];      /* the running shepherd's job tag: its jobs carry PROCTOR_JOB=<tag>:<id> */
-  char stale[40];    /* the tag of a shepherd that died, until its leftovers are swept ("" none) */
+  char tag[40];   /* the running shepherd's job tag: its jobs carry PROCTOR_JOB=<tag>:<id> */
+  char stale[40]; /* the tag of a shepherd that died, until its leftovers are swept ("" none) */
 } pr_sup_t;
 
 /* pr_sup_init: resolve the shepherd binary (`path`, $PROCTOR_SHEPHERD, or

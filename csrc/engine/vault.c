@@ -14,7 +14,7 @@
 #include "engine/keyring.h"
 #include "engine/secrets.h"
 
-#define FETCH_RING 8192   /* a command's stdout kept: more than a value may be */
+#define FETCH_RING 8192 /* a command's stdout kept: more than a value may be */
 #define FETCH_GRACE_MS 500
 
 enum { E_IDLE = 0, E_READING, E_DONE };
@@ -22,31 +22,31 @@ enum { E_IDLE = 0, E_READING, E_DONE };
 typedef struct entry {
   pr_vault_t *v;
   char *name;
-  int store;            /* 1: the keyring; 0: a command */
-  char **attrs;         /* store: key, value, ... (nattrs pairs) */
+  int store;    /* 1: the keyring; 0: a command */
+  char **attrs; /* store: key, value, ... (nattrs pairs) */
   size_t nattrs;
-  char **argv;          /* command: NULL-terminated */
+  char **argv; /* command: NULL-terminated */
   size_t argc;
-  char *payload;        /* command: its spawn payload (cwd, argv, environment) */
+  char *payload; /* command: its spawn payload (cwd, argv, environment) */
   size_t plen;
   int state;
-  char *value;          /* locked, NUL-terminated, once read */
+  char *value; /* locked, NUL-terminated, once read */
   size_t len;
-  pr_keyring_t kr;      /* store: the lookup (its async handle counts in x->handles) */
+  pr_keyring_t kr; /* store: the lookup (its async handle counts in x->handles) */
   int async_open;
-  pr_exec_t *fetch;     /* command: the hidden execution while it runs */
+  pr_exec_t *fetch; /* command: the hidden execution while it runs */
 } entry_t;
 
 struct pr_vault {
   pr_exec_t *x;
   entry_t *e;
   size_t n;
-  int busy;             /* entries reading */
+  int busy; /* entries reading */
   int told, quiet;
-  char *why;            /* the first failure */
-  uv_timer_t timer;     /* secret_timeout_ms while reads are in flight (data: x) */
-  int timer_open;       /* initialised, uv_close not called yet */
-  uint32_t timeout_ms;  /* the bound it was armed with, for the reason */
+  char *why;           /* the first failure */
+  uv_timer_t timer;    /* secret_timeout_ms while reads are in flight (data: x) */
+  int timer_open;      /* initialised, uv_close not called yet */
+  uint32_t timeout_ms; /* the bound it was armed with, for the reason */
 };
 
 /* ---- building (any thread) ------------------------------------------------------- */
@@ -59,7 +59,8 @@ int pr_vault_check(const pr_spec_t *s) {
     if (src == NULL || !valid_name(src->name)) return PR_EINVAL;
     size_t kl = strlen(src->name);
     for (size_t k = 0; k < s->envc; k++)
-      if (s->env[k] && strncmp(s->env[k], src->name, kl) == 0 && s->env[k][kl] == '=') return PR_EINVAL;
+      if (s->env[k] && strncmp(s->env[k], src->name, kl) == 0 && s->env[k][kl] == '=')
+        return PR_EINVAL;
     for (size_t k = 0; k < s->nsecrets; k++)
       if (s->secrets[k] && strncmp(s->secrets[k], src->name, kl) == 0 && s->secrets[k][kl] == '=')
         return PR_EINVAL;
@@ -83,13 +84,15 @@ int pr_vault_check(const pr_spec_t *s) {
 
 int pr_vault_names(const pr_spec_t *s, const char *name, size_t klen) {
   for (size_t i = 0; i < s->nsources; i++)
-    if (strlen(s->sources[i].name) == klen && strncmp(s->sources[i].name, name, klen) == 0) return 1;
+    if (strlen(s->sources[i].name) == klen && strncmp(s->sources[i].name, name, klen) == 0)
+      return 1;
   return 0;
 }
 
 static void sb_add(pr_buf_t *b, const char *s) { pr_buf_add(b, s, strlen(s) + 1); }
 
-static int copy_entry(entry_t *en, const pr_secret_source_t *src, const char *cwd, char *const *env) {
+static int copy_entry(entry_t *en, const pr_secret_source_t *src, const char *cwd,
+                      char *const *env) {
   if ((en->name = strdup(src->name)) == NULL) return PR_ENOMEM;
   if (src->store) {
     en->store = 1;
@@ -313,7 +316,8 @@ static const char *take_stdout(entry_t *en, pr_exec_t *f) {
   if (missed || len > PR_SECRET_MAX) why = "its output is longer than 4096 bytes";
   else if (len == 0) why = "the command printed nothing";
   else if (memchr(d, 0, len)) why = "its output holds a NUL byte";
-  else if ((en->value = pr_locked_alloc(len + 1)) == NULL) why = "cannot lock memory for it (RLIMIT_MEMLOCK)";
+  else if ((en->value = pr_locked_alloc(len + 1)) == NULL)
+    why = "cannot lock memory for it (RLIMIT_MEMLOCK)";
   else {
     memcpy(en->value, d, len);
     en->len = len;
@@ -339,9 +343,15 @@ static void fetch_ended(pr_exec_ctx_t *xc, pr_exec_t *f, int was_active) {
     } else {
       first_line(f->streams[PR_STDERR].ring, err, sizeof(err));
       if (f->error) snprintf(why, sizeof(why), "`%s` could not run (%s)", en->argv[0], f->error);
-      else if (f->signal) snprintf(why, sizeof(why), "`%s` was killed by signal %d%s%s", en->argv[0], f->signal, *err ? ": " : "", err);
-      else if (f->exit_code >= 0) snprintf(why, sizeof(why), "`%s` exited with status %d%s%s", en->argv[0], f->exit_code, *err ? ": " : "", err);
-      else snprintf(why, sizeof(why), "`%s` did not finish (%s)", en->argv[0], f->reason ? f->reason : "stopped");
+      else if (f->signal)
+        snprintf(why, sizeof(why), "`%s` was killed by signal %d%s%s", en->argv[0], f->signal,
+                 *err ? ": " : "", err);
+      else if (f->exit_code >= 0)
+        snprintf(why, sizeof(why), "`%s` exited with status %d%s%s", en->argv[0], f->exit_code,
+                 *err ? ": " : "", err);
+      else
+        snprintf(why, sizeof(why), "`%s` did not finish (%s)", en->argv[0],
+                 f->reason ? f->reason : "stopped");
       w = why;
     }
     wipe_ring(f->streams[PR_STDOUT].ring);
@@ -377,7 +387,8 @@ static void read_command(entry_t *en, pr_vault_eng_t *e) {
   f->grace_ms = FETCH_GRACE_MS;
   f->cols = 80;
   f->rows = 24;
-  if ((f->owner = strdup("proctor")) == NULL || (f->argv = calloc(en->argc + 1, sizeof(char *))) == NULL ||
+  if ((f->owner = strdup("proctor")) == NULL ||
+      (f->argv = calloc(en->argc + 1, sizeof(char *))) == NULL ||
       (f->spawn_msg = malloc(en->plen)) == NULL)
     goto fail;
   for (size_t i = 0; i < en->argc; i++)
@@ -417,8 +428,8 @@ static void on_timeout(uv_timer_t *t) {
                name, v->timeout_ms);
     else
       snprintf(v->why, n,
-               "secret %s: `%s` gave no value within secret_timeout_ms (%u ms); it was killed", name,
-               en->argv[0], v->timeout_ms);
+               "secret %s: `%s` gave no value within secret_timeout_ms (%u ms); it was killed",
+               name, en->argv[0], v->timeout_ms);
   }
   pr_vault_stop(x, 0);
 }

@@ -37,11 +37,11 @@ typedef struct pr_vault pr_vault_t;
 
 /* Per engine: where command reads run (engine/control.h embeds it). */
 typedef struct pr_vault_eng {
-  pr_exec_ctx_t xc;     /* of the hidden executions: no listeners; ended: the vault */
+  pr_exec_ctx_t xc; /* of the hidden executions: no listeners; ended: the vault */
   pr_listeners_t none;
-  pr_idmap_t jobs;      /* job id -> hidden execution */
+  pr_idmap_t jobs; /* job id -> hidden execution */
   uint64_t next;
-  uint32_t timeout_ms;  /* secret_timeout_ms: bound of the reads of one execution */
+  uint32_t timeout_ms; /* secret_timeout_ms: bound of the reads of one execution */
 } pr_vault_eng_t;
 
 /* A secret source's bound when the engine's options give none (ms). */

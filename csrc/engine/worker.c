@@ -42,14 +42,14 @@ typedef struct {
 } chan_t;
 
 typedef struct wreq {
-  pr_queue_t node;     /* w->unsent or w->inflight */
+  pr_queue_t node; /* w->unsent or w->inflight */
   uint64_t rid, session;
-  uint64_t deadline;   /* uv_now ms; 0 = none */
+  uint64_t deadline; /* uv_now ms; 0 = none */
   uint64_t timeout_ms;
   int sent;
-  char *msg;           /* the encoded request while unsent */
+  char *msg; /* the encoded request while unsent */
   size_t len;
-  chan_t *chan;        /* host requests only */
+  chan_t *chan;                  /* host requests only */
   uint64_t missed, missed_total; /* chunks dropped since the last delivered one / in all */
 } wreq_t;
 
@@ -58,10 +58,10 @@ struct pr_worker {
   regex_t re;
   int has_re;
   pr_worker_state_t state;
-  uint32_t restarts;   /* processes started after the first */
-  uint32_t streak;     /* restarts since the worker was last healthy */
-  int restart_now;     /* pr_worker_restart: the next end restarts at once */
-  uint64_t ready_at;   /* uv_now when it became ready; 0 = not ready */
+  uint32_t restarts; /* processes started after the first */
+  uint32_t streak;   /* restarts since the worker was last healthy */
+  int restart_now;   /* pr_worker_restart: the next end restarts at once */
+  uint64_t ready_at; /* uv_now when it became ready; 0 = not ready */
   pr_queue_t unsent, inflight;
   size_t ninflight;
   size_t unsent_bytes; /* encoded bytes of the requests in `unsent` */
@@ -73,8 +73,8 @@ struct pr_worker {
   size_t elen;
   uv_timer_t backoff, deadline;
   int backoff_open, deadline_open;
-  uint64_t stray;      /* non-protocol lines/messages, invalid and oversize included */
-  uint64_t late;       /* replies/chunks for unknown (canceled, timed out) requests */
+  uint64_t stray; /* non-protocol lines/messages, invalid and oversize included */
+  uint64_t late;  /* replies/chunks for unknown (canceled, timed out) requests */
 };
 
 /* ---- life -------------------------------------------------------------------------- */
@@ -95,7 +95,8 @@ static const pr_exec_ops_t worker_ops = {on_bytes, on_spawned, on_end, on_record
 pr_worker_t *pr_worker_of(const pr_exec_t *x) { return x->ops == &worker_ops ? W(x) : NULL; }
 
 int pr_worker_new(const pr_worker_spec_t *s, pr_exec_t *x) {
-  if ((unsigned)s->protocol > PR_WP_MSGPACK || (unsigned)s->restart > PR_WR_ALWAYS) return PR_EINVAL;
+  if ((unsigned)s->protocol > PR_WP_MSGPACK || (unsigned)s->restart > PR_WR_ALWAYS)
+    return PR_EINVAL;
   pr_worker_t *w = calloc(1, sizeof(*w));
   if (w == NULL) return PR_ENOMEM;
   w->spec = *s;
@@ -193,8 +194,13 @@ static void update_busy(pr_exec_t *x) {
  * 0's, the RPC server its sessions'). Takes `text`. */
 static void answer(pr_exec_ctx_t *c, uint64_t session, uint64_t id, uint64_t rid, int status,
                    char *text, size_t len, uint64_t missed) {
-  pr_wmsg_t m = {.session = session, .id = id, .rid = rid, .status = status, .text = text,
-                 .len = len, .missed = missed};
+  pr_wmsg_t m = {.session = session,
+                 .id = id,
+                 .rid = rid,
+                 .status = status,
+                 .text = text,
+                 .len = len,
+                 .missed = missed};
   pr_notify_reply(c->ls, &m);
   free(m.text);
 }
@@ -250,10 +256,10 @@ static void send_req(pr_exec_t *x, wreq_t *r) {
   r->msg = NULL;
   if (rc != 0) {
     size_t n;
-    char *m = rc == PR_EBUSY
-                  ? fmt(&n, "EBUSY: the worker has not read %zu MiB of earlier requests",
-                        PR_PENDING_INPUT_MAX >> 20)
-                  : fmt(&n, "%s: the request could not be written (%s)", pr_err_name(rc), pr_strerror(rc));
+    char *m = rc == PR_EBUSY ? fmt(&n, "EBUSY: the worker has not read %zu MiB of earlier requests",
+                                   PR_PENDING_INPUT_MAX >> 20)
+                             : fmt(&n, "%s: the request could not be written (%s)", pr_err_name(rc),
+                                   pr_strerror(rc));
     resolve(x, r, PR_RS_REJECTED, m, n);
   }
 }
@@ -333,8 +339,7 @@ static void arm_deadline(pr_exec_t *x) {
   pr_worker_t *w = W(x);
   uint64_t min = 0;
   pr_queue_t *q, *lists[2] = {&w->inflight, &w->unsent};
-  for (int i = 0; i < 2; i++)
-    PR_QUEUE_FOREACH(q, lists[i]) {
+  for (int i = 0; i < 2; i++) PR_QUEUE_FOREACH(q, lists[i]) {
       wreq_t *r = PR_QUEUE_DATA(q, wreq_t, node);
       if (r->deadline && (min == 0 || r->deadline < min)) min = r->deadline;
     }
@@ -409,9 +414,12 @@ void pr_worker_request(pr_exec_ctx_t *c, pr_exec_t *x, uint64_t session, uint64_
   return;
 fail:
   if (r) req_free(r);
-  m = err == PR_EBUSY ? fmt(&n, "EBUSY: %u requests, or %zu MiB of requests not yet written, wait for worker %llu",
-                            MAX_PENDING, PR_PENDING_INPUT_MAX >> 20, (unsigned long long)id)
-      : fmt(&n, "%s: %s", pr_err_name(err), err == PR_EINVAL ? "payload is not valid JSON" : pr_strerror(err));
+  m = err == PR_EBUSY
+          ? fmt(&n,
+                "EBUSY: %u requests, or %zu MiB of requests not yet written, wait for worker %llu",
+                MAX_PENDING, PR_PENDING_INPUT_MAX >> 20, (unsigned long long)id)
+          : fmt(&n, "%s: %s", pr_err_name(err),
+                err == PR_EINVAL ? "payload is not valid JSON" : pr_strerror(err));
   answer(c, session, id, rid, PR_RS_REJECTED, m, n, 0);
 }
 
@@ -527,8 +535,7 @@ static int on_end(pr_exec_t *x) {
   if (!restart) {
     int fatal = !ran && x->verdict == PR_FAILED; /* it never ran (spawn error) */
     set_state(x, fatal ? PR_WS_FATAL : PR_WS_STOPPED);
-    resolve_all(x, &w->unsent, fatal ? PR_RS_WORKER_FATAL : PR_RS_REJECTED,
-                "the worker has ended");
+    resolve_all(x, &w->unsent, fatal ? PR_RS_WORKER_FATAL : PR_RS_REJECTED, "the worker has ended");
     timers_close(x);
     return 0;
   }
@@ -615,7 +622,9 @@ static void stderr_feed(pr_exec_t *x, const char *p, size_t n) {
 
 static void on_write(void *arg, const char *p, size_t n) { pr_exec_input(arg, p, n); }
 
-static void on_mask(void *arg, struct cJSON *j) { pr_secrets_mask_json(((pr_exec_t *)arg)->secrets, j); }
+static void on_mask(void *arg, struct cJSON *j) {
+  pr_secrets_mask_json(((pr_exec_t *)arg)->secrets, j);
+}
 
 static void on_bytes(pr_exec_t *x, int stream, const char *p, size_t n) {
   pr_worker_t *w = W(x);

@@ -35,7 +35,8 @@ void pr_jsonl_free(pr_jsonl_t *p) { pr_buf_free(&p->line); }
 char *pr_jsonl_request(uint64_t rid, const char *json, size_t len, size_t *n) {
   char *m = malloc(len + 64);
   if (m == NULL) return NULL;
-  int k = snprintf(m, 64, "{\"id\":\"%llu\",\"type\":\"request\",\"payload\":", (unsigned long long)rid);
+  int k = snprintf(m, 64,
+                   "{\"id\":\"%llu\",\"type\":\"request\",\"payload\":", (unsigned long long)rid);
   memcpy(m + k, len ? json : "null", len ? len : 4);
   k += (int)(len ? len : 4);
   memcpy(m + k, "}\n", 2);
@@ -45,7 +46,8 @@ char *pr_jsonl_request(uint64_t rid, const char *json, size_t len, size_t *n) {
 
 char *pr_jsonl_cancel(uint64_t rid, size_t *n) {
   char buf[64];
-  int k = snprintf(buf, sizeof(buf), "{\"id\":\"%llu\",\"type\":\"cancel\"}\n", (unsigned long long)rid);
+  int k = snprintf(buf, sizeof(buf), "{\"id\":\"%llu\",\"type\":\"cancel\"}\n",
+                   (unsigned long long)rid);
   *n = (size_t)k;
   return strndup(buf, (size_t)k);
 }
@@ -84,11 +86,14 @@ static void jsonl_line(pr_jsonl_t *jp, const char *p, size_t n) {
       const char *s = st->valuestring;
       cJSON *v = NULL;
       if (strcmp(s, "ok") == 0) kind = PR_WM_OK, v = cJSON_GetObjectItemCaseSensitive(j, "result");
-      else if (strcmp(s, "chunk") == 0) kind = PR_WM_CHUNK, v = cJSON_GetObjectItemCaseSensitive(j, "chunk");
-      else if (strcmp(s, "error") == 0) kind = PR_WM_ERROR, v = cJSON_GetObjectItemCaseSensitive(j, "error");
+      else if (strcmp(s, "chunk") == 0)
+        kind = PR_WM_CHUNK, v = cJSON_GetObjectItemCaseSensitive(j, "chunk");
+      else if (strcmp(s, "error") == 0)
+        kind = PR_WM_ERROR, v = cJSON_GetObjectItemCaseSensitive(j, "error");
       if (v && jp->cb.mask) jp->cb.mask(jp->cb.arg, v); /* the decoded value, never the line */
       if (kind == PR_WM_ERROR && cJSON_IsString(v)) text = strdup(v->valuestring);
-      else if (kind != PR_WM_STRAY) text = v ? cJSON_PrintUnformatted(v) : strdup(kind == PR_WM_ERROR ? "error" : "null");
+      else if (kind != PR_WM_STRAY)
+        text = v ? cJSON_PrintUnformatted(v) : strdup(kind == PR_WM_ERROR ? "error" : "null");
       if (kind != PR_WM_STRAY && text == NULL) kind = PR_WM_STRAY; /* out of memory */
       len = text ? strlen(text) : 0;
     }
@@ -128,5 +133,6 @@ void pr_jsonl_feed(pr_jsonl_t *w, const char *p, size_t n) {
     n -= take + 1;
     p = nl + 1;
   }
-  if (w->line.cap > (1u << 20) && w->line.len == 0) pr_buf_free(&w->line); /* a huge line's memory back */
+  if (w->line.cap > (1u << 20) && w->line.len == 0)
+    pr_buf_free(&w->line); /* a huge line's memory back */
 }

@@ -72,7 +72,8 @@ char *pr_wmp_request(uint64_t rid, const char *json, size_t len, size_t *n, int 
   int bad = msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 0) || msgpack_pack_uint64(&pk, rid);
   if (cJSON_IsObject(p) && p->child == NULL) p = NULL; /* {} is an empty Lua table: no params */
   if (!bad && cJSON_IsString(m) && (p == NULL || cJSON_IsArray(p)))
-    bad = pr_mp_str(&pk, m->valuestring) || (p ? pr_mp_pack_cjson(&pk, p) : msgpack_pack_array(&pk, 0));
+    bad = pr_mp_str(&pk, m->valuestring) ||
+          (p ? pr_mp_pack_cjson(&pk, p) : msgpack_pack_array(&pk, 0));
   else if (!bad)
     bad = pr_mp_str(&pk, "request") || msgpack_pack_array(&pk, 1) || pr_mp_pack_cjson(&pk, j);
   cJSON_Delete(j);
@@ -120,7 +121,8 @@ static void refuse(pr_wmp_t *u, const msgpack_object *msgid) {
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   if (!(msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 1) ||
         msgpack_pack_object(&pk, *msgid) ||
-        pr_mp_str(&pk, "proctor: requests from a worker are not supported") || msgpack_pack_nil(&pk)))
+        pr_mp_str(&pk, "proctor: requests from a worker are not supported") ||
+        msgpack_pack_nil(&pk)))
     u->cb.write(u->cb.arg, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
@@ -201,7 +203,8 @@ void pr_wmp_feed(pr_wmp_t *w, const char *p, size_t n) {
   msgpack_unpacked_init(&r);
   for (; done > 0; done--) {
     size_t bytes = 0;
-    if (msgpack_unpacker_next_with_size(u, &r, &bytes) != MSGPACK_UNPACK_SUCCESS || bytes > w->lead) {
+    if (msgpack_unpacker_next_with_size(u, &r, &bytes) != MSGPACK_UNPACK_SUCCESS ||
+        bytes > w->lead) {
       rc = PR_EPROTO; /* the framing disagreed: never expected */
       break;
     }

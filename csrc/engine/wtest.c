@@ -10,7 +10,8 @@
 #include "engine/worker.h"
 #include "include/proctor_test.h"
 
-_Static_assert(PR_TEST_WM_CHUNK == PR_WM_CHUNK && PR_TEST_WM_OK == PR_WM_OK && PR_TEST_WM_ERROR == PR_WM_ERROR,
+_Static_assert(PR_TEST_WM_CHUNK == PR_WM_CHUNK && PR_TEST_WM_OK == PR_WM_OK &&
+                   PR_TEST_WM_ERROR == PR_WM_ERROR,
                "proctor_test.h names the kinds of engine/worker.h");
 
 struct pr_test_wparse {
@@ -34,7 +35,9 @@ static void on_write(void *arg, const char *p, size_t n) {
   (void)n;
 }
 
-static void on_mask(void *arg, struct cJSON *j) { pr_secrets_mask_json(((pr_test_wparse_t *)arg)->m, j); }
+static void on_mask(void *arg, struct cJSON *j) {
+  pr_secrets_mask_json(((pr_test_wparse_t *)arg)->m, j);
+}
 
 pr_test_wparse_t *pr_test_wparse_new(int msgpack, const char *const *secrets, size_t n,
                                      void (*message)(void *arg, int kind, uint64_t rid, char *text,

@@ -38,19 +38,19 @@
  *
  * X(name, value, message). Values sit far below any errno so they never clash
  * with UV_E* codes. */
-#define PR_ERRNO_MAP(X)                                                          \
-  X(ENOENT, -30001, "no such execution")                                         \
-  X(ENOTRUNNING, -30002, "execution is not running")                             \
-  X(ESTDINCLOSED, -30003, "stdin of the execution is closed")                    \
-  X(ECLOSED, -30004, "engine is closed")                                         \
-  X(EINVAL, -30005, "invalid argument")                                          \
-  X(ENOMEM, -30006, "out of memory")                                             \
-  X(ESHEPHERD, -30007, "cannot start the shepherd helper")                       \
-  X(EPROTO, -30008, "protocol error")                                            \
-  X(ETOOBIG, -30009, "argument too large")                                       \
-  X(ENOSTREAM, -30010, "no such stream for this execution")                      \
-  X(EBUSY, -30011, "resource busy")                                              \
-  X(ENOMETHOD, -30012, "no such method")                                         \
+#define PR_ERRNO_MAP(X)                                       \
+  X(ENOENT, -30001, "no such execution")                      \
+  X(ENOTRUNNING, -30002, "execution is not running")          \
+  X(ESTDINCLOSED, -30003, "stdin of the execution is closed") \
+  X(ECLOSED, -30004, "engine is closed")                      \
+  X(EINVAL, -30005, "invalid argument")                       \
+  X(ENOMEM, -30006, "out of memory")                          \
+  X(ESHEPHERD, -30007, "cannot start the shepherd helper")    \
+  X(EPROTO, -30008, "protocol error")                         \
+  X(ETOOBIG, -30009, "argument too large")                    \
+  X(ENOSTREAM, -30010, "no such stream for this execution")   \
+  X(EBUSY, -30011, "resource busy")                           \
+  X(ENOMETHOD, -30012, "no such method")                      \
   X(ENOTWORKER, -30013, "execution is not a worker")
 
 typedef enum {
@@ -82,7 +82,12 @@ typedef enum {
 
 enum { PR_STDOUT = 0, PR_STDERR, PR_PTY, PR_NSTREAM };
 
-typedef enum { PR_CANCELING = 0, PR_ALREADY_CANCELING, PR_ALREADY_TERMINAL, PR_CANCEL_NOT_FOUND } pr_cancel_result_t;
+typedef enum {
+  PR_CANCELING = 0,
+  PR_ALREADY_CANCELING,
+  PR_ALREADY_TERMINAL,
+  PR_CANCEL_NOT_FOUND
+} pr_cancel_result_t;
 typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND } pr_delete_result_t;
 
 /* Longest socket path accepted for `listen` (sun_path minus its NUL). */
@@ -90,24 +95,24 @@ typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND }
 
 /* Engine options. Zero means "default" for every field. */
 typedef struct {
-  size_t output_limit;       /* bytes retained per stream; default 8 MiB */
-  uint32_t history_limit;    /* terminal records kept; default 1000 */
-  uint64_t history_age_ms;   /* terminal records older than this are pruned; 0 = never */
-  uint32_t max_running;      /* executions running at once; 0 = unlimited */
-  uint32_t kill_grace_ms;    /* default SIGTERM → SIGKILL grace; default 2000 */
-  uint32_t drain_ms;         /* how long output may still arrive after exit; default 500 */
+  size_t output_limit;        /* bytes retained per stream; default 8 MiB */
+  uint32_t history_limit;     /* terminal records kept; default 1000 */
+  uint64_t history_age_ms;    /* terminal records older than this are pruned; 0 = never */
+  uint32_t max_running;       /* executions running at once; 0 = unlimited */
+  uint32_t kill_grace_ms;     /* default SIGTERM → SIGKILL grace; default 2000 */
+  uint32_t drain_ms;          /* how long output may still arrive after exit; default 500 */
   uint32_t secret_timeout_ms; /* secrets read from a store arrive within this; default 10000 */
-  const char *shepherd_path; /* proctor-shepherd binary; NULL = next to this library */
-  const char *listen;        /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
+  const char *shepherd_path;  /* proctor-shepherd binary; NULL = next to this library */
+  const char *listen;         /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
   /* Durable files (journal.h, history.h, audit.h); NULL = off. */
-  const char *history_file;   /* append-only msgpack history, loaded by pr_engine_new */
+  const char *history_file;    /* append-only msgpack history, loaded by pr_engine_new */
   size_t history_output_bytes; /* tail bytes kept per stream in the history; default 64 KiB */
-  const char *audit_file;     /* JSON lines audit log */
-  uint64_t audit_max_bytes;   /* rotate when the log would grow past this; default 10 MiB */
-  uint32_t audit_keep;        /* rotated files kept (audit.1 .. audit.K); default 3 */
+  const char *audit_file;      /* JSON lines audit log */
+  uint64_t audit_max_bytes;    /* rotate when the log would grow past this; default 10 MiB */
+  uint32_t audit_keep;         /* rotated files kept (audit.1 .. audit.K); default 3 */
   /* Memory bounds (doc *proctor-limits*). */
-  uint32_t max_queued;        /* queued (and held) executions per session; more: PR_EBUSY; default 10000 */
-  uint64_t ended_output_max;  /* bytes all ended executions' rings keep together; default 64 MiB */
+  uint32_t max_queued; /* queued (and held) executions per session; more: PR_EBUSY; default 10000 */
+  uint64_t ended_output_max; /* bytes all ended executions' rings keep together; default 64 MiB */
 } pr_engine_opts_t;
 
 /* A supervised worker (worker.h, doc *proctor-workers*): an execution that
@@ -115,24 +120,36 @@ typedef struct {
 typedef enum { PR_WP_JSONL = 0, PR_WP_MSGPACK } pr_worker_protocol_t;
 typedef enum { PR_WR_NEVER = 0, PR_WR_ON_FAILURE, PR_WR_ALWAYS } pr_worker_restart_t;
 typedef enum {
-  PR_WS_STARTING = 0, PR_WS_READY, PR_WS_BUSY, PR_WS_BACKOFF, PR_WS_STOPPED, PR_WS_FATAL, PR_NWS
+  PR_WS_STARTING = 0,
+  PR_WS_READY,
+  PR_WS_BUSY,
+  PR_WS_BACKOFF,
+  PR_WS_STOPPED,
+  PR_WS_FATAL,
+  PR_NWS
 } pr_worker_state_t;
 typedef struct {
   pr_worker_protocol_t protocol;
   pr_worker_restart_t restart;
-  int32_t max_restarts;      /* restarts in a row before fatal; <0 = default 5 */
-  uint32_t backoff_ms;       /* first restart delay, doubled per restart in a row; default 100 */
-  uint32_t backoff_max_ms;   /* cap of the delay; default 30000 */
-  uint32_t healthy_ms;       /* ready this long: the restart count and delay reset; default 10000 */
-  int ready_message;         /* ready at the first protocol message (else at spawn) */
-  const char *ready_stderr;  /* ready when a stderr line matches this POSIX ERE */
-  uint32_t max_chunks;       /* undelivered chunk events per request; default 256 */
+  int32_t max_restarts;     /* restarts in a row before fatal; <0 = default 5 */
+  uint32_t backoff_ms;      /* first restart delay, doubled per restart in a row; default 100 */
+  uint32_t backoff_max_ms;  /* cap of the delay; default 30000 */
+  uint32_t healthy_ms;      /* ready this long: the restart count and delay reset; default 10000 */
+  int ready_message;        /* ready at the first protocol message (else at spawn) */
+  const char *ready_stderr; /* ready when a stderr line matches this POSIX ERE */
+  uint32_t max_chunks;      /* undelivered chunk events per request; default 256 */
 } pr_worker_spec_t;
 
 /* How a worker request ended (pr_event_t.status of PR_EV_REPLY). */
 typedef enum {
-  PR_RS_OK = 0, PR_RS_ERROR, PR_RS_CANCELED, PR_RS_TIMEOUT, PR_RS_WORKER_EXITED, PR_RS_WORKER_FATAL,
-  PR_RS_REJECTED, PR_NRS
+  PR_RS_OK = 0,
+  PR_RS_ERROR,
+  PR_RS_CANCELED,
+  PR_RS_TIMEOUT,
+  PR_RS_WORKER_EXITED,
+  PR_RS_WORKER_FATAL,
+  PR_RS_REJECTED,
+  PR_NRS
 } pr_reply_status_t;
 
 /* A secret read from a store when the execution is spawned, instead of given
@@ -145,29 +162,29 @@ typedef struct {
   const char *store;             /* "secret-service": the desktop keyring, through libsecret */
   const char *const *attributes; /* store: "key=value" pairs the item has (at least one) */
   size_t nattributes;
-  const char *const *command;    /* argv of a command whose standard output is the value */
+  const char *const *command; /* argv of a command whose standard output is the value */
   size_t ncommand;
 } pr_secret_source_t;
 
 /* What to run. Strings are copied by pr_engine_start. */
 typedef struct {
-  const char *const *argv;   /* argv[0..argc) */
+  const char *const *argv; /* argv[0..argc) */
   size_t argc;
-  const char *shell;         /* instead of argv: run with /bin/sh -c */
-  const char *cwd;           /* NULL = the host's cwd at start time */
-  const char *const *env;    /* "K=V" strings, added over the base environment */
+  const char *shell;      /* instead of argv: run with /bin/sh -c */
+  const char *cwd;        /* NULL = the host's cwd at start time */
+  const char *const *env; /* "K=V" strings, added over the base environment */
   size_t envc;
-  int clear_env;             /* base environment empty instead of the host's */
-  int pty;                   /* one pseudo-terminal instead of pipes */
-  uint16_t cols, rows;       /* pty size; default 80x24 */
-  int stdin_pipe;            /* 1 = stdin is a pipe for input(); 0 = /dev/null */
-  uint64_t timeout_ms;       /* 0 = none */
-  int64_t kill_grace_ms;     /* <0 = engine default */
-  int backpressure;          /* 1 = pause the child instead of dropping output */
-  int hold;                  /* 1 = stay queued until pr_engine_release (dependencies) */
+  int clear_env;         /* base environment empty instead of the host's */
+  int pty;               /* one pseudo-terminal instead of pipes */
+  uint16_t cols, rows;   /* pty size; default 80x24 */
+  int stdin_pipe;        /* 1 = stdin is a pipe for input(); 0 = /dev/null */
+  uint64_t timeout_ms;   /* 0 = none */
+  int64_t kill_grace_ms; /* <0 = engine default */
+  int backpressure;      /* 1 = pause the child instead of dropping output */
+  int hold;              /* 1 = stay queued until pr_engine_release (dependencies) */
   const char *label;
-  const char *owner;         /* free-form owner label ("nvim", a client name) */
-  uint64_t session;          /* 0 = host */
+  const char *owner;              /* free-form owner label ("nvim", a client name) */
+  uint64_t session;               /* 0 = host */
   const pr_worker_spec_t *worker; /* non-NULL: a supervised worker (stdin becomes a pipe) */
   /* Environment policy and secrets (secrets.h). */
   const char *const *secrets; /* "K=V": in the child's env only; V masked as *** in output */
@@ -186,55 +203,61 @@ typedef struct {
   size_t argc;
   int pty;
   pr_state_t state;
-  char *reason;                      /* why it ended: exit, signal, canceled, timeout, spawn_error,
+  char *reason;  /* why it ended: exit, signal, canceled, timeout, spawn_error,
                                         secret_unavailable, supervisor_lost, engine_closed;
                                         NULL while live */
-  char *error;                       /* human message for spawn errors etc., or NULL */
-  int exit_code;                     /* -1 when none */
-  int signal;                        /* 0 when none */
-  int64_t pid;                       /* 0 when not (or no longer) running */
+  char *error;   /* human message for spawn errors etc., or NULL */
+  int exit_code; /* -1 when none */
+  int signal;    /* 0 when none */
+  int64_t pid;   /* 0 when not (or no longer) running */
   uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */
   uint64_t duration_ms;
   int has_stream[PR_NSTREAM];
-  uint64_t bytes[PR_NSTREAM];        /* bytes read per stream */
-  uint64_t dropped[PR_NSTREAM];      /* bytes no longer retained per stream */
+  uint64_t bytes[PR_NSTREAM];   /* bytes read per stream */
+  uint64_t dropped[PR_NSTREAM]; /* bytes no longer retained per stream */
   int stdin_open;
-  int worker_state;                  /* pr_worker_state_t, or -1 when not a worker */
-  uint32_t worker_restarts;          /* worker processes started after the first one */
-  uint64_t worker_pending;           /* requests not answered yet */
-  uint64_t worker_stray;             /* stdout lines/messages that were not protocol messages */
-  char *env_keys;                    /* keys of the child's environment, each NUL-terminated */
-  size_t env_keys_len;               /* bytes in env_keys (0: none known) */
-  int previous_session;              /* loaded from the history file of an earlier engine */
-  int brief;                         /* a list entry: env_keys left out (get has them) */
+  int worker_state;         /* pr_worker_state_t, or -1 when not a worker */
+  uint32_t worker_restarts; /* worker processes started after the first one */
+  uint64_t worker_pending;  /* requests not answered yet */
+  uint64_t worker_stray;    /* stdout lines/messages that were not protocol messages */
+  char *env_keys;           /* keys of the child's environment, each NUL-terminated */
+  size_t env_keys_len;      /* bytes in env_keys (0: none known) */
+  int previous_session;     /* loaded from the history file of an earlier engine */
+  int brief;                /* a list entry: env_keys left out (get has them) */
 } pr_record_t;
 
-typedef enum { PR_EV_STATE = 1, PR_EV_OUTPUT, PR_EV_WORKER, PR_EV_CHUNK, PR_EV_REPLY } pr_event_type_t;
+typedef enum {
+  PR_EV_STATE = 1,
+  PR_EV_OUTPUT,
+  PR_EV_WORKER,
+  PR_EV_CHUNK,
+  PR_EV_REPLY
+} pr_event_type_t;
 
 /* An event taken from the engine, owned by the caller (pr_event_free). */
 typedef struct pr_event {
-  void *priv[2];            /* queue linkage, engine-private */
+  void *priv[2]; /* queue linkage, engine-private */
   pr_event_type_t type;
   uint64_t id;
   /* PR_EV_STATE */
-  pr_state_t state, prev;   /* prev == PR_NSTATE for the first event */
+  pr_state_t state, prev; /* prev == PR_NSTATE for the first event */
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
   /* PR_EV_OUTPUT */
   int stream;
-  char *data;               /* owned */
+  char *data; /* owned */
   size_t len;
-  uint64_t offset;          /* absolute offset of data[0] in the stream */
-  uint64_t missed;          /* bytes dropped before data[0] since the last output event */
-  void *ring;               /* engine-private */
+  uint64_t offset; /* absolute offset of data[0] in the stream */
+  uint64_t missed; /* bytes dropped before data[0] since the last output event */
+  void *ring;      /* engine-private */
   /* PR_EV_WORKER: worker_state, restarts. PR_EV_CHUNK: rid, data = the chunk as JSON text,
    * missed = chunks dropped before it. PR_EV_REPLY: rid, status, data = the result as JSON
    * text (PR_RS_OK) or the error message, missed = chunks dropped in all. */
   uint64_t rid;
   int status, worker_state;
   uint32_t restarts;
-  void *chan;               /* engine-private: a chunk's back-pressure token ... */
+  void *chan;                /* engine-private: a chunk's back-pressure token ... */
   void (*chan_done)(void *); /* ... and what to call once the chunk is consumed */
 } pr_event_t;
 
@@ -400,53 +423,63 @@ const char *pr_signal_name(int sig, char *buf, size_t n);
  * CMD (r->shell, or the r->argc strings of r->argv), KEYS (r->env_keys:
  * r->env_keys_len bytes of NUL-terminated names), STREAMS (one integer per
  * stream that r->has_stream, from the array `value`). */
-#define PR_RECORD_FIELDS(X)                                                                    \
-  X(ID, "id", U64, 1, r->id)                                                                   \
-  X(SESSION, "session", U64, 1, r->session)                                                    \
-  X(LABEL, "label", STR, r->label != NULL, r->label)                                           \
-  X(OWNER, "owner", STR, 1, r->owner ? r->owner : "")                                          \
-  X(CWD, "cwd", STR, 1, r->cwd ? r->cwd : "")                                                  \
-  X(CMD, "cmd", CMD, 1, 0)                                                                     \
-  X(PTY, "pty", BOOL, 1, r->pty)                                                               \
-  X(STATE, "state", STR, 1, pr_state_name(r->state))                                           \
-  X(REASON, "reason", STR, r->reason != NULL, r->reason)                                       \
-  X(ERROR, "error", STR, r->error != NULL, r->error)                                           \
-  X(EXIT_CODE, "exit_code", I64, r->exit_code >= 0, r->exit_code)                              \
-  X(SIGNAL, "signal", SIGNAL, r->signal > 0, r->signal)                                        \
-  X(PID, "pid", I64, r->pid > 0, r->pid)                                                       \
-  X(CREATED_AT, "created_at", U64, 1, r->created_at)                                           \
-  X(STARTED_AT, "started_at", U64, r->started_at != 0, r->started_at)                          \
-  X(ENDED_AT, "ended_at", U64, r->ended_at != 0, r->ended_at)                                  \
-  X(DURATION_MS, "duration_ms", U64, 1, r->duration_ms)                                        \
-  X(BYTES, "bytes", STREAMS, 1, r->bytes)                                                      \
-  X(DROPPED, "dropped", STREAMS, 1, r->dropped)                                                \
-  X(STDIN_OPEN, "stdin_open", BOOL, 1, r->stdin_open)                                          \
-  X(ENV_KEYS, "env_keys", KEYS, !r->brief, 0)                                                  \
-  X(PREVIOUS_SESSION, "previous_session", BOOL, 1, r->previous_session)                        \
-  X(WORKER_STATE, "worker_state", STR, r->worker_state >= 0, pr_worker_state_name(r->worker_state)) \
-  X(WORKER_RESTARTS, "worker_restarts", U64, r->worker_state >= 0, r->worker_restarts)         \
-  X(WORKER_PENDING, "worker_pending", U64, r->worker_state >= 0, r->worker_pending)            \
+#define PR_RECORD_FIELDS(X)                                                            \
+  X(ID, "id", U64, 1, r->id)                                                           \
+  X(SESSION, "session", U64, 1, r->session)                                            \
+  X(LABEL, "label", STR, r->label != NULL, r->label)                                   \
+  X(OWNER, "owner", STR, 1, r->owner ? r->owner : "")                                  \
+  X(CWD, "cwd", STR, 1, r->cwd ? r->cwd : "")                                          \
+  X(CMD, "cmd", CMD, 1, 0)                                                             \
+  X(PTY, "pty", BOOL, 1, r->pty)                                                       \
+  X(STATE, "state", STR, 1, pr_state_name(r->state))                                   \
+  X(REASON, "reason", STR, r->reason != NULL, r->reason)                               \
+  X(ERROR, "error", STR, r->error != NULL, r->error)                                   \
+  X(EXIT_CODE, "exit_code", I64, r->exit_code >= 0, r->exit_code)                      \
+  X(SIGNAL, "signal", SIGNAL, r->signal > 0, r->signal)                                \
+  X(PID, "pid", I64, r->pid > 0, r->pid)                                               \
+  X(CREATED_AT, "created_at", U64, 1, r->created_at)                                   \
+  X(STARTED_AT, "started_at", U64, r->started_at != 0, r->started_at)                  \
+  X(ENDED_AT, "ended_at", U64, r->ended_at != 0, r->ended_at)                          \
+  X(DURATION_MS, "duration_ms", U64, 1, r->duration_ms)                                \
+  X(BYTES, "bytes", STREAMS, 1, r->bytes)                                              \
+  X(DROPPED, "dropped", STREAMS, 1, r->dropped)                                        \
+  X(STDIN_OPEN, "stdin_open", BOOL, 1, r->stdin_open)                                  \
+  X(ENV_KEYS, "env_keys", KEYS, !r->brief, 0)                                          \
+  X(PREVIOUS_SESSION, "previous_session", BOOL, 1, r->previous_session)                \
+  X(WORKER_STATE, "worker_state", STR, r->worker_state >= 0,                           \
+    pr_worker_state_name(r->worker_state))                                             \
+  X(WORKER_RESTARTS, "worker_restarts", U64, r->worker_state >= 0, r->worker_restarts) \
+  X(WORKER_PENDING, "worker_pending", U64, r->worker_state >= 0, r->worker_pending)    \
   X(WORKER_STRAY, "worker_stray", U64, r->worker_state >= 0, r->worker_stray)
 
 typedef enum {
 #define X(NAME, key, type, present, value) PR_RF_##NAME,
   PR_RECORD_FIELDS(X)
 #undef X
-  PR_RF_COUNT
+      PR_RF_COUNT
 } pr_record_field_t;
 
-typedef enum { PR_FT_U64, PR_FT_I64, PR_FT_BOOL, PR_FT_STR, PR_FT_SIGNAL, PR_FT_CMD, PR_FT_KEYS, PR_FT_STREAMS } pr_field_type_t;
+typedef enum {
+  PR_FT_U64,
+  PR_FT_I64,
+  PR_FT_BOOL,
+  PR_FT_STR,
+  PR_FT_SIGNAL,
+  PR_FT_CMD,
+  PR_FT_KEYS,
+  PR_FT_STREAMS
+} pr_field_type_t;
 
 /* One present field of a record. Borrowed from the record: valid while it is. */
 typedef struct {
   pr_record_field_t id;
-  const char *key;            /* its name in Lua, on the RPC wire and in the audit log */
+  const char *key; /* its name in Lua, on the RPC wire and in the audit log */
   pr_field_type_t type;
-  uint64_t u;                 /* U64 */
-  int64_t i;                  /* I64, BOOL (0/1), SIGNAL */
-  const char *s;              /* STR */
-  const uint64_t *streams;    /* STREAMS: [PR_NSTREAM], shown where r->has_stream */
-  const pr_record_t *r;       /* the record (CMD, KEYS and STREAMS read it) */
+  uint64_t u;              /* U64 */
+  int64_t i;               /* I64, BOOL (0/1), SIGNAL */
+  const char *s;           /* STR */
+  const uint64_t *streams; /* STREAMS: [PR_NSTREAM], shown where r->has_stream */
+  const pr_record_t *r;    /* the record (CMD, KEYS and STREAMS read it) */
 } pr_field_t;
 
 /* pr_record_fields: the present fields of `r`, in order, into f[0..PR_RF_COUNT).

@@ -48,7 +48,12 @@ void pr_test_rpc_close(pr_rpc_conn_t *c);
  * bytes to keep (*n of them, valid until the next call) or NULL; p == NULL
  * ends the stream (releases what the masker held back). Any thread. */
 typedef struct pr_test_wparse pr_test_wparse_t;
-enum { PR_TEST_WM_READY = 0, PR_TEST_WM_CHUNK, PR_TEST_WM_OK, PR_TEST_WM_ERROR }; /* the rest: no text */
+enum {
+  PR_TEST_WM_READY = 0,
+  PR_TEST_WM_CHUNK,
+  PR_TEST_WM_OK,
+  PR_TEST_WM_ERROR
+}; /* the rest: no text */
 pr_test_wparse_t *pr_test_wparse_new(int msgpack, const char *const *secrets, size_t n,
                                      void (*message)(void *arg, int kind, uint64_t rid, char *text,
                                                      size_t len),

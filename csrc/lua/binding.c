@@ -38,8 +38,7 @@ static int fail(lua_State *L, int err, const char *detail) {
   lua_pushnil(L);
   if (detail && *detail)
     lua_pushfstring(L, "%s: %s %s", pr_err_name(err), pr_strerror(err), detail);
-  else
-    lua_pushfstring(L, "%s: %s", pr_err_name(err), pr_strerror(err));
+  else lua_pushfstring(L, "%s: %s", pr_err_name(err), pr_strerror(err));
   lua_pushstring(L, pr_err_name(err));
   return 3;
 }
@@ -137,7 +136,6 @@ static void check_table_keys(lua_State *L, int t, const char *const *known) {
   }
 }
 
-
 /* core.new options for the durable files (doc/proctor.txt, *proctor-history*). */
 static void opt_files(lua_State *L, pr_engine_opts_t *o) {
   o->history_file = opt_str(L, 1, "history_file");
@@ -152,12 +150,23 @@ static void opt_files(lua_State *L, pr_engine_opts_t *o) {
 
 /* ---- module functions ----------------------------------------------------------- */
 
-static const char *const new_keys[] = {"output_limit", "history_limit", "history_age_ms",
-                                       "max_running",  "kill_grace_ms", "drain_ms",
-                                       "shepherd",     "listen",        "history_file",
-                                       "history_output_bytes", "audit_file", "audit_max_bytes",
-                                       "audit_keep",   "max_queued",    "ended_output_max",
-                                       "secret_timeout_ms", NULL};
+static const char *const new_keys[] = {"output_limit",
+                                       "history_limit",
+                                       "history_age_ms",
+                                       "max_running",
+                                       "kill_grace_ms",
+                                       "drain_ms",
+                                       "shepherd",
+                                       "listen",
+                                       "history_file",
+                                       "history_output_bytes",
+                                       "audit_file",
+                                       "audit_max_bytes",
+                                       "audit_keep",
+                                       "max_queued",
+                                       "ended_output_max",
+                                       "secret_timeout_ms",
+                                       NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -189,9 +198,9 @@ static int l_new(lua_State *L) {
 }
 
 static const char *const start_keys[] = {
-    "cmd",   "cwd",        "env",           "clear_env", "pty",   "cols",         "rows",
-    "stdin", "timeout_ms", "kill_grace_ms", "label",     "owner", "backpressure", "worker",
-    "secrets", "env_allow", "hold", NULL};
+    "cmd",          "cwd",    "env",        "clear_env",     "pty",   "cols",
+    "rows",         "stdin",  "timeout_ms", "kill_grace_ms", "label", "owner",
+    "backpressure", "worker", "secrets",    "env_allow",     "hold",  NULL};
 
 static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws);
 
@@ -207,7 +216,8 @@ static int l_start(lua_State *L) {
   if (ct == LUA_TSTRING) {
     size_t n;
     s.shell = lua_tolstring(L, -1, &n);
-    if (n == 0 || strlen(s.shell) != n) luaL_argerror(L, 2, "'cmd' must be a non-empty string without NUL bytes");
+    if (n == 0 || strlen(s.shell) != n)
+      luaL_argerror(L, 2, "'cmd' must be a non-empty string without NUL bytes");
   } else if (ct == LUA_TTABLE) {
     size_t n = pr_rawlen(L, -1);
     if (n == 0) luaL_argerror(L, 2, "'cmd' list must not be empty");
@@ -281,7 +291,8 @@ static int l_start(lua_State *L) {
   if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
   uint64_t id;
   int rc = pr_engine_start(le->e, &s, &id);
-  if (rc != 0) return fail(L, rc, rc == PR_EBUSY ? "(max_queued executions are queued or held)" : NULL);
+  if (rc != 0)
+    return fail(L, rc, rc == PR_EBUSY ? "(max_queued executions are queued or held)" : NULL);
   lua_pushinteger(L, (lua_Integer)id);
   return 1;
 }
@@ -566,9 +577,9 @@ static int l_hrtime(lua_State *L) {
 /* ---- supervised workers (doc/proctor.txt, *proctor-workers*) ----------------------- */
 
 static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws) {
-  static const char *const keys[] = {"protocol",   "restart",        "max_restarts", "backoff_ms",
-                                     "backoff_max_ms", "healthy_ms", "ready",        "max_chunks",
-                                     NULL};
+  static const char *const keys[] = {"protocol",   "restart",        "max_restarts",
+                                     "backoff_ms", "backoff_max_ms", "healthy_ms",
+                                     "ready",      "max_chunks",     NULL};
   static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
   static const char *const restarts[] = {"never", "on-failure", "always", NULL};
   memset(ws, 0, sizeof(*ws));
@@ -665,15 +676,29 @@ static int l_restart(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg engine_methods[] = {
-    {"start", l_start},   {"cancel", l_cancel}, {"delete", l_delete},
-    {"input", l_input},   {"close_stdin", l_close_stdin},
-    {"resize", l_resize}, {"get", l_get},       {"list", l_list},
-    {"purge", l_purge},   {"read", l_read},     {"fd", l_fd},
-    {"poll", l_poll},     {"wait", l_wait},     {"close", l_close},
-    {"closed", l_closed}, {"address", l_address}, {"warnings", l_warnings},
-    {"request", l_request}, {"cancel_request", l_cancel_request}, {"restart", l_restart},
-    {"release", l_release}, {"hold_output", l_hold_output}, {NULL, NULL}};
+static const luaL_Reg engine_methods[] = {{"start", l_start},
+                                          {"cancel", l_cancel},
+                                          {"delete", l_delete},
+                                          {"input", l_input},
+                                          {"close_stdin", l_close_stdin},
+                                          {"resize", l_resize},
+                                          {"get", l_get},
+                                          {"list", l_list},
+                                          {"purge", l_purge},
+                                          {"read", l_read},
+                                          {"fd", l_fd},
+                                          {"poll", l_poll},
+                                          {"wait", l_wait},
+                                          {"close", l_close},
+                                          {"closed", l_closed},
+                                          {"address", l_address},
+                                          {"warnings", l_warnings},
+                                          {"request", l_request},
+                                          {"cancel_request", l_cancel_request},
+                                          {"restart", l_restart},
+                                          {"release", l_release},
+                                          {"hold_output", l_hold_output},
+                                          {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   if (luaL_newmetatable(L, PR_ENGINE_MT)) {

@@ -29,7 +29,8 @@ static inline int pr_tointeger(lua_State *L, int i, lua_Integer *out) {
   return ok;
 #else
   lua_Number n = lua_tonumber(L, i);
-  if (n != n || n < -9007199254740992.0 || n > 9007199254740992.0 || (lua_Number)(lua_Integer)n != n)
+  if (n != n || n < -9007199254740992.0 || n > 9007199254740992.0 ||
+      (lua_Number)(lua_Integer)n != n)
     return 0;
   *out = (lua_Integer)n;
   return 1;

@@ -9,7 +9,9 @@
 #include "lua/module.h"
 
 /* Keep the value on top of the stack alive in the anchor table (pops it). */
-static void anchor_top(lua_State *L, int anchor) { lua_rawseti(L, anchor, (int)pr_rawlen(L, anchor) + 1); }
+static void anchor_top(lua_State *L, int anchor) {
+  lua_rawseti(L, anchor, (int)pr_rawlen(L, anchor) + 1);
+}
 
 /* "k=v" as a Lua string kept alive in the anchor table; its bytes stay valid
  * while that table does. */
@@ -41,13 +43,15 @@ static const char **str_list(lua_State *L, int t, int at, int anchor, size_t *n,
  * { command = {"pass", "show", "x"} }: the table at index `at` into *src;
  * what must outlive the call is anchored in the table at `anchor`. */
 static void source(lua_State *L, int t, int at, int anchor, pr_secret_source_t *src) {
-  static const char bad[] = "'secrets' sources are { store = \"secret-service\", attributes = "
-                            "{ key = value, ... } } or { command = { argv... } }";
+  static const char bad[] =
+      "'secrets' sources are { store = \"secret-service\", attributes = "
+      "{ key = value, ... } } or { command = { argv... } }";
   lua_pushnil(L);
   while (lua_next(L, at) != 0) {
     lua_pop(L, 1);
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-    if (strcmp(k, "store") && strcmp(k, "attributes") && strcmp(k, "command")) luaL_argerror(L, t, bad);
+    if (strcmp(k, "store") && strcmp(k, "attributes") && strcmp(k, "command"))
+      luaL_argerror(L, t, bad);
   }
   lua_getfield(L, at, "store");
   lua_getfield(L, at, "attributes");
@@ -154,4 +158,3 @@ void pr_lua_env_policy(lua_State *L, int t, pr_spec_t *s) {
     s->nallow = n;
   }
 }
-

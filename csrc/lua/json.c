@@ -65,8 +65,7 @@ static void jb_num(jbuf_t *b, lua_State *L, int i) {
   }
   if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
     jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%lld", (long long)d));
-  else
-    jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%.17g", d));
+  else jb_add(b, nb, (size_t)snprintf(nb, sizeof(nb), "%.17g", d));
 }
 
 static void jb_value(jbuf_t *b, lua_State *L, int i, int depth) {
@@ -91,9 +90,7 @@ static void jb_value(jbuf_t *b, lua_State *L, int i, int depth) {
     else b->err = "cannot encode a userdata value";
     return;
   case LUA_TTABLE: break;
-  default:
-    b->err = "payload values must be nil, booleans, numbers, strings or tables";
-    return;
+  default: b->err = "payload values must be nil, booleans, numbers, strings or tables"; return;
   }
   if (!lua_checkstack(L, 4)) {
     b->err = "payload nested too deeply";
@@ -165,8 +162,7 @@ static void push_cjson(lua_State *L, const cJSON *j, int depth) {
     double d = j->valuedouble;
     if (d > -9007199254740992.0 && d < 9007199254740992.0 && (double)(long long)d == d)
       lua_pushinteger(L, (lua_Integer)d);
-    else
-      lua_pushnumber(L, (lua_Number)d);
+    else lua_pushnumber(L, (lua_Number)d);
   } else if (cJSON_IsString(j)) {
     lua_pushstring(L, j->valuestring);
   } else if (cJSON_IsArray(j)) {

@@ -134,4 +134,3 @@ static void push_worker_event(lua_State *L, const pr_event_t *ev) {
     lua_setfield(L, -2, "error");
   }
 }
-

@@ -104,7 +104,7 @@ void mc_call_done(call_t *c, cJSON *sc) {
 void mc_call_rpc_fail(call_t *c, const cJSON *err) {
   const cJSON *name = cJSON_GetArrayItem(err, 0), *msg = cJSON_GetArrayItem(err, 1);
   mc_call_fail(c, "%s: %s", cJSON_IsString(name) ? name->valuestring : "ERROR",
-       cJSON_IsString(msg) ? msg->valuestring : "unknown error");
+               cJSON_IsString(msg) ? msg->valuestring : "unknown error");
 }
 
 int mc_call_rpc(call_t *c, const char *method, cJSON *params, mc_rpc_cb cb, int slot) {
@@ -114,7 +114,8 @@ int mc_call_rpc(call_t *c, const char *method, cJSON *params, mc_rpc_cb cb, int 
     return -1;
   }
   if (rc != 0) {
-    mc_call_fail(c, "proctor is not reachable: %s", mc_rpc_lost()[0] ? mc_rpc_lost() : "not connected");
+    mc_call_fail(c, "proctor is not reachable: %s",
+                 mc_rpc_lost()[0] ? mc_rpc_lost() : "not connected");
     return -1;
   }
   c->inflight++;

@@ -27,9 +27,9 @@ typedef enum { T_RUN, T_START, T_STATUS, T_LIST, T_OUTPUT, T_INPUT, T_CANCEL, T_
 
 typedef struct call {
   uint64_t serial;
-  cJSON *req_id;   /* the JSON-RPC id (owned) */
-  cJSON *token;    /* _meta.progressToken (owned) or NULL */
-  cJSON *args;     /* arguments (owned) */
+  cJSON *req_id; /* the JSON-RPC id (owned) */
+  cJSON *token;  /* _meta.progressToken (owned) or NULL */
+  cJSON *args;   /* arguments (owned) */
   tool_id_t tool;
   int cancelled;   /* notifications/cancelled came: answer nothing */
   int inflight;    /* RPC requests not answered yet */
@@ -117,7 +117,9 @@ static inline double mc_rec_bytes(const cJSON *rec, const char *stream) {
   return mc_rec_num(cJSON_GetObjectItemCaseSensitive(rec, "bytes"), stream, 0);
 }
 
-static inline int mc_rec_pty(const cJSON *rec) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "pty")); }
+static inline int mc_rec_pty(const cJSON *rec) {
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "pty"));
+}
 
 /* ---- fence.c --------------------------------------------------------------------------------- */
 

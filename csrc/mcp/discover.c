@@ -34,7 +34,8 @@ int mc_socket_safe(const char *path, char *err, size_t errlen) {
     return -1;
   }
   if (st.st_uid != uid || (st.st_mode & 077)) {
-    snprintf(err, errlen, "%s must be a socket of uid %u with mode 0600 (it has uid %u, mode %03o); refused",
+    snprintf(err, errlen,
+             "%s must be a socket of uid %u with mode 0600 (it has uid %u, mode %03o); refused",
              path, (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
     return -1;
   }
@@ -49,8 +50,9 @@ int mc_socket_safe(const char *path, char *err, size_t errlen) {
     *slash = 0;
   }
   if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077)) {
-    snprintf(err, errlen, "%s: its directory %s must be a directory of uid %u with mode 0700; refused", path, dir,
-             (unsigned)uid);
+    snprintf(err, errlen,
+             "%s: its directory %s must be a directory of uid %u with mode 0700; refused", path,
+             dir, (unsigned)uid);
     return -1;
   }
   return 0;
@@ -121,8 +123,7 @@ char *mc_discover(char *why, size_t whylen) {
   struct stat st;
   if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
     snprintf(dir, sizeof(dir), "%s/proctor", xdg);
-  else
-    snprintf(dir, sizeof(dir), "/tmp/proctor-%u", (unsigned)getuid());
+  else snprintf(dir, sizeof(dir), "/tmp/proctor-%u", (unsigned)getuid());
   scan(dir, v, &n, 64);
   if (n == 0) {
     snprintf(why, whylen, "no running editor's proctor socket was found");
@@ -134,7 +135,8 @@ char *mc_discover(char *why, size_t whylen) {
       if (v[i].pid == pid) return strdup(v[i].path);
   if (n == 1) return strdup(v[0].path);
   snprintf(why, whylen,
-           "%zu editors have a proctor socket and none is an ancestor of proctor-mcp: name one with --socket "
+           "%zu editors have a proctor socket and none is an ancestor of proctor-mcp: name one "
+           "with --socket "
            "or PROCTOR_SOCKET",
            n);
   return NULL;

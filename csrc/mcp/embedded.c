@@ -56,7 +56,8 @@ int mc_embedded_start(const char **path, char *err, size_t errlen) {
   o.output_limit = (size_t)mc_opts.output_limit;
   int rc = pr_engine_new(&o, &eng);
   if (rc != 0) {
-    snprintf(err, errlen, "the embedded engine did not start: %s: %s", pr_err_name(rc), pr_strerror(rc));
+    snprintf(err, errlen, "the embedded engine did not start: %s: %s", pr_err_name(rc),
+             pr_strerror(rc));
     eng = NULL;
     rmdir(dir);
     dir[0] = 0;
@@ -74,8 +75,7 @@ void mc_embedded_drain(void) {
   size_t n;
   /* max_bytes 1: output events carry at most one byte (the rest is never copied). */
   while ((n = pr_engine_poll(eng, evs, 256, 1)) > 0)
-    for (size_t i = 0; i < n; i++)
-      pr_event_free(evs[i]);
+    for (size_t i = 0; i < n; i++) pr_event_free(evs[i]);
 }
 
 void mc_embedded_stop(void) {

@@ -34,7 +34,8 @@ static int type_ok(const cJSON *v, const char *t) {
   if (strcmp(t, "array") == 0) return cJSON_IsArray(v);
   if (strcmp(t, "null") == 0) return cJSON_IsNull(v);
   if (strcmp(t, "integer") == 0)
-    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 9.007e15;
+    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+           fabs(v->valuedouble) < 9.007e15;
   if (strcmp(t, "number") == 0) return cJSON_IsNumber(v);
   return 0;
 }
@@ -42,8 +43,8 @@ static int type_ok(const cJSON *v, const char *t) {
 int mc_args_check(const cJSON *s, const cJSON *v, const char *path, char *err, size_t errlen) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
   if (cJSON_IsString(t) && !type_ok(v, t->valuestring)) {
-    snprintf(err, errlen, "'%s' must be %s %s", path, strchr("aeiou", t->valuestring[0]) ? "an" : "a",
-             t->valuestring);
+    snprintf(err, errlen, "'%s' must be %s %s", path,
+             strchr("aeiou", t->valuestring[0]) ? "an" : "a", t->valuestring);
     return -1;
   }
   const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
@@ -61,11 +62,12 @@ int mc_args_check(const cJSON *s, const cJSON *v, const char *path, char *err, s
   const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minimum"),
               *mx = cJSON_GetObjectItemCaseSensitive(s, "maximum"),
               *ml = cJSON_GetObjectItemCaseSensitive(s, "minLength");
-  if (cJSON_IsNumber(v) && ((mn && v->valuedouble < mn->valuedouble) || (mx && v->valuedouble > mx->valuedouble))) {
+  if (cJSON_IsNumber(v) &&
+      ((mn && v->valuedouble < mn->valuedouble) || (mx && v->valuedouble > mx->valuedouble))) {
     if (mn && mx)
-      snprintf(err, errlen, "'%s' must be between %.0f and %.0f", path, mn->valuedouble, mx->valuedouble);
-    else
-      snprintf(err, errlen, "'%s' must be at least %.0f", path, mn ? mn->valuedouble : 0);
+      snprintf(err, errlen, "'%s' must be between %.0f and %.0f", path, mn->valuedouble,
+               mx->valuedouble);
+    else snprintf(err, errlen, "'%s' must be at least %.0f", path, mn ? mn->valuedouble : 0);
     return -1;
   }
   if (ml && cJSON_IsString(v) && strlen(v->valuestring) < (size_t)ml->valuedouble) {
@@ -113,10 +115,8 @@ static char *resolve_cwd(call_t *c) {
   char want[PATH_MAX * 2];
   if (cJSON_IsString(cw) && cw->valuestring[0] == '/')
     snprintf(want, sizeof(want), "%s", cw->valuestring);
-  else if (cJSON_IsString(cw))
-    snprintf(want, sizeof(want), "%s/%s", mc_opts.cwd, cw->valuestring);
-  else
-    snprintf(want, sizeof(want), "%s", mc_opts.cwd);
+  else if (cJSON_IsString(cw)) snprintf(want, sizeof(want), "%s/%s", mc_opts.cwd, cw->valuestring);
+  else snprintf(want, sizeof(want), "%s", mc_opts.cwd);
   char *real = realpath(want, NULL);
   if (real == NULL) {
     mc_call_fail(c, "cwd %s: %s", want, strerror(errno));
@@ -126,7 +126,8 @@ static char *resolve_cwd(call_t *c) {
   for (size_t i = 0; i < mc_opts.n_allow_cwd; i++) {
     const char *d = mc_opts.allow_cwd[i];
     size_t n = strlen(d);
-    if (strncmp(real, d, n) == 0 && (real[n] == 0 || real[n] == '/' || (n == 1 && d[0] == '/'))) return real;
+    if (strncmp(real, d, n) == 0 && (real[n] == 0 || real[n] == '/' || (n == 1 && d[0] == '/')))
+      return real;
   }
   mc_call_fail(c, "cwd %s is outside the directories this server allows (--allow-cwd)", real);
   free(real);
@@ -137,7 +138,8 @@ static char *resolve_cwd(call_t *c) {
 static int plain_word(const char *w) {
   if (*w == 0) return 0;
   for (; *w; w++)
-    if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-", *w)) return 0;
+    if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-", *w))
+      return 0;
   return 1;
 }
 
@@ -152,8 +154,7 @@ static char *command_line(const call_t *c, int quoted) {
     const char *w = a->valuestring;
     n += strlen(w) + 1;
     if (quoted)
-      for (; *w; w++)
-        n += *w == '\'' ? 4 : 0;
+      for (; *w; w++) n += *w == '\'' ? 4 : 0;
     n += quoted ? 2 : 0;
   }
   char *s = malloc(n + 1), *p = s;
@@ -167,10 +168,8 @@ static char *command_line(const call_t *c, int quoted) {
     }
     *p++ = '\'';
     for (; *w; w++)
-      if (*w == '\'')
-        p = stpcpy(p, "'\\''");
-      else
-        *p++ = *w;
+      if (*w == '\'') p = stpcpy(p, "'\\''");
+      else *p++ = *w;
     *p++ = '\'';
   }
   *p = 0;
@@ -192,24 +191,33 @@ static int command_allowed(call_t *c) {
   /* deny: either spelling matching refuses (the quotes must not hide a word) */
   for (size_t i = 0; i < mc_opts.n_deny && ok; i++)
     if (mc_glob(mc_opts.deny[i], raw) || mc_glob(mc_opts.deny[i], line)) {
-      mc_call_fail(c, "refused: the command matches the deny pattern '%s' of this server (--deny)", mc_opts.deny[i]);
+      mc_call_fail(c, "refused: the command matches the deny pattern '%s' of this server (--deny)",
+                   mc_opts.deny[i]);
       ok = 0;
     }
   if (ok && mc_opts.n_allow) {
     const char *meta = mc_arg(c, "args") ? NULL : strpbrk(line, SHELL_META);
     if (meta) {
       char what[16];
-      snprintf(what, sizeof(what), *meta == '\n' ? "a newline" : *meta == '\r' ? "a carriage return" : "'%c'", *meta);
-      mc_call_fail(c, "refused: with an allow list (--allow) a shell command may not hold %s (none of "
-                      "; | & $ ` ( ) < > or a newline); pass the program and its args instead", what);
+      snprintf(what, sizeof(what),
+               *meta == '\n'   ? "a newline"
+               : *meta == '\r' ? "a carriage return"
+                               : "'%c'",
+               *meta);
+      mc_call_fail(c,
+                   "refused: with an allow list (--allow) a shell command may not hold %s (none of "
+                   "; | & $ ` ( ) < > or a newline); pass the program and its args instead",
+                   what);
       ok = 0;
     }
     int hit = 0;
     for (size_t i = 0; i < mc_opts.n_allow && ok && !hit; i++)
       hit = mc_glob(mc_opts.allow[i], line);
     if (ok && !hit) {
-      mc_call_fail(c, "refused: the command (%s) matches none of the allow patterns of this server (--allow)",
-                   line);
+      mc_call_fail(
+          c,
+          "refused: the command (%s) matches none of the allow patterns of this server (--allow)",
+          line);
       ok = 0;
     }
   }
@@ -231,14 +239,17 @@ static int env_allowed(call_t *c, const char *name) {
     }
   if (mc_opts.n_allow == 0) return 0;
   if (mc_env_never(name)) {
-    mc_call_fail(c, "env: refused: %s may never be set while an allow list (--allow) is in force "
-                    "(it chooses which code runs)", name);
+    mc_call_fail(c,
+                 "env: refused: %s may never be set while an allow list (--allow) is in force "
+                 "(it chooses which code runs)",
+                 name);
     return -1;
   }
   for (size_t i = 0; i < mc_opts.n_allow_env; i++)
     if (strcmp(name, mc_opts.allow_env[i]) == 0) return 0;
-  mc_call_fail(c, "env: refused: %s is not among the names this server lets env set (--allow-env)%s", name,
-               mc_opts.n_allow_env ? "" : "; it allows none");
+  mc_call_fail(c,
+               "env: refused: %s is not among the names this server lets env set (--allow-env)%s",
+               name, mc_opts.n_allow_env ? "" : "; it allows none");
   return -1;
 }
 

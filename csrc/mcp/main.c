@@ -29,11 +29,13 @@ mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest first */
 
-
 static const char *instructions =
-    "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console the "
-    "user can type into and stop. Use run for commands that finish (it waits up to wait_ms and returns "
-    "the exit status and output tail); use start for servers and watchers, then output, wait, input and "
+    "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console "
+    "the "
+    "user can type into and stop. Use run for commands that finish (it waits up to wait_ms and "
+    "returns "
+    "the exit status and output tail); use start for servers and watchers, then output, wait, "
+    "input and "
     "cancel with its id. Cancel kills the whole process tree.";
 
 /* ---- the MCP side ---------------------------------------------------------------------------- */
@@ -66,8 +68,9 @@ static void on_message(const char *line, size_t len) {
     return;
   }
   if (!cJSON_IsObject(m)) {
-    mc_respond_error(NULL, -32600, cJSON_IsArray(m) ? "invalid request: batches are not supported"
-                                                    : "invalid request: an object expected");
+    mc_respond_error(NULL, -32600,
+                     cJSON_IsArray(m) ? "invalid request: batches are not supported"
+                                      : "invalid request: an object expected");
     cJSON_Delete(m);
     return;
   }
@@ -75,16 +78,19 @@ static void on_message(const char *line, size_t len) {
   const cJSON *method = cJSON_GetObjectItemCaseSensitive(m, "method");
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(m, "params");
   const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m, "jsonrpc");
-  int valid_id = cJSON_IsString(id) || (cJSON_IsNumber(id) && id->valuedouble == (double)(int64_t)id->valuedouble);
+  int valid_id = cJSON_IsString(id) ||
+                 (cJSON_IsNumber(id) && id->valuedouble == (double)(int64_t)id->valuedouble);
   if (!cJSON_IsString(method)) {
     /* a response to a request of ours (we send none), or garbage */
-    if (id && !cJSON_GetObjectItemCaseSensitive(m, "result") && !cJSON_GetObjectItemCaseSensitive(m, "error"))
+    if (id && !cJSON_GetObjectItemCaseSensitive(m, "result") &&
+        !cJSON_GetObjectItemCaseSensitive(m, "error"))
       mc_respond_error(valid_id ? id : NULL, -32600, "invalid request: no method");
     cJSON_Delete(m);
     return;
   }
   if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0) {
-    if (id) mc_respond_error(valid_id ? id : NULL, -32600, "invalid request: jsonrpc must be \"2.0\"");
+    if (id)
+      mc_respond_error(valid_id ? id : NULL, -32600, "invalid request: jsonrpc must be \"2.0\"");
     cJSON_Delete(m);
     return;
   }
@@ -112,10 +118,8 @@ static void on_message(const char *line, size_t len) {
   } else if (strcmp(meth, "tools/list") == 0) {
     mc_respond(id, mc_tools_list());
   } else if (strcmp(meth, "tools/call") == 0) {
-    if (params == NULL)
-      mc_respond_error(id, -32602, "invalid params: tools/call needs params");
-    else
-      mc_tools_call(id, params);
+    if (params == NULL) mc_respond_error(id, -32602, "invalid params: tools/call needs params");
+    else mc_tools_call(id, params);
   } else {
     char msg[256];
     snprintf(msg, sizeof(msg), "method not found: %.200s", meth);
@@ -166,8 +170,7 @@ static void read_stdin(void) {
       size_t e = end;
       if (e > start && in.buf[e - 1] == '\r') e--;
       size_t s = start;
-      while (s < e && (in.buf[s] == ' ' || in.buf[s] == '\t'))
-        s++;
+      while (s < e && (in.buf[s] == ' ' || in.buf[s] == '\t')) s++;
       if (e > s) on_message(in.buf + s, e - s);
     }
     start = end + 1;
@@ -197,28 +200,31 @@ static void read_stdin(void) {
 /* ---- options -------------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-  fputs("usage: proctor-mcp [options]\n"
-        "An MCP server (stdio) that runs commands as proctor executions.\n"
-        "  --socket PATH        use this proctor socket (default: $PROCTOR_SOCKET, else the running\n"
-        "                       editor's socket found in $XDG_RUNTIME_DIR/proctor or /tmp/proctor-UID)\n"
-        "  --embedded           never use an editor's socket: run a private engine\n"
-        "  --no-discover        do not look for an editor's socket (without a socket: embedded)\n"
-        "  --allow-cwd DIR      commands may run only in DIR or below (repeatable)\n"
-        "  --deny PATTERN       refuse commands matching this glob, e.g. '*rm -rf*' (repeatable)\n"
-        "  --allow PATTERN      run only commands matching one of these globs (repeatable);\n"
-        "                       then env may set only --allow-env names and a shell command\n"
-        "                       may hold no metacharacter (see :help proctor-mcp-policy)\n"
-        "  --allow-env NAME     with --allow: a variable the env argument may set (repeatable;\n"
-        "                       never PATH, LD_*, BASH_ENV or ENV)\n"
-        "  --secret NAME[=VAR]  give commands NAME with the value of our $VAR (default $NAME),\n"
-        "                       masked as *** in all output and results (repeatable)\n"
-        "  --kill-on-exit       socket mode: end our executions when proctor-mcp exits\n"
-        "  --shepherd PATH      embedded: the proctor-shepherd to use (default: next to proctor-mcp)\n"
-        "  --output-limit N     embedded: bytes of output kept per stream (default 8 MiB)\n"
-        "  --progress-ms N      interval of progress notifications (default 1000)\n"
-        "  --version, --help\n"
-        "See :help proctor-mcp.\n",
-        f);
+  fputs(
+      "usage: proctor-mcp [options]\n"
+      "An MCP server (stdio) that runs commands as proctor executions.\n"
+      "  --socket PATH        use this proctor socket (default: $PROCTOR_SOCKET, else the running\n"
+      "                       editor's socket found in $XDG_RUNTIME_DIR/proctor or "
+      "/tmp/proctor-UID)\n"
+      "  --embedded           never use an editor's socket: run a private engine\n"
+      "  --no-discover        do not look for an editor's socket (without a socket: embedded)\n"
+      "  --allow-cwd DIR      commands may run only in DIR or below (repeatable)\n"
+      "  --deny PATTERN       refuse commands matching this glob, e.g. '*rm -rf*' (repeatable)\n"
+      "  --allow PATTERN      run only commands matching one of these globs (repeatable);\n"
+      "                       then env may set only --allow-env names and a shell command\n"
+      "                       may hold no metacharacter (see :help proctor-mcp-policy)\n"
+      "  --allow-env NAME     with --allow: a variable the env argument may set (repeatable;\n"
+      "                       never PATH, LD_*, BASH_ENV or ENV)\n"
+      "  --secret NAME[=VAR]  give commands NAME with the value of our $VAR (default $NAME),\n"
+      "                       masked as *** in all output and results (repeatable)\n"
+      "  --kill-on-exit       socket mode: end our executions when proctor-mcp exits\n"
+      "  --shepherd PATH      embedded: the proctor-shepherd to use (default: next to "
+      "proctor-mcp)\n"
+      "  --output-limit N     embedded: bytes of output kept per stream (default 8 MiB)\n"
+      "  --progress-ms N      interval of progress notifications (default 1000)\n"
+      "  --version, --help\n"
+      "See :help proctor-mcp.\n",
+      f);
 }
 
 static int push(void *vec, size_t *n, size_t size, const void *item) {
@@ -235,9 +241,11 @@ static int parse_args(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = strcmp(a, "--socket") == 0 || strcmp(a, "--allow-cwd") == 0 || strcmp(a, "--deny") == 0 ||
-                strcmp(a, "--allow") == 0 || strcmp(a, "--allow-env") == 0 || strcmp(a, "--secret") == 0 || strcmp(a, "--shepherd") == 0 ||
-                strcmp(a, "--output-limit") == 0 || strcmp(a, "--progress-ms") == 0;
+    int takes = strcmp(a, "--socket") == 0 || strcmp(a, "--allow-cwd") == 0 ||
+                strcmp(a, "--deny") == 0 || strcmp(a, "--allow") == 0 ||
+                strcmp(a, "--allow-env") == 0 || strcmp(a, "--secret") == 0 ||
+                strcmp(a, "--shepherd") == 0 || strcmp(a, "--output-limit") == 0 ||
+                strcmp(a, "--progress-ms") == 0;
     if (takes && v == NULL) {
       mc_log("%s needs a value", a);
       return -1;
@@ -298,7 +306,8 @@ static int parse_args(int argc, char **argv) {
         mc_log("--secret %s: the value is longer than 4096 bytes", v);
         return -1;
       }
-      if (push(&mc_opts.secrets, &mc_opts.n_secrets, sizeof(s), &s) || mc_mask_add(s.value)) return -1;
+      if (push(&mc_opts.secrets, &mc_opts.n_secrets, sizeof(s), &s) || mc_mask_add(s.value))
+        return -1;
     } else if (strcmp(a, "--shepherd") == 0) {
       mc_opts.shepherd = v;
     } else if (strcmp(a, "--output-limit") == 0 || strcmp(a, "--progress-ms") == 0) {
@@ -308,10 +317,8 @@ static int parse_args(int argc, char **argv) {
         mc_log("%s %s: a number expected", a, v);
         return -1;
       }
-      if (a[2] == 'o')
-        mc_opts.output_limit = n;
-      else
-        mc_opts.progress_ms = n > 3600000 ? 3600000 : (uint32_t)n;
+      if (a[2] == 'o') mc_opts.output_limit = n;
+      else mc_opts.progress_ms = n > 3600000 ? 3600000 : (uint32_t)n;
     } else {
       mc_log("unknown option %s (see --help)", a);
       return -1;
@@ -332,7 +339,6 @@ static int parse_args(int argc, char **argv) {
   mc_opts.cwd = cwd;
   return 0;
 }
-
 
 int main(int argc, char **argv) {
   if (parse_args(argc, argv) != 0) return 2;

@@ -76,24 +76,24 @@ typedef struct {
 } mc_secret_t;
 
 typedef struct {
-  const char *socket;   /* --socket / PROCTOR_SOCKET; NULL: discover */
-  int embedded;         /* --embedded: never use an editor's socket */
-  int discover;         /* look for an editor's socket when none is named (default 1) */
-  char **allow_cwd;     /* realpath'd directories; n_allow_cwd == 0: anywhere */
+  const char *socket; /* --socket / PROCTOR_SOCKET; NULL: discover */
+  int embedded;       /* --embedded: never use an editor's socket */
+  int discover;       /* look for an editor's socket when none is named (default 1) */
+  char **allow_cwd;   /* realpath'd directories; n_allow_cwd == 0: anywhere */
   size_t n_allow_cwd;
-  const char **deny;    /* glob patterns a command must not match */
+  const char **deny; /* glob patterns a command must not match */
   size_t n_deny;
-  const char **allow;   /* glob patterns a command must match one of (when any) */
+  const char **allow; /* glob patterns a command must match one of (when any) */
   size_t n_allow;
   const char **allow_env; /* with an allow list: the only names `env` may set */
   size_t n_allow_env;
   mc_secret_t *secrets;
   size_t n_secrets;
-  int kill_on_exit;     /* socket mode: executions end when proctor-mcp exits */
-  const char *shepherd; /* embedded: proctor-shepherd path; NULL: next to us */
+  int kill_on_exit;      /* socket mode: executions end when proctor-mcp exits */
+  const char *shepherd;  /* embedded: proctor-shepherd path; NULL: next to us */
   uint64_t output_limit; /* embedded: bytes kept per stream */
-  const char *cwd;      /* our working directory (realpath), the default cwd */
-  uint32_t progress_ms; /* interval of notifications/progress */
+  const char *cwd;       /* our working directory (realpath), the default cwd */
+  uint32_t progress_ms;  /* interval of notifications/progress */
 } mc_opts_t;
 
 extern mc_opts_t mc_opts;

@@ -23,9 +23,11 @@ static void progress_sent(call_t *c, const cJSON *rec, const char *line) {
   char msg[256];
   int pty = mc_rec_pty(rec);
   double out = mc_rec_bytes(rec, pty ? "pty" : "stdout") + (pty ? 0 : mc_rec_bytes(rec, "stderr"));
-  int k = snprintf(msg, sizeof(msg), "#%llu %s for %.0f s, %.0f bytes of output", (unsigned long long)c->id,
+  int k = snprintf(msg, sizeof(msg), "#%llu %s for %.0f s, %.0f bytes of output",
+                   (unsigned long long)c->id,
                    mc_rec_str(rec, "state") ? mc_rec_str(rec, "state") : "running", elapsed, out);
-  if (line && *line && k > 0 && (size_t)k < sizeof(msg)) snprintf(msg + k, sizeof(msg) - (size_t)k, ": %s", line);
+  if (line && *line && k > 0 && (size_t)k < sizeof(msg))
+    snprintf(msg + k, sizeof(msg) - (size_t)k, ": %s", line);
   cJSON *n = cJSON_CreateObject();
   cJSON_AddStringToObject(n, "jsonrpc", "2.0");
   cJSON_AddStringToObject(n, "method", "notifications/progress");
@@ -40,11 +42,9 @@ static void progress_sent(call_t *c, const cJSON *rec, const char *line) {
 /* The last non-empty line of a tail (at most 120 bytes, control bytes dropped). */
 static void last_line(const char *s, char *out, size_t outlen) {
   size_t n = strlen(s);
-  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
-    n--;
+  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) n--;
   size_t b = n;
-  while (b > 0 && s[b - 1] != '\n' && s[b - 1] != '\r')
-    b--;
+  while (b > 0 && s[b - 1] != '\n' && s[b - 1] != '\r') b--;
   size_t o = 0;
   for (size_t i = b; i < n && o + 1 < outlen && o < 120; i++)
     if ((unsigned char)s[i] >= 0x20 || s[i] == '\t') out[o++] = s[i];
@@ -81,17 +81,16 @@ static void on_progress_get(uint64_t tag, const mc_reply_t *r) {
   cJSON *p = mc_params2(cJSON_CreateNumber((double)c->id), cJSON_CreateString(s));
   cJSON_AddItemToArray(p, cJSON_CreateNumber(total > PROGRESS_TAIL ? total - PROGRESS_TAIL : 0));
   cJSON_AddItemToArray(p, cJSON_CreateNumber(PROGRESS_TAIL));
-  if (mc_rpc_call("read", p, on_progress_read, c->serial << 2) == 0)
-    c->inflight++;
-  else
-    c->progress_busy = 0;
+  if (mc_rpc_call("read", p, on_progress_read, c->serial << 2) == 0) c->inflight++;
+  else c->progress_busy = 0;
 }
 
 void mc_progress_tick(mc_timer_t *t) {
   call_t *c = (call_t *)((char *)t - offsetof(call_t, timer));
   mc_timer_start(&c->timer, mc_opts.progress_ms);
   if (c->progress_busy) return; /* the previous one is still being put together */
-  if (mc_rpc_call("get", mc_params1(cJSON_CreateNumber((double)c->id)), on_progress_get, c->serial << 2) == 0) {
+  if (mc_rpc_call("get", mc_params1(cJSON_CreateNumber((double)c->id)), on_progress_get,
+                  c->serial << 2) == 0) {
     c->inflight++;
     c->progress_busy = 1;
   }

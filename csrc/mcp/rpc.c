@@ -80,7 +80,8 @@ static void fail_all(const char *why) {
   while (C.pending) {
     pending_t *p = C.pending;
     C.pending = p->next;
-    if (p->cb) p->cb(p->tag, &r); /* may call mc_rpc_call: not connected any more, so it fails at once */
+    if (p->cb)
+      p->cb(p->tag, &r); /* may call mc_rpc_call: not connected any more, so it fails at once */
     free(p);
   }
   cJSON_Delete(err);
@@ -106,8 +107,7 @@ static int out_write(void *data, const char *buf, size_t len) {
   (void)data;
   if (C.out_len + len > C.out_cap) {
     size_t cap = C.out_cap ? C.out_cap : 4096;
-    while (cap < C.out_len + len)
-      cap *= 2;
+    while (cap < C.out_len + len) cap *= 2;
     char *p = realloc(C.out, cap);
     if (p == NULL) return -1;
     C.out = p;
@@ -139,9 +139,11 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
     cJSON_Delete(params);
     return -1;
   }
-  if (4 + entries(params, MC_RPC_MAX_ENTRIES) > MC_RPC_MAX_ENTRIES) { /* 4: the envelope [0, msgid, method, params] */
+  if (4 + entries(params, MC_RPC_MAX_ENTRIES) >
+      MC_RPC_MAX_ENTRIES) { /* 4: the envelope [0, msgid, method, params] */
     snprintf(C.refused, sizeof(C.refused),
-             "ETOOBIG: the %s request has more than %u array or map entries, the most the proctor socket takes in "
+             "ETOOBIG: the %s request has more than %u array or map entries, the most the proctor "
+             "socket takes in "
              "one message",
              method, MC_RPC_MAX_ENTRIES);
     cJSON_Delete(params);
@@ -158,8 +160,9 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
   size_t mark = C.out_len;
   msgpack_packer pk;
   msgpack_packer_init(&pk, NULL, out_write);
-  int bad = msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 0) || msgpack_pack_uint32(&pk, p->msgid) ||
-            pr_mp_str(&pk, method) || (params ? pr_mp_pack_cjson(&pk, params) : msgpack_pack_array(&pk, 0));
+  int bad = msgpack_pack_array(&pk, 4) || msgpack_pack_int(&pk, 0) ||
+            msgpack_pack_uint32(&pk, p->msgid) || pr_mp_str(&pk, method) ||
+            (params ? pr_mp_pack_cjson(&pk, params) : msgpack_pack_array(&pk, 0));
   cJSON_Delete(params);
   if (bad) {
     C.out_len = mark;
@@ -169,7 +172,8 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
   uint64_t max = C.max_message ? C.max_message : MC_RPC_MAX_MESSAGE_DEFAULT;
   if (C.out_len - mark > max) {
     snprintf(C.refused, sizeof(C.refused),
-             "ETOOBIG: the %s request is %zu bytes; the proctor socket takes at most %llu bytes in one message "
+             "ETOOBIG: the %s request is %zu bytes; the proctor socket takes at most %llu bytes in "
+             "one message "
              "(send it in smaller parts)",
              method, C.out_len - mark, (unsigned long long)max);
     C.out_len = mark;
@@ -177,8 +181,7 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
     return -2;
   }
   pending_t **tail = &C.pending;
-  while (*tail)
-    tail = &(*tail)->next;
+  while (*tail) tail = &(*tail)->next;
   *tail = p;
   flush();
   return 0;
@@ -187,12 +190,12 @@ int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag) {
 static void on_message(const msgpack_object *m) {
   if (m->type != MSGPACK_OBJECT_ARRAY || m->via.array.size < 3) return;
   const msgpack_object *a = m->via.array.ptr;
-  if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 != 1 || m->via.array.size != 4) return;
+  if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 != 1 || m->via.array.size != 4)
+    return;
   if (a[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER) return;
   uint32_t msgid = (uint32_t)a[1].via.u64;
   pending_t **pp = &C.pending;
-  while (*pp && (*pp)->msgid != msgid)
-    pp = &(*pp)->next;
+  while (*pp && (*pp)->msgid != msgid) pp = &(*pp)->next;
   if (*pp == NULL) return;
   pending_t *p = *pp;
   *pp = p->next;
@@ -227,7 +230,8 @@ static void on_message(const msgpack_object *m) {
 
 static void read_some(void) {
   for (int rounds = 0; C.fd >= 0 && rounds < 64; rounds++) {
-    if (msgpack_unpacker_buffer_capacity(&C.up) < 65536 && !msgpack_unpacker_reserve_buffer(&C.up, 65536)) {
+    if (msgpack_unpacker_buffer_capacity(&C.up) < 65536 &&
+        !msgpack_unpacker_reserve_buffer(&C.up, 65536)) {
       drop("out of memory");
       return;
     }
@@ -342,7 +346,8 @@ int mc_rpc_connect(const char *path, const char *name, char *err, size_t errlen)
     if (poll(&p, 1, left > 0 ? left : 0) > 0) mc_rpc_io(p.revents);
   }
   if (!hello_done || hello_err[0]) {
-    snprintf(err, errlen, "%s: %s", path, hello_err[0] ? hello_err : "no answer to hello within 10 s");
+    snprintf(err, errlen, "%s: %s", path,
+             hello_err[0] ? hello_err : "no answer to hello within 10 s");
     drop("hello failed");
     return -1;
   }

@@ -55,9 +55,9 @@ void mc_set_client_name(const char *name) {
 
 #define MC_EOF_WRITE_MS 1000 /* after stdin's end: how long stdout may stay full */
 
-static int closed; /* stdout given up: drop everything */
+static int closed;      /* stdout given up: drop everything */
 static int stdin_ended; /* seen while waiting for room (stdin is not polled again) */
-static int kind;   /* 0: not looked yet, 1: a socket, 2: a pipe, 3: anything else */
+static int kind;        /* 0: not looked yet, 1: a socket, 2: a pipe, 3: anything else */
 
 int mc_send_closed(void) { return closed; }
 
@@ -65,7 +65,10 @@ int mc_send_closed(void) { return closed; }
 static ssize_t write_some(const char *p, size_t n) {
   if (kind == 0) {
     struct stat st;
-    kind = fstat(STDOUT_FILENO, &st) != 0 ? 3 : S_ISSOCK(st.st_mode) ? 1 : S_ISFIFO(st.st_mode) ? 2 : 3;
+    kind = fstat(STDOUT_FILENO, &st) != 0 ? 3
+           : S_ISSOCK(st.st_mode)         ? 1
+           : S_ISFIFO(st.st_mode)         ? 2
+                                          : 3;
   }
   if (kind == 1) return send(STDOUT_FILENO, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (kind == 2) {

@@ -17,10 +17,8 @@
 /* ---- records ------------------------------------------------------------------------------------- */
 
 static void add_str_or_null(cJSON *o, const char *k, const char *v) {
-  if (v)
-    cJSON_AddStringToObject(o, k, v);
-  else
-    cJSON_AddNullToObject(o, k);
+  if (v) cJSON_AddStringToObject(o, k, v);
+  else cJSON_AddNullToObject(o, k);
 }
 
 /* The execution as the tools show it (see EXEC_PROPS). */
@@ -32,10 +30,8 @@ static cJSON *exec_view(const cJSON *rec) {
   cJSON_AddStringToObject(o, "state", state);
   cJSON_AddBoolToObject(o, "running", !mc_rec_terminal(state));
   const cJSON *ec = cJSON_GetObjectItemCaseSensitive(rec, "exit_code");
-  if (cJSON_IsNumber(ec))
-    cJSON_AddNumberToObject(o, "exit_code", ec->valuedouble);
-  else
-    cJSON_AddNullToObject(o, "exit_code");
+  if (cJSON_IsNumber(ec)) cJSON_AddNumberToObject(o, "exit_code", ec->valuedouble);
+  else cJSON_AddNullToObject(o, "exit_code");
   add_str_or_null(o, "signal", mc_rec_str(rec, "signal"));
   add_str_or_null(o, "reason", mc_rec_str(rec, "reason"));
   add_str_or_null(o, "error", mc_rec_str(rec, "error"));
@@ -58,14 +54,13 @@ static cJSON *exec_view(const cJSON *rec) {
   int pty = mc_rec_pty(rec);
   cJSON_AddBoolToObject(o, "pty", pty);
   const cJSON *pid = cJSON_GetObjectItemCaseSensitive(rec, "pid");
-  if (cJSON_IsNumber(pid))
-    cJSON_AddNumberToObject(o, "pid", pid->valuedouble);
-  else
-    cJSON_AddNullToObject(o, "pid");
+  if (cJSON_IsNumber(pid)) cJSON_AddNumberToObject(o, "pid", pid->valuedouble);
+  else cJSON_AddNullToObject(o, "pid");
   cJSON_AddNumberToObject(o, "duration_ms", mc_rec_num(rec, "duration_ms", 0));
   cJSON_AddNumberToObject(o, "stdout_bytes", mc_rec_bytes(rec, pty ? "pty" : "stdout"));
   cJSON_AddNumberToObject(o, "stderr_bytes", pty ? 0 : mc_rec_bytes(rec, "stderr"));
-  cJSON_AddBoolToObject(o, "stdin_open", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "stdin_open")));
+  cJSON_AddBoolToObject(o, "stdin_open",
+                        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "stdin_open")));
   return o;
 }
 
@@ -129,8 +124,7 @@ static void on_tail(uint64_t tag, const mc_reply_t *r) {
 static void read_tails(call_t *c) {
   double tail = mc_num(c, "tail_bytes", DEFAULT_TAIL);
   int n = 0;
-  for (int i = 0; i < 2; i++)
-    n += tail_stream(c->rec, i) != NULL && tail > 0;
+  for (int i = 0; i < 2; i++) n += tail_stream(c->rec, i) != NULL && tail > 0;
   c->tails_left = n;
   if (n == 0) {
     tails_done(c);
@@ -188,10 +182,8 @@ void mc_on_started(uint64_t tag, const mc_reply_t *r) {
     mc_call_rpc_fail(c, r->err);
     return;
   }
-  if (c->tool == T_RUN)
-    mc_send_wait(c, mc_num(c, "wait_ms", DEFAULT_WAIT_MS));
-  else
-    mc_call_rpc(c, "get", mc_params1(cJSON_CreateNumber((double)c->id)), mc_on_record, 0);
+  if (c->tool == T_RUN) mc_send_wait(c, mc_num(c, "wait_ms", DEFAULT_WAIT_MS));
+  else mc_call_rpc(c, "get", mc_params1(cJSON_CreateNumber((double)c->id)), mc_on_record, 0);
 }
 
 /* output: the bytes read. */
@@ -227,7 +219,8 @@ static void on_read(uint64_t tag, const mc_reply_t *r) {
   cJSON_AddNumberToObject(o, "next_offset", start + (double)skip + (double)len);
   cJSON_AddNumberToObject(o, "missed", missed);
   cJSON_AddNumberToObject(o, "total_bytes", total > next ? total : next);
-  cJSON_AddBoolToObject(o, "eof", mc_rec_terminal(state) && start + (double)skip + (double)len >= total);
+  cJSON_AddBoolToObject(o, "eof",
+                        mc_rec_terminal(state) && start + (double)skip + (double)len >= total);
   cJSON_AddStringToObject(o, "state", state ? state : "");
   free(text);
   mc_call_done(c, o);
@@ -251,7 +244,8 @@ void mc_on_record(uint64_t tag, const mc_reply_t *r) {
   const char *stream = cJSON_IsString(sv) ? sv->valuestring : "stdout";
   if (mc_rec_pty(c->rec)) {
     if (strcmp(stream, "stderr") == 0) {
-      mc_call_fail(c, "execution %llu runs under a pty: its only stream is read as stdout", (unsigned long long)c->id);
+      mc_call_fail(c, "execution %llu runs under a pty: its only stream is read as stdout",
+                   (unsigned long long)c->id);
       return;
     }
     stream = "pty";
@@ -310,8 +304,9 @@ void mc_on_input(uint64_t tag, const mc_reply_t *r) {
   /* The data was written; a child that read it and ended at once has no
    * stdin left to close: that is not an error of this call. */
   const cJSON *en = r->err ? cJSON_GetArrayItem(r->err, 0) : NULL;
-  int gone = (tag & 3) == 1 && cJSON_IsString(en) &&
-             (strcmp(en->valuestring, "ENOTRUNNING") == 0 || strcmp(en->valuestring, "ESTDINCLOSED") == 0);
+  int gone =
+      (tag & 3) == 1 && cJSON_IsString(en) &&
+      (strcmp(en->valuestring, "ENOTRUNNING") == 0 || strcmp(en->valuestring, "ESTDINCLOSED") == 0);
   if (r->err && !gone) {
     mc_call_rpc_fail(c, r->err);
     return;

@@ -41,8 +41,7 @@ static char *mask_str(const char *s) {
     const char *hit = strstr(src, secrets[k]);
     if (hit == NULL) continue;
     size_t vlen = strlen(secrets[k]), count = 0;
-    for (const char *h = hit; h; h = strstr(h + vlen, secrets[k]))
-      count++;
+    for (const char *h = hit; h; h = strstr(h + vlen, secrets[k])) count++;
     size_t len = strlen(src);
     char *out = malloc(len - count * vlen + count * 3 + 1);
     if (out == NULL) continue; /* out of memory: the value stays; callers drop the result */
@@ -80,8 +79,7 @@ void mc_mask_json(cJSON *c) {
       c->valuestring = m;
     }
   }
-  for (cJSON *k = c->child; k; k = k->next)
-    mc_mask_json(k);
+  for (cJSON *k = c->child; k; k = k->next) mc_mask_json(k);
 }
 
 int mc_glob(const char *pat, const char *s) { return fnmatch(pat, s, 0) == 0; }
@@ -89,6 +87,6 @@ int mc_glob(const char *pat, const char *s) { return fnmatch(pat, s, 0) == 0; }
 /* ---- environment policy ---------------------------------------------------------------------- */
 
 int mc_env_never(const char *name) {
-  return strcmp(name, "PATH") == 0 || strncmp(name, "LD_", 3) == 0 || strcmp(name, "BASH_ENV") == 0 ||
-         strcmp(name, "ENV") == 0;
+  return strcmp(name, "PATH") == 0 || strncmp(name, "LD_", 3) == 0 ||
+         strcmp(name, "BASH_ENV") == 0 || strcmp(name, "ENV") == 0;
 }

@@ -27,7 +27,8 @@
 #include "call.h"
 #include "schemas.h"
 
-static const char *const tool_names[] = {"run", "start", "status", "list", "output", "input", "cancel", "wait"};
+static const char *const tool_names[] = {"run",    "start", "status", "list",
+                                         "output", "input", "cancel", "wait"};
 static cJSON *tool_defs[MC_NTOOLS];
 
 static int ensure_connected(call_t *c);
@@ -39,7 +40,8 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
     if (strcmp(name->valuestring, tool_names[i]) == 0) tool = i;
   if (tool < 0) {
     char msg[256];
-    snprintf(msg, sizeof(msg), "unknown tool %s", cJSON_IsString(name) ? name->valuestring : "(no name)");
+    snprintf(msg, sizeof(msg), "unknown tool %s",
+             cJSON_IsString(name) ? name->valuestring : "(no name)");
     mc_respond_error(id, -32602, msg);
     return;
   }
@@ -78,7 +80,10 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   cJSON *idj = cJSON_CreateNumber((double)c->id);
   switch (c->tool) {
   case T_RUN:
-  case T_START: cJSON_Delete(idj); mc_call_rpc(c, "start", mc_params1(spec), mc_on_started, 0); break;
+  case T_START:
+    cJSON_Delete(idj);
+    mc_call_rpc(c, "start", mc_params1(spec), mc_on_started, 0);
+    break;
   case T_STATUS:
   case T_OUTPUT: mc_call_rpc(c, "get", mc_params1(idj), mc_on_record, 0); break;
   case T_LIST: {
@@ -94,15 +99,19 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
     break;
   }
   case T_INPUT:
-    mc_call_rpc(c, "input", mc_params2(idj, cJSON_CreateString(mc_arg(c, "data")->valuestring)), mc_on_input, 0);
+    mc_call_rpc(c, "input", mc_params2(idj, cJSON_CreateString(mc_arg(c, "data")->valuestring)),
+                mc_on_input, 0);
     break;
   case T_CANCEL:
-    mc_call_rpc(c, "cancel", mc_params2(idj, cJSON_CreateBool(mc_flag(c, "force", 0))), mc_on_cancel, 0);
+    mc_call_rpc(c, "cancel", mc_params2(idj, cJSON_CreateBool(mc_flag(c, "force", 0))),
+                mc_on_cancel, 0);
     break;
-  case T_WAIT: cJSON_Delete(idj); mc_send_wait(c, mc_num(c, "timeout_ms", DEFAULT_WAIT_MS)); break;
+  case T_WAIT:
+    cJSON_Delete(idj);
+    mc_send_wait(c, mc_num(c, "timeout_ms", DEFAULT_WAIT_MS));
+    break;
   }
 }
-
 
 void mc_tools_cancel(const cJSON *id) {
   call_t *c = mc_call_find_request(id);

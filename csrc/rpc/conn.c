@@ -223,8 +223,7 @@ void pr_rpc_sub_free(pr_rpc_sub_t *s) {
   if (pr_idmap_get(&s->conn->srv->subs, s->id) == s) pr_idmap_del(&s->conn->srv->subs, s->id);
   pr_queue_remove(&s->cnode);
   pr_queue_remove(&s->dnode);
-  for (int i = 0; i < PR_NSTREAM; i++)
-    pr_ring_unref(s->ring[i]);
+  for (int i = 0; i < PR_NSTREAM; i++) pr_ring_unref(s->ring[i]);
   msgpack_sbuffer_destroy(&s->states);
   msgpack_sbuffer_destroy(&s->final);
   free(s);
@@ -426,10 +425,8 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c) {
   pr_rpc_conn_flush(c);
   if (c->closing) return 0;
   if (c->eof && c->ready == 0) { /* the client is gone or half-closed: finish and close */
-    if (c->virt || c->queued == 0)
-      pr_rpc_conn_close(c);
-    else
-      c->close_when_flushed = 1;
+    if (c->virt || c->queued == 0) pr_rpc_conn_close(c);
+    else c->close_when_flushed = 1;
     return 0;
   }
   update_reading(c);

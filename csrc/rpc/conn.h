@@ -34,13 +34,12 @@
 #define PR_RPC_MAX_WAITS 1024         /* pending `wait` requests per connection; more are EBUSY */
 #define PR_RPC_REPLY_SMALL 4096       /* a worker reply this small is sent whatever is unsent */
 
-
 /* A connection's subscription to one execution (at most one per id: only its
  * owner session may subscribe). Holds ring references, so output can still
  * be sent after the execution was deleted. */
 typedef struct pr_rpc_sub {
-  pr_queue_t cnode;         /* conn->subs */
-  pr_queue_t dnode;         /* conn->dirty while there is something to send */
+  pr_queue_t cnode; /* conn->subs */
+  pr_queue_t dnode; /* conn->dirty while there is something to send */
   pr_rpc_conn_t *conn;
   uint64_t id;
   pr_ring_t *ring[PR_NSTREAM]; /* NULL for streams the execution does not have */
@@ -85,8 +84,8 @@ struct pr_rpc_conn {
   int close_when_flushed; /* EOF seen and everything answered: close once written */
   msgpack_sbuffer out;    /* packed, not yet handed to uv_write */
   msgpack_packer pk;      /* packs into `out` */
-  msgpack_sbuffer resp; /* the response being built by a method (rpc/methods.c) */
-  msgpack_packer rpk;   /* packs into `resp` */
+  msgpack_sbuffer resp;   /* the response being built by a method (rpc/methods.c) */
+  msgpack_packer rpk;     /* packs into `resp` */
   size_t queued;          /* bytes in uv_write requests not yet completed */
   pr_queue_t subs, dirty, waits;
   unsigned nready_waits; /* waits that may be answerable */
@@ -97,9 +96,9 @@ struct pr_rpc_conn {
 };
 
 struct pr_rpc {
-  pr_control_t *ctl;      /* the engine's commands, registry and loop */
-  char *const *env;       /* the environment RPC starts inherit */
-  pr_listener_t listener; /* what the engine tells the server */
+  pr_control_t *ctl;       /* the engine's commands, registry and loop */
+  char *const *env;        /* the environment RPC starts inherit */
+  pr_listener_t listener;  /* what the engine tells the server */
   uv_pipe_t listener_pipe; /* the listening socket */
   int listening;
   uv_idle_t idle; /* runs the pump while `pending` is not empty */
@@ -108,10 +107,10 @@ struct pr_rpc {
   pr_queue_t conns, pending;
   size_t nconns;
   uint64_t next_session;
-  size_t nwaits; /* pending waits over all connections */
+  size_t nwaits;   /* pending waits over all connections */
   pr_idmap_t subs; /* execution id -> its subscription (one per id: only its session subscribes) */
-  char *path; /* socket path (NULL: no socket) */
-  dev_t dev;  /* identity of the socket file we bound */
+  char *path;      /* socket path (NULL: no socket) */
+  dev_t dev;       /* identity of the socket file we bound */
   ino_t ino;
   uint64_t refused; /* connections refused (other uid, too many) */
 };
@@ -154,7 +153,6 @@ int pr_rpc_conn_pump(pr_rpc_conn_t *c);
 
 /* pr_rpc_conn_flush: hand `out` to the socket (or the sink). */
 void pr_rpc_conn_flush(pr_rpc_conn_t *c);
-
 
 /* Subscriptions (rpc/conn.c). */
 pr_rpc_sub_t *pr_rpc_sub_find(pr_rpc_t *srv, uint64_t id);

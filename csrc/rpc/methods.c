@@ -73,13 +73,13 @@ static int m_hello(pr_rpc_req_t *q) {
     snprintf(q->c->name, sizeof(q->c->name), "%s", name);
   }
   size_t nm = 0;
-  while (methods[nm].name)
-    nm++;
+  while (methods[nm].name) nm++;
   msgpack_packer *pk = q->pk;
   if (msgpack_pack_map(pk, 6) || pr_mp_kv_str(pk, "server", "proctor") ||
-      pr_mp_kv_str(pk, "version", PR_VERSION) || pr_mp_kv_int(pk, "session", (int64_t)q->c->session) ||
-      pr_mp_kv_str(pk, "name", q->c->name) || pr_mp_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) ||
-      pr_mp_str(pk, "methods") || msgpack_pack_array(pk, nm))
+      pr_mp_kv_str(pk, "version", PR_VERSION) ||
+      pr_mp_kv_int(pk, "session", (int64_t)q->c->session) || pr_mp_kv_str(pk, "name", q->c->name) ||
+      pr_mp_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) || pr_mp_str(pk, "methods") ||
+      msgpack_pack_array(pk, nm))
     return PR_ENOMEM;
   for (size_t i = 0; i < nm; i++)
     if (pr_mp_str(pk, methods[i].name)) return PR_ENOMEM;
@@ -164,8 +164,7 @@ static int m_list(pr_rpc_req_t *q) {
   if ((rc = run(q, &c)) != 0) return rc;
   pr_record_t **v = (pr_record_t **)c.out;
   rc = msgpack_pack_array(q->pk, c.n) ? PR_ENOMEM : 0;
-  for (size_t i = 0; i < c.n && rc == 0; i++)
-    rc = pr_rpc_pack_record(q->pk, v[i]) ? PR_ENOMEM : 0;
+  for (size_t i = 0; i < c.n && rc == 0; i++) rc = pr_rpc_pack_record(q->pk, v[i]) ? PR_ENOMEM : 0;
   pr_records_free(v, c.n);
   return rc;
 }
@@ -195,7 +194,8 @@ static int m_read(pr_rpc_req_t *q) {
   msgpack_packer *pk = q->pk;
   rc = msgpack_pack_map(pk, 3) || pr_mp_str(pk, "data") || msgpack_pack_bin(pk, c.n) ||
                msgpack_pack_bin_body(pk, c.out ? c.out : "", c.n) ||
-               pr_mp_kv_int(pk, "next_offset", (int64_t)c.r1) || pr_mp_kv_int(pk, "missed", (int64_t)c.r2)
+               pr_mp_kv_int(pk, "next_offset", (int64_t)c.r1) ||
+               pr_mp_kv_int(pk, "missed", (int64_t)c.r2)
            ? PR_ENOMEM
            : 0;
   free(c.out);
@@ -234,7 +234,8 @@ static int m_resize(pr_rpc_req_t *q) {
   uint64_t id;
   int rc;
   int64_t cols = -1, rows = -1;
-  if ((rc = pr_rpc_arg_id(q, 0, &id)) != 0 || (rc = pr_rpc_arg_range(q, 1, "cols", 1, 65535, &cols)) != 0 ||
+  if ((rc = pr_rpc_arg_id(q, 0, &id)) != 0 ||
+      (rc = pr_rpc_arg_range(q, 1, "cols", 1, 65535, &cols)) != 0 ||
       (rc = pr_rpc_arg_range(q, 2, "rows", 1, 65535, &rows)) != 0)
     return rc;
   if (cols < 0) return pr_rpc_bad(q, 1, "cols", "integer in [1, 65535] expected");
@@ -259,12 +260,15 @@ static int m_cancel(pr_rpc_req_t *q) {
     const msgpack_object *m;
     if ((rc = pr_rpc_arg_map(q, 1, "force", keys, &m)) != 0) return rc;
     const msgpack_object *v = pr_rpc_map_get(m, "force");
-    if (v && v->type != MSGPACK_OBJECT_BOOLEAN) return pr_rpc_bad(q, 1, "force", "boolean expected");
+    if (v && v->type != MSGPACK_OBJECT_BOOLEAN)
+      return pr_rpc_bad(q, 1, "force", "boolean expected");
     force = v ? v->via.boolean : 0;
     if ((v = pr_rpc_map_get(m, "reason")) != NULL &&
-        (!pr_rpc_is_bytes(v) || (reason = pr_rpc_zstr(q, v, &err)) == NULL || !pr_reason_valid(reason)))
-      return err == PR_ENOMEM ? err
-                              : pr_rpc_bad(q, 1, "reason", "1 to 32 characters of a-z and '_' expected");
+        (!pr_rpc_is_bytes(v) || (reason = pr_rpc_zstr(q, v, &err)) == NULL ||
+         !pr_reason_valid(reason)))
+      return err == PR_ENOMEM
+                 ? err
+                 : pr_rpc_bad(q, 1, "reason", "1 to 32 characters of a-z and '_' expected");
   } else if ((rc = pr_rpc_arg_bool(q, 1, "force", &force)) != 0) {
     return pr_rpc_bad(q, 1, "force", "boolean or {force = boolean} expected");
   }
@@ -316,7 +320,8 @@ static int arg_ids(pr_rpc_req_t *q, uint64_t **ids, size_t *n) {
   if (out == NULL) return PR_ENOMEM;
   for (uint32_t i = 0; i < cnt; i++) {
     int64_t id;
-    if (!pr_rpc_to_int(&v[i], &id)) return pr_rpc_bad(q, 0, "ids", "an id, a list of ids, or nil expected");
+    if (!pr_rpc_to_int(&v[i], &id))
+      return pr_rpc_bad(q, 0, "ids", "an id, a list of ids, or nil expected");
     out[i] = id > 0 ? (uint64_t)id : 0;
   }
   *ids = out;
@@ -444,13 +449,15 @@ static int m_worker_request(pr_rpc_req_t *q) {
   if (payload == NULL) return pr_rpc_bad(q, 1, "payload", "a value expected");
   if ((rc = pr_rpc_arg_map(q, 2, "opts", keys, &opts)) != 0) return rc;
   int64_t timeout = 0;
-  if (opts && (rc = pr_rpc_spec_int(q, opts, "timeout_ms", (int64_t)1 << 50, &timeout)) != 0) return rc;
+  if (opts && (rc = pr_rpc_spec_int(q, opts, "timeout_ms", (int64_t)1 << 50, &timeout)) != 0)
+    return rc;
   pr_exec_t *x = pr_registry_find(&q->ctl->reg, id, q->c->session);
   if (x == NULL) return pr_rpc_not_found(q, id);
   if (pr_worker_of(x) == NULL) return pr_rpc_fail_id(q, PR_ENOTWORKER, id);
   size_t n;
   char *json = pr_mp_to_json(payload, &n);
-  if (json == NULL) return pr_rpc_bad(q, 1, "payload", "a value JSON can hold (maps need string keys)");
+  if (json == NULL)
+    return pr_rpc_bad(q, 1, "payload", "a value JSON can hold (maps need string keys)");
   uint64_t rid = pr_control_next_rid(q->ctl);
   pr_cmd_t c = {.type = PR_CMD_WREQUEST, .id = id, .u = rid, .data = json, .len = n, .a = timeout};
   run(q, &c);
@@ -547,13 +554,13 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
     size_t len;
     const char *name = pr_rpc_bytes_of(method, &len);
     const method_t *m = methods;
-    while (m->name && !(strlen(m->name) == len && memcmp(m->name, name, len) == 0))
-      m++;
+    while (m->name && !(strlen(m->name) == len && memcmp(m->name, name, len) == 0)) m++;
     q.args = params->via.array.ptr;
     q.nargs = params->via.array.size;
     if (m->name == NULL) {
       char kb[48];
-      snprintf(q.msg, sizeof(q.msg), "no such method '%s'", pr_rpc_key_text(method, kb, sizeof(kb)));
+      snprintf(q.msg, sizeof(q.msg), "no such method '%s'",
+               pr_rpc_key_text(method, kb, sizeof(kb)));
       rc = PR_ENOMETHOD;
     } else {
       rc = m->fn(&q);
@@ -572,4 +579,3 @@ int pr_rpc_dispatch(pr_rpc_conn_t *c, const msgpack_object *msg, msgpack_zone *z
   c->resp.size = 0;
   return 0;
 }
-

@@ -35,7 +35,8 @@ static int pack_value(msgpack_packer *pk, const pr_field_t *f) {
   case PR_FT_STREAMS:
     if (msgpack_pack_map(pk, (size_t)pr_record_nstreams(r))) return -1;
     for (int i = 0; i < PR_NSTREAM; i++)
-      if (r->has_stream[i] && pr_mp_kv_int(pk, pr_stream_name(i), (int64_t)f->streams[i])) return -1;
+      if (r->has_stream[i] && pr_mp_kv_int(pk, pr_stream_name(i), (int64_t)f->streams[i]))
+        return -1;
     return 0;
   }
   return -1;
@@ -73,7 +74,8 @@ int pr_rpc_pack_state(msgpack_packer *pk, const pr_state_info_t *st) {
       msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, n))
     return -1;
   for (size_t i = 0; i < n; i++)
-    if (e[i].str ? pr_mp_kv_str(pk, e[i].key, e[i].str) : pr_mp_kv_int(pk, e[i].key, e[i].num)) return -1;
+    if (e[i].str ? pr_mp_kv_str(pk, e[i].key, e[i].str) : pr_mp_kv_int(pk, e[i].key, e[i].num))
+      return -1;
   return 0;
 }
 
@@ -113,13 +115,14 @@ static int pk_json(msgpack_packer *pk, const char *text, size_t len) {
 int pr_rpc_pack_worker(msgpack_packer *pk, int reply, const pr_wmsg_t *m) {
   if (!reply)
     return msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_chunk") ||
-           msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) || pr_mp_kv_int(pk, "id", (int64_t)m->id) ||
-           pr_mp_kv_int(pk, "rid", (int64_t)m->rid) || pr_mp_str(pk, "chunk") ||
-           pk_json(pk, m->text, m->len);
+           msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 3) ||
+           pr_mp_kv_int(pk, "id", (int64_t)m->id) || pr_mp_kv_int(pk, "rid", (int64_t)m->rid) ||
+           pr_mp_str(pk, "chunk") || pk_json(pk, m->text, m->len);
   int ok = m->status == PR_RS_OK;
   return msgpack_pack_array(pk, 3) || msgpack_pack_int(pk, 2) || pr_mp_str(pk, "worker_reply") ||
-         msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) || pr_mp_kv_int(pk, "id", (int64_t)m->id) ||
-         pr_mp_kv_int(pk, "rid", (int64_t)m->rid) || pr_mp_kv_bool(pk, "ok", ok) ||
+         msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 5) ||
+         pr_mp_kv_int(pk, "id", (int64_t)m->id) || pr_mp_kv_int(pk, "rid", (int64_t)m->rid) ||
+         pr_mp_kv_bool(pk, "ok", ok) ||
          pr_mp_kv_str(pk, "status", pr_reply_status_name(m->status)) ||
          pr_mp_str(pk, ok ? "result" : "error") ||
          (ok ? pk_json(pk, m->text, m->len) : pr_mp_strn(pk, m->text, m->len));

@@ -81,7 +81,8 @@ char *pr_rpc_zstr(pr_rpc_req_t *q, const msgpack_object *o, int *err) {
 int pr_rpc_arg_id(pr_rpc_req_t *q, uint32_t i, uint64_t *id) {
   const msgpack_object *o = pr_rpc_arg(q, i);
   int64_t v;
-  if (o == NULL || !pr_rpc_to_int(o, &v)) return pr_rpc_bad(q, i, "id", "execution id (integer) expected");
+  if (o == NULL || !pr_rpc_to_int(o, &v))
+    return pr_rpc_bad(q, i, "id", "execution id (integer) expected");
   *id = v > 0 ? (uint64_t)v : 0;
   return 0;
 }
@@ -94,7 +95,8 @@ int pr_rpc_arg_bool(pr_rpc_req_t *q, uint32_t i, const char *name, int *out) {
   return 0;
 }
 
-int pr_rpc_arg_range(pr_rpc_req_t *q, uint32_t i, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+int pr_rpc_arg_range(pr_rpc_req_t *q, uint32_t i, const char *name, int64_t lo, int64_t hi,
+                     int64_t *out) {
   const msgpack_object *o = pr_rpc_arg(q, i);
   if (o == NULL) return 0;
   int64_t v;
@@ -128,8 +130,7 @@ int pr_rpc_arg_map(pr_rpc_req_t *q, uint32_t i, const char *name, const char *co
   for (uint32_t k = 0; k < o->via.map.size; k++) {
     const msgpack_object *key = &o->via.map.ptr[k].key;
     int ok = 0;
-    for (const char *const *p = known; *p && !ok; p++)
-      ok = pr_mp_key_is(key, *p);
+    for (const char *const *p = known; *p && !ok; p++) ok = pr_mp_key_is(key, *p);
     if (!ok) {
       char kb[48], w[96];
       snprintf(w, sizeof(w), "unknown key '%s'", pr_rpc_key_text(key, kb, sizeof(kb)));
@@ -160,24 +161,11 @@ int pr_rpc_fail_id(pr_rpc_req_t *q, int rc, uint64_t id) {
   return rc;
 }
 
-const char *const pr_rpc_start_keys[] = {"cmd",
-                                         "cwd",
-                                         "env",
-                                         "clear_env",
-                                         "pty",
-                                         "cols",
-                                         "rows",
-                                         "stdin",
-                                         "timeout_ms",
-                                         "kill_grace_ms",
-                                         "label",
-                                         "backpressure",
-                                         "hold",
-                                         "kill_on_disconnect",
-                                         "secrets",
-                                         "env_allow",
-                                         "worker",
-                                         NULL};
+const char *const pr_rpc_start_keys[] = {
+    "cmd",       "cwd",          "env",   "clear_env",          "pty",
+    "cols",      "rows",         "stdin", "timeout_ms",         "kill_grace_ms",
+    "label",     "backpressure", "hold",  "kill_on_disconnect", "secrets",
+    "env_allow", "worker",       NULL};
 
 static int spec_bool(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int *out) {
   const msgpack_object *v = pr_rpc_map_get(sp, key);
@@ -191,7 +179,8 @@ static int spec_bool(pr_rpc_req_t *q, const msgpack_object *sp, const char *key,
   return 0;
 }
 
-int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int64_t hi, int64_t *out) {
+int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int64_t hi,
+                    int64_t *out) {
   const msgpack_object *v = pr_rpc_map_get(sp, key);
   int64_t n;
   if (v == NULL) return 0;
@@ -234,12 +223,14 @@ static const char **zstr_list(pr_rpc_req_t *q, const msgpack_object *a, size_t *
 }
 
 /* A secret's source (a map) named `name` into *src. */
-static int source(pr_rpc_req_t *q, const char *name, const msgpack_object *m, pr_secret_source_t *src) {
+static int source(pr_rpc_req_t *q, const char *name, const msgpack_object *m,
+                  pr_secret_source_t *src) {
   static const char *const keys[] = {"store", "attributes", "command", NULL};
   *src = (pr_secret_source_t){.name = name};
   for (uint32_t i = 0; i < m->via.map.size; i++) {
     int known = 0;
-    for (const char *const *k = keys; *k && !known; k++) known = pr_mp_key_is(&m->via.map.ptr[i].key, *k);
+    for (const char *const *k = keys; *k && !known; k++)
+      known = pr_mp_key_is(&m->via.map.ptr[i].key, *k);
     if (!known) return pr_rpc_bad(q, 0, "spec", bad_source);
   }
   int err = 0;
@@ -274,15 +265,17 @@ static int source(pr_rpc_req_t *q, const char *name, const msgpack_object *m, pr
  * strings in the request's zone; with `src`, a map value is a secret's
  * source instead (into *src, *nsrc). Error messages never quote a value: for
  * `secrets` they are secret. */
-static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field, const char *const **out,
-                   size_t *n_out, const pr_secret_source_t **src_out, size_t *nsrc) {
+static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field,
+                   const char *const **out, size_t *n_out, const pr_secret_source_t **src_out,
+                   size_t *nsrc) {
   if (m == NULL) return 0;
   char w[128];
   snprintf(w, sizeof(w), "'%s' must be a map of NAME = value (names without '=' or NUL)", field);
   if (m->type != MSGPACK_OBJECT_MAP) return pr_rpc_bad(q, 0, "spec", w);
   uint32_t n = m->via.map.size, nkv = 0;
   const char **kvs = msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *));
-  pr_secret_source_t *src = src_out ? msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(*src)) : NULL;
+  pr_secret_source_t *src =
+      src_out ? msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(*src)) : NULL;
   if (kvs == NULL || (src_out && src == NULL)) return PR_ENOMEM;
   for (uint32_t i = 0; i < n; i++) {
     const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
@@ -303,7 +296,8 @@ static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field, 
       snprintf(num, sizeof(num), "%lld", (long long)iv);
       vs = num;
     }
-    if (ks == NULL || vs == NULL || ks[0] == 0 || strchr(ks, '=')) return pr_rpc_bad(q, 0, "spec", w);
+    if (ks == NULL || vs == NULL || ks[0] == 0 || strchr(ks, '='))
+      return pr_rpc_bad(q, 0, "spec", w);
     size_t len = strlen(ks) + strlen(vs) + 2;
     char *kv = msgpack_zone_malloc(q->zone, len);
     if (kv == NULL) return PR_ENOMEM;
@@ -321,17 +315,19 @@ static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field, 
 static int worker_spec(pr_rpc_req_t *q, const msgpack_object *w, pr_worker_spec_t *ws) {
   static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
   static const char *const restarts[] = {"never", "on-failure", "always", NULL};
-  static const char *const keys[] = {"protocol",   "restart", "max_restarts", "backoff_ms",
-                                     "backoff_max_ms", "healthy_ms", "ready", "max_chunks",
-                                     NULL};
+  static const char *const keys[] = {"protocol",   "restart",        "max_restarts",
+                                     "backoff_ms", "backoff_max_ms", "healthy_ms",
+                                     "ready",      "max_chunks",     NULL};
   memset(ws, 0, sizeof(*ws));
   ws->max_restarts = -1;
   ws->restart = PR_WR_ON_FAILURE;
   if (w->type == MSGPACK_OBJECT_BOOLEAN) return 0;
-  if (w->type != MSGPACK_OBJECT_MAP) return pr_rpc_bad(q, 0, "spec", "'worker' must be a map (or true)");
+  if (w->type != MSGPACK_OBJECT_MAP)
+    return pr_rpc_bad(q, 0, "spec", "'worker' must be a map (or true)");
   for (uint32_t i = 0; i < w->via.map.size; i++) {
     int known = 0;
-    for (const char *const *k = keys; *k && !known; k++) known = pr_mp_key_is(&w->via.map.ptr[i].key, *k);
+    for (const char *const *k = keys; *k && !known; k++)
+      known = pr_mp_key_is(&w->via.map.ptr[i].key, *k);
     if (!known) return pr_rpc_bad(q, 0, "spec", "unknown key in 'worker'");
   }
   const char *p = NULL, *r = NULL;
@@ -349,7 +345,9 @@ static int worker_spec(pr_rpc_req_t *q, const msgpack_object *w, pr_worker_spec_
   if (p) return pr_rpc_bad(q, 0, "spec", "worker.protocol must be \"jsonl\" or \"msgpack-rpc\"");
   for (int i = 0; r && restarts[i]; i++)
     if (strcmp(r, restarts[i]) == 0) ws->restart = (pr_worker_restart_t)i, r = NULL;
-  if (r) return pr_rpc_bad(q, 0, "spec", "worker.restart must be \"never\", \"on-failure\" or \"always\"");
+  if (r)
+    return pr_rpc_bad(q, 0, "spec",
+                      "worker.restart must be \"never\", \"on-failure\" or \"always\"");
   ws->max_restarts = (int32_t)mr;
   ws->backoff_ms = (uint32_t)bo;
   ws->backoff_max_ms = (uint32_t)bmax;
@@ -357,7 +355,8 @@ static int worker_spec(pr_rpc_req_t *q, const msgpack_object *w, pr_worker_spec_
   ws->max_chunks = (uint32_t)chunks;
   const msgpack_object *ready = pr_rpc_map_get(w, "ready");
   if (ready) {
-    if (ready->type != MSGPACK_OBJECT_MAP) return pr_rpc_bad(q, 0, "spec", "worker.ready must be a map");
+    if (ready->type != MSGPACK_OBJECT_MAP)
+      return pr_rpc_bad(q, 0, "spec", "worker.ready must be a map");
     if ((rc = spec_bool(q, ready, "message", &ws->ready_message)) ||
         (rc = spec_str(q, ready, "stderr_pattern", &ws->ready_stderr)))
       return rc;
@@ -367,7 +366,8 @@ static int worker_spec(pr_rpc_req_t *q, const msgpack_object *w, pr_worker_spec_
 
 /* The fields of a start spec `sp` into *s (strings in the request's zone;
  * the worker spec, when there is one, in *ws), and kill_on_disconnect. */
-int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, pr_worker_spec_t *ws, int *kod) {
+int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, pr_worker_spec_t *ws,
+                      int *kod) {
   int rc, err = 0;
   memset(s, 0, sizeof(*s));
   int64_t cols = 0, rows = 0, timeout = 0, grace = -1;
@@ -390,25 +390,27 @@ int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, p
   const msgpack_object *cmd = pr_rpc_map_get(sp, "cmd");
   if (cmd && pr_rpc_is_bytes(cmd)) {
     if ((s->shell = pr_rpc_zstr(q, cmd, &err)) == NULL || s->shell[0] == 0)
-      return err == PR_ENOMEM ? err
-                              : pr_rpc_bad(q, 0, "spec", "'cmd' must be a non-empty string without NUL");
+      return err == PR_ENOMEM
+                 ? err
+                 : pr_rpc_bad(q, 0, "spec", "'cmd' must be a non-empty string without NUL");
   } else if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY && cmd->via.array.size > 0) {
     uint32_t n = cmd->via.array.size;
     const char **argv = q->zone ? msgpack_zone_malloc(q->zone, n * sizeof(char *)) : NULL;
     if (argv == NULL) return PR_ENOMEM;
     for (uint32_t i = 0; i < n; i++)
       if ((argv[i] = pr_rpc_zstr(q, &cmd->via.array.ptr[i], &err)) == NULL)
-        return err == PR_ENOMEM ? err
-                                : pr_rpc_bad(q, 0, "spec", "'cmd' entries must be strings without NUL");
+        return err == PR_ENOMEM
+                   ? err
+                   : pr_rpc_bad(q, 0, "spec", "'cmd' entries must be strings without NUL");
     s->argv = argv;
     s->argc = n;
   } else {
     return pr_rpc_bad(q, 0, "spec",
-               "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
+                      "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
   }
   if ((rc = kv_list(q, pr_rpc_map_get(sp, "env"), "env", &s->env, &s->envc, NULL, NULL)) != 0 ||
-      (rc = kv_list(q, pr_rpc_map_get(sp, "secrets"), "secrets", &s->secrets, &s->nsecrets, &s->sources,
-                    &s->nsources)) != 0)
+      (rc = kv_list(q, pr_rpc_map_get(sp, "secrets"), "secrets", &s->secrets, &s->nsecrets,
+                    &s->sources, &s->nsources)) != 0)
     return rc;
   if (pr_vault_check(s) != 0) return pr_rpc_bad(q, 0, "spec", bad_source);
   const msgpack_object *allow = pr_rpc_map_get(sp, "env_allow");
@@ -421,7 +423,8 @@ int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, p
     for (uint32_t i = 0; i < n; i++)
       if ((names[i] = pr_rpc_zstr(q, &allow->via.array.ptr[i], &err)) == NULL || names[i][0] == 0 ||
           strchr(names[i], '='))
-        return err == PR_ENOMEM ? err : pr_rpc_bad(q, 0, "spec", "'env_allow' entries must be names");
+        return err == PR_ENOMEM ? err
+                                : pr_rpc_bad(q, 0, "spec", "'env_allow' entries must be names");
     s->env_allow = names;
     s->nallow = n;
   }

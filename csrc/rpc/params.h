@@ -47,13 +47,15 @@ char *pr_rpc_zstr(pr_rpc_req_t *q, const msgpack_object *o, int *err);
  * the NULL-terminated `known` (*out NULL when absent). */
 int pr_rpc_arg_id(pr_rpc_req_t *q, uint32_t i, uint64_t *id);
 int pr_rpc_arg_bool(pr_rpc_req_t *q, uint32_t i, const char *name, int *out);
-int pr_rpc_arg_range(pr_rpc_req_t *q, uint32_t i, const char *name, int64_t lo, int64_t hi, int64_t *out);
+int pr_rpc_arg_range(pr_rpc_req_t *q, uint32_t i, const char *name, int64_t lo, int64_t hi,
+                     int64_t *out);
 int pr_rpc_arg_map(pr_rpc_req_t *q, uint32_t i, const char *name, const char *const *known,
                    const msgpack_object **out);
 /* pr_rpc_map_get: the value of `key` in map m (NULL m, absent or nil: NULL). */
 const msgpack_object *pr_rpc_map_get(const msgpack_object *m, const char *key);
 /* pr_rpc_spec_int: field `key` of map sp as an integer in [0, hi] (parameter 0). */
-int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int64_t hi, int64_t *out);
+int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int64_t hi,
+                    int64_t *out);
 /* pr_rpc_key_text: a map key, printable, for an error message. */
 const char *pr_rpc_key_text(const msgpack_object *k, char *buf, size_t n);
 

@@ -178,12 +178,9 @@ static void on_srv_handle_closed(uv_handle_t *h) {
 static int check_dir(const char *path) {
   char dir[PR_LISTEN_MAX + 1];
   const char *slash = strrchr(path, '/');
-  if (slash == NULL)
-    snprintf(dir, sizeof(dir), ".");
-  else if (slash == path)
-    snprintf(dir, sizeof(dir), "/");
-  else
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+  if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+  else if (slash == path) snprintf(dir, sizeof(dir), "/");
+  else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) return -errno;
   struct stat st;
   if (lstat(dir, &st) != 0) return -errno;
@@ -308,10 +305,11 @@ static void on_reply(void *arg, pr_wmsg_t *m) {
   if (m->len > PR_RPC_REPLY_SMALL && unsent + m->len > PR_RPC_SENDQ_HARD) {
     small = *m;
     small.status = PR_RS_REJECTED;
-    small.len = (size_t)snprintf(why, sizeof(why),
-                                 "EBUSY: a reply of %zu bytes dropped: %zu bytes to this client are "
-                                 "unsent (at most %u MiB)",
-                                 m->len, unsent, PR_RPC_SENDQ_HARD >> 20);
+    small.len =
+        (size_t)snprintf(why, sizeof(why),
+                         "EBUSY: a reply of %zu bytes dropped: %zu bytes to this client are "
+                         "unsent (at most %u MiB)",
+                         m->len, unsent, PR_RPC_SENDQ_HARD >> 20);
     small.text = why;
     m = &small;
   }
@@ -331,8 +329,8 @@ int pr_rpc_start(pr_control_t *ctl, char *const *env, const char *path, pr_rpc_t
   if (srv == NULL) return PR_ENOMEM;
   srv->ctl = ctl;
   srv->env = env;
-  srv->listener = (pr_listener_t){.state = on_state, .output = on_output, .chunk = on_chunk,
-                                  .reply = on_reply, .arg = srv};
+  srv->listener = (pr_listener_t){
+      .state = on_state, .output = on_output, .chunk = on_chunk, .reply = on_reply, .arg = srv};
   srv->next_session = 1;
   pr_queue_init(&srv->conns);
   pr_queue_init(&srv->pending);
@@ -399,8 +397,6 @@ int pr_rpc_virtual_feed(pr_rpc_conn_t *c, const char *data, size_t len) {
 
 void pr_rpc_virtual_close(pr_rpc_conn_t *c) {
   c->held = 0;
-  if (!c->closing)
-    pr_rpc_conn_close(c);
-  else
-    conn_maybe_free(c); /* or once its last wait timer closed */
+  if (!c->closing) pr_rpc_conn_close(c);
+  else conn_maybe_free(c); /* or once its last wait timer closed */
 }

@@ -38,7 +38,8 @@ void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_
 }
 
 void pr_shep_heartbeat(void) {
-  if (pr_shep_now_ms() - last_sent >= PR_SHEP_HEARTBEAT_MS) pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0);
+  if (pr_shep_now_ms() - last_sent >= PR_SHEP_HEARTBEAT_MS)
+    pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0);
 }
 
 uint64_t pr_shep_now_ns(void) {
@@ -61,7 +62,7 @@ static void unowe(job_t *j) {
 }
 
 void pr_shep_ask(job_t *j, int sig) {
-  kill(j->reaper, sig); /* an unreaped child of ours: its pid is its own */
+  kill(j->reaper, sig);           /* an unreaped child of ours: its pid is its own */
   j->asked_ns = pr_shep_now_ns(); /* after kill(): the signal is pending by now */
   if (owing(j)) return;           /* the first unanswered question sets the deadline */
   j->answer_by = pr_shep_now_ms() + PR_REAPER_ANSWER_MS;

@@ -125,8 +125,7 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
   case PR_W_PING: /* the engine's liveness check: answered at once */
     pr_shep_send(PR_W_PONG, 0, 0, h->a, pr_shep_self, NULL, 0);
     return;
-  default:
-    return;
+  default: return;
   }
 }
 
@@ -147,7 +146,10 @@ static void on_report(const pr_wire_hdr_t *h, int *fds, int nfds) {
   case PR_W_SPAWNED: {
     int out[PR_WIRE_MAX_FDS], n = 0;
     uint32_t flags = j->rflags;
-    if (nfds > 0) { out[n++] = fds[0]; flags |= PR_WF_PIDFD; }
+    if (nfds > 0) {
+      out[n++] = fds[0];
+      flags |= PR_WF_PIDFD;
+    }
     for (int i = 1; i < nfds; i++) close(fds[i]);
     for (int k = 0; k < j->nfds && n < PR_WIRE_MAX_FDS; k++) out[n++] = j->fds[k];
     pr_shep_send(PR_W_SPAWNED, flags, j->id, h->a, 0, out, n);
@@ -209,7 +211,8 @@ static int reaper_ended(job_t *j, int st) {
   int clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
   if (!clean && !j->released) { /* it died (killed?) or gave up: its processes came to us */
     if (!j->spawned) pr_shep_fail_spawn(j->id, ECHILD, PR_STAGE_SETUP);
-    else if (!j->exited) pr_shep_send(PR_W_EXITED, PR_WF_SIGNALED | PR_WF_EMPTY, j->id, 0, SIGKILL, NULL, 0);
+    else if (!j->exited)
+      pr_shep_send(PR_W_EXITED, PR_WF_SIGNALED | PR_WF_EMPTY, j->id, 0, SIGKILL, NULL, 0);
     else if (!j->emptied) pr_shep_send(PR_W_EMPTY, 0, j->id, 0, 0, NULL, 0);
   }
   pr_shep_remove_job(j);
@@ -220,7 +223,10 @@ static int reaper_ended(job_t *j, int st) {
 static void reap(void) {
   int orphans = 0;
   for (;;) {
-    struct ended { job_t *j; int st; } done[128];
+    struct ended {
+      job_t *j;
+      int st;
+    } done[128];
     int n = 0;
     while (n < 128) {
       int st;
@@ -350,7 +356,8 @@ int main(int argc, char **argv) {
   if (buf == NULL) return 1;
   pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0); /* hello: the engine learns our pid */
   for (;;) {
-    struct pollfd pfd[3] = {{pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
+    struct pollfd pfd[3] = {
+        {pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
     int r = poll(pfd, 3, pr_shep_answer_wait(pr_shep_now_ms())); /* -1: no reaper owes an answer */
     if (r < 0 && errno != EINTR) break;
     if (pfd[2].revents & POLLIN) drain_reports();

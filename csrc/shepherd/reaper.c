@@ -42,26 +42,28 @@
 static struct {
   uint64_t id;
   pid_t self, shepherd, leader;
-  int up;            /* the reapers' socket (write end) */
-  int leader_gone;   /* the leader is reaped: no more group signals */
-  int exit_flags;    /* EXITED: PR_WF_SIGNALED */
+  int up;          /* the reapers' socket (write end) */
+  int leader_gone; /* the leader is reaped: no more group signals */
+  int exit_flags;  /* EXITED: PR_WF_SIGNALED */
   int exit_value;
-  int reported;      /* EXITED sent */
-  int killing;       /* SIGKILL to every process of the job, also to orphans coming back */
-  int released;      /* exit once the job is empty (or at `give_up`) */
-  uint64_t give_up;  /* ms (monotonic): exit even with processes left (stuck in D state) */
+  int reported;     /* EXITED sent */
+  int killing;      /* SIGKILL to every process of the job, also to orphans coming back */
+  int released;     /* exit once the job is empty (or at `give_up`) */
+  uint64_t give_up; /* ms (monotonic): exit even with processes left (stuck in D state) */
 } R;
 
 static void report(uint32_t type, uint32_t flags, int64_t a, int64_t b, int fd) {
   if (R.released) return; /* nobody listens any more */
-  pr_wire_hdr_t h = {.type = type, .flags = flags, .job = R.id, .a = a, .b = b, .from = (uint32_t)R.self};
+  pr_wire_hdr_t h = {
+      .type = type, .flags = flags, .job = R.id, .a = a, .b = b, .from = (uint32_t)R.self};
   (void)pr_wire_send(R.up, &h, NULL, &fd, fd >= 0 ? 1 : 0, 0);
 }
 
 /* The shepherd's PR_W_PONG: our commands up to `read_ns` are read (also once
  * released: the shepherd still waits for it). */
 static void answer(uint64_t read_ns) {
-  pr_wire_hdr_t h = {.type = PR_W_PONG, .job = R.id, .a = (int64_t)read_ns, .from = (uint32_t)R.self};
+  pr_wire_hdr_t h = {
+      .type = PR_W_PONG, .job = R.id, .a = (int64_t)read_ns, .from = (uint32_t)R.self};
   (void)pr_wire_send(R.up, &h, NULL, NULL, 0, 0);
 }
 
@@ -315,7 +317,8 @@ void pr_reaper_main(const pr_spawn_args_t *a) {
     while (r > 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
       if (si.ssi_signo == SIGCHLD || si.ssi_signo >= 32) continue;
       /* Only the shepherd commands us (its death signal comes from it too). */
-      if (si.ssi_pid == (uint32_t)R.shepherd || si.ssi_signo == PR_REAPER_RELEASE) cmds |= 1u << si.ssi_signo;
+      if (si.ssi_pid == (uint32_t)R.shepherd || si.ssi_signo == PR_REAPER_RELEASE)
+        cmds |= 1u << si.ssi_signo;
     }
     if (cmds) answer(read_ns);
     for (int sig = 1; sig < 32; sig++)

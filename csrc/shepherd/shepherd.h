@@ -35,10 +35,10 @@
 #endif
 
 /* The process-wide facts every file reads (set once by main). */
-extern int pr_shep_sock;             /* the socket to the engine */
-extern int pr_shep_up[2];            /* the reapers' socket: [0] we read, [1] they write */
-extern pid_t pr_shep_self;           /* our pid */
-extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<token>:" (the engine chose the token) */
+extern int pr_shep_sock;            /* the socket to the engine */
+extern int pr_shep_up[2];           /* the reapers' socket: [0] we read, [1] they write */
+extern pid_t pr_shep_self;          /* our pid */
+extern char pr_shep_tag_prefix[96]; /* "PROCTOR_JOB=<token>:" (the engine chose the token) */
 
 /* Commands to a reaper are signals (it blocks them and reads a signalfd);
  * the shepherd sends them only to a reaper it has not reaped, so a pid is
@@ -56,16 +56,16 @@ extern char pr_shep_tag_prefix[96];  /* "PROCTOR_JOB=<token>:" (the engine chose
 /* A job, from the shepherd's side: its reaper, until that reaper is reaped. */
 typedef struct job {
   uint64_t id;
-  pid_t reaper;   /* our child; also the key of the by-reaper map */
-  int spawned;    /* SPAWNED or FAILED went to the engine */
-  int exited;     /* EXITED went to the engine */
-  int emptied;    /* EMPTY (or EXITED with PR_WF_EMPTY) went to the engine */
-  int released;   /* RELEASE came (or the spawn failed): out of the by-id map */
+  pid_t reaper;                   /* our child; also the key of the by-reaper map */
+  int spawned;                    /* SPAWNED or FAILED went to the engine */
+  int exited;                     /* EXITED went to the engine */
+  int emptied;                    /* EMPTY (or EXITED with PR_WF_EMPTY) went to the engine */
+  int released;                   /* RELEASE came (or the spawn failed): out of the by-id map */
   int fds[PR_WIRE_MAX_FDS], nfds; /* parent ends of its pipes or pty, until SPAWNED */
-  uint32_t rflags; /* PR_WF_PTY | PR_WF_STDIN of the request */
+  uint32_t rflags;                /* PR_WF_PTY | PR_WF_STDIN of the request */
   /* commands its reaper has not answered yet (jobs.c keeps them in deadline order) */
-  uint64_t asked_ns;   /* CLOCK_MONOTONIC ns after the last command was sent; 0: all answered */
-  uint64_t answer_by;  /* ms (pr_shep_now_ms): SIGKILL the reaper if still unanswered then */
+  uint64_t asked_ns;  /* CLOCK_MONOTONIC ns after the last command was sent; 0: all answered */
+  uint64_t answer_by; /* ms (pr_shep_now_ms): SIGKILL the reaper if still unanswered then */
   struct job *wprev, *wnext; /* the list of reapers owing an answer */
 } job_t;
 
@@ -82,15 +82,16 @@ uint64_t pr_shep_now_ms(void);
 void pr_shep_heartbeat(void);
 /* Send one packet to the engine (blocking: the engine always drains its
  * socket; a failure means the host is gone and EOF ends us next). */
-void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds, int nfds);
-job_t *pr_shep_find_id(uint64_t id);       /* a job not yet released */
-job_t *pr_shep_find_reaper(pid_t pid);     /* a job whose reaper we have not reaped */
-int pr_shep_add_job(job_t *j);             /* 0, or -1 when out of memory (not indexed) */
-void pr_shep_release_job(job_t *j);        /* out of the by-id map (its reaper lives on) */
-void pr_shep_remove_job(job_t *j);         /* out of both maps, fds closed, freed */
-job_t *pr_shep_next_job(size_t *at);       /* walk every job with a reaper; no change meanwhile */
-int pr_shep_njobs(void);                   /* jobs with a reaper */
-uint64_t pr_shep_now_ns(void);             /* CLOCK_MONOTONIC, ns */
+void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds,
+                  int nfds);
+job_t *pr_shep_find_id(uint64_t id);   /* a job not yet released */
+job_t *pr_shep_find_reaper(pid_t pid); /* a job whose reaper we have not reaped */
+int pr_shep_add_job(job_t *j);         /* 0, or -1 when out of memory (not indexed) */
+void pr_shep_release_job(job_t *j);    /* out of the by-id map (its reaper lives on) */
+void pr_shep_remove_job(job_t *j);     /* out of both maps, fds closed, freed */
+job_t *pr_shep_next_job(size_t *at);   /* walk every job with a reaper; no change meanwhile */
+int pr_shep_njobs(void);               /* jobs with a reaper */
+uint64_t pr_shep_now_ns(void);         /* CLOCK_MONOTONIC, ns */
 /* Send command `sig` (shepherd.h) to j's reaper, an unreaped child of ours,
  * and expect its answer within PR_REAPER_ANSWER_MS. */
 void pr_shep_ask(job_t *j, int sig);
@@ -116,12 +117,12 @@ void pr_shep_default_dispositions(void);
  * during the fork (the reaper has its own copy). */
 typedef struct {
   uint64_t id;
-  uint32_t flags;           /* PR_WF_PTY, PR_WF_STDIN */
+  uint32_t flags;             /* PR_WF_PTY, PR_WF_STDIN */
   int slave, fin, fout, ferr; /* the child's ends (-1: none) */
   const char *cwd;
   char **argv, **envp;
-  char *payload;            /* the request all of the above points into (secret */
-  size_t len;               /* values among its env strings): wiped once the job runs */
+  char *payload; /* the request all of the above points into (secret */
+  size_t len;    /* values among its env strings): wiped once the job runs */
 } pr_spawn_args_t;
 
 /* In the child: exec the job's program (clone(CLONE_VM|CLONE_VFORK) + exec

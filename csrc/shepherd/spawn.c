@@ -160,8 +160,14 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
   }
   char *cwd = p;
   p += strlen(p) + 1;
-  for (size_t i = 0; i < argc; i++) { argv[i] = p; p += strlen(p) + 1; }
-  for (size_t i = 0; i < envc; i++) { envp[i] = p; p += strlen(p) + 1; }
+  for (size_t i = 0; i < argc; i++) {
+    argv[i] = p;
+    p += strlen(p) + 1;
+  }
+  for (size_t i = 0; i < envc; i++) {
+    envp[i] = p;
+    p += strlen(p) + 1;
+  }
   snprintf(tag, sizeof(tag), "%s%llu", pr_shep_tag_prefix, (unsigned long long)id);
   envp[envc] = tag;
 
@@ -189,9 +195,17 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
     kill(old->reaper, PR_REAPER_RELEASE);
   }
 
-  pr_spawn_args_t sa = {.id = id, .flags = flags, .slave = slave,
-                        .fin = (flags & PR_WF_STDIN) ? in[0] : -1, .fout = out[1], .ferr = err[1],
-                        .cwd = cwd, .argv = argv, .envp = envp, .payload = payload, .len = len};
+  pr_spawn_args_t sa = {.id = id,
+                        .flags = flags,
+                        .slave = slave,
+                        .fin = (flags & PR_WF_STDIN) ? in[0] : -1,
+                        .fout = out[1],
+                        .ferr = err[1],
+                        .cwd = cwd,
+                        .argv = argv,
+                        .envp = envp,
+                        .payload = payload,
+                        .len = len};
   pid_t pid = fork();
   if (pid == 0) pr_reaper_main(&sa); /* never returns */
   if (pid < 0) {
@@ -205,7 +219,10 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
     j->fds[j->nfds++] = master;
     master = -1;
   } else {
-    if (flags & PR_WF_STDIN) { j->fds[j->nfds++] = in[1]; in[1] = -1; }
+    if (flags & PR_WF_STDIN) {
+      j->fds[j->nfds++] = in[1];
+      in[1] = -1;
+    }
     j->fds[j->nfds++] = out[0];
     out[0] = -1;
     j->fds[j->nfds++] = err[0];

@@ -22,15 +22,16 @@ struct pr_audit {
   pr_listener_t listener;
   char *path;
   int fd;
-  uint64_t size;     /* writer thread: bytes in the current file */
+  uint64_t size; /* writer thread: bytes in the current file */
   uint64_t max;
   uint32_t keep;
-  int broken;        /* writer thread: a write failed (warned once) */
+  int broken; /* writer thread: a write failed (warned once) */
 };
 
 static void on_state(void *arg, const pr_state_info_t *st);
 
-int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_t keep, pr_audit_t **out) {
+int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_t keep,
+                  pr_audit_t **out) {
   *out = NULL;
   pr_audit_t *a = calloc(1, sizeof(*a));
   if (a == NULL || (a->path = strdup(path)) == NULL) {
@@ -129,9 +130,9 @@ static void run_line(void *sink, pr_job_t *job) {
 /* The record fields an audit line carries (in record order), and those it
  * carries only once the execution has ended. */
 static const unsigned char in_line[PR_RF_COUNT] = {
-    [PR_RF_ID] = 1,     [PR_RF_SESSION] = 1,   [PR_RF_LABEL] = 1,       [PR_RF_OWNER] = 1,
-    [PR_RF_CWD] = 1,    [PR_RF_CMD] = 1,       [PR_RF_REASON] = 2,      [PR_RF_ERROR] = 2,
-    [PR_RF_EXIT_CODE] = 2, [PR_RF_SIGNAL] = 2, [PR_RF_PID] = 1,         [PR_RF_DURATION_MS] = 2,
+    [PR_RF_ID] = 1,        [PR_RF_SESSION] = 1, [PR_RF_LABEL] = 1,  [PR_RF_OWNER] = 1,
+    [PR_RF_CWD] = 1,       [PR_RF_CMD] = 1,     [PR_RF_REASON] = 2, [PR_RF_ERROR] = 2,
+    [PR_RF_EXIT_CODE] = 2, [PR_RF_SIGNAL] = 2,  [PR_RF_PID] = 1,    [PR_RF_DURATION_MS] = 2,
     [PR_RF_ENV_KEYS] = 1};
 
 /* One field's value as JSON (NULL when out of memory). */
@@ -182,7 +183,8 @@ static void on_state(void *arg, const pr_state_info_t *st) {
   pr_field_t f[PR_RF_COUNT];
   size_t n = pr_record_fields(&r, f);
   for (size_t i = 0; i < n; i++)
-    if (in_line[f[i].id] && in_line[f[i].id] <= want) cJSON_AddItemToObject(o, f[i].key, json_value(&f[i]));
+    if (in_line[f[i].id] && in_line[f[i].id] <= want)
+      cJSON_AddItemToObject(o, f[i].key, json_value(&f[i]));
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   char *clean = s ? pr_exec_scrub(st->x, s) : NULL;

@@ -33,7 +33,8 @@ typedef struct pr_audit pr_audit_t;
 /* pr_audit_open: open `path` for appending. Returns 0 with *out (NULL when
  * the file cannot be opened: a warning says so), or PR_ENOMEM. max_bytes /
  * keep: 0 = the defaults. Host thread; warnings and jobs go to `j`. */
-int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_t keep, pr_audit_t **out);
+int pr_audit_open(pr_journal_t *j, const char *path, uint64_t max_bytes, uint32_t keep,
+                  pr_audit_t **out);
 
 /* pr_audit_listener: the audit log's listener (state), to add to the engine's list. */
 pr_listener_t *pr_audit_listener(pr_audit_t *a);

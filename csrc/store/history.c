@@ -37,18 +37,18 @@ typedef struct {
 } hentry_t;
 
 struct pr_history {
-  pr_journal_t *j;    /* the writer thread, and where warnings go */
+  pr_journal_t *j; /* the writer thread, and where warnings go */
   pr_listener_t listener;
   char *path, *tmp;
   int fd, lockfd;
   pr_history_opts_t o;
   /* writer thread (host thread during load) */
-  uint64_t size;      /* bytes in the file */
-  uint64_t dead;      /* bytes of dead frames */
-  uint64_t max_id;    /* largest id ever written */
+  uint64_t size;   /* bytes in the file */
+  uint64_t dead;   /* bytes of dead frames */
+  uint64_t max_id; /* largest id ever written */
   hentry_t *ent;
   size_t nent, cap;
-  int broken;         /* a write failed: warned once, nothing more is written */
+  int broken; /* a write failed: warned once, nothing more is written */
 };
 
 static uint32_t fnv1a(const char *p, size_t n) {
@@ -65,17 +65,26 @@ static int kv_str(msgpack_packer *pk, const char *k, const char *v) {
 
 /* The record's fields as the file names them (NULL: not kept). The names
  * are the file format: files written by every release load through them. */
-static const char *const hkey[PR_RF_COUNT] = {
-    [PR_RF_ID] = "id",         [PR_RF_LABEL] = "label",     [PR_RF_OWNER] = "owner",
-    [PR_RF_CWD] = "cwd",       [PR_RF_CMD] = "cmd",         [PR_RF_PTY] = "pty",
-    [PR_RF_CREATED_AT] = "created", [PR_RF_ENV_KEYS] = "env",
-    /* end frames only: */
-    [PR_RF_STATE] = "state",   [PR_RF_REASON] = "reason",   [PR_RF_ERROR] = "error",
-    [PR_RF_EXIT_CODE] = "exit", [PR_RF_SIGNAL] = "sig",     [PR_RF_STARTED_AT] = "started",
-    [PR_RF_ENDED_AT] = "ended", [PR_RF_DURATION_MS] = "dur"};
+static const char *const hkey[PR_RF_COUNT] = {[PR_RF_ID] = "id",
+                                              [PR_RF_LABEL] = "label",
+                                              [PR_RF_OWNER] = "owner",
+                                              [PR_RF_CWD] = "cwd",
+                                              [PR_RF_CMD] = "cmd",
+                                              [PR_RF_PTY] = "pty",
+                                              [PR_RF_CREATED_AT] = "created",
+                                              [PR_RF_ENV_KEYS] = "env",
+                                              /* end frames only: */
+                                              [PR_RF_STATE] = "state",
+                                              [PR_RF_REASON] = "reason",
+                                              [PR_RF_ERROR] = "error",
+                                              [PR_RF_EXIT_CODE] = "exit",
+                                              [PR_RF_SIGNAL] = "sig",
+                                              [PR_RF_STARTED_AT] = "started",
+                                              [PR_RF_ENDED_AT] = "ended",
+                                              [PR_RF_DURATION_MS] = "dur"};
 static const unsigned char end_only[PR_RF_COUNT] = {
-    [PR_RF_STATE] = 1,     [PR_RF_REASON] = 1,     [PR_RF_ERROR] = 1,      [PR_RF_EXIT_CODE] = 1,
-    [PR_RF_SIGNAL] = 1,    [PR_RF_STARTED_AT] = 1, [PR_RF_ENDED_AT] = 1,   [PR_RF_DURATION_MS] = 1};
+    [PR_RF_STATE] = 1,  [PR_RF_REASON] = 1,     [PR_RF_ERROR] = 1,    [PR_RF_EXIT_CODE] = 1,
+    [PR_RF_SIGNAL] = 1, [PR_RF_STARTED_AT] = 1, [PR_RF_ENDED_AT] = 1, [PR_RF_DURATION_MS] = 1};
 
 /* One field's value as the file keeps it: a signal as its number, the
  * environment keys as one bin of NUL-terminated names. */
@@ -134,7 +143,8 @@ static int pack_record(msgpack_packer *pk, const pr_record_t *r, pr_ring_t *cons
 static void run_job(void *sink, pr_job_t *job);
 
 /* Wrap a payload into a frame job. */
-static pr_job_t *frame_job(pr_history_t *h, msgpack_sbuffer *payload, int type, char kind, uint64_t id) {
+static pr_job_t *frame_job(pr_history_t *h, msgpack_sbuffer *payload, int type, char kind,
+                           uint64_t id) {
   msgpack_sbuffer f;
   msgpack_packer pk;
   msgpack_sbuffer_init(&f);
@@ -154,16 +164,20 @@ static pr_job_t *frame_job(pr_history_t *h, msgpack_sbuffer *payload, int type, 
 }
 
 /* Append a start ('s') or end ('e') frame of record r. */
-static void record_frame(pr_history_t *h, const pr_record_t *r, pr_ring_t *const *rings, char kind) {
+static void record_frame(pr_history_t *h, const pr_record_t *r, pr_ring_t *const *rings,
+                         char kind) {
   msgpack_sbuffer b;
   msgpack_packer pk;
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
   pr_job_t *job = NULL;
-  if (pack_record(&pk, r, rings, kind, h->o.tail_bytes) == 0) job = frame_job(h, &b, J_APPEND, kind, r->id);
+  if (pack_record(&pk, r, rings, kind, h->o.tail_bytes) == 0)
+    job = frame_job(h, &b, J_APPEND, kind, r->id);
   msgpack_sbuffer_destroy(&b);
   if (job) pr_journal_push(h->j, job);
-  else pr_journal_warn(h->j, "history: out of memory; execution %llu not recorded", (unsigned long long)r->id);
+  else
+    pr_journal_warn(h->j, "history: out of memory; execution %llu not recorded",
+                    (unsigned long long)r->id);
 }
 
 /* The listener: a start frame when an execution is queued, its record with
@@ -278,7 +292,8 @@ static void compact(pr_history_t *h) {
   msgpack_packer pk;
   msgpack_sbuffer_init(&b);
   msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-  int bad = msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "n") || pr_mp_kv_u64(&pk, "next", h->max_id + 1);
+  int bad =
+      msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "n") || pr_mp_kv_u64(&pk, "next", h->max_id + 1);
   msgpack_sbuffer_init(&f);
   msgpack_packer_init(&pk, &f, msgpack_sbuffer_write);
   bad = bad || msgpack_pack_array(&pk, 2) || msgpack_pack_uint32(&pk, fnv1a(b.data, b.size)) ||
@@ -340,7 +355,7 @@ static void run_job(void *sink, pr_job_t *job) {
     return;
   }
   if (append(h, job->data, job->len, job->id, kind) != 0) return;
-  if (kind == 'e') kill_entries(h, job->id, 's'); /* superseded by the end */
+  if (kind == 'e') kill_entries(h, job->id, 's');    /* superseded by the end */
   if (type == J_FORGET) kill_entries(h, job->id, 0); /* the record and this tombstone */
   if (h->dead > COMPACT_SLACK && h->dead > h->size / 3) compact(h); /* mostly garbage */
 }
@@ -444,8 +459,8 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
     if ((r->argv = calloc(r->argc + 1, sizeof(char *))))
       for (size_t i = 0; i < r->argc; i++) {
         const msgpack_object *a = &o->via.array.ptr[i];
-        r->argv[i] = a->type == MSGPACK_OBJECT_STR ? strndup(a->via.str.ptr, a->via.str.size)
-                                                   : strdup("");
+        r->argv[i] =
+            a->type == MSGPACK_OBJECT_STR ? strndup(a->via.str.ptr, a->via.str.size) : strdup("");
       }
   }
   if (r->argv == NULL) r->argc = 0;
@@ -479,7 +494,8 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
         continue;
       int k = (int)a[0].via.u64;
       if (!has[k] || l->rings[k]) continue;
-      l->rings[k] = loaded_ring(h->o.output_limit, a[1].via.u64, a[2].via.bin.ptr, a[2].via.bin.size);
+      l->rings[k] =
+          loaded_ring(h->o.output_limit, a[1].via.u64, a[2].via.bin.ptr, a[2].via.bin.size);
     }
   }
   for (int i = 0; i < PR_NSTREAM; i++) /* streams with no output kept still read as empty */
@@ -543,7 +559,12 @@ static int frame_at(const char *p, size_t len, size_t off, const char **body, si
   if (n < 2) return n && u[0] != 0x92 ? FRAME_BAD : FRAME_SHORT;
   if (u[0] != 0x92) return FRAME_BAD;
   uint64_t sum;
-  int w = u[1] <= 0x7f ? 0 : u[1] == 0xcc ? 1 : u[1] == 0xcd ? 2 : u[1] == 0xce ? 4 : u[1] == 0xcf ? 8 : -1;
+  int w = u[1] <= 0x7f   ? 0
+          : u[1] == 0xcc ? 1
+          : u[1] == 0xcd ? 2
+          : u[1] == 0xce ? 4
+          : u[1] == 0xcf ? 8
+                         : -1;
   if (w < 0) return FRAME_BAD;
   if (n < i + (size_t)w + 1) return FRAME_SHORT;
   sum = w ? be(u + i, w) : u[1];
@@ -593,7 +614,8 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
       size_t blen, end = 0, probe;
       int r = frame_at(p, len, off, &body, &blen, &end);
       /* framing intact, payload damaged: trust it only if a good frame (or the end) follows */
-      if ((r == FRAME_BADSUM || r == FRAME_OK) && (end == len || good_frame(p, len, end, &inner, &probe)))
+      if ((r == FRAME_BADSUM || r == FRAME_OK) &&
+          (end == len || good_frame(p, len, end, &inner, &probe)))
         at = end;
       else
         for (at = off + 1; at < len && !good_frame(p, len, at, &inner, &probe);) at++;
@@ -623,7 +645,8 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
       add_entry(h, id, off, (uint32_t)(at - off), kind);
     } else if (kind == 'd') {
       const msgpack_object *ids = get(m, "ids");
-      for (uint32_t i = 0; ids && ids->type == MSGPACK_OBJECT_ARRAY && i < ids->via.array.size; i++) {
+      for (uint32_t i = 0; ids && ids->type == MSGPACK_OBJECT_ARRAY && i < ids->via.array.size;
+           i++) {
         uint64_t d = ids->via.array.ptr[i].via.u64;
         ssize_t w = find(ls, d);
         if (w >= 0) drop_at(ls, (size_t)w);
@@ -673,13 +696,17 @@ static char *keep_copy(const pr_history_t *h, const char *p, size_t len) {
 static void warn_damage(pr_history_t *h, const damage_t *d, const char *copy, int err) {
   char what[256] = "", where[PATH_MAX + 96];
   if (d->nbad)
-    snprintf(what, sizeof(what), "%zu corrupt stretch(es) skipped (%zu bytes, the first at byte %zu)%s",
-             d->nbad, d->bad_bytes, d->first_bad, d->torn_bytes ? "; " : "");
+    snprintf(what, sizeof(what),
+             "%zu corrupt stretch(es) skipped (%zu bytes, the first at byte %zu)%s", d->nbad,
+             d->bad_bytes, d->first_bad, d->torn_bytes ? "; " : "");
   if (d->torn_bytes)
-    snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s record at byte %zu cut off (%zu bytes)",
-             d->torn_short ? "torn" : "corrupt", d->torn_at, d->torn_bytes);
+    snprintf(what + strlen(what), sizeof(what) - strlen(what),
+             "%s record at byte %zu cut off (%zu bytes)", d->torn_short ? "torn" : "corrupt",
+             d->torn_at, d->torn_bytes);
   if (copy) snprintf(where, sizeof(where), "the file as it was is kept in %s", copy);
-  else snprintf(where, sizeof(where), "no copy could be kept (%s), so the file is left as it is", strerror(err));
+  else
+    snprintf(where, sizeof(where), "no copy could be kept (%s), so the file is left as it is",
+             strerror(err));
   pr_journal_warn(h->j, "history: %s: %s; every good record was loaded; %s", h->path, what, where);
 }
 
@@ -690,8 +717,8 @@ static int give_up(pr_history_t *h, const char *why) {
   return 0;
 }
 
-int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o, pr_history_t **out,
-                    pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id) {
+int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o,
+                    pr_history_t **out, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id) {
   *out = NULL;
   *loaded = NULL;
   *nloaded = 0;
@@ -701,7 +728,8 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   h->j = j;
   h->o = *o;
   if (!h->o.tail_bytes) h->o.tail_bytes = PR_HISTORY_DEFAULT_OUTPUT;
-  h->listener = (pr_listener_t){.state = on_state, .removed = on_removed, .purged = on_purged, .arg = h};
+  h->listener =
+      (pr_listener_t){.state = on_state, .removed = on_removed, .purged = on_purged, .arg = h};
   h->fd = h->lockfd = -1;
   size_t pl = strlen(path);
   h->path = strdup(path);
@@ -718,7 +746,8 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   h->lockfd = pr_journal_open_file(lock, O_RDWR | O_CREAT, why, sizeof(why) - 24);
   free(lock);
   if (h->lockfd < 0) return give_up(h, strcat(why, " (its .lock file)"));
-  if (flock(h->lockfd, LOCK_EX | LOCK_NB) != 0) return give_up(h, "in use by another proctor engine");
+  if (flock(h->lockfd, LOCK_EX | LOCK_NB) != 0)
+    return give_up(h, "in use by another proctor engine");
   h->fd = pr_journal_open_file(path, O_RDWR | O_CREAT | O_APPEND, why, sizeof(why));
   if (h->fd < 0) return give_up(h, why);
   size_t len = 0;

@@ -63,8 +63,8 @@ typedef struct {
  * take what you keep, then pr_history_loaded_free) and the next id to hand
  * out. Returns PR_ENOMEM (nothing to free). Host thread, before the engine
  * and writer threads start; warnings and jobs go to `j`. */
-int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o, pr_history_t **out,
-                    pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);
+int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o,
+                    pr_history_t **out, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);
 
 /* pr_history_loaded_free: free n loaded records (entries whose rec was set
  * to NULL and rings to NULL were taken) and the array. */

@@ -165,8 +165,12 @@ void pr_journal_warnings(pr_journal_t *j, char ***out, size_t *n) {
 /* ---- opening a configured path (any thread) ------------------------------------ */
 
 static const char *kind(mode_t m) {
-  return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket" : "another kind of file";
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISSOCK(m) ? "a socket"
+                       : "another kind of file";
 }
 
 #define NOT_REGULAR "not a regular file (it is %s)"
@@ -176,7 +180,8 @@ int pr_journal_open_file(const char *path, int flags, char *why, size_t cap) {
   int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
   if (fd < 0) {
     int err = errno; /* a FIFO with no reader answers a write-only open with ENXIO */
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) snprintf(why, cap, NOT_REGULAR, kind(st.st_mode));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+      snprintf(why, cap, NOT_REGULAR, kind(st.st_mode));
     else snprintf(why, cap, "%s", strerror(err));
     return -1;
   }

@@ -33,10 +33,10 @@ typedef struct pr_job pr_job_t;
 struct pr_job {
   pr_queue_t node;
   void (*run)(void *sink, pr_job_t *job);
-  void *sink;       /* what run writes to; outlives the writer thread */
-  uint64_t id;      /* free for the job's owner */
-  int kind;         /* free for the job's owner */
-  size_t len;       /* bytes in data */
+  void *sink;  /* what run writes to; outlives the writer thread */
+  uint64_t id; /* free for the job's owner */
+  int kind;    /* free for the job's owner */
+  size_t len;  /* bytes in data */
   char data[];
 };
 

@@ -39,7 +39,13 @@ M.codes = {
   not_found = -32002, -- ACP "Resource not found": an unknown or released terminal
 }
 
-M.methods = { "terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release" }
+M.methods = {
+  "terminal/create",
+  "terminal/output",
+  "terminal/wait_for_exit",
+  "terminal/kill",
+  "terminal/release",
+}
 
 ---@class proctor.AcpTerminalOpts
 ---@field owner string|nil        owner of the executions (the agent's name); default "acp"
@@ -64,7 +70,11 @@ function M.terminal(opts)
   })
   local open = opts.open
   if open ~= nil and open ~= false and not H.OPEN[open] then
-    error("proctor.acp: 'open' must be false or one of split, vsplit, tab, float, current; got " .. tostring(open), 2)
+    error(
+      "proctor.acp: 'open' must be false or one of split, vsplit, tab, float, current; got "
+        .. tostring(open),
+      2
+    )
   end
   local self = {
     owner = opts.owner or "acp",
@@ -77,18 +87,22 @@ function M.terminal(opts)
     released = {}, -- sessionId -> { [terminalId] = true }
   }
   local t = {}
-  t["terminal/create"] = H.guarded("terminal/create", function(params, respond)
-    return H.answer(respond, H.create(self, params))
-  end)
-  t["terminal/output"] = H.guarded("terminal/output", function(params, respond)
-    return H.answer(respond, H.with(self, params, H.output))
-  end)
-  t["terminal/kill"] = H.guarded("terminal/kill", function(params, respond)
-    return H.answer(respond, H.with(self, params, H.kill))
-  end)
-  t["terminal/release"] = H.guarded("terminal/release", function(params, respond)
-    return H.answer(respond, H.with(self, params, H.release))
-  end)
+  t["terminal/create"] = H.guarded(
+    "terminal/create",
+    function(params, respond) return H.answer(respond, H.create(self, params)) end
+  )
+  t["terminal/output"] = H.guarded(
+    "terminal/output",
+    function(params, respond) return H.answer(respond, H.with(self, params, H.output)) end
+  )
+  t["terminal/kill"] = H.guarded(
+    "terminal/kill",
+    function(params, respond) return H.answer(respond, H.with(self, params, H.kill)) end
+  )
+  t["terminal/release"] = H.guarded(
+    "terminal/release",
+    function(params, respond) return H.answer(respond, H.with(self, params, H.release)) end
+  )
   t["terminal/wait_for_exit"] = H.guarded("terminal/wait_for_exit", function(params, respond)
     local term, err = H.find(self, params)
     if not term then return H.answer(respond, nil, err) end
@@ -96,7 +110,9 @@ function M.terminal(opts)
   end)
 
   --- Is `method` one of the terminal methods?
-  function t.handles(method) return type(method) == "string" and t[method] ~= nil and method:find("^terminal/") ~= nil end
+  function t.handles(method)
+    return type(method) == "string" and t[method] ~= nil and method:find("^terminal/") ~= nil
+  end
 
   --- Answer a request of any terminal method through `respond(result, err)`,
   --- exactly once. Returns false (and answers nothing) when `method` is not a
@@ -118,7 +134,9 @@ function M.terminal(opts)
   function t.terminals()
     local out = {}
     for sid, terms in pairs(self.sessions) do
-      for tid, term in pairs(terms) do out[#out + 1] = { sessionId = sid, terminalId = tid, id = term.id } end
+      for tid, term in pairs(terms) do
+        out[#out + 1] = { sessionId = sid, terminalId = tid, id = term.id }
+      end
     end
     table.sort(out, function(a, b) return a.id < b.id end)
     return out
@@ -140,14 +158,16 @@ function H.err(code, message, data) return { code = code, message = message, dat
 function H.guarded(method, fn)
   local function run(params, respond)
     local answered = false
-    local once = respond and function(result, err)
-      if answered then return end
-      answered = true
-      respond(result, err)
-    end
+    local once = respond
+      and function(result, err)
+        if answered then return end
+        answered = true
+        respond(result, err)
+      end
     local ok, result, e = pcall(fn, params, once)
     if ok then return result, e end
-    local err = H.err(M.codes.internal, ("proctor.acp: %s failed: %s"):format(method, tostring(result)))
+    local err =
+      H.err(M.codes.internal, ("proctor.acp: %s failed: %s"):format(method, tostring(result)))
     if not respond then return nil, err end
     if not answered then
       answered = true
@@ -163,7 +183,11 @@ function H.guarded(method, fn)
         vim.schedule(function() run(params, respond) end)
         return
       end
-      return nil, H.err(M.codes.internal, "proctor.acp: " .. method .. " called in a fast event without respond")
+      return nil,
+        H.err(
+          M.codes.internal,
+          "proctor.acp: " .. method .. " called in a fast event without respond"
+        )
     end
     return run(params, respond)
   end
@@ -181,25 +205,47 @@ end
 local function is_str(v) return type(v) == "string" end
 
 function H.create(self, p)
-  if type(p) ~= "table" then return nil, H.err(M.codes.invalid_params, "params must be an object") end
-  if not is_str(p.sessionId) then return nil, H.err(M.codes.invalid_params, "sessionId (string) is required") end
+  if type(p) ~= "table" then
+    return nil, H.err(M.codes.invalid_params, "params must be an object")
+  end
+  if not is_str(p.sessionId) then
+    return nil, H.err(M.codes.invalid_params, "sessionId (string) is required")
+  end
   if not is_str(p.command) or p.command == "" then
     return nil, H.err(M.codes.invalid_params, "command (a non-empty string) is required")
   end
   local args = p.args
   if args == nil or args == vim.NIL then args = {} end
-  if type(args) ~= "table" then return nil, H.err(M.codes.invalid_params, "args must be a list of strings") end
+  if type(args) ~= "table" then
+    return nil, H.err(M.codes.invalid_params, "args must be a list of strings")
+  end
   for i, a in ipairs(args) do
-    if not is_str(a) then return nil, H.err(M.codes.invalid_params, ("args[%d] must be a string"):format(i - 1)) end
+    if not is_str(a) then
+      return nil, H.err(M.codes.invalid_params, ("args[%d] must be a string"):format(i - 1))
+    end
   end
   -- A pager would wait for a key under the pty: cat, unless told otherwise.
   local env = { PAGER = "cat", GIT_PAGER = "cat" }
-  for k, v in pairs(self.env) do env[k] = v end
+  for k, v in pairs(self.env) do
+    env[k] = v
+  end
   if p.env ~= nil and p.env ~= vim.NIL then
-    if type(p.env) ~= "table" then return nil, H.err(M.codes.invalid_params, "env must be a list of {name, value}") end
+    if type(p.env) ~= "table" then
+      return nil, H.err(M.codes.invalid_params, "env must be a list of {name, value}")
+    end
     for i, e in ipairs(p.env) do
-      if type(e) ~= "table" or not is_str(e.name) or not is_str(e.value) or e.name == "" or e.name:find("=", 1, true) then
-        return nil, H.err(M.codes.invalid_params, ("env[%d] must be {name, value} with a valid name"):format(i - 1))
+      if
+        type(e) ~= "table"
+        or not is_str(e.name)
+        or not is_str(e.value)
+        or e.name == ""
+        or e.name:find("=", 1, true)
+      then
+        return nil,
+          H.err(
+            M.codes.invalid_params,
+            ("env[%d] must be {name, value} with a valid name"):format(i - 1)
+          )
       end
       env[e.name] = e.value
     end
@@ -223,15 +269,23 @@ function H.create(self, p)
   local cmd = p.command
   if #args > 0 then
     cmd = { p.command }
-    for i = 1, #args do cmd[i + 1] = args[i] end
+    for i = 1, #args do
+      cmd[i + 1] = args[i]
+    end
   end
   local term = { session = p.sessionId, limit = limit or self.output_limit, waiters = {} }
   local proctor = require("proctor")
   local ex, msg = proctor._run({
-    cmd = cmd, cwd = cwd, env = env, owner = self.owner, pty = true,
+    cmd = cmd,
+    cwd = cwd,
+    env = env,
+    owner = self.owner,
+    pty = true,
     on_exit = function(_, rec) H.exited(term, rec) end,
   })
-  if not ex then return nil, H.err(M.codes.internal, "proctor could not start it: " .. tostring(msg)) end
+  if not ex then
+    return nil, H.err(M.codes.internal, "proctor could not start it: " .. tostring(msg))
+  end
   term.id = ex.id
   local tid = tostring(ex.id)
   self.sessions[p.sessionId] = self.sessions[p.sessionId] or {}
@@ -261,7 +315,8 @@ function H.find(self, p)
   if (self.released[p.sessionId] or {})[p.terminalId] then
     return nil, H.err(M.codes.not_found, "terminal " .. p.terminalId .. " was released", data)
   end
-  return nil, H.err(M.codes.not_found, "no terminal " .. p.terminalId .. " in session " .. p.sessionId, data)
+  return nil,
+    H.err(M.codes.not_found, "no terminal " .. p.terminalId .. " in session " .. p.sessionId, data)
 end
 
 -- The record now, from the core (nil, err when the execution is gone).
@@ -270,7 +325,11 @@ function H.record(term)
   if not eng then return nil, H.err(M.codes.internal, "the proctor engine is closed") end
   local rec, msg = eng:get(term.id)
   if not rec then
-    return nil, H.err(M.codes.not_found, "execution " .. term.id .. " no longer exists (" .. tostring(msg) .. ")")
+    return nil,
+      H.err(
+        M.codes.not_found,
+        "execution " .. term.id .. " no longer exists (" .. tostring(msg) .. ")"
+      )
   end
   return rec
 end
@@ -301,7 +360,10 @@ function H.utf8(s)
     if c < 0x80 then
       i = i + 1
     else
-      local k = (c >= 0xC2 and c <= 0xDF) and 2 or (c >= 0xE0 and c <= 0xEF) and 3 or (c >= 0xF0 and c <= 0xF4) and 4 or 0
+      local k = (c >= 0xC2 and c <= 0xDF) and 2
+        or (c >= 0xE0 and c <= 0xEF) and 3
+        or (c >= 0xF0 and c <= 0xF4) and 4
+        or 0
       local ok = k > 0 and i + k - 1 <= len
       if ok then
         for j = i + 1, i + k - 1 do
@@ -311,7 +373,12 @@ function H.utf8(s)
       end
       if ok and k >= 3 then
         local d = byte(s, i + 1)
-        ok = not ((c == 0xE0 and d < 0xA0) or (c == 0xED and d > 0x9F) or (c == 0xF0 and d < 0x90) or (c == 0xF4 and d > 0x8F))
+        ok = not (
+          (c == 0xE0 and d < 0xA0)
+          or (c == 0xED and d > 0x9F)
+          or (c == 0xF0 and d < 0x90)
+          or (c == 0xF4 and d > 0x8F)
+        )
       end
       if ok then
         i = i + k
@@ -365,7 +432,8 @@ function H.output(self, term)
   -- did not reach the limit ends only when the ring dropped the rest: missed).
   local res = { output = text, truncated = cut or missed > 0 }
   if rec.reason == "spawn_error" then
-    res.output = H.tail("proctor: " .. tostring(rec.error or "the command did not start") .. "\n", term.limit)
+    res.output =
+      H.tail("proctor: " .. tostring(rec.error or "the command did not start") .. "\n", term.limit)
   end
   if TERMINAL[rec.state] then res.exitStatus = H.exit_status(rec) end
   return res
@@ -403,7 +471,9 @@ function H.wait(term, respond)
   end
   -- Synchronous form: process events until it ended (blocks the caller).
   local r, msg = require("proctor").get(term.id)
-  if r then r, msg = r:wait() end
+  if r then
+    r, msg = r:wait()
+  end
   if not r then return nil, H.err(M.codes.internal, tostring(msg)) end
   return H.wait_result(r)
 end
@@ -415,7 +485,9 @@ function H.exited(term, rec)
   term.waiters = {}
   for _, respond in ipairs(waiters) do
     local ok, e = pcall(respond, H.wait_result(rec))
-    if not ok then require("proctor.util").notify("acp: a wait_for_exit answer failed: " .. tostring(e)) end
+    if not ok then
+      require("proctor.util").notify("acp: a wait_for_exit answer failed: " .. tostring(e))
+    end
   end
 end
 

@@ -97,8 +97,34 @@ function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) 
 
 --- Action names in the order the help and the key lists show them; actions
 --- not named here follow, by name.
-M.ORDER = { "run", "task", "pick", "trust", "watch", "list", "open", "open_split", "open_vsplit", "open_tab", "open_float", "toggle", "input",
-  "cancel", "kill", "delete", "purge", "rerun", "text", "qf", "info", "mcp", "filter", "refresh", "help", "close" }
+M.ORDER = {
+  "run",
+  "task",
+  "pick",
+  "trust",
+  "watch",
+  "list",
+  "open",
+  "open_split",
+  "open_vsplit",
+  "open_tab",
+  "open_float",
+  "toggle",
+  "input",
+  "cancel",
+  "kill",
+  "delete",
+  "purge",
+  "rerun",
+  "text",
+  "qf",
+  "info",
+  "mcp",
+  "filter",
+  "refresh",
+  "help",
+  "close",
+}
 
 --- Every action name, in M.ORDER's order.
 ---@return string[]
@@ -182,7 +208,12 @@ function M.map_keys(buf, kind, get_id, opts)
   local map = require("proctor.config").get().keymaps[kind] or {}
   for _, b in ipairs(M.bindings(map)) do
     local lhs, rhs = b[1], b[2]
-    local kopts = { buffer = buf, nowait = #lhs == 1 or lhs:sub(1, 1) == "<", silent = true, desc = "proctor: " .. b[3] }
+    local kopts = {
+      buffer = buf,
+      nowait = #lhs == 1 or lhs:sub(1, 1) == "<",
+      silent = true,
+      desc = "proctor: " .. b[3],
+    }
     if type(rhs) == "function" then
       vim.keymap.set("n", lhs, function() util.protect(rhs, get_id()) end, kopts)
     else
@@ -199,11 +230,19 @@ function M.map_keys(buf, kind, get_id, opts)
         local vlhs = (#lhs == 2 and lhs:sub(1, 1) == lhs:sub(2, 2)) and lhs:sub(1, 1) or lhs
         vim.keymap.set("x", vlhs, function()
           local first, last = vim.fn.line("v"), vim.fn.line(".")
-          if first > last then first, last = last, first end
-          vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<Esc>", true, false, true), "nx", false)
+          if first > last then
+            first, last = last, first
+          end
+          vim.api.nvim_feedkeys(
+            vim.api.nvim_replace_termcodes("<Esc>", true, false, true),
+            "nx",
+            false
+          )
           local ids = opts.range(first, last)
           if #ids == 0 and opts.need_id then util.notify(opts.need_id, vim.log.levels.WARN) end
-          for _, id in ipairs(ids) do M.call(rhs, id, { quiet = #ids > 1, key = true }) end
+          for _, id in ipairs(ids) do
+            M.call(rhs, id, { quiet = #ids > 1, key = true })
+          end
           if #ids > 1 then M.say_many(rhs, ids) end
           if opts.after then opts.after(rhs) end
         end, vim.tbl_extend("force", kopts, { nowait = true }))
@@ -219,8 +258,13 @@ function M.say_many(name, ids)
   local words = { cancel = "canceling", kill = "killing", delete = "deleted", rerun = "rerun" }
   if not words[name] then return end
   local list = {}
-  for i, id in ipairs(ids) do list[i] = M.word(id) end
-  util.notify(string.format("%s %d executions: %s", words[name], #ids, table.concat(list, " ")), vim.log.levels.INFO)
+  for i, id in ipairs(ids) do
+    list[i] = M.word(id)
+  end
+  util.notify(
+    string.format("%s %d executions: %s", words[name], #ids, table.concat(list, " ")),
+    vim.log.levels.INFO
+  )
 end
 
 --- Run action `name` for execution `id` (nil: the action finds it, see
@@ -229,9 +273,7 @@ end
 ---@param name string
 ---@param id integer|nil
 ---@param opts table|nil
-function M.call(name, id, opts)
-  return util.protect(M.run, name, id, opts)
-end
+function M.call(name, id, opts) return util.protect(M.run, name, id, opts) end
 
 --- M.call() without the protection: a problem raises (util.die) for the caller to show.
 ---@param name string
@@ -313,7 +355,9 @@ A.pick = {
   -- opts.spec: the options of :Proctor run (cwd, pty, label, timeout_ms, open) for the task
   run = function(_, opts)
     local spec = opts.spec or H.task_spec()
-    if spec.cwd and vim.fn.isdirectory(spec.cwd) == 0 then die("run: no such directory " .. spec.cwd) end
+    if spec.cwd and vim.fn.isdirectory(spec.cwd) == 0 then
+      die("run: no such directory " .. spec.cwd)
+    end
     M.engine()
     require("proctor.tasks").pick({ cwd = spec.cwd, run = H.task_run_opts(spec) })
     return nil
@@ -360,8 +404,11 @@ A.watch = {
   run = function(id)
     local on, err = require("proctor.tasks").watch(id)
     if on == nil then die("watch: " .. tostring(err)) end
-    util.notify(on and string.format("watching: changes restart #%d", id) or string.format("#%d: watch off", id),
-      vim.log.levels.INFO)
+    util.notify(
+      on and string.format("watching: changes restart #%d", id)
+        or string.format("#%d: watch off", id),
+      vim.log.levels.INFO
+    )
     return on
   end,
 }
@@ -380,12 +427,19 @@ A.open = {
   id = "required",
   command = { args = "id" },
   run = function(id, opts)
-    check(require("proctor").open(id, opts.open and { open = opts.open, reuse = opts.reuse } or nil))
+    check(
+      require("proctor").open(id, opts.open and { open = opts.open, reuse = opts.reuse } or nil)
+    )
     return id
   end,
 }
 
-for how, desc in pairs({ split = "a split", vsplit = "a vertical split", tab = "a new tab", float = "a float" }) do
+for how, desc in pairs({
+  split = "a split",
+  vsplit = "a vertical split",
+  tab = "a new tab",
+  float = "a float",
+}) do
   A["open_" .. how] = {
     desc = "open the console in " .. desc,
     id = "required",
@@ -403,14 +457,17 @@ A.toggle = {
     if not id then die("no console yet: :Proctor run {cmd} opens one") end
     local wins = console.windows(id)
     if #wins == 0 then return A.open.run(id, {}) end
-    for _, w in ipairs(wins) do require("proctor.console.window").close(w) end
+    for _, w in ipairs(wins) do
+      require("proctor.console.window").close(w)
+    end
     return id
   end,
 }
 
 A.input = {
   desc = "send a line of input",
-  id = "required", want = "live",
+  id = "required",
+  want = "live",
   command = { args = "text" },
   run = function(id, opts)
     local rec = M.engine():get(id)
@@ -432,27 +489,35 @@ A.input = {
 
 A.cancel = {
   desc = "cancel (SIGTERM, a PTY SIGHUP first; SIGKILL after the grace period)",
-  id = "required", want = "live", range = true,
+  id = "required",
+  want = "live",
+  range = true,
   command = { args = "id", bang = "kill" },
   run = function(id, opts) return H.cancel(id, false, opts) end,
 }
 
 A.kill = {
   desc = "kill at once (SIGKILL; :Proctor cancel!)",
-  id = "required", want = "live", range = true,
+  id = "required",
+  want = "live",
+  range = true,
   run = function(id, opts) return H.cancel(id, true, opts) end,
 }
 
 A.delete = {
   desc = "delete the record (and its console) of a finished execution",
-  id = "required", want = "done", range = true,
+  id = "required",
+  want = "done",
+  range = true,
   command = { args = "id" },
   run = function(id)
     local res, err = require("proctor").delete(id)
     if not res then die(strip(err)) end
     if res == "not_found" then die("no such execution " .. id) end
     if res == "active_process_conflict" then
-      die(string.format("execution %d is still running: cancel it first (:Proctor cancel %d)", id, id))
+      die(
+        string.format("execution %d is still running: cancel it first (:Proctor cancel %d)", id, id)
+      )
     end
     return res
   end,
@@ -477,14 +542,18 @@ A.purge = {
     end
     local n, err = require("proctor").purge()
     if not n then die(strip(err)) end
-    util.notify(string.format("purged %d finished execution%s", n, n == 1 and "" or "s"), vim.log.levels.INFO)
+    util.notify(
+      string.format("purged %d finished execution%s", n, n == 1 and "" or "s"),
+      vim.log.levels.INFO
+    )
     return n
   end,
 }
 
 A.rerun = {
   desc = "run the same command again (its console takes the old one's windows)",
-  id = "required", range = true,
+  id = "required",
+  range = true,
   command = { args = "id" },
   run = function(id)
     local console = require("proctor.console")
@@ -522,9 +591,7 @@ A.qf = {
   desc = "load the output into the quickfix list ('errorformat')",
   id = "required",
   command = { args = "id" },
-  run = function(id)
-    return check(require("proctor.views").qf(id))
-  end,
+  run = function(id) return check(require("proctor.views").qf(id)) end,
 }
 
 A.info = {
@@ -582,7 +649,15 @@ function H.run_target(name, t, opts)
     local what = kind and kind.desc or t.kind
     local can = kind and vim.tbl_keys(kind.actions) or {}
     table.sort(can)
-    die(string.format("%s is for executions, not for a %s (%s: %s)", name, what, t.word, table.concat(can, ", ")))
+    die(
+      string.format(
+        "%s is for executions, not for a %s (%s: %s)",
+        name,
+        what,
+        t.word,
+        table.concat(can, ", ")
+      )
+    )
   end
   return fn(t, opts)
 end
@@ -597,8 +672,11 @@ end
 -- window, label and timeout asked for win; the pty of the command line only
 -- where the task says none; names are looked up in -cwd.
 function H.task_run_opts(spec)
-  return { cwd = spec.cwd, set = { open = spec.open or false, label = spec.label, timeout_ms = spec.timeout_ms },
-    default = { pty = spec.pty } }
+  return {
+    cwd = spec.cwd,
+    set = { open = spec.open or false, label = spec.label, timeout_ms = spec.timeout_ms },
+    default = { pty = spec.pty },
+  }
 end
 
 -- Die unless the engine knows execution `id`.
@@ -613,11 +691,14 @@ function H.pick(name, a, opts)
   local eng = M.engine()
   local recs = {}
   for _, r in ipairs(eng:list()) do
-    if M.fits(a, r) then recs[#recs + 1] = (r) end
+    if M.fits(a, r) then recs[#recs + 1] = r end
   end
   if #recs == 0 then
-    local what = ({ live = "running execution", done = "finished execution" })[a.want] or "execution"
-    die(string.format("no %s to %s: :Proctor list shows them all", what, (a.desc:gsub(" %(.*", ""))))
+    local what = ({ live = "running execution", done = "finished execution" })[a.want]
+      or "execution"
+    die(
+      string.format("no %s to %s: :Proctor list shows them all", what, (a.desc:gsub(" %(.*", "")))
+    )
   end
   table.sort(recs, function(x, y)
     local lx, ly = not engine.TERMINAL[x.state], not engine.TERMINAL[y.state]
@@ -641,10 +722,19 @@ function H.cancel(id, force, opts)
   if res == "not_found" then die("no such execution " .. id) end
   if res == "already_terminal" then
     local rec = M.engine():get(id)
-    util.notify(string.format("execution %d has already ended (%s)", id, rec and util.state_text(rec) or "ended"),
-      vim.log.levels.WARN)
+    util.notify(
+      string.format(
+        "execution %d has already ended (%s)",
+        id,
+        rec and util.state_text(rec) or "ended"
+      ),
+      vim.log.levels.WARN
+    )
   elseif not opts.quiet then
-    util.notify(string.format("%s execution %d", force and "killing" or "canceling", id), vim.log.levels.INFO)
+    util.notify(
+      string.format("%s execution %d", force and "killing" or "canceling", id),
+      vim.log.levels.INFO
+    )
   end
   return res
 end
@@ -653,7 +743,11 @@ end
 function H.input_error(id, err, name)
   if name == "ENOTRUNNING" then
     local rec = M.engine():get(id)
-    return string.format("execution %d is not running (%s)", id, rec and util.state_text(rec) or "ended")
+    return string.format(
+      "execution %d is not running (%s)",
+      id,
+      rec and util.state_text(rec) or "ended"
+    )
   elseif name == "ESTDINCLOSED" then
     return string.format("the input of execution %d is closed", id)
   elseif name == "ENOENT" then

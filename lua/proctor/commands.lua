@@ -28,7 +28,6 @@ local die = util.die
 
 M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "--" }
 
-
 --- Entry point of the user command (`opts` as given by nvim_create_user_command).
 ---@param opts {args: string, bang: boolean}
 function M.dispatch(opts)
@@ -85,7 +84,13 @@ function M.parse(sub, rest, bang)
   end
   local name, a = H.find(sub)
   if not a then
-    die(string.format("unknown subcommand '%s' (one of: %s)", sub, table.concat(M.subcommands(), ", ")))
+    die(
+      string.format(
+        "unknown subcommand '%s' (one of: %s)",
+        sub,
+        table.concat(M.subcommands(), ", ")
+      )
+    )
   end
   local kind = a.command.args
   if bang and a.command.bang then name = a.command.bang end
@@ -154,7 +159,12 @@ end
 function H.filter(arg)
   local f = require("proctor.list").parse_filter(vim.trim(arg))
   if not f then
-    die(string.format("list: unknown filter '%s' (all, running, failed, session, label=NAME, owner=NAME)", arg))
+    die(
+      string.format(
+        "list: unknown filter '%s' (all, running, failed, session, label=NAME, owner=NAME)",
+        arg
+      )
+    )
   end
   return f
 end
@@ -189,7 +199,13 @@ function H.run_spec(rest)
     elseif k == "bg" and not v then
       open = false
     else
-      die(string.format("run: unknown option '%s' (options: %s)", opt, table.concat(M.run_options, " ")))
+      die(
+        string.format(
+          "run: unknown option '%s' (options: %s)",
+          opt,
+          table.concat(M.run_options, " ")
+        )
+      )
     end
     rest = after
   end
@@ -212,8 +228,15 @@ function H.expand(text)
       i = i + 2
     else
       local token = (ch == "%" or ch == "#") and text:match("^[%%#]%d*", i)
-        or (ch == "<" and (text:match("^<cword>", i) or text:match("^<cWORD>", i) or text:match("^<cfile>", i)
-          or text:match("^<cexpr>", i)))
+        or (
+          ch == "<"
+          and (
+            text:match("^<cword>", i)
+            or text:match("^<cWORD>", i)
+            or text:match("^<cfile>", i)
+            or text:match("^<cexpr>", i)
+          )
+        )
       if token then
         local mods, j = "", i + #token
         while text:match("^:[phtre~.]", j) do
@@ -228,7 +251,9 @@ function H.expand(text)
         local value = vim.fn.expand(tok .. mods)
         if ch ~= "<" and vim.fn.expand(tok):find("^proctor://") then value = "" end -- never a console's name
         if value == "" then
-          die(string.format("run: no file name for '%s' (write \\%s for a literal %s)", token, ch, ch))
+          die(
+            string.format("run: no file name for '%s' (write \\%s for a literal %s)", token, ch, ch)
+          )
         end
         out[#out + 1] = value
         i = j
@@ -247,7 +272,9 @@ end
 function H.file_token(token)
   if token ~= "%" then return token end
   local buf = vim.api.nvim_get_current_buf()
-  if vim.b[buf].proctor_id ~= nil or vim.api.nvim_buf_get_name(buf):find("^proctor://") then return "#" end
+  if vim.b[buf].proctor_id ~= nil or vim.api.nvim_buf_get_name(buf):find("^proctor://") then
+    return "#"
+  end
   return token
 end
 
@@ -273,7 +300,9 @@ function H.complete_ids(name, a, arglead)
   for _, kind in pairs(actions.kinds) do
     if kind.actions[name] then
       for _, t in ipairs(kind.list()) do
-        if (a.want ~= "live" or t.live) and vim.startswith(t.word, arglead) then res[#res + 1] = t.word end
+        if (a.want ~= "live" or t.live) and vim.startswith(t.word, arglead) then
+          res[#res + 1] = t.word
+        end
       end
     end
   end
@@ -291,7 +320,9 @@ function H.complete_ids(name, a, arglead)
       end
     end
   end
-  for _, l in ipairs(labels) do res[#res + 1] = l end
+  for _, l in ipairs(labels) do
+    res[#res + 1] = l
+  end
   return res
 end
 
@@ -340,7 +371,10 @@ function H.complete(arglead, cmdline)
     return a.command.complete((cmdline:gsub("^%s*%S+%s+%S+%s*", "", 1)))
   end
   if kind == "filter" and n == 2 then
-    return vim.tbl_filter(function(f) return vim.startswith(f, arglead) end, require("proctor.list").filter_names())
+    return vim.tbl_filter(
+      function(f) return vim.startswith(f, arglead) end,
+      require("proctor.list").filter_names()
+    )
   end
   return {}
 end

@@ -87,7 +87,11 @@ function M.autocmd_data()
   if H.data == nil then
     -- An empty group of our own: nothing runs, only the key is checked.
     local g = api.nvim_create_augroup("proctor_compat_probe", { clear = true })
-    H.data = pcall(api.nvim_exec_autocmds, "User", { group = g, pattern = "ProctorProbe", modeline = false, data = {} })
+    H.data = pcall(
+      api.nvim_exec_autocmds,
+      "User",
+      { group = g, pattern = "ProctorProbe", modeline = false, data = {} }
+    )
     pcall(api.nvim_del_augroup_by_id, g)
   end
   return H.data
@@ -112,23 +116,36 @@ function M.health()
   if h and h.start then
     return { start = h.start, ok = h.ok, info = h.info, warn = h.warn, error = h.error }
   elseif h and h.report_start then
-    return { start = h.report_start, ok = h.report_ok, info = h.report_info, warn = h.report_warn,
-      error = h.report_error }
+    return {
+      start = h.report_start,
+      ok = h.report_ok,
+      info = h.report_info,
+      warn = h.report_warn,
+      error = h.report_error,
+    }
   end
   local function fn(name)
     return function(msg, advice)
-      if advice then vim.fn["health#report_" .. name](msg, advice) else vim.fn["health#report_" .. name](msg) end
+      if advice then
+        vim.fn["health#report_" .. name](msg, advice)
+      else
+        vim.fn["health#report_" .. name](msg)
+      end
     end
   end
-  return { start = fn("start"), ok = fn("ok"), info = fn("info"), warn = fn("warn"), error = fn("error") }
+  return {
+    start = fn("start"),
+    ok = fn("ok"),
+    info = fn("info"),
+    warn = fn("warn"),
+    error = fn("error"),
+  }
 end
 
 --- |vim.secure.read()| where Neovim has it (0.9), else nil: the caller asks
 --- itself (proctor.tasks.trust).
 ---@return (fun(path: string): string|nil)|nil
-function M.secure_read()
-  return vim.secure and vim.secure.read or nil
-end
+function M.secure_read() return vim.secure and vim.secure.read or nil end
 
 --- For a vim.wait() condition: was CTRL-C typed? vim.wait() of Neovim 0.7
 --- notices it only when its time is up; peeking at the typeahead (getchar(1))
@@ -200,7 +217,11 @@ function M.dir_trust()
   if H.dir_trust == nil then
     H.dir_trust = false
     local read, base = M.secure_read(), vim.fn.tempname()
-    if read and vim.fn.mkdir(base .. "/d", "p") == 1 and vim.fn.writefile({}, base .. "/f") == 0 then
+    if
+      read
+      and vim.fn.mkdir(base .. "/d", "p") == 1
+      and vim.fn.writefile({}, base .. "/f") == 0
+    then
       local seen = {}
       local orig = vim.fn.confirm
       vim.fn.confirm = function(_, choices)
@@ -223,7 +244,9 @@ end
 ---@param path string a file or directory
 ---@return boolean ok, string|nil err
 function M.secure_trust(path)
-  if not (vim.secure and vim.secure.trust) then return false, "this Neovim has no vim.secure.trust()" end
+  if not (vim.secure and vim.secure.trust) then
+    return false, "this Neovim has no vim.secure.trust()"
+  end
   pcall(vim.fn.mkdir, M.state_dir(), "p")
   local ok, res, msg = pcall(vim.secure.trust, { action = "allow", path = path })
   if not ok then return false, tostring(res) end

@@ -71,7 +71,9 @@ function H.tasks(v)
       if type(k) ~= "string" and type(def.name) ~= "string" then
         return false, what .. ": entry " .. name .. " has no name"
       end
-      if def.cmd == nil and def.sequence == nil then return false, what .. ": " .. name .. " has no cmd" end
+      if def.cmd == nil and def.sequence == nil then
+        return false, what .. ": " .. name .. " has no cmd"
+      end
     elseif type(def) ~= "function" then
       return false, what .. ": " .. name .. " is a " .. type(def)
     end
@@ -85,8 +87,10 @@ function H.keymap(lhs, rhs)
   if type(lhs) ~= "string" or lhs == "" then return false, "a table of key = action" end
   if rhs == false or type(rhs) == "function" then return true end
   if type(rhs) == "string" and require("proctor.actions").actions[rhs] then return true end
-  return false, "an action name (" .. table.concat(require("proctor.actions").names(), ", ")
-    .. "), a function or false"
+  return false,
+    "an action name ("
+      .. table.concat(require("proctor.actions").names(), ", ")
+      .. "), a function or false"
 end
 
 --stylua: ignore start
@@ -269,7 +273,9 @@ end
 function M.validate(opts)
   local warnings = {}
   if opts == nil then return vim.deepcopy(M.defaults), nil, warnings end
-  if type(opts) ~= "table" then return nil, "setup() expects a table, got " .. type(opts), warnings end
+  if type(opts) ~= "table" then
+    return nil, "setup() expects a table, got " .. type(opts), warnings
+  end
   local err = H.check(opts, "", warnings)
   if err then return nil, err, warnings end
   return H.merge(vim.deepcopy(M.defaults), opts, ""), nil, warnings
@@ -329,14 +335,22 @@ function H.check(t, prefix, warnings)
       end
       if e.check and v ~= nil then
         local ok, hint = e.check(v)
-        if not ok then return string.format("option '%s' must be %s, got %s", path, hint, H.describe(v)) end
+        if not ok then
+          return string.format("option '%s' must be %s, got %s", path, hint, H.describe(v))
+        end
       end
       if type(v) == "table" then
         if e.map then
           for mk, mv in pairs(v) do
             local ok, hint = e.map(mk, mv)
             if not ok then
-              return string.format("option '%s[%s]' must be %s, got %s", path, H.describe(mk), hint, H.describe(mv))
+              return string.format(
+                "option '%s[%s]' must be %s, got %s",
+                path,
+                H.describe(mk),
+                hint,
+                H.describe(mv)
+              )
             end
           end
         elseif e.type == nil then
@@ -359,7 +373,9 @@ function H.merge(base, over, prefix)
         H.merge(base[k], v, path .. ".")
       elseif type(v) == "table" and e.map then
         base[k] = base[k] or {}
-        for mk, mv in pairs(v) do base[k][mk] = mv end
+        for mk, mv in pairs(v) do
+          base[k][mk] = mv
+        end
       else
         base[k] = v
       end
@@ -371,7 +387,9 @@ end
 --- The schema entry of each key path.
 ---@type table<string, proctor.ConfigEntry>
 M.by_key = {}
-for _, e in ipairs(M.schema) do M.by_key[e.key] = e end
+for _, e in ipairs(M.schema) do
+  M.by_key[e.key] = e
+end
 
 --- The defaults, as one table (built from the schema).
 ---@type proctor.Config

@@ -63,15 +63,20 @@ function M.load_core()
     local root = M.root() or "<proctor directory>"
     local why = tostring(core):gsub("\n.*", "")
     if uv.fs_stat(root .. "/lua/proctor/core.so") == nil then
-      H.load_err = "the C core is not built (lua/proctor/core.so is missing): run `make` in " .. root
+      H.load_err = "the C core is not built (lua/proctor/core.so is missing): run `make` in "
+        .. root
     else
       H.load_err = "the C core failed to load (" .. why .. "): run `make clean all` in " .. root
     end
     return nil, H.load_err
   end
   if core.version ~= M.core_version then
-    H.load_err = string.format("the C core is version %s but this Lua layer needs %s: run `make` in %s",
-      tostring(core.version), M.core_version, M.root() or "the proctor directory")
+    H.load_err = string.format(
+      "the C core is version %s but this Lua layer needs %s: run `make` in %s",
+      tostring(core.version),
+      M.core_version,
+      M.root() or "the proctor directory"
+    )
     return nil, H.load_err
   end
   H.core = core
@@ -140,7 +145,10 @@ function M.get()
   H.timer = uv.new_timer()
   H.poll:start("r", H.on_readable)
   local group = vim.api.nvim_create_augroup("proctor_engine", { clear = true })
-  vim.api.nvim_create_autocmd("VimLeavePre", { group = group, callback = function() M.shutdown() end })
+  vim.api.nvim_create_autocmd(
+    "VimLeavePre",
+    { group = group, callback = function() M.shutdown() end }
+  )
   require("proctor.quit").hook(group)
   -- Someone may have started executions before we watched (not possible today,
   -- but cheap): drain once.
@@ -166,10 +174,19 @@ function M.history_file()
     end
     if ok then
       pcall(uv.fs_unlink, old .. ".lock")
-      require("proctor.util").notify("history moved from " .. old .. " to " .. file, vim.log.levels.INFO)
+      require("proctor.util").notify(
+        "history moved from " .. old .. " to " .. file,
+        vim.log.levels.INFO
+      )
     else
-      require("proctor.util").notify("could not move the history from " .. old .. ": " .. tostring(err)
-        .. " (it stays there; setup{ history = { file = ... } } names it)", vim.log.levels.WARN)
+      require("proctor.util").notify(
+        "could not move the history from "
+          .. old
+          .. ": "
+          .. tostring(err)
+          .. " (it stays there; setup{ history = { file = ... } } names it)",
+        vim.log.levels.WARN
+      )
       return old
     end
   end
@@ -256,7 +273,9 @@ end
 function M.reconcile()
   if not H.eng then return end
   local present = {}
-  for _, r in ipairs(H.eng:list() or {}) do present[r.id] = r.state end
+  for _, r in ipairs(H.eng:list() or {}) do
+    present[r.id] = r.state
+  end
   for id in pairs(M.state) do
     if not present[id] then M.forget(id) end
   end
@@ -379,7 +398,9 @@ function H.drain_once(max)
     n = n + 1
     H.dispatch(ev)
   end
-  if H.qhead > H.qtail then H.queue, H.qhead, H.qtail = {}, 1, 0 end
+  if H.qhead > H.qtail then
+    H.queue, H.qhead, H.qtail = {}, 1, 0
+  end
   if n > 0 then
     for _, name in ipairs(H.tick_order) do
       local ok, e = pcall(H.tick_subs[name])
@@ -391,9 +412,7 @@ end
 
 function H.dispatch(ev)
   if ev.type == "state" then
-    if M.TERMINAL[ev.state] then
-      M.canceling[ev.id] = nil
-    end
+    if M.TERMINAL[ev.state] then M.canceling[ev.id] = nil end
     local prev = M.state[ev.id]
     if prev then M.counts[prev] = (M.counts[prev] or 1) - 1 end
     M.state[ev.id] = ev.state

@@ -34,20 +34,33 @@ function M.check()
   local engine = require("proctor.engine")
   local core, err = engine.load_core()
   if not core then
-    r.error("the C core does not load: " .. tostring(err), { "run `make` in " .. (engine.root() or "the plugin directory"),
-      "Debian packages needed to build: build-essential pkg-config libuv1-dev libmsgpack-dev libluajit-5.1-dev" })
+    r.error("the C core does not load: " .. tostring(err), {
+      "run `make` in " .. (engine.root() or "the plugin directory"),
+      "Debian packages needed to build: build-essential pkg-config libuv1-dev libmsgpack-dev libluajit-5.1-dev",
+    })
     return
   end
-  r.ok("proctor.core " .. core.version .. " loaded (" .. (package.searchpath and package.searchpath("proctor.core", package.cpath) or "core.so") .. ")")
+  r.ok(
+    "proctor.core "
+      .. core.version
+      .. " loaded ("
+      .. (package.searchpath and package.searchpath("proctor.core", package.cpath) or "core.so")
+      .. ")"
+  )
   r.ok("version matches the Lua layer (" .. engine.core_version .. ")")
 
   r.start("proctor: shepherd")
   local cfg = require("proctor.config").get().engine
-  local shepherd = cfg.shepherd or vim.env.PROCTOR_SHEPHERD or ((engine.root() or "") .. "/lua/proctor/proctor-shepherd")
+  local shepherd = cfg.shepherd
+    or vim.env.PROCTOR_SHEPHERD
+    or ((engine.root() or "") .. "/lua/proctor/proctor-shepherd")
   if vim.fn.executable(shepherd) == 1 then
     r.ok("shepherd found: " .. shepherd)
   else
-    r.error("shepherd not found or not executable: " .. shepherd, { "run `make` in " .. (engine.root() or "the plugin directory") })
+    r.error(
+      "shepherd not found or not executable: " .. shepherd,
+      { "run `make` in " .. (engine.root() or "the plugin directory") }
+    )
   end
   local probe, eerr = core.new({ shepherd = cfg.shepherd })
   if not probe then
@@ -78,8 +91,10 @@ function M.check()
   if not path then
     r.info("the RPC socket is off (setup{ rpc = { enabled = false } })")
   elseif engine.rpc_error() then
-    r.error("the RPC socket did not start: " .. engine.rpc_error(),
-      { "fix the directory below, or set setup{ rpc = { path = ... } }" })
+    r.error(
+      "the RPC socket did not start: " .. engine.rpc_error(),
+      { "fix the directory below, or set setup{ rpc = { path = ... } }" }
+    )
   elseif eng and eng.address and eng:address() then
     r.ok("listening on " .. eng:address() .. " (PROCTOR_SOCKET of every execution)")
   end
@@ -88,14 +103,24 @@ function M.check()
     local st = uv.fs_stat(dir)
     local uid = uv.getuid and uv.getuid() or nil
     if #path > 107 then
-      r.error("socket path is longer than 107 bytes: " .. path, { "set setup{ rpc = { path = <shorter> } }" })
+      r.error(
+        "socket path is longer than 107 bytes: " .. path,
+        { "set setup{ rpc = { path = <shorter> } }" }
+      )
     elseif st then
       local mode = st.mode % 512
       if st.type ~= "directory" then
         r.error(dir .. " exists and is not a directory")
       elseif (uid and st.uid ~= uid) or mode ~= 448 then
-        r.error(string.format("%s must be a directory of yours with mode 0700 (it has uid %d, mode %o); the core refuses it",
-          dir, st.uid, mode), { "run: chmod 700 " .. dir .. "  (or remove it: it is created on start)" })
+        r.error(
+          string.format(
+            "%s must be a directory of yours with mode 0700 (it has uid %d, mode %o); the core refuses it",
+            dir,
+            st.uid,
+            mode
+          ),
+          { "run: chmod 700 " .. dir .. "  (or remove it: it is created on start)" }
+        )
       else
         r.ok("socket directory usable: " .. dir .. " (yours, mode 0700)")
       end
@@ -104,13 +129,17 @@ function M.check()
       if vim.fn.isdirectory(parent) == 0 then
         r.error("the socket directory's parent does not exist: " .. parent)
       elseif vim.fn.filewritable(parent) ~= 2 then
-        r.error("cannot create the socket directory " .. dir .. ": " .. parent .. " is not writable")
+        r.error(
+          "cannot create the socket directory " .. dir .. ": " .. parent .. " is not writable"
+        )
       else
         r.ok("socket directory " .. dir .. " will be created (mode 0700) when the engine starts")
       end
     end
   end
-  if vim.env.PROCTOR_SOCKET then r.info("this Neovim runs under proctor: PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET) end
+  if vim.env.PROCTOR_SOCKET then
+    r.info("this Neovim runs under proctor: PROCTOR_SOCKET=" .. vim.env.PROCTOR_SOCKET)
+  end
 
   r.start("proctor: MCP server (proctor-mcp)")
   local bin = require("proctor.mcp").binary()
@@ -119,19 +148,33 @@ function M.check()
     if vim.v.shell_error == 0 then
       r.ok(vim.trim(v) .. ": " .. bin)
     else
-      r.error(bin .. " --version failed: " .. vim.trim(v), { "run `make` in " .. (engine.root() or "the plugin directory") })
+      r.error(
+        bin .. " --version failed: " .. vim.trim(v),
+        { "run `make` in " .. (engine.root() or "the plugin directory") }
+      )
     end
   else
-    r.error("proctor-mcp not found or not executable: " .. bin, { "run `make` in " .. (engine.root() or "the plugin directory") })
+    r.error(
+      "proctor-mcp not found or not executable: " .. bin,
+      { "run `make` in " .. (engine.root() or "the plugin directory") }
+    )
   end
   if path then
-    r.info("MCP clients reach this editor through " .. path .. " (found by proctor-mcp, or PROCTOR_SOCKET / --socket); "
-      .. "`:Proctor mcp` shows the snippets that register it (:help proctor-mcp)")
+    r.info(
+      "MCP clients reach this editor through "
+        .. path
+        .. " (found by proctor-mcp, or PROCTOR_SOCKET / --socket); "
+        .. "`:Proctor mcp` shows the snippets that register it (:help proctor-mcp)"
+    )
   else
-    r.warn("the RPC socket is off: proctor-mcp runs its own embedded engine, commands do not show here",
-      { "setup{ rpc = { enabled = true } }" })
+    r.warn(
+      "the RPC socket is off: proctor-mcp runs its own embedded engine, commands do not show here",
+      { "setup{ rpc = { enabled = true } }" }
+    )
   end
-  r.info("ACP clients: require('proctor.acp').terminal({ owner = ..., open = ... }) (:help proctor-acp)")
+  r.info(
+    "ACP clients: require('proctor.acp').terminal({ owner = ..., open = ... }) (:help proctor-acp)"
+  )
 
   r.start("proctor: tasks")
   local d = require("proctor.config").get().discover or {}
@@ -147,7 +190,9 @@ function M.check()
   if compat.secure_read() then
     r.ok(".proctor.lua is read once trusted through vim.secure.read()")
   else
-    r.ok(".proctor.lua is read once trusted through proctor's prompt (this Neovim has no vim.secure)")
+    r.ok(
+      ".proctor.lua is read once trusted through proctor's prompt (this Neovim has no vim.secure)"
+    )
   end
 end
 

@@ -51,7 +51,11 @@ function Execution:open(opts) return M.open(self.id, opts) end
 function Execution:wait(timeout_ms)
   local id = self.id
   if timeout_ms ~= nil and (type(timeout_ms) ~= "number" or timeout_ms < 0) then
-    error("proctor: wait: timeout_ms must be a number >= 0 (milliseconds), got " .. H.describe(timeout_ms), 2)
+    error(
+      "proctor: wait: timeout_ms must be a number >= 0 (milliseconds), got "
+        .. H.describe(timeout_ms),
+      2
+    )
   end
   local interrupted = false
   local ok, why = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
@@ -63,9 +67,12 @@ function Execution:wait(timeout_ms)
   if interrupted or not ok then
     local state = tostring(engine.state[id] or "unknown")
     if interrupted or why == -2 then
-      return nil, string.format("EINTR: interrupted while waiting for execution %d (still %s)", id, state), "EINTR"
+      return nil,
+        string.format("EINTR: interrupted while waiting for execution %d (still %s)", id, state),
+        "EINTR"
     end
-    return nil, string.format("ETIMEDOUT: execution %d still %s after %d ms", id, state, timeout_ms or 0),
+    return nil,
+      string.format("ETIMEDOUT: execution %d still %s after %d ms", id, state, timeout_ms or 0),
       "ETIMEDOUT"
   end
   local rec, err, name = M.record(id)
@@ -89,7 +96,10 @@ function Execution:output(stream)
     local rec = eng:get(self.id)
     stream = rec and rec.pty and "pty" or "stdout"
   elseif stream ~= "stdout" and stream ~= "stderr" and stream ~= "pty" then
-    error('proctor: output: stream must be "stdout", "stderr" or "pty", got ' .. H.describe(stream), 2)
+    error(
+      'proctor: output: stream must be "stdout", "stderr" or "pty", got ' .. H.describe(stream),
+      2
+    )
   end
   local data, nxt, missed = eng:read(self.id, stream, 0)
   if not data then return nil, nxt, missed end
@@ -109,7 +119,9 @@ H.hooked = false
 function M.setup(opts)
   local config = require("proctor.config")
   local ok, err, warnings = config.apply(opts)
-  for _, w in ipairs(warnings) do util.notify("setup: " .. w, vim.log.levels.WARN) end
+  for _, w in ipairs(warnings) do
+    util.notify("setup: " .. w, vim.log.levels.WARN)
+  end
   if not ok then
     util.notify("setup: " .. err)
     return false, err
@@ -161,8 +173,10 @@ function M.record(id)
   -- Hook (tasks): the task run it belongs to, the execution it replaced.
   local tasks = rec and package.loaded["proctor.tasks"]
   local info = tasks and tasks.info(id)
-  if info then rec.task, rec.prev_id = info.task, info.prev_id end
-  return (rec), msg, name
+  if info then
+    rec.task, rec.prev_id = info.task, info.prev_id
+  end
+  return rec, msg, name
 end
 
 --- Records of all executions, in id order. `filter.state` limits to one state.
@@ -223,10 +237,16 @@ function M.purge(opts)
   local eng, err = H.engine()
   if not eng then return nil, err end
   local before = {}
-  for _, r in ipairs(eng:list()) do before[r.id] = true end
+  for _, r in ipairs(eng:list()) do
+    before[r.id] = true
+  end
   local n = eng:purge(opts or {})
-  for _, r in ipairs(eng:list()) do before[r.id] = nil end
-  for id in pairs(before) do H.forget(id) end
+  for _, r in ipairs(eng:list()) do
+    before[r.id] = nil
+  end
+  for id in pairs(before) do
+    H.forget(id)
+  end
   return n
 end
 
@@ -268,7 +288,15 @@ end
 function M.status()
   local c = engine.counts
   local r = { total = 0 }
-  for _, s in ipairs({ "queued", "starting", "running", "completed", "failed", "canceled", "timed_out" }) do
+  for _, s in ipairs({
+    "queued",
+    "starting",
+    "running",
+    "completed",
+    "failed",
+    "canceled",
+    "timed_out",
+  }) do
     r[s] = math.max(c[s] or 0, 0)
     r.total = r.total + r[s]
   end
@@ -309,7 +337,9 @@ H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configur
 -- ("timeout_ms must be an integer (milliseconds), got "5s"").
 H.SPEC = {}
 do
-  local function is(t) return function(v) return type(v) == t end end
+  local function is(t)
+    return function(v) return type(v) == t end
+  end
   local function int(min, max)
     return function(v) return type(v) == "number" and v == math.floor(v) and v >= min and v <= max end
   end
@@ -328,23 +358,33 @@ do
     end
     return true
   end
-  local function notify(v) return type(v) == "boolean" or v == "never" or v == "on_failure" or v == "always" end
+  local function notify(v)
+    return type(v) == "boolean" or v == "never" or v == "on_failure" or v == "always"
+  end
   local bool = { is("boolean"), "a boolean" }
   local ms = { int(0, 2 ^ 50), "an integer (milliseconds)" }
   H.SPEC = {
     cwd = { is("string"), "a directory (a string)" },
     env = { env, "a table of NAME = value (strings or numbers)" },
-    clear_env = bool, pty = bool, stdin = bool, backpressure = bool, hold = bool, text = bool,
+    clear_env = bool,
+    pty = bool,
+    stdin = bool,
+    backpressure = bool,
+    hold = bool,
+    text = bool,
     cols = { int(1, 65535), "an integer (columns)" },
     rows = { int(1, 65535), "an integer (rows)" },
-    timeout_ms = ms, kill_grace_ms = ms,
+    timeout_ms = ms,
+    kill_grace_ms = ms,
     label = { is("string"), "a string" },
     owner = { is("string"), "a string" },
     secrets = { is("table"), "a table of NAME = value or source" },
     env_allow = { names, "a list of names" },
     notify = { notify, 'a boolean or "never", "on_failure", "always"' },
-    open = { function(v) return type(v) == "boolean" or type(v) == "table" end,
-      "a boolean or a table of open options" },
+    open = {
+      function(v) return type(v) == "boolean" or type(v) == "table" end,
+      "a boolean or a table of open options",
+    },
     on_output = { is("function"), "a function" },
     on_state = { is("function"), "a function" },
     on_exit = { is("function"), "a function" },
@@ -376,7 +416,8 @@ function H.check_spec(spec)
           end
         end
       else
-        return "cmd must be a string (run by /bin/sh -c) or a list of strings, got " .. H.describe(v)
+        return "cmd must be a string (run by /bin/sh -c) or a list of strings, got "
+          .. H.describe(v)
       end
     elseif not c then
       return "unknown field " .. H.describe(k) .. " in the spec"
@@ -384,14 +425,18 @@ function H.check_spec(spec)
       return string.format("%s must be %s, got %s", k, c[2], H.describe(v))
     end
   end
-  if spec.cmd == nil then return "cmd is missing (a string run by /bin/sh -c, or a list of strings)" end
+  if spec.cmd == nil then
+    return "cmd is missing (a string run by /bin/sh -c, or a list of strings)"
+  end
   return nil
 end
 
 -- The body of run(): nil, msg, name on failure.
 function H.run(spec)
   if type(spec) == "string" then spec = { cmd = spec } end
-  if type(spec) ~= "table" then return H.fail("EINVAL", "expects a table or a string, got " .. type(spec)) end
+  if type(spec) ~= "table" then
+    return H.fail("EINVAL", "expects a table or a string, got " .. type(spec))
+  end
   -- Hook (tasks): a spec with task options (diagnostics, watch, after, restart,
   -- ready, ...) is run by proctor.tasks, which calls run() again without them.
   local tasks = require("proctor.tasks")
@@ -400,8 +445,24 @@ function H.run(spec)
   if problem then return H.fail("EINVAL", problem) end
   local cfg = require("proctor.config").get().run
   local s = {}
-  for _, k in ipairs({ "cmd", "cwd", "env", "clear_env", "pty", "cols", "rows", "stdin", "timeout_ms",
-    "kill_grace_ms", "label", "owner", "backpressure", "secrets", "env_allow", "hold" }) do
+  for _, k in ipairs({
+    "cmd",
+    "cwd",
+    "env",
+    "clear_env",
+    "pty",
+    "cols",
+    "rows",
+    "stdin",
+    "timeout_ms",
+    "kill_grace_ms",
+    "label",
+    "owner",
+    "backpressure",
+    "secrets",
+    "env_allow",
+    "hold",
+  }) do
     s[k] = spec[k]
   end
   local cbs = {}
@@ -410,7 +471,9 @@ function H.run(spec)
   end
   if s.cwd ~= nil then
     s.cwd = vim.fn.fnamemodify(vim.fn.expand(s.cwd), ":p")
-    if vim.fn.isdirectory(s.cwd) == 0 then return H.fail("ENOENT", "cwd: no such directory " .. s.cwd) end
+    if vim.fn.isdirectory(s.cwd) == 0 then
+      return H.fail("ENOENT", "cwd: no such directory " .. s.cwd)
+    end
   else
     s.cwd = vim.fn.getcwd()
   end
@@ -442,7 +505,8 @@ function H.run(spec)
   if not id then return nil, msg, name end
   local ex = setmetatable({ id = id }, Execution)
   -- kept for rerun: the size from this window is not the next one's
-  engine.specs[id] = vim.tbl_extend("force", s, { open = spec.open, text = spec.text, notify = spec.notify })
+  engine.specs[id] =
+    vim.tbl_extend("force", s, { open = spec.open, text = spec.text, notify = spec.notify })
   engine.specs[id].cols, engine.specs[id].rows = spec.cols, spec.rows
   if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
   H.text[id] = spec.text or nil
@@ -460,7 +524,9 @@ function H.terminal_env(s)
   local out = vim.tbl_extend("force", {}, s)
   if not s.clear_env then
     local drop = {}
-    for _, k in ipairs(t.drop) do drop[k] = true end
+    for _, k in ipairs(t.drop) do
+      drop[k] = true
+    end
     local allow = {}
     if s.env_allow then
       for _, k in ipairs(s.env_allow) do
@@ -542,7 +608,10 @@ function H.on_event(ev)
     elseif type(own) == "string" then
       mode = own
     end
-    if mode == "always" or (mode == "on_failure" and (rec.state == "failed" or rec.state == "timed_out")) then
+    if
+      mode == "always"
+      or (mode == "on_failure" and (rec.state == "failed" or rec.state == "timed_out"))
+    then
       H.ended[#H.ended + 1] = rec
     end
   end
@@ -550,7 +619,9 @@ end
 
 function H.call(fn, what, id, ...)
   local ok, e = pcall(fn, ...)
-  if not ok then util.notify(string.format("%s callback of execution %d failed: %s", what, id, tostring(e))) end
+  if not ok then
+    util.notify(string.format("%s callback of execution %d failed: %s", what, id, tostring(e)))
+  end
 end
 
 function H.fire(pattern, rec)
@@ -574,13 +645,17 @@ function H.on_batch()
     H.notify_first = now
   end
   local wait = math.min(H.NOTIFY_MS, math.max(0, H.notify_first + H.NOTIFY_MAX_MS - now))
-  H.notify_timer:start(wait, 0, vim.schedule_wrap(function()
-    if not H.notify_timer then return end
-    H.notify_timer:close()
-    H.notify_timer = nil
-    H.told_upto = 0
-    H.notify_ended()
-  end))
+  H.notify_timer:start(
+    wait,
+    0,
+    vim.schedule_wrap(function()
+      if not H.notify_timer then return end
+      H.notify_timer:close()
+      H.notify_timer = nil
+      H.told_upto = 0
+      H.notify_ended()
+    end)
+  )
 end
 
 H.told_upto = 0 -- endings in H.ended when the notification timer was last (re)started
@@ -602,12 +677,17 @@ function H.notify_ended()
     return
   end
   local by = {}
-  for _, r in ipairs(shown) do by[r.state] = (by[r.state] or 0) + 1 end
+  for _, r in ipairs(shown) do
+    by[r.state] = (by[r.state] or 0) + 1
+  end
   local parts = {}
   for _, st in ipairs({ "failed", "timed_out", "canceled", "completed" }) do
-    if by[st] then parts[#parts + 1] = by[st] .. " " .. (st == "timed_out" and "timed out" or st) end
+    if by[st] then
+      parts[#parts + 1] = by[st] .. " " .. (st == "timed_out" and "timed out" or st)
+    end
   end
-  local lines = { string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")) }
+  local lines =
+    { string.format("(proctor) %d executions ended: %s", #shown, table.concat(parts, ", ")) }
   -- failures first, then the rest, newest first
   table.sort(shown, function(a, b)
     local ba = a.state == "failed" or a.state == "timed_out"
@@ -615,7 +695,9 @@ function H.notify_ended()
     if ba ~= bb then return ba end
     return a.id > b.id
   end)
-  for i = 1, math.min(#shown, H.NOTIFY_LINES) do lines[#lines + 1] = "  " .. H.ended_line(shown[i]) end
+  for i = 1, math.min(#shown, H.NOTIFY_LINES) do
+    lines[#lines + 1] = "  " .. H.ended_line(shown[i])
+  end
   if #shown > H.NOTIFY_LINES then
     lines[#lines + 1] = string.format("  … and %d more: :Proctor list", #shown - H.NOTIFY_LINES)
   end
@@ -624,7 +706,8 @@ end
 
 -- "#5 build failed: exit 2 after 3.2 s — last line of output · :Proctor open 5"
 function H.ended_line(r)
-  local text = string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
+  local text =
+    string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
   local last = H.last_line(r)
   if last then text = text .. " — " .. last end
   -- no hint when the console is on the screen already
@@ -637,7 +720,8 @@ end
 function H.last_line(r)
   local eng = engine.current()
   if not eng or not r.bytes then return nil end
-  local streams = r.pty and { "pty" } or (r.state == "completed" and { "stdout", "stderr" } or { "stderr", "stdout" })
+  local streams = r.pty and { "pty" }
+    or (r.state == "completed" and { "stdout", "stderr" } or { "stderr", "stdout" })
   for _, s in ipairs(streams) do
     local n = r.bytes[s] or 0
     if n > 0 then

@@ -77,7 +77,9 @@ function M.open(filter)
   end
   compat.set_win_option(win, "wrap", false)
   M.refresh()
-  if H.rows[M.header_lines + 1] then pcall(api.nvim_win_set_cursor, win, { M.header_lines + 1, 0 }) end
+  if H.rows[M.header_lines + 1] then
+    pcall(api.nvim_win_set_cursor, win, { M.header_lines + 1, 0 })
+  end
   return buf, win
 end
 
@@ -118,7 +120,9 @@ function M.filter() return H.filter end
 ---@param text string
 ---@return proctor.ListFilter|nil
 function M.parse_filter(text)
-  if text == "all" or text == "running" or text == "failed" or text == "session" then return { name = text } end
+  if text == "all" or text == "running" or text == "failed" or text == "session" then
+    return { name = text }
+  end
   local k, v = text:match("^(%a+)=(.+)$")
   if k == "label" or k == "owner" then return { name = k, value = v } end
   return nil
@@ -202,15 +206,27 @@ function M.refresh()
   end
   local function pad(s, w) return s .. string.rep(" ", w - vim.fn.strdisplaywidth(s)) end
   local function row(id, state, exit, dur, started, owner, title)
-    return table.concat({ pad(id, width.id), pad(state, width.state), pad(exit, width.exit), pad(dur, 10),
-      pad(started, 12), pad(owner, width.owner), title }, " ")
+    return table.concat({
+      pad(id, width.id),
+      pad(state, width.state),
+      pad(exit, width.exit),
+      pad(dur, 10),
+      pad(started, 12),
+      pad(owner, width.owner),
+      title,
+    }, " ")
   end
   local ftext = H.filter_text(H.filter)
   local shown = ftext == "all" and string.format("%d execution%s", #all, #all == 1 and "" or "s")
     or string.format("filter: %s (%d of %d)", ftext, #recs, #all)
   if #extra > 0 then shown = shown .. string.format(" · %d other rows", #shown_extra) end
   local lines = {
-    string.format("proctor — %s · %s next filter · %s keys", shown, H.key_for("filter"), H.key_for("help")),
+    string.format(
+      "proctor — %s · %s next filter · %s keys",
+      shown,
+      H.key_for("filter"),
+      H.key_for("help")
+    ),
     row("ID", "STATE", "EXIT", "DURATION", "STARTED", "OWNER", "LABEL / COMMAND"),
   }
   local rows, marks = {}, {}
@@ -222,24 +238,46 @@ function M.refresh()
   end
   for _, r in ipairs(shown_extra) do
     local dur = r.duration_ms and util.duration(r.duration_ms) or "-"
-    lines[#lines + 1] = row(r.target.word, r.state, r.exit or "-", dur, started(r.started_at), r.owner or "-",
-      util.first_line(r.title))
+    lines[#lines + 1] = row(
+      r.target.word,
+      r.state,
+      r.exit or "-",
+      dur,
+      started(r.started_at),
+      r.owner or "-",
+      util.first_line(r.title)
+    )
     rows[#lines] = r.target
     marks[#lines] = { state = r.hl or r.state, from = width.id + 1, to = width.id + 1 + #r.state }
   end
   for i, r in ipairs(recs) do
     local c = cells[i]
-    lines[#lines + 1] = row(c.id, c.state, c.exit, util.duration(util.elapsed_ms(r)), started(r.started_at), c.owner,
-      c.title)
+    lines[#lines + 1] = row(
+      c.id,
+      c.state,
+      c.exit,
+      util.duration(util.elapsed_ms(r)),
+      started(r.started_at),
+      c.owner,
+      c.title
+    )
     rows[#lines] = r.id
-    marks[#lines] = { state = r.state, earlier = r.previous_session, from = width.id + 1,
-      to = width.id + 1 + #c.state }
+    marks[#lines] = {
+      state = r.state,
+      earlier = r.previous_session,
+      from = width.id + 1,
+      to = width.id + 1 + #c.state,
+    }
   end
   if #all == 0 then
     lines[#lines + 1] = "(no executions yet — :Proctor run {cmd})"
   elseif #recs == 0 then
-    lines[#lines + 1] = string.format("(none of %d matches the filter %s — %s: next filter)", #all, ftext,
-      H.key_for("filter"))
+    lines[#lines + 1] = string.format(
+      "(none of %d matches the filter %s — %s: next filter)",
+      #all,
+      ftext,
+      H.key_for("filter")
+    )
   end
   H.rows = rows
   vim.bo[buf].modifiable = true
@@ -250,8 +288,13 @@ function M.refresh()
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   -- extmarks: nvim_buf_add_highlight is deprecated from Neovim 0.11
   local function mark(lnum, from, to, group, prio)
-    api.nvim_buf_set_extmark(buf, ns, lnum - 1, from,
-      { end_col = math.min(to, #lines[lnum]), hl_group = group, priority = prio })
+    api.nvim_buf_set_extmark(
+      buf,
+      ns,
+      lnum - 1,
+      from,
+      { end_col = math.min(to, #lines[lnum]), hl_group = group, priority = prio }
+    )
   end
   mark(1, 0, #lines[1], "Comment")
   mark(2, 0, #lines[2], "Title")
@@ -263,7 +306,9 @@ function M.refresh()
   if keep then
     for lnum, id in pairs(rows) do
       if id == keep or (type(id) == "table" and type(keep) == "table" and id.word == keep.word) then
-        for _, w in ipairs(wins) do pcall(api.nvim_win_set_cursor, w, { lnum, 0 }) end
+        for _, w in ipairs(wins) do
+          pcall(api.nvim_win_set_cursor, w, { lnum, 0 })
+        end
       end
     end
   end
@@ -273,8 +318,12 @@ end
 -- Helpers --------------------------------------------------------------------------
 
 H.hl = {
-  queued = "ProctorQueued", starting = "ProctorRunning", running = "ProctorRunning",
-  completed = "ProctorCompleted", failed = "ProctorFailed", canceled = "ProctorCanceled",
+  queued = "ProctorQueued",
+  starting = "ProctorRunning",
+  running = "ProctorRunning",
+  completed = "ProctorCompleted",
+  failed = "ProctorFailed",
+  canceled = "ProctorCanceled",
   timed_out = "ProctorFailed",
 }
 
@@ -330,7 +379,8 @@ end
 
 -- The cells of a row: id, state, exit, owner, title.
 function H.cells(r)
-  local exit = r.exit_code and tostring(r.exit_code) or (r.signal or (r.reason == "spawn_error" and "spawn" or "-"))
+  local exit = r.exit_code and tostring(r.exit_code)
+    or (r.signal or (r.reason == "spawn_error" and "spawn" or "-"))
   local state = r.state == "timed_out" and "timed out" or r.state
   if not engine.TERMINAL[r.state] then
     exit = "-"
@@ -345,8 +395,13 @@ function H.cells(r)
   local title = util.cmd_string(r.cmd)
   -- the label, and the command when it says more ("build: make -j8", not "make all: make all")
   if r.label and r.label ~= "" and r.label ~= title then title = r.label .. ": " .. title end
-  return { id = "#" .. r.id, state = state, exit = exit, owner = tostring(r.owner or "-"),
-    title = util.first_line(title) }
+  return {
+    id = "#" .. r.id,
+    state = state,
+    exit = exit,
+    owner = tostring(r.owner or "-"),
+    title = util.first_line(title),
+  }
 end
 
 -- The first key bound to action `name` in the list's key map (or ":Proctor …").
@@ -408,20 +463,32 @@ end
 
 -- After action `name` ran from the list: show its effect at once.
 function H.after(name)
-  if name == "cancel" or name == "kill" or name == "delete" or name == "purge" or name == "input" then M.refresh() end
+  if
+    name == "cancel"
+    or name == "kill"
+    or name == "delete"
+    or name == "purge"
+    or name == "input"
+  then
+    M.refresh()
+  end
 end
 
 -- State changes refresh the list at most every 50 ms.
 function H.schedule_refresh()
   if not H.buf or H.debounce then return end
   H.debounce = uv.new_timer()
-  H.debounce:start(50, 0, vim.schedule_wrap(function()
-    if H.debounce then
-      H.debounce:close()
-      H.debounce = nil
-    end
-    M.refresh()
-  end))
+  H.debounce:start(
+    50,
+    0,
+    vim.schedule_wrap(function()
+      if H.debounce then
+        H.debounce:close()
+        H.debounce = nil
+      end
+      M.refresh()
+    end)
+  )
 end
 
 function H.set_timer(on)

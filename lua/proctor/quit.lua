@@ -57,7 +57,10 @@ function M.live()
   if not eng then return {} end
   local ok, recs = pcall(eng.list, eng)
   if not ok then return {} end
-  return vim.tbl_filter(function(r) return not require("proctor.engine").TERMINAL[r.state] end, recs)
+  return vim.tbl_filter(
+    function(r) return not require("proctor.engine").TERMINAL[r.state] end,
+    recs
+  )
 end
 
 --- ExitPre: ask when live executions would be canceled; refuse the quit on "No".
@@ -81,10 +84,15 @@ function H.forced()
   line = line:gsub("^[%s:]+", "")
   -- "confirm qa!", "silent qa!": the command after the modifier
   local mod, rest = line:match("^(%a+)%s+(.*)$")
-  if mod and (vim.startswith("confirm", mod) or vim.startswith("silent", mod)) and #mod >= 3 then line = rest end
+  if mod and (vim.startswith("confirm", mod) or vim.startswith("silent", mod)) and #mod >= 3 then
+    line = rest
+  end
   local name, bang = line:match("^(%a+)(!?)")
   if bang ~= "!" or not name then return false end
-  return name:match("^q") ~= nil or name:match("^wq") ~= nil or name:match("^x") ~= nil or name:match("^exi") ~= nil
+  return name:match("^q") ~= nil
+    or name:match("^wq") ~= nil
+    or name:match("^x") ~= nil
+    or name:match("^exi") ~= nil
 end
 
 -- Is someone there to answer? (A UI is attached.)
@@ -102,8 +110,10 @@ function H.refuse()
     api.nvim_win_close(old, true)
   end
   vim.cmd("redraw")
-  require("proctor.util").notify("not quitting: executions are running (:Proctor list; :qa! cancels them and quits)",
-    vim.log.levels.WARN)
+  require("proctor.util").notify(
+    "not quitting: executions are running (:Proctor list; :qa! cancels them and quits)",
+    vim.log.levels.WARN
+  )
 end
 
 M._H = H

@@ -6,9 +6,7 @@ local M = {}
 --- Show one `(proctor) …` message. `level` defaults to ERROR.
 ---@param msg string
 ---@param level integer|nil a vim.log.levels value
-function M.notify(msg, level)
-  vim.notify("(proctor) " .. msg, level or vim.log.levels.ERROR)
-end
+function M.notify(msg, level) vim.notify("(proctor) " .. msg, level or vim.log.levels.ERROR) end
 
 --- Stop the current action with a message for the user: M.protect() shows it
 --- as one `(proctor) …` error (no traceback).
@@ -113,9 +111,15 @@ function M.state_text(rec)
     if rec.exit_code then return "failed: exit " .. rec.exit_code end
     return "failed: " .. (M.REASONS[rec.reason] or tostring(rec.reason or "?"))
   end
-  if s == "canceled" then return rec.reason == "interrupted" and "canceled: interrupted (^C)" or "canceled" end
+  if s == "canceled" then
+    return rec.reason == "interrupted" and "canceled: interrupted (^C)" or "canceled"
+  end
   if s == "timed_out" then return "timed out" end
-  if (s == "running" or s == "starting") and rec.id and require("proctor.engine").canceling[rec.id] then
+  if
+    (s == "running" or s == "starting")
+    and rec.id
+    and require("proctor.engine").canceling[rec.id]
+  then
     return "canceling…"
   end
   return tostring(s)
@@ -141,9 +145,11 @@ end
 
 -- Shell words that make a command line more than one program with arguments.
 M.SHELL_WORDS = {}
-for w in ([=[if then else elif fi case esac for while until do done function select time ! { } [[ ]]
+for w in
+  ([=[if then else elif fi case esac for while until do done function select time ! { } [[ ]]
   cd export exit source . alias set unset read eval exec ulimit umask wait trap shift return break continue
-  command type hash local readonly times jobs fg bg getopts]=]):gmatch("%S+") do
+  command type hash local readonly times jobs fg bg getopts]=]):gmatch("%S+")
+do
   M.SHELL_WORDS[w] = true
 end
 
@@ -170,7 +176,10 @@ end
 function M.shell_words(text)
   local words, cur, inword, expands = {}, {}, false, false
   -- a redirection of one descriptor into another (2>&1) is not a background &
-  local t = text:gsub("%d*>&%d*%-?", function(r) expands = true return (" "):rep(#r) end)
+  local t = text:gsub("%d*>&%d*%-?", function(r)
+    expands = true
+    return (" "):rep(#r)
+  end)
   local i = 1
   while i <= #t do
     local ch = t:sub(i, i)
@@ -261,7 +270,9 @@ function M.plain_lines(data)
     end
     if l:find("\b", 1, true) then
       local n
-      repeat l, n = l:gsub("[^\b]\b", "", 1) until n == 0
+      repeat
+        l, n = l:gsub("[^\b]\b", "", 1)
+      until n == 0
       l = l:gsub("\b", "")
     end
     lines[i] = l:gsub("[%z\1-\8\11-\31\127]", "")

@@ -21,19 +21,29 @@ function M.execution_lines(id)
   require("proctor.actions").engine()
   local rec = util.check(require("proctor").record(id)) -- with its task links
   local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
-  local function add(k, v) if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end end
+  local function add(k, v)
+    if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end
+  end
   add("command", util.cmd_string(rec.cmd))
   add("cwd", rec.cwd)
   add("state", util.state_text(rec))
-  if rec.task then add("task", rec.task .. (rec.prev_id and (" (restarted #" .. rec.prev_id .. ")") or "")) end
+  if rec.task then
+    add("task", rec.task .. (rec.prev_id and (" (restarted #" .. rec.prev_id .. ")") or ""))
+  end
   add("exit", rec.exit_code or rec.signal)
   add("error", rec.error)
   add("pid", rec.pid)
-  add("owner", rec.owner .. (rec.session and rec.session > 0 and (" (rpc session " .. rec.session .. ")") or ""))
+  add(
+    "owner",
+    rec.owner
+      .. (rec.session and rec.session > 0 and (" (rpc session " .. rec.session .. ")") or "")
+  )
   add("pty", rec.pty)
   add("duration", util.duration(util.elapsed_ms(rec)))
   local bytes = {}
-  for s, n in pairs(rec.bytes or {}) do bytes[#bytes + 1] = string.format("%s %d (dropped %d)", s, n, rec.dropped[s] or 0) end
+  for s, n in pairs(rec.bytes or {}) do
+    bytes[#bytes + 1] = string.format("%s %d (dropped %d)", s, n, rec.dropped[s] or 0)
+  end
   table.sort(bytes)
   add("output", table.concat(bytes, ", "))
   if rec.previous_session then add("history", "from an earlier session") end
@@ -51,29 +61,47 @@ function M.info_lines()
   local lines = { "proctor" }
   local c = require("proctor.config").get()
   local core, err = engine.load_core()
-  lines[#lines + 1] = "  core:      " .. (core and ("proctor.core " .. core.version) or ("not loaded: " .. err))
+  lines[#lines + 1] = "  core:      "
+    .. (core and ("proctor.core " .. core.version) or ("not loaded: " .. err))
   lines[#lines + 1] = "  lua layer: needs core " .. engine.core_version
   local eng = engine.current()
   if eng then
     local s = require("proctor").status()
-    lines[#lines + 1] = string.format("  engine:    running; %d executions (%d live, %d completed, %d failed, %d canceled, %d timed out)",
-      s.total, s.queued + s.starting + s.running, s.completed, s.failed, s.canceled, s.timed_out)
+    lines[#lines + 1] = string.format(
+      "  engine:    running; %d executions (%d live, %d completed, %d failed, %d canceled, %d timed out)",
+      s.total,
+      s.queued + s.starting + s.running,
+      s.completed,
+      s.failed,
+      s.canceled,
+      s.timed_out
+    )
   else
     lines[#lines + 1] = "  engine:    not started (starts on first use)"
   end
-  lines[#lines + 1] = "  shepherd:  " .. (c.engine.shepherd or ((engine.root() or "?") .. "/lua/proctor/proctor-shepherd"))
+  lines[#lines + 1] = "  shepherd:  "
+    .. (c.engine.shepherd or ((engine.root() or "?") .. "/lua/proctor/proctor-shepherd"))
   local addr = eng and eng.address and eng:address()
   if addr then
-    lines[#lines + 1] = "  socket:    " .. addr .. "  (PROCTOR_SOCKET of every execution; :help proctor-rpc)"
+    lines[#lines + 1] = "  socket:    "
+      .. addr
+      .. "  (PROCTOR_SOCKET of every execution; :help proctor-rpc)"
   elseif engine.rpc_error() then
     lines[#lines + 1] = "  socket:    disabled: " .. engine.rpc_error()
   elseif not c.rpc.enabled then
     lines[#lines + 1] = "  socket:    off (setup{ rpc = { enabled = false } })"
   else
-    lines[#lines + 1] = "  socket:    " .. (engine.socket_path() or "?") .. " (when the engine starts)"
+    lines[#lines + 1] = "  socket:    "
+      .. (engine.socket_path() or "?")
+      .. " (when the engine starts)"
   end
-  lines[#lines + 1] = string.format("  config:    notify=%s, kill_grace_ms=%d, output_limit=%d, console.open=%s",
-    c.notify, c.engine.kill_grace_ms, c.engine.output_limit, c.console.open)
+  lines[#lines + 1] = string.format(
+    "  config:    notify=%s, kill_grace_ms=%d, output_limit=%d, console.open=%s",
+    c.notify,
+    c.engine.kill_grace_ms,
+    c.engine.output_limit,
+    c.console.open
+  )
   return lines
 end
 
@@ -92,7 +120,11 @@ function M.plain(id)
     data = data or ""
     if s == "stderr" and data ~= "" and #out > 0 then out[#out + 1] = "── stderr ──" end
     if missed and missed > 0 then
-      out[#out + 1] = string.format("[proctor] the first %d bytes of %s were dropped from the ring buffer", missed, s)
+      out[#out + 1] = string.format(
+        "[proctor] the first %d bytes of %s were dropped from the ring buffer",
+        missed,
+        s
+      )
     end
     vim.list_extend(out, util.plain_lines(data))
   end
@@ -131,8 +163,10 @@ function M.text(id, opts)
   end
   H.fill(buf, lines)
   opts = opts or {}
-  local win = require("proctor.console.window").show(buf, { how = opts.open, size = opts.size, enter = true,
-    reuse = opts.reuse })
+  local win = require("proctor.console.window").show(
+    buf,
+    { how = opts.open, size = opts.size, enter = true, reuse = opts.reuse }
+  )
   require("proctor.console.window").follow(win, buf)
   return buf, win
 end
@@ -156,11 +190,18 @@ function M.text_bar(rec)
   local state
   if live then
     local el = util.elapsed_ms(rec)
-    state = util.state_text(rec) .. (el and (" " .. util.duration(el)) or "") .. " · follows the output"
+    state = util.state_text(rec)
+      .. (el and (" " .. util.duration(el)) or "")
+      .. " · follows the output"
   else
     state = util.describe_end(rec)
   end
-  return string.format("proctor #%d %s │ text view │ %s │ R refresh · q close", rec.id, util.title(rec), state)
+  return string.format(
+    "proctor #%d %s │ text view │ %s │ R refresh · q close",
+    rec.id,
+    util.title(rec),
+    state
+  )
 end
 
 --- Show the keys of the current proctor buffer (`kind`: "console", "list",
@@ -176,12 +217,18 @@ function M.keys(kind)
   local rows, w = require("proctor.actions").key_rows(map)
   local lines, width = {}, 20
   for _, r in ipairs(rows) do
-    local l = " " .. r.lhs .. string.rep(" ", w - vim.fn.strdisplaywidth(r.lhs)) .. "  " .. r.desc .. " "
+    local l = " "
+      .. r.lhs
+      .. string.rep(" ", w - vim.fn.strdisplaywidth(r.lhs))
+      .. "  "
+      .. r.desc
+      .. " "
     lines[#lines + 1] = l
     width = math.max(width, vim.fn.strdisplaywidth(l))
   end
   if kind == "list" then
-    lines[#lines + 1] = " Visual mode: the keys of cancel, kill, delete (d) and rerun act on each line "
+    lines[#lines + 1] =
+      " Visual mode: the keys of cancel, kill, delete (d) and rerun act on each line "
     width = math.max(width, vim.fn.strdisplaywidth(lines[#lines]))
   end
   local buf = api.nvim_create_buf(false, true)
@@ -192,16 +239,29 @@ function M.keys(kind)
   width = math.max(1, math.min(width, vim.o.columns - 4))
   local height = math.min(#lines, math.max(1, vim.o.lines - 6))
   local win = api.nvim_open_win(buf, true, {
-    relative = "editor", style = "minimal", border = "rounded", width = width, height = height,
-    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1), col = math.floor((vim.o.columns - width) / 2),
+    relative = "editor",
+    style = "minimal",
+    border = "rounded",
+    width = width,
+    height = height,
+    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
+    col = math.floor((vim.o.columns - width) / 2),
   })
   local function close()
     if api.nvim_win_is_valid(win) then api.nvim_win_close(win, true) end
   end
   for _, k in ipairs({ "q", "<Esc>", "?" }) do
-    vim.keymap.set("n", k, close, { buffer = buf, nowait = true, silent = true, desc = "proctor: close" })
+    vim.keymap.set(
+      "n",
+      k,
+      close,
+      { buffer = buf, nowait = true, silent = true, desc = "proctor: close" }
+    )
   end
-  api.nvim_create_autocmd({ "WinLeave", "BufLeave" }, { buffer = buf, once = true, callback = close })
+  api.nvim_create_autocmd(
+    { "WinLeave", "BufLeave" },
+    { buffer = buf, once = true, callback = close }
+  )
   return win
 end
 
@@ -213,7 +273,8 @@ function M.qf(id, opts)
   if not lines then return nil, err end
   local rec = engine.current():get(id)
   local efm = api.nvim_eval("&errorformat")
-  local scope = vim.fn.haslocaldir() == 1 and "lcd" or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
+  local scope = vim.fn.haslocaldir() == 1 and "lcd"
+    or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
   local prev = vim.fn.getcwd()
   local moved = rec.cwd and rec.cwd ~= prev and vim.fn.isdirectory(rec.cwd) == 1
   if moved then vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(rec.cwd)) end
@@ -256,16 +317,22 @@ function H.soon(id)
   H.pending[id] = true
   if H.timer then return end
   H.timer = compat.uv.new_timer()
-  H.timer:start(H.FOLLOW_MS, 0, vim.schedule_wrap(function()
-    H.timer:close()
-    H.timer = nil
-    local ids = H.pending
-    H.pending = {}
-    for pid in pairs(ids) do
-      local buf = H.texts[pid]
-      if buf and api.nvim_buf_is_valid(buf) and #vim.fn.win_findbuf(buf) > 0 then M.refresh(pid) end
-    end
-  end))
+  H.timer:start(
+    H.FOLLOW_MS,
+    0,
+    vim.schedule_wrap(function()
+      H.timer:close()
+      H.timer = nil
+      local ids = H.pending
+      H.pending = {}
+      for pid in pairs(ids) do
+        local buf = H.texts[pid]
+        if buf and api.nvim_buf_is_valid(buf) and #vim.fn.win_findbuf(buf) > 0 then
+          M.refresh(pid)
+        end
+      end
+    end)
+  )
 end
 
 -- Put `lines` in text view `buf`; windows whose cursor was on the last line follow.
@@ -273,7 +340,9 @@ function H.fill(buf, lines)
   local wins = vim.fn.win_findbuf(buf)
   local last = api.nvim_buf_line_count(buf)
   local following = {}
-  for _, w in ipairs(wins) do following[w] = api.nvim_win_get_cursor(w)[1] >= last end
+  for _, w in ipairs(wins) do
+    following[w] = api.nvim_win_get_cursor(w)[1] >= last
+  end
   vim.bo[buf].modifiable = true
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false

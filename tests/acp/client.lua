@@ -22,11 +22,19 @@ end
 require("proctor").setup({ notify = "never" })
 local agent_cmd = assert(os.getenv("ACP_AGENT"), "ACP_AGENT is not set")
 local stdin, stdout, stderr = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
-local handle, pid = uv.spawn("node", { args = { agent_cmd }, stdio = { stdin, stdout, stderr } }, function(code, sig)
-  vim.schedule(function()
-    if not _G.acp_done then say(("FAIL acp/agent_process: the agent exited early (code %s, signal %s)"):format(code, sig)) end
-  end)
-end)
+local handle, pid = uv.spawn(
+  "node",
+  { args = { agent_cmd }, stdio = { stdin, stdout, stderr } },
+  function(code, sig)
+    vim.schedule(function()
+      if not _G.acp_done then
+        say(
+          ("FAIL acp/agent_process: the agent exited early (code %s, signal %s)"):format(code, sig)
+        )
+      end
+    end)
+  end
+)
 assert(handle, "cannot start the agent: " .. tostring(pid))
 
 local next_id, pending, buf, errbuf = 0, {}, "", ""
@@ -47,8 +55,14 @@ local function on_message(m)
   if m.method and m.id ~= nil then -- a request from the agent
     if terminal and terminal.handles(m.method) then
       terminal.handle(m.method, m.params, function(result, err)
-        if m.method == "terminal/create" and result then created[#created + 1] = tonumber(result.terminalId) end
-        if err then send({ id = m.id, error = err }) else send({ id = m.id, result = result }) end
+        if m.method == "terminal/create" and result then
+          created[#created + 1] = tonumber(result.terminalId)
+        end
+        if err then
+          send({ id = m.id, error = err })
+        else
+          send({ id = m.id, result = result })
+        end
       end)
     else
       send({ id = m.id, error = { code = -32601, message = "method not found: " .. m.method } })
@@ -100,7 +114,9 @@ stdout:read_start(function(err, data)
     end
   end)
 end)
-stderr:read_start(function(_, data) if data then errbuf = errbuf .. data end end)
+stderr:read_start(function(_, data)
+  if data then errbuf = errbuf .. data end
+end)
 
 -- A client that answers straight from its pipe's read callback calls handle() in a
 -- fast event (most of the editor's API raises there): it must still be answered.
@@ -109,15 +125,22 @@ local function fast_event_check()
   local timer = uv.new_timer()
   timer:start(0, 0, function()
     timer:close()
-    local ok, e = pcall(terminal.handle, "terminal/create", { sessionId = "fast", command = "echo fast" },
-      function(result, err) got = { result = result, err = err } end)
+    local ok, e = pcall(
+      terminal.handle,
+      "terminal/create",
+      { sessionId = "fast", command = "echo fast" },
+      function(result, err) got = { result = result, err = err } end
+    )
     if not ok then got = { err = { message = "handle raised: " .. tostring(e) } } end
   end)
   vim.wait(20000, function() return got ~= nil end, 20)
   if got and got.result and got.result.terminalId then
     say("PASS acp/handle_in_a_fast_event")
   else
-    say("FAIL acp/handle_in_a_fast_event: " .. (got and vim.inspect(got.err):gsub("\n", " ") or "never answered"))
+    say(
+      "FAIL acp/handle_in_a_fast_event: "
+        .. (got and vim.inspect(got.err):gsub("\n", " ") or "never answered")
+    )
   end
   terminal.release_session("fast")
 end
@@ -130,17 +153,32 @@ local function finish()
   local ok, why = #created >= 8, "the agent created " .. #created .. " terminals"
   for _, id in ipairs(created) do
     local rec = proctor.record(id)
-    if not rec then ok, why = false, "execution " .. id .. " is not in the list" break end
-    if rec.owner ~= "acp-test-agent" then ok, why = false, ("execution %d is owned by %s"):format(id, tostring(rec.owner)) break end
-    if vim.fn.bufnr("^proctor://" .. id .. "[/]*") == -1 and vim.fn.bufnr("proctor://" .. id) == -1 then
-      ok, why = false, "execution " .. id .. " has no console buffer" break
+    if not rec then
+      ok, why = false, "execution " .. id .. " is not in the list"
+      break
+    end
+    if rec.owner ~= "acp-test-agent" then
+      ok, why = false, ("execution %d is owned by %s"):format(id, tostring(rec.owner))
+      break
+    end
+    if
+      vim.fn.bufnr("^proctor://" .. id .. "[/]*") == -1 and vim.fn.bufnr("proctor://" .. id) == -1
+    then
+      ok, why = false, "execution " .. id .. " has no console buffer"
+      break
     end
   end
-  say(ok and "PASS acp/terminals_are_executions_of_the_agent_with_consoles" or ("FAIL acp/terminals_are_executions_of_the_agent_with_consoles: " .. why))
+  say(
+    ok and "PASS acp/terminals_are_executions_of_the_agent_with_consoles"
+      or ("FAIL acp/terminals_are_executions_of_the_agent_with_consoles: " .. why)
+  )
   -- A terminal left running by an ending session is released with it.
   local left = terminal.terminals()
   terminal.release_session("session-1")
-  say(#terminal.terminals() == 0 and "PASS acp/release_session" or "FAIL acp/release_session: terminals are left")
+  say(
+    #terminal.terminals() == 0 and "PASS acp/release_session"
+      or "FAIL acp/release_session: terminals are left"
+  )
   if #left == 0 then say("FAIL acp/release_session_had_terminals: the scope test left none") end
   stdin:close()
   if failed > 0 and errbuf ~= "" then out:write("agent stderr:\n", errbuf, "\n") end
@@ -157,13 +195,16 @@ timeout:start(240000, 0, function()
 end)
 
 local function prompt(session, cb)
-  request("session/prompt", { sessionId = session, prompt = { { type = "text", text = "exercise the terminals" } } },
+  request(
+    "session/prompt",
+    { sessionId = session, prompt = { { type = "text", text = "exercise the terminals" } } },
     function(res, err)
       if err or not res or res.stopReason ~= "end_turn" then
         say("FAIL acp/prompt: " .. vim.inspect(err or res))
       end
       cb()
-    end)
+    end
+  )
 end
 
 request("initialize", {
@@ -173,12 +214,17 @@ request("initialize", {
 }, function(res, err)
   if err then return say("FAIL acp/initialize: " .. vim.inspect(err)) end
   -- One line gives the client a terminal backend, owned by the agent's name.
-  terminal = require("proctor.acp").terminal({ owner = res.agentInfo and res.agentInfo.name or "agent", open = "split" })
+  terminal = require("proctor.acp").terminal({
+    owner = res.agentInfo and res.agentInfo.name or "agent",
+    open = "split",
+  })
   request("session/new", { cwd = vim.fn.getcwd(), mcpServers = {} }, function(a)
     prompt(a.sessionId, function()
-      request("session/new", { cwd = vim.fn.getcwd(), mcpServers = {} }, function(b)
-        prompt(b.sessionId, finish)
-      end)
+      request(
+        "session/new",
+        { cwd = vim.fn.getcwd(), mcpServers = {} },
+        function(b) prompt(b.sessionId, finish) end
+      )
     end)
   end)
 end)

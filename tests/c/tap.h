@@ -26,61 +26,60 @@
 static int tap_failed_now, tap_passed, tap_failed;
 static char tap_why[512];
 
-#define CHECK(expr)                                                                      \
-  do {                                                                                   \
-    if (!(expr)) {                                                                       \
-      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s", __FILE__, __LINE__, #expr);        \
-      tap_failed_now = 1;                                                                \
-      return;                                                                            \
-    }                                                                                    \
+#define CHECK(expr)                                                               \
+  do {                                                                            \
+    if (!(expr)) {                                                                \
+      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s", __FILE__, __LINE__, #expr); \
+      tap_failed_now = 1;                                                         \
+      return;                                                                     \
+    }                                                                             \
   } while (0)
 
-#define CHECKF(expr, ...)                                                                \
-  do {                                                                                   \
-    if (!(expr)) {                                                                       \
+#define CHECKF(expr, ...)                                                                    \
+  do {                                                                                       \
+    if (!(expr)) {                                                                           \
       int n_ = snprintf(tap_why, sizeof(tap_why), "%s:%d: %s: ", __FILE__, __LINE__, #expr); \
-      snprintf(tap_why + n_, sizeof(tap_why) - (size_t)n_, __VA_ARGS__);                \
-      tap_failed_now = 1;                                                                \
-      return;                                                                            \
-    }                                                                                    \
+      snprintf(tap_why + n_, sizeof(tap_why) - (size_t)n_, __VA_ARGS__);                     \
+      tap_failed_now = 1;                                                                    \
+      return;                                                                                \
+    }                                                                                        \
   } while (0)
 
 /* Both sides as intmax_t (an unsigned value past INTMAX_MAX shows negative). */
-#define CHECK_EQ(a, b)                                                                   \
-  do {                                                                                   \
-    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                     \
-    if (a_ != b_) {                                                                      \
-      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s == %s: %jd != %jd", __FILE__,        \
-               __LINE__, #a, #b, a_, b_);                                                \
-      tap_failed_now = 1;                                                                \
-      return;                                                                            \
-    }                                                                                    \
+#define CHECK_EQ(a, b)                                                                          \
+  do {                                                                                          \
+    intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                            \
+    if (a_ != b_) {                                                                             \
+      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s == %s: %jd != %jd", __FILE__, __LINE__, #a, \
+               #b, a_, b_);                                                                     \
+      tap_failed_now = 1;                                                                       \
+      return;                                                                                   \
+    }                                                                                           \
   } while (0)
 
 /* "OK" for 0, else the error's name (pr_err_name: "EUNKNOWN" for a code it does not know). */
 static inline const char *tap_err_name(int rc) { return rc == 0 ? "OK" : pr_err_name(rc); }
 
-#define CHECK_OK(rc)                                                                     \
-  do {                                                                                   \
-    int rc_ = (int)(rc);                                                                 \
-    if (rc_ != 0) {                                                                      \
-      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s: %s (%d) %s", __FILE__, __LINE__,    \
-               #rc, tap_err_name(rc_), rc_, pr_strerror(rc_));                           \
-      tap_failed_now = 1;                                                                \
-      return;                                                                            \
-    }                                                                                    \
+#define CHECK_OK(rc)                                                                       \
+  do {                                                                                     \
+    int rc_ = (int)(rc);                                                                   \
+    if (rc_ != 0) {                                                                        \
+      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s: %s (%d) %s", __FILE__, __LINE__, #rc, \
+               tap_err_name(rc_), rc_, pr_strerror(rc_));                                  \
+      tap_failed_now = 1;                                                                  \
+      return;                                                                              \
+    }                                                                                      \
   } while (0)
 
-#define CHECK_ERR(rc, want)                                                              \
-  do {                                                                                   \
-    int rc_ = (int)(rc), want_ = (int)(want);                                            \
-    if (rc_ != want_) {                                                                  \
-      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s == %s: %s (%d), not %s (%d)",       \
-               __FILE__, __LINE__, #rc, #want, tap_err_name(rc_), rc_,                   \
-               tap_err_name(want_), want_);                                              \
-      tap_failed_now = 1;                                                                \
-      return;                                                                            \
-    }                                                                                    \
+#define CHECK_ERR(rc, want)                                                                 \
+  do {                                                                                      \
+    int rc_ = (int)(rc), want_ = (int)(want);                                               \
+    if (rc_ != want_) {                                                                     \
+      snprintf(tap_why, sizeof(tap_why), "%s:%d: %s == %s: %s (%d), not %s (%d)", __FILE__, \
+               __LINE__, #rc, #want, tap_err_name(rc_), rc_, tap_err_name(want_), want_);   \
+      tap_failed_now = 1;                                                                   \
+      return;                                                                               \
+    }                                                                                       \
   } while (0)
 
 /* Is the test `name` selected by PROCTOR_TEST? */
@@ -101,19 +100,19 @@ static int tap_selected(const char *name) {
   return 0;
 }
 
-#define RUN(fn)                                                                          \
-  do {                                                                                   \
-    if (!tap_selected(#fn)) break;                                                       \
-    tap_failed_now = 0;                                                                  \
-    fn();                                                                                \
-    if (tap_failed_now) {                                                                \
-      tap_failed++;                                                                      \
-      printf("FAIL %s: %s\n", #fn, tap_why);                                             \
-    } else {                                                                             \
-      tap_passed++;                                                                      \
-      printf("PASS %s\n", #fn);                                                          \
-    }                                                                                    \
-    fflush(stdout);                                                                      \
+#define RUN(fn)                              \
+  do {                                       \
+    if (!tap_selected(#fn)) break;           \
+    tap_failed_now = 0;                      \
+    fn();                                    \
+    if (tap_failed_now) {                    \
+      tap_failed++;                          \
+      printf("FAIL %s: %s\n", #fn, tap_why); \
+    } else {                                 \
+      tap_passed++;                          \
+      printf("PASS %s\n", #fn);              \
+    }                                        \
+    fflush(stdout);                          \
   } while (0)
 
 #define TAP_END() (printf("# %d passed, %d failed\n", tap_passed, tap_failed), tap_failed ? 1 : 0)

@@ -86,7 +86,8 @@ static void test_buf_grows_caps_and_keeps_its_error(void) {
 static int cleans_to(const char *s, size_t n, const char *want) {
   char *got = pr_utf8_clean(s, n);
   int ok = got && strcmp(got, want) == 0;
-  if (!ok) fprintf(stderr, "# pr_utf8_clean: got \"%s\", want \"%s\"\n", got ? got : "(null)", want);
+  if (!ok)
+    fprintf(stderr, "# pr_utf8_clean: got \"%s\", want \"%s\"\n", got ? got : "(null)", want);
   free(got);
   return ok;
 }
@@ -95,21 +96,23 @@ static void test_utf8_clean_keeps_text_and_repairs_the_rest(void) {
   const char *text = "plain h\xC3\xA9llo \xE2\x9C\x93 \xF0\x9D\x84\x9E";
   CHECK(cleans_to(text, strlen(text), text));
   CHECK(cleans_to("", 0, "") && cleans_to(NULL, 0, ""));
-  CHECK(cleans_to("a\xFFz", 3, "a" FFFD "z"));                      /* never a lead byte */
-  CHECK(cleans_to("\x80x", 2, FFFD "x"));                           /* a stray continuation */
-  CHECK(cleans_to("\xC0\xAF", 2, FFFD FFFD));                       /* an overlong '/' */
-  CHECK(cleans_to("\xE0\x80\xAF", 3, FFFD FFFD FFFD));              /* an overlong, 3 bytes */
-  CHECK(cleans_to("\xED\xA0\x80", 3, FFFD FFFD FFFD));              /* a surrogate */
-  CHECK(cleans_to("\xF4\x90\x80\x80", 4, FFFD FFFD FFFD FFFD));     /* beyond U+10FFFF */
-  CHECK(cleans_to("ok\xE2\x82", 4, "ok" FFFD FFFD));                 /* cut short at the end */
-  CHECK(cleans_to("\xE2\x82(", 3, FFFD FFFD "("));                   /* cut short inside */
-  CHECK(cleans_to("a\0b", 3, "a" FFFD "b"));                         /* NUL is not kept */
+  CHECK(cleans_to("a\xFFz", 3, "a" FFFD "z"));                  /* never a lead byte */
+  CHECK(cleans_to("\x80x", 2, FFFD "x"));                       /* a stray continuation */
+  CHECK(cleans_to("\xC0\xAF", 2, FFFD FFFD));                   /* an overlong '/' */
+  CHECK(cleans_to("\xE0\x80\xAF", 3, FFFD FFFD FFFD));          /* an overlong, 3 bytes */
+  CHECK(cleans_to("\xED\xA0\x80", 3, FFFD FFFD FFFD));          /* a surrogate */
+  CHECK(cleans_to("\xF4\x90\x80\x80", 4, FFFD FFFD FFFD FFFD)); /* beyond U+10FFFF */
+  CHECK(cleans_to("ok\xE2\x82", 4, "ok" FFFD FFFD));            /* cut short at the end */
+  CHECK(cleans_to("\xE2\x82(", 3, FFFD FFFD "("));              /* cut short inside */
+  CHECK(cleans_to("a\0b", 3, "a" FFFD "b"));                    /* NUL is not kept */
 }
 
 static void test_utf8_boundaries(void) {
   const char *s = "a\xE2\x9C\x93"; /* a, then one 3-byte character */
-  CHECK(pr_utf8_head(s, 4) == 4 && pr_utf8_head(s, 3) == 1 && pr_utf8_head(s, 2) == 1 && pr_utf8_head(s, 1) == 1);
-  CHECK(pr_utf8_head("\xF0\x9D\x84", 3) == 0 && pr_utf8_head("abc", 3) == 3 && pr_utf8_head("", 0) == 0);
+  CHECK(pr_utf8_head(s, 4) == 4 && pr_utf8_head(s, 3) == 1 && pr_utf8_head(s, 2) == 1 &&
+        pr_utf8_head(s, 1) == 1);
+  CHECK(pr_utf8_head("\xF0\x9D\x84", 3) == 0 && pr_utf8_head("abc", 3) == 3 &&
+        pr_utf8_head("", 0) == 0);
   CHECK(pr_utf8_skip(s + 1, 3) == 0 && pr_utf8_skip(s + 2, 2) == 2 && pr_utf8_skip(s + 3, 1) == 1);
   CHECK_EQ(pr_utf8_skip("\x80\x80\x80\x80", 4), 3); /* at most 3: a 4th is not a character's */
 }
@@ -135,7 +138,10 @@ static void test_mp_to_json_repairs_utf8(void) {
   msgpack_packer_init(&pk, &s, sink_write);
   CHECK_EQ(msgpack_pack_map(&pk, 3), 0);
   CHECK(msgpack_pack_bin(&pk, 2) == 0 && msgpack_pack_bin_body(&pk, "k\xFF", 2) == 0);
-  CHECK(msgpack_pack_str(&pk, 5) == 0 && msgpack_pack_str_body(&pk, "a\xFF" "b\0c", 5) == 0);
+  CHECK(msgpack_pack_str(&pk, 5) == 0 && msgpack_pack_str_body(&pk,
+                                                               "a\xFF"
+                                                               "b\0c",
+                                                               5) == 0);
   CHECK(pr_mp_str(&pk, "ok") == 0 && pr_mp_str(&pk, "\xC3\xA9t\xC3\xA9") == 0);
   CHECK(msgpack_pack_int(&pk, 7) == 0 && msgpack_pack_bin(&pk, 3) == 0 &&
         msgpack_pack_bin_body(&pk, "\x80z\xC3", 3) == 0);
@@ -144,7 +150,8 @@ static void test_mp_to_json_repairs_utf8(void) {
   CHECK(msgpack_unpack_next(&u, s.b, s.n, NULL) == MSGPACK_UNPACK_SUCCESS);
   size_t n = 0;
   char *json = pr_mp_to_json(&u.data, &n);
-  const char *want = "{\"k" FFFD "\":\"a" FFFD "b" FFFD "c\",\"ok\":\"\xC3\xA9t\xC3\xA9\",\"7\":\"" FFFD "z" FFFD "\"}";
+  const char *want = "{\"k" FFFD "\":\"a" FFFD "b" FFFD
+                     "c\",\"ok\":\"\xC3\xA9t\xC3\xA9\",\"7\":\"" FFFD "z" FFFD "\"}";
   int same = json && n == strlen(want) && strcmp(json, want) == 0;
   if (!same) fprintf(stderr, "# pr_mp_to_json: %s\n", json ? json : "(null)");
   cJSON *j = pr_mp_to_cjson(&u.data);

@@ -27,13 +27,13 @@ static int scale = 1; /* divisor for counts under TSan */
 
 /* Per-id outcome collected from events. */
 typedef struct {
-  int terminal;      /* number of terminal events seen */
-  pr_state_t state;  /* last state */
+  int terminal;     /* number of terminal events seen */
+  pr_state_t state; /* last state */
   int exit_code, signal;
   int out_after_end; /* output event after the terminal one */
   size_t bytes;
-  size_t missed;     /* bytes reported dropped before delivered ones */
-  char *data;        /* stdout/pty bytes, when collecting */
+  size_t missed; /* bytes reported dropped before delivered ones */
+  char *data;    /* stdout/pty bytes, when collecting */
   size_t cap;
 } outcome_t;
 
@@ -125,7 +125,7 @@ static void test_hold_release(void) {
   CHECK_OK(pr_engine_start(e, &s, &a));
   CHECK_OK(pr_engine_start(e, &s, &b));
   CHECK_OK(pr_engine_start(e, &s, &c)); /* stays held until close */
-  d = start_sh(e, "exit 0");             /* not behind the held ones: they take no slot */
+  d = start_sh(e, "exit 0");            /* not behind the held ones: they take no slot */
   outcome_t *o = calloc(5, sizeof(*o));
   for (uint64_t t0 = now_ms(); o[4].terminal == 0 && now_ms() - t0 < 30000;) drain(e, o, 4, 0, 100);
   CHECK(o[4].state == PR_COMPLETED && o[1].terminal == 0 && o[2].terminal == 0);
@@ -356,7 +356,8 @@ static void test_drain_after_stall(void) {
   /* 2: its output at +0.5 s is what stalls the engine thread */
   CHECK_EQ(start_sh(e, "sleep 0.5; echo stall"), 2);
   /* 3: as 1, on a terminal (the subshell outlives the leader's hangup) */
-  pr_spec_t s = {.shell = "trap '' HUP; (sleep 1; printf tail-bytes) & exit 0", .pty = 1, .kill_grace_ms = -1};
+  pr_spec_t s = {
+      .shell = "trap '' HUP; (sleep 1; printf tail-bytes) & exit 0", .pty = 1, .kill_grace_ms = -1};
   uint64_t id3 = 0;
   CHECK(pr_engine_start(e, &s, &id3) == 0 && id3 == 3);
   usleep(200000); /* 1 has exited and its drain timer runs (deadline ~ +1.5 s) */
@@ -474,7 +475,10 @@ static void test_spawned_without_fds(void) {
   int fill[128], nfill = 0;
   while (nfill < 128 && (fill[nfill] = open("/dev/null", O_RDONLY)) >= 0) nfill++;
   const char *env[] = {needle};
-  pr_spec_t s = {.argv = (const char *[]){"sleep", "600"}, .argc = 2, .env = env, .envc = 1,
+  pr_spec_t s = {.argv = (const char *[]){"sleep", "600"},
+                 .argc = 2,
+                 .env = env,
+                 .envc = 1,
                  .kill_grace_ms = -1};
   uint64_t id = 0;
   int rc = pr_engine_start(e, &s, &id);
@@ -482,18 +486,20 @@ static void test_spawned_without_fds(void) {
   for (int i = 0; i < nfill; i++) close(fill[i]);
   setrlimit(RLIMIT_NOFILE, &old);
   CHECK(rc == 0 && id == 2);
-  CHECKF(ended, "execution %llu never ended (state %s)", (unsigned long long)id, pr_state_name(o[2].state));
+  CHECKF(ended, "execution %llu never ended (state %s)", (unsigned long long)id,
+         pr_state_name(o[2].state));
   pr_record_t *r = NULL;
   CHECK_OK(pr_engine_get(e, id, 0, &r));
-  int good = r->state == PR_FAILED && r->reason && strcmp(r->reason, "spawn_error") == 0 && r->error &&
-             strstr(r->error, "EMFILE") != NULL;
+  int good = r->state == PR_FAILED && r->reason && strcmp(r->reason, "spawn_error") == 0 &&
+             r->error && strstr(r->error, "EMFILE") != NULL;
   char why[256];
   snprintf(why, sizeof(why), "%s / %s / %s", pr_state_name(r->state), r->reason ? r->reason : "-",
            r->error ? r->error : "-");
   pr_record_free(r);
   CHECKF(good, "%s", why);
   int left = 1;
-  for (uint64_t t = now_ms() + 5000; (left = count_tagged(needle)) > 0 && now_ms() < t;) usleep(10000);
+  for (uint64_t t = now_ms() + 5000; (left = count_tagged(needle)) > 0 && now_ms() < t;)
+    usleep(10000);
   CHECKF(left == 0, "%d process(es) of the failed execution still alive", left);
   CHECK_EQ(start_sh(e, "echo ok"), 3);
   CHECK(drain(e, o, 3, 0, 5000) && o[3].state == PR_COMPLETED);

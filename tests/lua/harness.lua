@@ -35,18 +35,26 @@ function T.discover(dir, order)
   ls:close()
   for _, list in ipairs({ order.first or {}, order.last or {} }) do
     for _, name in ipairs(list) do
-      if not found[name] then error("specs: " .. name .. " is pinned but " .. dir .. " has no " .. name .. ".lua") end
+      if not found[name] then
+        error("specs: " .. name .. " is pinned but " .. dir .. " has no " .. name .. ".lua")
+      end
       pinned[name] = true
     end
   end
-  for _, name in ipairs(order.first or {}) do out[#out + 1] = name end
+  for _, name in ipairs(order.first or {}) do
+    out[#out + 1] = name
+  end
   local rest = {}
   for name in pairs(found) do
     if not pinned[name] then rest[#rest + 1] = name end
   end
   table.sort(rest)
-  for _, name in ipairs(rest) do out[#out + 1] = name end
-  for _, name in ipairs(order.last or {}) do out[#out + 1] = name end
+  for _, name in ipairs(rest) do
+    out[#out + 1] = name
+  end
+  for _, name in ipairs(order.last or {}) do
+    out[#out + 1] = name
+  end
   return out
 end
 
@@ -62,16 +70,23 @@ end
 local cleanups -- the running test's T.defer list
 
 local function fmt(v)
-  if type(v) == "string" then return string.format("%q", #v > 200 and v:sub(1, 200) .. "..." or v) end
+  if type(v) == "string" then
+    return string.format("%q", #v > 200 and v:sub(1, 200) .. "..." or v)
+  end
   if type(v) ~= "table" then return tostring(v) end
   local parts = {}
-  for k, x in pairs(v) do parts[#parts + 1] = tostring(k) .. "=" .. fmt(x) end
+  for k, x in pairs(v) do
+    parts[#parts + 1] = tostring(k) .. "=" .. fmt(x)
+  end
   table.sort(parts)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 T.fmt = fmt
 
-function T.say(s) T.out:write(s, "\n"); T.out:flush() end
+function T.say(s)
+  T.out:write(s, "\n")
+  T.out:flush()
+end
 
 function T.defer(fn)
   assert(cleanups, "T.defer outside a test")
@@ -85,7 +100,9 @@ function T.test(name, fn)
   local ok, err = xpcall(fn, debug.traceback)
   for i = #cleanups, 1, -1 do
     local cok, cerr = xpcall(cleanups[i], debug.traceback)
-    if not cok and ok then ok, err = false, "cleanup: " .. tostring(cerr) end
+    if not cok and ok then
+      ok, err = false, "cleanup: " .. tostring(cerr)
+    end
   end
   cleanups = outer
   if ok then
@@ -98,7 +115,9 @@ function T.test(name, fn)
 end
 
 function T.eq(a, b, msg)
-  if a ~= b then error((msg and msg .. ": " or "") .. "expected " .. fmt(b) .. ", got " .. fmt(a), 2) end
+  if a ~= b then
+    error((msg and msg .. ": " or "") .. "expected " .. fmt(b) .. ", got " .. fmt(a), 2)
+  end
 end
 
 function T.ok(v, msg)
@@ -116,7 +135,9 @@ end
 function T.raises(fn, pat)
   local ok, err = pcall(fn)
   if ok then error("expected an error matching " .. tostring(pat), 2) end
-  if pat and not tostring(err):find(pat) then error("error " .. fmt(tostring(err)) .. " does not match " .. pat, 2) end
+  if pat and not tostring(err):find(pat) then
+    error("error " .. fmt(tostring(err)) .. " does not match " .. pat, 2)
+  end
 end
 
 function T.finish()

@@ -18,15 +18,22 @@ end
 
 local function main()
   check(U.read_file("/proc/1/cmdline"), "no /proc of the namespace")
-  for _ = 1, 20 do os.execute("true") end -- pids up from the first few
-  local eng = check(U.core.new{})
+  for _ = 1, 20 do
+    os.execute("true")
+  end -- pids up from the first few
+  local eng = check(U.core.new {})
   local r, id = U.run(eng, { cmd = { "sh", "-c", "echo $$" } })
   local pid = check(tonumber(r.out.stdout), "no pid: " .. tostring(r.out.stdout))
-  check(io.open("/proc/sys/kernel/ns_last_pid", "w"), "needs root to recycle a pid (/proc/sys/kernel/ns_last_pid)"):close()
+  check(
+    io.open("/proc/sys/kernel/ns_last_pid", "w"),
+    "needs root to recycle a pid (/proc/sys/kernel/ns_last_pid)"
+  ):close()
   -- The job's reaper reaps the ended leader (at once, or at the release):
   -- only then is the pid free for the kernel to reuse.
-  check(U.wait_until(function() return U.read_file("/proc/" .. pid .. "/stat") == nil end, 10000),
-    "the ended leader " .. pid .. " was never reaped")
+  check(
+    U.wait_until(function() return U.read_file("/proc/" .. pid .. "/stat") == nil end, 10000),
+    "the ended leader " .. pid .. " was never reaped"
+  )
   local victim, holder
   for _ = 1, 20 do
     -- The next pid the kernel hands out is `pid`: popen's sh gets it and
@@ -43,13 +50,18 @@ local function main()
     os.execute("kill -9 " .. victim)
     holder:close()
   end
-  check(victim == pid, "could not make the kernel reuse pid " .. pid .. " (got " .. tostring(victim) .. ")")
+  check(
+    victim == pid,
+    "could not make the kernel reuse pid " .. pid .. " (got " .. tostring(victim) .. ")"
+  )
   local function pgrp(p)
     local st = U.read_file("/proc/" .. p .. "/stat")
     return st and tonumber(st:match("%) %a %d+ (%d+)"))
   end
-  check(U.wait_until(function() return pgrp(victim) == victim end, 10000),
-    "the victim does not lead its process group (pgid " .. tostring(pgrp(victim)) .. ")")
+  check(
+    U.wait_until(function() return pgrp(victim) == victim end, 10000),
+    "the victim does not lead its process group (pgid " .. tostring(pgrp(victim)) .. ")"
+  )
   check(eng:cancel(id) == "already_terminal", "cancel")
   check(eng:cancel(id, true) == "already_terminal", "cancel!")
   check(eng:delete(id) == "deleted", "delete")
@@ -66,4 +78,8 @@ end
 local ok, err = pcall(main)
 io.stdout:write(ok and "ok\n" or ("FAIL: " .. tostring(err) .. "\n"))
 io.stdout:flush()
-if vim then vim.cmd(ok and "qa!" or "cquit!") else os.exit(ok and 0 or 1) end
+if vim then
+  vim.cmd(ok and "qa!" or "cquit!")
+else
+  os.exit(ok and 0 or 1)
+end

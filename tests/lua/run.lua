@@ -8,6 +8,9 @@ if not ok then
 end
 for _, name in ipairs(specs) do
   local loaded, err = pcall(function() require(name)(T) end)
-  if not loaded then T.failed = T.failed + 1; T.say("FAIL " .. name .. " (loading): " .. tostring(err)) end
+  if not loaded then
+    T.failed = T.failed + 1
+    T.say("FAIL " .. name .. " (loading): " .. tostring(err))
+  end
 end
 os.exit(T.finish() and 0 or 1)

@@ -15,7 +15,10 @@ if not sok then
 end
 for _, name in ipairs(specs) do
   local ok, err = pcall(function() require(name)(T, { nvim = true }) end)
-  if not ok then T.failed = T.failed + 1; T.say("FAIL " .. name .. " (loading): " .. tostring(err)) end
+  if not ok then
+    T.failed = T.failed + 1
+    T.say("FAIL " .. name .. " (loading): " .. tostring(err))
+  end
 end
 local ok_all = T.finish()
 vim.cmd(ok_all and "qa!" or "cquit!")

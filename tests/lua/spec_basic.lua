@@ -5,7 +5,7 @@ local core = U.core
 return function(T, ctx)
   local P = ctx and ctx.nvim and "nvim: " or ""
   local function test(name, fn) T.test(P .. "basic: " .. name, fn) end
-  local eng = assert(core.new{ drain_ms = 200 })
+  local eng = assert(core.new { drain_ms = 200 })
 
   test("state events come in table order, output before terminal", function()
     local r = U.run(eng, { cmd = { "sh", "-c", "echo out; echo err >&2; exit 0" } })
@@ -24,29 +24,34 @@ return function(T, ctx)
   end)
 
   test("hold: queued until release, never spawned when canceled first (reason kept)", function()
-    local p = io.popen("mktemp -d"); local dir = p:read("l"); p:close()
+    local p = io.popen("mktemp -d")
+    local dir = p:read("l")
+    p:close()
     local mark = dir .. "/ran"
-    local held = assert(eng:start{ cmd = { "sh", "-c", "echo ran > " .. mark }, hold = true })
-    local other = assert(eng:start{ cmd = { "true" } })
+    local held = assert(eng:start { cmd = { "sh", "-c", "echo ran > " .. mark }, hold = true })
+    local other = assert(eng:start { cmd = { "true" } })
     U.collect(eng, { other }, 10000) -- a later start is not stuck behind the held one
     T.eq(eng:get(held).state, "queued")
     T.eq(io.open(mark) == nil, true, "a held execution ran")
     T.eq(eng:release(held), true)
     local r = U.collect(eng, { held }, 10000)[held]
     T.eq(table.concat(r.states, ","), "queued,starting,running,completed")
-    local f = io.open(mark); T.ok(f, "released but never ran"); if f then f:close() end
+    local f = io.open(mark)
+    T.ok(f, "released but never ran")
+    if f then f:close() end
     os.remove(mark)
     -- released twice, or after its end: a clear refusal
     local _, msg, name = eng:release(held)
-    T.eq(name, "ENOTRUNNING"); T.match(msg, "^ENOTRUNNING")
+    T.eq(name, "ENOTRUNNING")
+    T.match(msg, "^ENOTRUNNING")
     T.eq(select(3, eng:release(other)), "ENOTRUNNING")
     T.eq(select(3, eng:release(999999)), "ENOENT")
-    local running = assert(eng:start{ cmd = { "sleep", "5" } })
+    local running = assert(eng:start { cmd = { "sleep", "5" } })
     U.wait_state(eng, running, "running", 10000)
     T.eq(select(3, eng:release(running)), "EINVAL", "not held")
     eng:cancel(running)
     -- canceled while held, with a reason: never spawned, the reason recorded
-    local h2 = assert(eng:start{ cmd = { "sh", "-c", "echo ran > " .. mark }, hold = true })
+    local h2 = assert(eng:start { cmd = { "sh", "-c", "echo ran > " .. mark }, hold = true })
     T.eq(eng:cancel(h2, { reason = "dependency_failed" }), "canceling")
     r = U.collect(eng, { h2, running }, 10000)
     T.eq(table.concat(r[h2].states, ","), "queued,canceled")
@@ -66,7 +71,9 @@ return function(T, ctx)
 
   test("exit codes 0..255 are exact", function()
     local ids = {}
-    for i = 0, 255 do ids[#ids + 1] = assert(eng:start{ cmd = { "sh", "-c", "exit " .. i } }) end
+    for i = 0, 255 do
+      ids[#ids + 1] = assert(eng:start { cmd = { "sh", "-c", "exit " .. i } })
+    end
     local res = U.collect(eng, ids, 30000)
     for i = 0, 255 do
       local f = res[ids[i + 1]].final
@@ -112,11 +119,16 @@ return function(T, ctx)
   end)
 
   test("env, clear_env and PROCTOR_EXECUTION_ID", function()
-    local r, id = U.run(eng, { cmd = { "sh", "-c", 'echo "$FOO|$PROCTOR_EXECUTION_ID|${HOME:+home}"' }, env = { FOO = "bar" } })
+    local r, id = U.run(eng, {
+      cmd = { "sh", "-c", 'echo "$FOO|$PROCTOR_EXECUTION_ID|${HOME:+home}"' },
+      env = { FOO = "bar" },
+    })
     T.eq(r.out.stdout, "bar|" .. id .. "|home\n")
     r = U.run(eng, { cmd = { "/usr/bin/env" }, clear_env = true, env = { ONLY = "1" } })
     local keys = {}
-    for k in r.out.stdout:gmatch("([^=\n]+)=[^\n]*\n") do keys[#keys + 1] = k end
+    for k in r.out.stdout:gmatch("([^=\n]+)=[^\n]*\n") do
+      keys[#keys + 1] = k
+    end
     table.sort(keys)
     T.eq(table.concat(keys, ","), "ONLY,PROCTOR_EXECUTION_ID,PROCTOR_JOB")
   end)
@@ -126,7 +138,9 @@ return function(T, ctx)
       local r = U.run(eng, { cmd = { "sh", "-c", "ls /proc/$$/fd" }, pty = pty, stdin = true })
       local out = (r.out.stdout or r.out.pty):gsub("\r", "")
       local fds = {}
-      for fd in out:gmatch("%d+") do fds[#fds + 1] = fd end
+      for fd in out:gmatch("%d+") do
+        fds[#fds + 1] = fd
+      end
       table.sort(fds)
       T.eq(table.concat(fds, " "), "0 1 2", "pty=" .. tostring(pty))
     end
@@ -135,57 +149,77 @@ return function(T, ctx)
   test("stdin pipe: input, close_stdin, and its errors", function()
     -- It outlives its stdin by 0.5 s: input after close_stdin meets a running
     -- process (ESTDINCLOSED); once it has exited that would be ENOTRUNNING.
-    local id = assert(eng:start{ cmd = { "sh", "-c", "cat; sleep 0.5" }, stdin = true })
+    local id = assert(eng:start { cmd = { "sh", "-c", "cat; sleep 0.5" }, stdin = true })
     T.eq(eng:input(id, "hello "), true)
     T.eq(eng:input(id, "world\n"), true)
     T.eq(eng:close_stdin(id), true)
     local ok, msg, name = eng:input(id, "late")
-    T.eq(ok, nil); T.eq(name, "ESTDINCLOSED"); T.match(msg, "^ESTDINCLOSED: ")
+    T.eq(ok, nil)
+    T.eq(name, "ESTDINCLOSED")
+    T.match(msg, "^ESTDINCLOSED: ")
     local r = U.collect(eng, { id })[id]
     T.eq(r.out.stdout, "hello world\n")
     T.eq(r.final.state, "completed")
     ok, msg, name = eng:input(id, "x")
-    T.eq(ok, nil); T.eq(name, "ENOTRUNNING"); T.match(msg, "^ENOTRUNNING: ")
+    T.eq(ok, nil)
+    T.eq(name, "ENOTRUNNING")
+    T.match(msg, "^ENOTRUNNING: ")
     ok, msg, name = eng:input(987654, "x")
-    T.eq(ok, nil); T.eq(name, "ENOENT"); T.match(msg, "987654")
+    T.eq(ok, nil)
+    T.eq(name, "ENOENT")
+    T.match(msg, "987654")
     -- stdin defaults to /dev/null: cat ends at once
     r = U.run(eng, { cmd = { "cat" } })
     T.eq(r.final.state, "completed")
   end)
 
-  test("input to an execution started without stdin fails ESTDINCLOSED, queued or running", function()
-    local e2 = assert(core.new{ max_running = 1 })
-    T.defer(function() e2:close() end)
-    local blocker = assert(e2:start{ cmd = { "sleep", "1000" } })
-    U.wait_state(e2, blocker, "running")
-    local queued = assert(e2:start{ cmd = { "sleep", "1000" } })
-    T.eq(e2:get(queued).state, "queued")
-    local ok, msg, name = e2:input(queued, "x")
-    T.eq(ok, nil); T.eq(name, "ESTDINCLOSED", "queued"); T.match(msg, "^ESTDINCLOSED: ")
-    T.eq(select(3, e2:close_stdin(queued)), "ESTDINCLOSED", "close_stdin while queued")
-    T.eq(e2:cancel(blocker), "canceling")
-    U.wait_state(e2, queued, "running")
-    ok, msg, name = e2:input(queued, "x")
-    T.eq(ok, nil); T.eq(name, "ESTDINCLOSED", "running"); T.match(msg, "^ESTDINCLOSED: ")
-    T.eq(select(3, e2:input(queued, "")), "ESTDINCLOSED", "even an empty input")
-    T.eq(select(3, e2:close_stdin(queued)), "ESTDINCLOSED", "close_stdin while running")
-    T.eq(e2:get(queued).stdin_open, false)
-    T.eq(e2:cancel(queued), "canceling")
-    U.collect(e2, { blocker, queued })
-  end)
+  test(
+    "input to an execution started without stdin fails ESTDINCLOSED, queued or running",
+    function()
+      local e2 = assert(core.new { max_running = 1 })
+      T.defer(function() e2:close() end)
+      local blocker = assert(e2:start { cmd = { "sleep", "1000" } })
+      U.wait_state(e2, blocker, "running")
+      local queued = assert(e2:start { cmd = { "sleep", "1000" } })
+      T.eq(e2:get(queued).state, "queued")
+      local ok, msg, name = e2:input(queued, "x")
+      T.eq(ok, nil)
+      T.eq(name, "ESTDINCLOSED", "queued")
+      T.match(msg, "^ESTDINCLOSED: ")
+      T.eq(select(3, e2:close_stdin(queued)), "ESTDINCLOSED", "close_stdin while queued")
+      T.eq(e2:cancel(blocker), "canceling")
+      U.wait_state(e2, queued, "running")
+      ok, msg, name = e2:input(queued, "x")
+      T.eq(ok, nil)
+      T.eq(name, "ESTDINCLOSED", "running")
+      T.match(msg, "^ESTDINCLOSED: ")
+      T.eq(select(3, e2:input(queued, "")), "ESTDINCLOSED", "even an empty input")
+      T.eq(select(3, e2:close_stdin(queued)), "ESTDINCLOSED", "close_stdin while running")
+      T.eq(e2:get(queued).stdin_open, false)
+      T.eq(e2:cancel(queued), "canceling")
+      U.collect(e2, { blocker, queued })
+    end
+  )
 
   test("writing to a job that closed its stdin does not kill the host (no SIGPIPE)", function()
-    local id = assert(eng:start{ cmd = { "sh", "-c", "exec 0<&-; sleep 0.3" }, stdin = true })
+    local id = assert(eng:start { cmd = { "sh", "-c", "exec 0<&-; sleep 0.3" }, stdin = true })
     U.wait_state(eng, id, "running")
     U.sleep(50)
     local big = string.rep("x", 1048576)
-    for _ = 1, 4 do eng:input(id, big) end -- may answer true (queued) or an error; never kill us
+    for _ = 1, 4 do
+      eng:input(id, big)
+    end -- may answer true (queued) or an error; never kill us
     local r = U.collect(eng, { id })[id]
     T.eq(r.final.state, "completed")
   end)
 
   test("pty: terminal semantics, input, resize", function()
-    local id = assert(eng:start{ cmd = { "sh", "-c", "stty size; read x; echo got:$x; stty size" }, pty = true, cols = 100, rows = 30 })
+    local id = assert(eng:start {
+      cmd = { "sh", "-c", "stty size; read x; echo got:$x; stty size" },
+      pty = true,
+      cols = 100,
+      rows = 30,
+    })
     U.wait_output(eng, id, "30 100")
     T.eq(eng:resize(id, 120, 40), true)
     T.eq(eng:input(id, "abc\r"), true)
@@ -199,61 +233,85 @@ return function(T, ctx)
     T.eq(rec.bytes.stdout, nil)
     local _, _, name = eng:resize(id, 10, 10)
     T.eq(name, "ENOTRUNNING")
-    local pid = assert(eng:start{ cmd = { "true" } })
+    local pid = assert(eng:start { cmd = { "true" } })
     U.collect(eng, { pid })
     _, _, name = eng:resize(pid, 10, 10)
     T.eq(name, "EINVAL")
   end)
 
-  test("pty: a ^C typed into it that ends the program is canceled (interrupted), not failed", function()
-    -- The tty turns ^C into SIGINT for the foreground group; the user asked
-    -- for the end, so every surface (get, events, history, RPC) says canceled.
-    local id = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, pty = true })
-    U.wait_output(eng, id, "ready")
-    U.wait_until(function() -- sh has exec'd sleep (it, not sh, holds the tty's foreground)
-      local pid = eng:get(id).pid
-      return U.read_file("/proc/" .. pid .. "/comm") == "sleep\n"
-    end, 10000)
-    T.eq(eng:input(id, "\3"), true)
-    local r = U.collect(eng, { id })[id]
-    T.eq(r.final.state, "canceled")
-    T.eq(r.final.reason, "interrupted")
-    T.eq(eng:get(id).state, "canceled")
-    T.eq(eng:get(id).signal, "SIGINT")
-    -- A SIGINT that no ^C asked for (sent from outside) is still a failure.
-    local id2 = assert(eng:start{ cmd = { "sh", "-c", "echo ready; exec sleep 30" }, pty = true })
-    U.wait_output(eng, id2, "ready")
-    local pid2 = eng:get(id2).pid
-    U.wait_until(function() return U.read_file("/proc/" .. pid2 .. "/comm") == "sleep\n" end, 10000)
-    U.sh("kill -INT " .. pid2)
-    local r2 = U.collect(eng, { id2 })[id2]
-    T.eq(r2.final.state, "failed")
-    T.eq(r2.final.reason, "signal")
-    -- A pipe execution reads ^C as a byte: nothing is interrupted.
-    local id3 = assert(eng:start{ cmd = { "sh", "-c", "head -c 1 >/dev/null; kill -INT $$" }, stdin = true })
-    U.wait_state(eng, id3, "running")
-    T.eq(eng:input(id3, "\3"), true)
-    local r3 = U.collect(eng, { id3 })[id3]
-    T.eq(r3.final.state, "failed", "a pipe's ^C byte is data, not the user's interrupt")
-  end)
+  test(
+    "pty: a ^C typed into it that ends the program is canceled (interrupted), not failed",
+    function()
+      -- The tty turns ^C into SIGINT for the foreground group; the user asked
+      -- for the end, so every surface (get, events, history, RPC) says canceled.
+      local id = assert(eng:start { cmd = { "sh", "-c", "echo ready; exec sleep 30" }, pty = true })
+      U.wait_output(eng, id, "ready")
+      U.wait_until(function() -- sh has exec'd sleep (it, not sh, holds the tty's foreground)
+        local pid = eng:get(id).pid
+        return U.read_file("/proc/" .. pid .. "/comm") == "sleep\n"
+      end, 10000)
+      T.eq(eng:input(id, "\3"), true)
+      local r = U.collect(eng, { id })[id]
+      T.eq(r.final.state, "canceled")
+      T.eq(r.final.reason, "interrupted")
+      T.eq(eng:get(id).state, "canceled")
+      T.eq(eng:get(id).signal, "SIGINT")
+      -- A SIGINT that no ^C asked for (sent from outside) is still a failure.
+      local id2 =
+        assert(eng:start { cmd = { "sh", "-c", "echo ready; exec sleep 30" }, pty = true })
+      U.wait_output(eng, id2, "ready")
+      local pid2 = eng:get(id2).pid
+      U.wait_until(
+        function() return U.read_file("/proc/" .. pid2 .. "/comm") == "sleep\n" end,
+        10000
+      )
+      U.sh("kill -INT " .. pid2)
+      local r2 = U.collect(eng, { id2 })[id2]
+      T.eq(r2.final.state, "failed")
+      T.eq(r2.final.reason, "signal")
+      -- A pipe execution reads ^C as a byte: nothing is interrupted.
+      local id3 = assert(
+        eng:start { cmd = { "sh", "-c", "head -c 1 >/dev/null; kill -INT $$" }, stdin = true }
+      )
+      U.wait_state(eng, id3, "running")
+      T.eq(eng:input(id3, "\3"), true)
+      local r3 = U.collect(eng, { id3 })[id3]
+      T.eq(r3.final.state, "failed", "a pipe's ^C byte is data, not the user's interrupt")
+    end
+  )
 
   test("pty: a size given before the process runs is its size once it runs", function()
     -- A resize right after start meets the execution queued or starting (the
     -- spawn is a round trip to the shepherd); it is kept and applied as soon
     -- as the pty exists, so the child (and a later SIGWINCH) sees the last size.
     for i = 1, 5 do
-      local id = assert(eng:start{ cmd = "while [ \"$(stty size)\" != '33 101' ]; do sleep 0.01; done; stty size",
-        pty = true, cols = 80, rows = 24, timeout_ms = 5000 })
+      local id = assert(eng:start {
+        cmd = "while [ \"$(stty size)\" != '33 101' ]; do sleep 0.01; done; stty size",
+        pty = true,
+        cols = 80,
+        rows = 24,
+        timeout_ms = 5000,
+      })
       T.eq(eng:resize(id, 101, 33), true, "run " .. i .. ": resize before running is taken")
       local r = U.collect(eng, { id })[id]
-      T.eq(r.final.state, "completed", "run " .. i .. ": the pty got 33x101 (not the 24x80 of the start spec)")
+      T.eq(
+        r.final.state,
+        "completed",
+        "run " .. i .. ": the pty got 33x101 (not the 24x80 of the start spec)"
+      )
       T.match((r.out.pty or ""):gsub("\r", ""), "^33 101\n$")
     end
   end)
 
   test("pty: TERM is xterm-256color and the job has a controlling terminal", function()
-    local r = U.run(eng, { cmd = { "sh", "-c",
-      "echo TERM=$TERM; echo TTY=$(tty); ps -o pid=,sid=,pgid=,tpgid=,tty=,stat= -p $$ | sed 's/^/PS=/'" }, pty = true })
+    local r = U.run(eng, {
+      cmd = {
+        "sh",
+        "-c",
+        "echo TERM=$TERM; echo TTY=$(tty); ps -o pid=,sid=,pgid=,tpgid=,tty=,stat= -p $$ | sed 's/^/PS=/'",
+      },
+      pty = true,
+    })
     local out = r.out.pty:gsub("\r", "")
     T.match(out, "TERM=xterm%-256color\n")
     local tty = out:match("TTY=(/dev/pts/%d+)\n")
@@ -272,53 +330,75 @@ return function(T, ctx)
   test("read: absolute offsets, ranges and late attach", function()
     local _, id = U.run(eng, { cmd = { "sh", "-c", "printf 0123456789" } })
     local d, nxt, missed = eng:read(id, "stdout", 0, 4)
-    T.eq(d, "0123"); T.eq(nxt, 4); T.eq(missed, 0)
+    T.eq(d, "0123")
+    T.eq(nxt, 4)
+    T.eq(missed, 0)
     d, nxt = eng:read(id, "stdout", nxt, 100)
-    T.eq(d, "456789"); T.eq(nxt, 10)
+    T.eq(d, "456789")
+    T.eq(nxt, 10)
     d, nxt = eng:read(id, "stdout", 50, 10)
-    T.eq(d, ""); T.eq(nxt, 10)
+    T.eq(d, "")
+    T.eq(nxt, 10)
     d = eng:read(id, "stderr", 0, 10)
     T.eq(d, "")
     local ok, _, name = eng:read(id, "pty", 0, 10)
-    T.eq(ok, nil); T.eq(name, "ENOSTREAM")
+    T.eq(ok, nil)
+    T.eq(name, "ENOSTREAM")
   end)
 
   test("ring keeps the tail; missed counts dropped head bytes", function()
-    local small = assert(core.new{ output_limit = 1000 })
-    local id = assert(small:start{ cmd = { "sh", "-c", "seq 1 2000" } })
+    local small = assert(core.new { output_limit = 1000 })
+    local id = assert(small:start { cmd = { "sh", "-c", "seq 1 2000" } })
     local r = U.collect(small, { id })[id]
     local rec = small:get(id)
     T.eq(rec.bytes.stdout, 8893)
     T.eq(rec.dropped.stdout, 8893 - 1000)
     local d, nxt, missed = small:read(id, "stdout", 0, 100000)
-    T.eq(#d, 1000); T.eq(nxt, 8893); T.eq(missed, 7893)
+    T.eq(#d, 1000)
+    T.eq(nxt, 8893)
+    T.eq(missed, 7893)
     T.ok(d:sub(-5) == "2000\n", "tail kept")
     -- the events delivered everything or reported what was skipped
     local got, miss = 0, 0
     for _, ev in ipairs(r.events) do
-      if ev.type == "output" then got = got + #ev.data; miss = miss + ev.missed end
+      if ev.type == "output" then
+        got = got + #ev.data
+        miss = miss + ev.missed
+      end
     end
     T.eq(got + miss, 8893)
     -- many small writes into a full ring: it still keeps the newest bytes
-    local id2 = assert(small:start{ cmd = { "sh", "-c", 'for i in $(seq 1 50); do printf "%099d\\n" $i; sleep 0.005; done' } })
+    local id2 = assert(small:start {
+      cmd = { "sh", "-c", 'for i in $(seq 1 50); do printf "%099d\\n" $i; sleep 0.005; done' },
+    })
     U.collect(small, { id2 })
     local want = {}
-    for i = 41, 50 do want[#want + 1] = ("%099d\n"):format(i) end
+    for i = 41, 50 do
+      want[#want + 1] = ("%099d\n"):format(i)
+    end
     d, nxt, missed = small:read(id2, "stdout", 0, 100000)
-    T.eq(nxt, 5000); T.eq(missed, 4000)
-    T.ok(d == table.concat(want), "the ring kept lines " .. (d:sub(1, 99):match("[1-9]%d*$") or "?") .. ".. instead of 41..50")
+    T.eq(nxt, 5000)
+    T.eq(missed, 4000)
+    T.ok(
+      d == table.concat(want),
+      "the ring kept lines " .. (d:sub(1, 99):match("[1-9]%d*$") or "?") .. ".. instead of 41..50"
+    )
     small:close()
   end)
 
   test("get, list, delete, purge", function()
-    local e2 = assert(core.new{})
-    local a = assert(e2:start{ cmd = { "true" }, label = "a" })
-    local b = assert(e2:start{ cmd = { "sh", "-c", "trap '' TERM; echo ready; sleep 10" }, label = "b", kill_grace_ms = 300 })
+    local e2 = assert(core.new {})
+    local a = assert(e2:start { cmd = { "true" }, label = "a" })
+    local b = assert(e2:start {
+      cmd = { "sh", "-c", "trap '' TERM; echo ready; sleep 10" },
+      label = "b",
+      kill_grace_ms = 300,
+    })
     U.wait_output(e2, b, "ready")
     U.collect(e2, { a })
     T.eq(#e2:list(), 2)
-    T.eq(#e2:list{ state = "running" }, 1)
-    T.eq(e2:list{ state = "running" }[1].label, "b")
+    T.eq(#e2:list { state = "running" }, 1)
+    T.eq(e2:list { state = "running" }[1].label, "b")
     T.eq(e2:delete(b), "active_process_conflict")
     T.eq(e2:delete(a), "deleted")
     T.eq(e2:delete(a), "not_found")
@@ -326,21 +406,31 @@ return function(T, ctx)
     T.eq(e2:cancel(b), "already_canceling")
     U.collect(e2, { b })
     T.eq(e2:cancel(b), "already_terminal")
-    T.eq(e2:purge{ older_than_ms = 3600000 }, 0)
+    T.eq(e2:purge { older_than_ms = 3600000 }, 0)
     T.eq(e2:purge(), 1)
     T.eq(#e2:list(), 0)
     local rec, _, name = e2:get(b)
-    T.eq(rec, nil); T.eq(name, "ENOENT")
+    T.eq(rec, nil)
+    T.eq(name, "ENOENT")
     e2:close()
   end)
 
   test("record fields", function()
-    local _, id = U.run(eng, { cmd = { "sh", "-c", "sleep 1; exit 3" }, label = "lbl", owner = "me" })
+    local _, id =
+      U.run(eng, { cmd = { "sh", "-c", "sleep 1; exit 3" }, label = "lbl", owner = "me" })
     local rec = eng:get(id)
-    T.eq(rec.id, id); T.eq(rec.label, "lbl"); T.eq(rec.owner, "me")
-    T.eq(rec.state, "failed"); T.eq(rec.reason, "exit"); T.eq(rec.exit_code, 3)
+    T.eq(rec.id, id)
+    T.eq(rec.label, "lbl")
+    T.eq(rec.owner, "me")
+    T.eq(rec.state, "failed")
+    T.eq(rec.reason, "exit")
+    T.eq(rec.exit_code, 3)
     T.eq(rec.pid, nil)
-    T.ok(rec.created_at > 1.6e12 and rec.started_at >= rec.created_at and rec.ended_at >= rec.started_at)
+    T.ok(
+      rec.created_at > 1.6e12
+        and rec.started_at >= rec.created_at
+        and rec.ended_at >= rec.started_at
+    )
     -- a 1 s job: the engine sees its start a little late on a loaded machine
     T.ok(rec.duration_ms >= 500 and rec.duration_ms < 10000, "duration " .. rec.duration_ms)
     T.eq(rec.stdin_open, false)
@@ -348,57 +438,73 @@ return function(T, ctx)
   end)
 
   test("ids are never reused; history_limit prunes the oldest terminal records", function()
-    local e2 = assert(core.new{ history_limit = 5 })
+    local e2 = assert(core.new { history_limit = 5 })
     local ids = {}
-    for i = 1, 12 do ids[i] = assert(e2:start{ cmd = { "true" } }) end
+    for i = 1, 12 do
+      ids[i] = assert(e2:start { cmd = { "true" } })
+    end
     U.collect(e2, ids)
-    for i = 2, 12 do T.ok(ids[i] > ids[i - 1]) end
+    for i = 2, 12 do
+      T.ok(ids[i] > ids[i - 1])
+    end
     local l = e2:list()
     T.eq(#l, 5)
     T.eq(l[1].id, ids[8])
     T.eq(e2:delete(ids[12]), "deleted")
-    local n = assert(e2:start{ cmd = { "true" } })
+    local n = assert(e2:start { cmd = { "true" } })
     T.ok(n > ids[12], "id reused after delete")
     e2:close()
   end)
 
   test("history_age_ms prunes old records", function()
-    local e2 = assert(core.new{ history_age_ms = 100 })
-    local a = assert(e2:start{ cmd = { "true" } })
+    local e2 = assert(core.new { history_age_ms = 100 })
+    local a = assert(e2:start { cmd = { "true" } })
     U.collect(e2, { a })
     U.sleep(150)
-    local b = assert(e2:start{ cmd = { "true" } })
+    local b = assert(e2:start { cmd = { "true" } })
     U.collect(e2, { b })
     local l = e2:list()
-    T.eq(#l, 1); T.eq(l[1].id, b)
+    T.eq(#l, 1)
+    T.eq(l[1].id, b)
     e2:close()
   end)
 
   test("max_running queues in FIFO order", function()
-    local e2 = assert(core.new{ max_running = 2 })
+    local e2 = assert(core.new { max_running = 2 })
     local ids = {}
-    for i = 1, 6 do ids[i] = assert(e2:start{ cmd = { "sh", "-c", "sleep 0.05" } }) end
+    for i = 1, 6 do
+      ids[i] = assert(e2:start { cmd = { "sh", "-c", "sleep 0.05" } })
+    end
     local order, running, maxrun = {}, 0, 0
     local done = 0
     while done < 6 do
       for _, ev in ipairs(e2:wait(1000)) do
         if ev.type == "state" then
-          if ev.state == "starting" then order[#order + 1] = ev.id; running = running + 1 end
-          if U.terminal[ev.state] then running = running - 1; done = done + 1 end
+          if ev.state == "starting" then
+            order[#order + 1] = ev.id
+            running = running + 1
+          end
+          if U.terminal[ev.state] then
+            running = running - 1
+            done = done + 1
+          end
           if running > maxrun then maxrun = running end
         end
       end
     end
     T.eq(maxrun, 2)
-    for i = 1, 6 do T.eq(order[i], ids[i]) end
+    for i = 1, 6 do
+      T.eq(order[i], ids[i])
+    end
     -- canceling a queued one ends it at once, it never starts
-    local a = assert(e2:start{ cmd = { "sleep", "5" } })
-    local b = assert(e2:start{ cmd = { "sleep", "5" } })
-    local c = assert(e2:start{ cmd = { "sleep", "5" } })
+    local a = assert(e2:start { cmd = { "sleep", "5" } })
+    local b = assert(e2:start { cmd = { "sleep", "5" } })
+    local c = assert(e2:start { cmd = { "sleep", "5" } })
     T.eq(e2:cancel(c), "canceling")
     local r = U.collect(e2, { c })[c]
     T.eq(table.concat(r.states, ","), "queued,canceled")
-    e2:cancel(a); e2:cancel(b)
+    e2:cancel(a)
+    e2:cancel(b)
     U.collect(e2, { a, b })
     e2:close()
   end)
@@ -406,7 +512,7 @@ return function(T, ctx)
   test("drain: a background process holding the pipe is cut off after drain_ms of quiet", function()
     -- drain 500 ms: the chatty holder below ticks every 50 ms, a tenth of it,
     -- so a loaded machine's slow fork of `sleep` cannot look like quiet
-    local e2 = assert(core.new{ drain_ms = 500 })
+    local e2 = assert(core.new { drain_ms = 500 })
     T.defer(function() e2:close() end)
     local tag = U.tag()
     local t0 = U.now()
@@ -414,9 +520,15 @@ return function(T, ctx)
     local dt = U.now() - t0
     T.eq(r.final.state, "completed")
     T.eq(r.out.stdout, "leader-done\n")
-    T.ok(dt >= 490 and dt < 4500, "took " .. dt .. " ms (drain 500 ms; the 5 s cap must not be what ended it)")
+    T.ok(
+      dt >= 490 and dt < 4500,
+      "took " .. dt .. " ms (drain 500 ms; the 5 s cap must not be what ended it)"
+    )
     -- and the holder does not outlive its execution
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "background sleep survived")
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+      "background sleep survived"
+    )
     -- a chatty one keeps the stream alive only up to the hard cap (10 x drain_ms, at least 5 s)
     t0 = U.now()
     r = U.run(e2, { cmd = "(while :; do echo tick; sleep 0.05; done) & echo leader-done" }, 20000)
@@ -426,10 +538,11 @@ return function(T, ctx)
   end)
 
   test("several engines work independently", function()
-    local e1, e2 = assert(core.new{}), assert(core.new{})
-    local a = assert(e1:start{ cmd = { "sh", "-c", "echo one" } })
-    local b = assert(e2:start{ cmd = { "sh", "-c", "echo two" } })
-    T.eq(a, 1); T.eq(b, 1)
+    local e1, e2 = assert(core.new {}), assert(core.new {})
+    local a = assert(e1:start { cmd = { "sh", "-c", "echo one" } })
+    local b = assert(e2:start { cmd = { "sh", "-c", "echo two" } })
+    T.eq(a, 1)
+    T.eq(b, 1)
     T.eq(U.collect(e1, { a })[a].out.stdout, "one\n")
     T.eq(U.collect(e2, { b })[b].out.stdout, "two\n")
     e1:close()
@@ -439,7 +552,7 @@ return function(T, ctx)
   end)
 
   test("fd() is readable exactly while events are pending", function()
-    local e2 = assert(core.new{})
+    local e2 = assert(core.new {})
     local fd = e2:fd()
     T.ok(type(fd) == "number" and fd > 2)
     -- The eventfd's counter as the kernel reports it: a poll() finds the fd
@@ -451,12 +564,14 @@ return function(T, ctx)
       return tonumber(n, 16) > 0
     end
     T.eq(readable(), false, "readable before any event")
-    local id = assert(e2:start{ cmd = { "true" } }) -- no output: every event is a state event
+    local id = assert(e2:start { cmd = { "true" } }) -- no output: every event is a state event
     T.ok(U.wait_until(readable, 3000), "not readable while events are pending")
     U.sleep(100) -- nobody takes them: it stays readable
     T.eq(readable(), true, "readable went away by itself")
     local evs = e2:poll(1)
-    T.eq(#evs, 1); T.eq(evs[1].id, id); T.eq(evs[1].state, "queued")
+    T.eq(#evs, 1)
+    T.eq(evs[1].id, id)
+    T.eq(evs[1].state, "queued")
     T.eq(readable(), true, "one event taken, others (starting, ...) still pending")
     local final
     local deadline = U.now() + 5000

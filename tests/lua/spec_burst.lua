@@ -12,7 +12,7 @@ return function(T, ctx)
 
   -- The shepherd of an engine, found above one of its jobs.
   local function shepherd_of(eng)
-    local id = assert(eng:start{ cmd = { "sleep", "1000" } })
+    local id = assert(eng:start { cmd = { "sleep", "1000" } })
     U.wait_state(eng, id, "running")
     local found = U.shepherd(eng:get(id).pid)
     T.eq(eng:cancel(id, true), "canceling")
@@ -38,13 +38,17 @@ return function(T, ctx)
 
   local function zombies(pid)
     local n = 0
-    for _, p in ipairs(below(pid)) do if p.state == "Z" then n = n + 1 end end
+    for _, p in ipairs(below(pid)) do
+      if p.state == "Z" then n = n + 1 end
+    end
     return n
   end
 
   local function nfds(pid)
     local n = 0
-    for _ in U.sh("ls /proc/" .. pid .. "/fd"):gmatch("%d+") do n = n + 1 end
+    for _ in U.sh("ls /proc/" .. pid .. "/fd"):gmatch("%d+") do
+      n = n + 1
+    end
     return n
   end
 
@@ -53,12 +57,14 @@ return function(T, ctx)
   local function burst(eng, n, cancel, cmd)
     local ids, answers = {}, {}
     for i = 1, n do
-      ids[i] = assert(eng:start{ cmd = cmd })
+      ids[i] = assert(eng:start { cmd = cmd })
       if cancel then answers[ids[i]] = eng:cancel(ids[i]) end
       if i % 200 == 0 then U.pump(eng, 0) end
     end
     local res = U.collect(eng, ids, 240000)
-    for _, id in ipairs(ids) do U.forget(eng, id) end
+    for _, id in ipairs(ids) do
+      U.forget(eng, id)
+    end
     return res, ids, answers
   end
 
@@ -70,25 +76,35 @@ return function(T, ctx)
       z, f = zombies(shep), nfds(shep)
       return z == 0 and f <= fds0
     end, 5000, 50)
-    T.ok(ok, ("5 s after the last terminal event: %d zombies below the shepherd, %d fds (%d before)"):format(z, f, fds0))
+    T.ok(
+      ok,
+      ("5 s after the last terminal event: %d zombies below the shepherd, %d fds (%d before)"):format(
+        z,
+        f,
+        fds0
+      )
+    )
   end
 
-  test(N .. " x true at once, no cap: all complete, no zombie, the shepherd's fds as before", function()
-    local eng = assert(core.new{ history_limit = 100000 })
-    local shep = shepherd_of(eng)
-    local fds0 = nfds(shep)
-    local res, ids = burst(eng, N, false, { "true" })
-    local done = 0
-    for _, id in ipairs(ids) do
-      if res[id].final.state == "completed" then done = done + 1 end
+  test(
+    N .. " x true at once, no cap: all complete, no zombie, the shepherd's fds as before",
+    function()
+      local eng = assert(core.new { history_limit = 100000 })
+      local shep = shepherd_of(eng)
+      local fds0 = nfds(shep)
+      local res, ids = burst(eng, N, false, { "true" })
+      local done = 0
+      for _, id in ipairs(ids) do
+        if res[id].final.state == "completed" then done = done + 1 end
+      end
+      T.eq(done, N, "completed")
+      settles(shep, fds0)
+      eng:close()
     end
-    T.eq(done, N, "completed")
-    settles(shep, fds0)
-    eng:close()
-  end)
+  )
 
   test(N .. " starts each canceled at once, no cap: each ends once, as its answer says", function()
-    local eng = assert(core.new{ history_limit = 100000 })
+    local eng = assert(core.new { history_limit = 100000 })
     local shep = shepherd_of(eng)
     local fds0 = nfds(shep)
     local res, ids, answers = burst(eng, N, true, { "true" })

@@ -7,53 +7,73 @@ return function(T, ctx)
   local P = ctx and ctx.nvim and "nvim: " or ""
   local function test(name, fn) T.test(P .. "data: " .. name, fn) end
 
-  test("500 runs of a 20 KiB printf under a pty deliver every byte before the exit event", function()
-    local eng = assert(core.new{ max_running = 16 })
-    T.defer(function() eng:close() end)
-    local dir = U.tmpdir()
-    T.defer(function() U.rmrf(dir) end)
-    -- 20 KiB of distinct lines, no CR/LF translation surprises: compare after removing \r
-    local lines = {}
-    for i = 1, 320 do lines[i] = ("%063d"):format(i) end
-    local payload = table.concat(lines, "\n") .. "\n"
-    local file = dir .. "/20k"
-    U.write_file(file, payload)
-    local N = tonumber(os.getenv("PTY_RUNS") or "") or (ctx and ctx.nvim and 100 or 500)
-    local ids = {}
-    for i = 1, N do ids[i] = assert(eng:start{ cmd = { "cat", file }, pty = true }) end
-    local res = U.collect(eng, ids, 120000)
-    local bad, first_bad = 0, nil
-    for _, id in ipairs(ids) do
-      local r = res[id]
-      local seen_terminal = false
-      for _, ev in ipairs(r.events) do
-        if ev.type == "state" and U.terminal[ev.state] then seen_terminal = true end
-        if ev.type == "output" then T.ok(not seen_terminal, "output after the terminal event") end
+  test(
+    "500 runs of a 20 KiB printf under a pty deliver every byte before the exit event",
+    function()
+      local eng = assert(core.new { max_running = 16 })
+      T.defer(function() eng:close() end)
+      local dir = U.tmpdir()
+      T.defer(function() U.rmrf(dir) end)
+      -- 20 KiB of distinct lines, no CR/LF translation surprises: compare after removing \r
+      local lines = {}
+      for i = 1, 320 do
+        lines[i] = ("%063d"):format(i)
       end
-      local got = (r.out.pty or ""):gsub("\r\n", "\n")
-      if got ~= payload or r.final.state ~= "completed" then
-        bad = bad + 1
-        local rec = eng:get(id)
-        first_bad = first_bad or string.format("#%d %s (%s%s), %d of %d bytes, ends %q; the core counted %s bytes, %s dropped",
-          id, r.final.state, tostring(r.final.reason), r.final.error and (": " .. r.final.error) or "", #got, #payload,
-          got:sub(-40), tostring(rec and rec.bytes.pty), tostring(rec and rec.dropped.pty))
+      local payload = table.concat(lines, "\n") .. "\n"
+      local file = dir .. "/20k"
+      U.write_file(file, payload)
+      local N = tonumber(os.getenv("PTY_RUNS") or "") or (ctx and ctx.nvim and 100 or 500)
+      local ids = {}
+      for i = 1, N do
+        ids[i] = assert(eng:start { cmd = { "cat", file }, pty = true })
       end
+      local res = U.collect(eng, ids, 120000)
+      local bad, first_bad = 0, nil
+      for _, id in ipairs(ids) do
+        local r = res[id]
+        local seen_terminal = false
+        for _, ev in ipairs(r.events) do
+          if ev.type == "state" and U.terminal[ev.state] then seen_terminal = true end
+          if ev.type == "output" then T.ok(not seen_terminal, "output after the terminal event") end
+        end
+        local got = (r.out.pty or ""):gsub("\r\n", "\n")
+        if got ~= payload or r.final.state ~= "completed" then
+          bad = bad + 1
+          local rec = eng:get(id)
+          first_bad = first_bad
+            or string.format(
+              "#%d %s (%s%s), %d of %d bytes, ends %q; the core counted %s bytes, %s dropped",
+              id,
+              r.final.state,
+              tostring(r.final.reason),
+              r.final.error and (": " .. r.final.error) or "",
+              #got,
+              #payload,
+              got:sub(-40),
+              tostring(rec and rec.bytes.pty),
+              tostring(rec and rec.dropped.pty)
+            )
+        end
+      end
+      T.eq(bad, 0, "runs with missing bytes; the first: " .. tostring(first_bad))
     end
-    T.eq(bad, 0, "runs with missing bytes; the first: " .. tostring(first_bad))
-  end)
+  )
 
   test("100 MiB through input into sha256sum gives the right hash", function()
-    local eng = assert(core.new{})
+    local eng = assert(core.new {})
     T.defer(function() eng:close() end)
     local dir = U.tmpdir()
     T.defer(function() U.rmrf(dir) end)
     local chunk = {}
-    for i = 1, 16384 do chunk[i] = string.char(i % 251) end
+    for i = 1, 16384 do
+      chunk[i] = string.char(i % 251)
+    end
     chunk = table.concat(chunk) -- 16 KiB, not periodic with the pipe size
     local block = chunk:rep(64) -- 1 MiB
     U.write_file(dir .. "/1m", block)
-    local expect = U.sh("for i in $(seq 100); do cat " .. dir .. "/1m; done | sha256sum"):match("^(%x+)")
-    local id = assert(eng:start{ cmd = { "sha256sum" }, stdin = true })
+    local expect = U.sh("for i in $(seq 100); do cat " .. dir .. "/1m; done | sha256sum")
+      :match("^(%x+)")
+    local id = assert(eng:start { cmd = { "sha256sum" }, stdin = true })
     for _ = 1, 100 do
       local ok, _, name = eng:input(id, block)
       while not ok and name == "EBUSY" do -- 16 MiB wait for sha256sum: let it read
@@ -68,111 +88,143 @@ return function(T, ctx)
     T.eq(r.out.stdout:match("^(%x+)"), expect)
   end)
 
-  test("a running child that does not read: at most 16 MiB of input wait in the host (EBUSY), then it catches up", function()
-    local eng = assert(core.new{})
-    T.defer(function() eng:close() end)
-    local dir = U.tmpdir()
-    T.defer(function() U.rmrf(dir) end)
-    local MiB = 1024 * 1024
-    local block = ("b"):rep(MiB)
-    -- wc starts reading once the test says so (the file `go` exists)
-    local id = assert(eng:start{ cmd = { "sh", "-c", "while [ ! -e " .. dir .. "/go ]; do sleep 0.02; done; exec wc -c" },
-      stdin = true })
-    U.wait_state(eng, id, "running")
-    local accepted, name = 0, nil
-    for _ = 1, 40 do
-      local ok, msg, n = eng:input(id, block)
-      if not ok then
-        name = n
-        T.match(msg, "^EBUSY: ")
-        break
+  test(
+    "a running child that does not read: at most 16 MiB of input wait in the host (EBUSY), then it catches up",
+    function()
+      local eng = assert(core.new {})
+      T.defer(function() eng:close() end)
+      local dir = U.tmpdir()
+      T.defer(function() U.rmrf(dir) end)
+      local MiB = 1024 * 1024
+      local block = ("b"):rep(MiB)
+      -- wc starts reading once the test says so (the file `go` exists)
+      local id = assert(eng:start {
+        cmd = { "sh", "-c", "while [ ! -e " .. dir .. "/go ]; do sleep 0.02; done; exec wc -c" },
+        stdin = true,
+      })
+      U.wait_state(eng, id, "running")
+      local accepted, name = 0, nil
+      for _ = 1, 40 do
+        local ok, msg, n = eng:input(id, block)
+        if not ok then
+          name = n
+          T.match(msg, "^EBUSY: ")
+          break
+        end
+        accepted = accepted + 1
       end
+      T.eq(name, "EBUSY", "refused once 16 MiB wait")
+      -- 16 MiB queued in the host, the pipe's 64 KiB, and the input that crossed the line
+      T.ok(accepted >= 16 and accepted <= 18, "accepted " .. accepted .. " MiB before EBUSY")
+      U.write_file(dir .. "/go", "")
+      local t0 = U.now()
+      local ok
+      repeat -- once wc reads, input is taken again
+        U.pump(eng, 20)
+        ok = eng:input(id, block)
+      until ok or U.now() - t0 > 30000
+      T.eq(ok, true, "taken again once the child reads")
       accepted = accepted + 1
+      T.eq(eng:close_stdin(id), true)
+      local r = U.collect(eng, { id }, 30000)[id]
+      T.eq(
+        tonumber(r.out.stdout),
+        accepted * MiB,
+        "every accepted byte arrived, nothing refused did"
+      )
     end
-    T.eq(name, "EBUSY", "refused once 16 MiB wait")
-    -- 16 MiB queued in the host, the pipe's 64 KiB, and the input that crossed the line
-    T.ok(accepted >= 16 and accepted <= 18, "accepted " .. accepted .. " MiB before EBUSY")
-    U.write_file(dir .. "/go", "")
-    local t0 = U.now()
-    local ok
-    repeat -- once wc reads, input is taken again
-      U.pump(eng, 20)
-      ok = eng:input(id, block)
-    until ok or U.now() - t0 > 30000
-    T.eq(ok, true, "taken again once the child reads")
-    accepted = accepted + 1
-    T.eq(eng:close_stdin(id), true)
-    local r = U.collect(eng, { id }, 30000)[id]
-    T.eq(tonumber(r.out.stdout), accepted * MiB, "every accepted byte arrived, nothing refused did")
-  end)
+  )
 
-  test("input kept while queued is capped at 16 MiB (EBUSY); once running, any size is taken", function()
-    local eng = assert(core.new{ max_running = 1 })
-    local blocker = assert(eng:start{ cmd = { "sleep", "1000" } })
-    U.wait_state(eng, blocker, "running")
-    local id = assert(eng:start{ cmd = { "sh", "-c", "wc -c" }, stdin = true })
-    T.eq(eng:get(id).state, "queued")
-    local MiB = 1024 * 1024
-    local big = ("x"):rep(16 * MiB - 10)
-    T.eq(eng:input(id, big), true)
-    local ok, msg, name = eng:input(id, ("y"):rep(20))
-    T.eq(ok, nil); T.eq(name, "EBUSY"); T.match(msg, "^EBUSY: ")
-    T.eq(eng:input(id, ("z"):rep(10)), true, "exactly 16 MiB may wait")
-    ok, msg, name = eng:input(id, "!")
-    T.eq(ok, nil); T.eq(name, "EBUSY"); T.match(msg, "^EBUSY: ")
-    T.eq(eng:input(id, ""), true, "an empty input always fits")
-    T.eq(eng:close_stdin(id), true)
-    T.eq(eng:cancel(blocker), "canceling")
-    local r = U.collect(eng, { id }, 20000)[id]
-    T.eq(r.final.state, "completed")
-    T.eq(tonumber(r.out.stdout), 16 * MiB, "what was kept is written, what was refused is not")
-    -- a single input over the cap while queued is refused; the same input while running is written
-    local b2 = assert(eng:start{ cmd = { "sleep", "1000" } })
-    U.wait_state(eng, b2, "running")
-    local id2 = assert(eng:start{ cmd = { "sh", "-c", "wc -c" }, stdin = true })
-    local huge = ("h"):rep(17 * MiB)
-    ok, msg, name = eng:input(id2, huge)
-    T.eq(ok, nil); T.eq(name, "EBUSY"); T.match(msg, "^EBUSY: ")
-    T.eq(eng:cancel(b2), "canceling")
-    U.wait_state(eng, id2, "running")
-    T.eq(eng:input(id2, huge), true)
-    T.eq(eng:close_stdin(id2), true)
-    r = U.collect(eng, { id2 }, 20000)[id2]
-    T.eq(tonumber(r.out.stdout), 17 * MiB)
-    eng:close()
-  end)
-
-  test("nobody polling while yes runs: host memory stays within the ring cap plus a few MiB", function()
-    local eng = assert(core.new{ output_limit = 4194304 })
-    local function rss() return U.status_field("self", "VmRSS") end
-    local before = rss()
-    local secs = tonumber(os.getenv("YES_SECONDS") or "") or (ctx and ctx.nvim and 5 or 30)
-    local id = assert(eng:start{ cmd = { "yes" } })
-    local t0 = U.now()
-    local peak = before
-    while U.now() - t0 < secs * 1000 do
-      os.execute("sleep 0.5") -- the host is busy elsewhere: no poll, no wait
-      local r = rss()
-      if r > peak then peak = r end
+  test(
+    "input kept while queued is capped at 16 MiB (EBUSY); once running, any size is taken",
+    function()
+      local eng = assert(core.new { max_running = 1 })
+      local blocker = assert(eng:start { cmd = { "sleep", "1000" } })
+      U.wait_state(eng, blocker, "running")
+      local id = assert(eng:start { cmd = { "sh", "-c", "wc -c" }, stdin = true })
+      T.eq(eng:get(id).state, "queued")
+      local MiB = 1024 * 1024
+      local big = ("x"):rep(16 * MiB - 10)
+      T.eq(eng:input(id, big), true)
+      local ok, msg, name = eng:input(id, ("y"):rep(20))
+      T.eq(ok, nil)
+      T.eq(name, "EBUSY")
+      T.match(msg, "^EBUSY: ")
+      T.eq(eng:input(id, ("z"):rep(10)), true, "exactly 16 MiB may wait")
+      ok, msg, name = eng:input(id, "!")
+      T.eq(ok, nil)
+      T.eq(name, "EBUSY")
+      T.match(msg, "^EBUSY: ")
+      T.eq(eng:input(id, ""), true, "an empty input always fits")
+      T.eq(eng:close_stdin(id), true)
+      T.eq(eng:cancel(blocker), "canceling")
+      local r = U.collect(eng, { id }, 20000)[id]
+      T.eq(r.final.state, "completed")
+      T.eq(tonumber(r.out.stdout), 16 * MiB, "what was kept is written, what was refused is not")
+      -- a single input over the cap while queued is refused; the same input while running is written
+      local b2 = assert(eng:start { cmd = { "sleep", "1000" } })
+      U.wait_state(eng, b2, "running")
+      local id2 = assert(eng:start { cmd = { "sh", "-c", "wc -c" }, stdin = true })
+      local huge = ("h"):rep(17 * MiB)
+      ok, msg, name = eng:input(id2, huge)
+      T.eq(ok, nil)
+      T.eq(name, "EBUSY")
+      T.match(msg, "^EBUSY: ")
+      T.eq(eng:cancel(b2), "canceling")
+      U.wait_state(eng, id2, "running")
+      T.eq(eng:input(id2, huge), true)
+      T.eq(eng:close_stdin(id2), true)
+      r = U.collect(eng, { id2 }, 20000)[id2]
+      T.eq(tonumber(r.out.stdout), 17 * MiB)
+      eng:close()
     end
-    local rec = eng:get(id)
-    T.ok(rec.bytes.stdout > 64 * 2 ^ 20, "yes produced only " .. rec.bytes.stdout .. " bytes")
-    T.eq(eng:cancel(id), "canceling")
-    local r = U.collect(eng, { id }, 5000)[id]
-    local first
-    for _, ev in ipairs(r.events) do if ev.type == "output" then first = ev; break end end
-    T.ok(first and #first.data <= 4194304, "one event carried more than the ring holds")
-    T.ok(first.missed > 0 and first.missed == first.offset, "the dropped head is reported as missed")
-    T.ok((peak - before) < 4096 + 8 * 1024, ("host grew %d KiB"):format(peak - before))
-    eng:close()
-  end)
+  )
+
+  test(
+    "nobody polling while yes runs: host memory stays within the ring cap plus a few MiB",
+    function()
+      local eng = assert(core.new { output_limit = 4194304 })
+      local function rss() return U.status_field("self", "VmRSS") end
+      local before = rss()
+      local secs = tonumber(os.getenv("YES_SECONDS") or "") or (ctx and ctx.nvim and 5 or 30)
+      local id = assert(eng:start { cmd = { "yes" } })
+      local t0 = U.now()
+      local peak = before
+      while U.now() - t0 < secs * 1000 do
+        os.execute("sleep 0.5") -- the host is busy elsewhere: no poll, no wait
+        local r = rss()
+        if r > peak then peak = r end
+      end
+      local rec = eng:get(id)
+      T.ok(rec.bytes.stdout > 64 * 2 ^ 20, "yes produced only " .. rec.bytes.stdout .. " bytes")
+      T.eq(eng:cancel(id), "canceling")
+      local r = U.collect(eng, { id }, 5000)[id]
+      local first
+      for _, ev in ipairs(r.events) do
+        if ev.type == "output" then
+          first = ev
+          break
+        end
+      end
+      T.ok(first and #first.data <= 4194304, "one event carried more than the ring holds")
+      T.ok(
+        first.missed > 0 and first.missed == first.offset,
+        "the dropped head is reported as missed"
+      )
+      T.ok((peak - before) < 4096 + 8 * 1024, ("host grew %d KiB"):format(peak - before))
+      eng:close()
+    end
+  )
 
   test("back-pressure pauses the child instead of dropping", function()
-    local eng = assert(core.new{ output_limit = 65536 })
+    local eng = assert(core.new { output_limit = 65536 })
     T.defer(function() eng:close() end)
-    local id = assert(eng:start{ cmd = { "sh", "-c", "seq 1 300000" }, backpressure = true })
+    local id = assert(eng:start { cmd = { "sh", "-c", "seq 1 300000" }, backpressure = true })
     -- the ring is full (nobody polls) ...
-    T.ok(U.wait_until(function() return eng:get(id).bytes.stdout >= 65536 end, 10000), "the child never filled the ring")
+    T.ok(
+      U.wait_until(function() return eng:get(id).bytes.stdout >= 65536 end, 10000),
+      "the child never filled the ring"
+    )
     U.sleep(300) -- ... and stays so: seq would be done in far less without back-pressure
     local rec = eng:get(id)
     T.eq(rec.state, "running", "the child should be paused, not done")
@@ -181,27 +233,35 @@ return function(T, ctx)
     local expect = U.sh("seq 1 300000")
     T.eq(#r.out.stdout, #expect)
     T.ok(r.out.stdout == expect, "content differs")
-    for _, ev in ipairs(r.events) do if ev.type == "output" then T.eq(ev.missed, 0) end end
+    for _, ev in ipairs(r.events) do
+      if ev.type == "output" then T.eq(ev.missed, 0) end
+    end
   end)
 
-  test("back-pressure keeps what is still in the pipe after the exit, however late the consumer", function()
-    -- The leader exits with bytes still in its (paused) pipe; nobody polls for
-    -- longer than the drain time. Those bytes must still all arrive.
-    local eng = assert(core.new{ output_limit = 65536, drain_ms = 200 })
-    local id = assert(eng:start{ cmd = { "head", "-c", "120000", "/dev/zero" }, backpressure = true })
-    U.sleep(1500)
-    local r = U.collect(eng, { id }, 30000)[id]
-    T.eq(#r.out.stdout, 120000, "bytes delivered")
-    for _, ev in ipairs(r.events) do if ev.type == "output" then T.eq(ev.missed, 0) end end
-    local rec = eng:get(id)
-    T.eq(rec.state, "completed")
-    T.eq(rec.bytes.stdout, 120000, "bytes counted in the record")
-    eng:close()
-  end)
+  test(
+    "back-pressure keeps what is still in the pipe after the exit, however late the consumer",
+    function()
+      -- The leader exits with bytes still in its (paused) pipe; nobody polls for
+      -- longer than the drain time. Those bytes must still all arrive.
+      local eng = assert(core.new { output_limit = 65536, drain_ms = 200 })
+      local id =
+        assert(eng:start { cmd = { "head", "-c", "120000", "/dev/zero" }, backpressure = true })
+      U.sleep(1500)
+      local r = U.collect(eng, { id }, 30000)[id]
+      T.eq(#r.out.stdout, 120000, "bytes delivered")
+      for _, ev in ipairs(r.events) do
+        if ev.type == "output" then T.eq(ev.missed, 0) end
+      end
+      local rec = eng:get(id)
+      T.eq(rec.state, "completed")
+      T.eq(rec.bytes.stdout, 120000, "bytes counted in the record")
+      eng:close()
+    end
+  )
 
   test("poll with max_bytes delivers only the tail and counts the rest as missed", function()
-    local eng = assert(core.new{})
-    assert(eng:start{ cmd = { "sh", "-c", "seq 1 100000" } })
+    local eng = assert(core.new {})
+    assert(eng:start { cmd = { "sh", "-c", "seq 1 100000" } })
     U.sleep(300)
     local data, missed, last = {}, 0, nil
     local done = false
@@ -209,8 +269,12 @@ return function(T, ctx)
       for _, ev in ipairs(eng:wait(1000, 1024, 1000)) do
         if ev.type == "output" then
           T.ok(#ev.data <= 1000, "event larger than max_bytes")
-          data[#data + 1] = ev.data; missed = missed + ev.missed; last = ev
-        elseif U.terminal[ev.state] then done = true end
+          data[#data + 1] = ev.data
+          missed = missed + ev.missed
+          last = ev
+        elseif U.terminal[ev.state] then
+          done = true
+        end
       end
     end
     local all = table.concat(data)
@@ -221,13 +285,17 @@ return function(T, ctx)
   end)
 
   test("a flood is coalesced into few output events", function()
-    local eng = assert(core.new{})
-    local id = assert(eng:start{ cmd = { "sh", "-c", "head -c 20000000 /dev/zero" } })
+    local eng = assert(core.new {})
+    local id = assert(eng:start { cmd = { "sh", "-c", "head -c 20000000 /dev/zero" } })
     U.sleep(300)
     local r = U.collect(eng, { id }, 30000)[id]
     local n, bytes, missed = 0, 0, 0
     for _, ev in ipairs(r.events) do
-      if ev.type == "output" then n = n + 1; bytes = bytes + #ev.data; missed = missed + ev.missed end
+      if ev.type == "output" then
+        n = n + 1
+        bytes = bytes + #ev.data
+        missed = missed + ev.missed
+      end
     end
     T.eq(bytes + missed, 20000000, "delivered + reported missing")
     T.ok(bytes >= 8388608, "the retained tail (8 MiB ring) was delivered")

@@ -10,7 +10,15 @@ return function(T, ctx)
   test("discover: every spec_*.lua by name, pinned ones first and last, nothing else", function()
     local d = U.tmpdir()
     T.defer(function() U.rmrf(d) end)
-    for _, f in ipairs({ "spec_b.lua", "spec_a.lua", "spec_z.lua", "spec_c.lua", "util.lua", "spec_x.txt", "myspec_y.lua" }) do
+    for _, f in ipairs({
+      "spec_b.lua",
+      "spec_a.lua",
+      "spec_z.lua",
+      "spec_c.lua",
+      "util.lua",
+      "spec_x.txt",
+      "myspec_y.lua",
+    }) do
       U.write_file(d .. "/" .. f, "return function() end\n")
     end
     T.eq(table.concat(T.discover(d), " "), "spec_a spec_b spec_c spec_z")
@@ -24,7 +32,9 @@ return function(T, ctx)
   test("the binding specs are every tests/lua/spec_*.lua, this one included", function()
     local specs = require("specs")
     local listed = {}
-    for _, name in ipairs(specs.all) do listed[name] = true end
+    for _, name in ipairs(specs.all) do
+      listed[name] = true
+    end
     T.ok(listed.spec_harness, "spec_harness is run")
     local n = 0
     for f in U.sh("ls -1 '" .. specs.dir .. "'"):gmatch("[^\n]+") do

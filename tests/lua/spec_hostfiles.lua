@@ -44,13 +44,17 @@ return function(T, opts)
   -- Run the child with {key = path}; the lines it wrote (nil: it never got there).
   local function child(key, path)
     nchild = nchild + 1
-    local script, out = ("%s/child-%d.lua"):format(dir, nchild), ("%s/child-%d.out"):format(dir, nchild)
+    local script, out =
+      ("%s/child-%d.lua"):format(dir, nchild), ("%s/child-%d.out"):format(dir, nchild)
     U.write_file(script, CHILD:format(key, path, out))
     os.remove(out)
     local cmd
     if opts and opts.nvim then
-      cmd = ("%q --headless -u NONE -i NONE -n --cmd %q -c %q"):format(vim.v.progpath, "set rtp^=" .. U.root,
-        "luafile " .. script)
+      cmd = ("%q --headless -u NONE -i NONE -n --cmd %q -c %q"):format(
+        vim.v.progpath,
+        "set rtp^=" .. U.root,
+        "luafile " .. script
+      )
     else
       cmd = ("%q %q"):format(os.getenv("LUA") or "lua5.4", script)
     end
@@ -61,7 +65,10 @@ return function(T, opts)
 
   local function check(key, path, feature_off)
     local got = child(key, path)
-    T.ok(got, "core.new{" .. key .. " = <a FIFO>} never returned (the child was killed by its watchdog)")
+    T.ok(
+      got,
+      "core.new{" .. key .. " = <a FIFO>} never returned (the child was killed by its watchdog)"
+    )
     T.ok(got:find("NEW ok", 1, true), got)
     local warn = got:match("WARN ([^\n]*)") or ""
     T.ok(warn:find("not a regular file (it is a FIFO)", 1, true), "the warning says why: " .. got)
@@ -69,37 +76,46 @@ return function(T, opts)
     T.ok(got:find("RUN completed ran", 1, true), "executions still run: " .. got)
   end
 
-  test("a FIFO as audit_file: core.new() returns, the audit log is off with a warning, runs still work", function()
-    local fifo = dir .. "/audit.fifo"
-    assert(os.execute("mkfifo '" .. fifo .. "'"))
-    check("audit_file", fifo, "no audit log for this engine")
-  end)
+  test(
+    "a FIFO as audit_file: core.new() returns, the audit log is off with a warning, runs still work",
+    function()
+      local fifo = dir .. "/audit.fifo"
+      assert(os.execute("mkfifo '" .. fifo .. "'"))
+      check("audit_file", fifo, "no audit log for this engine")
+    end
+  )
 
-  test("a FIFO as history_file: core.new() returns, history is off with a warning, runs still work", function()
-    local fifo = dir .. "/history.fifo"
-    assert(os.execute("mkfifo '" .. fifo .. "'"))
-    check("history_file", fifo, "history is off for this engine")
-  end)
+  test(
+    "a FIFO as history_file: core.new() returns, history is off with a warning, runs still work",
+    function()
+      local fifo = dir .. "/history.fifo"
+      assert(os.execute("mkfifo '" .. fifo .. "'"))
+      check("history_file", fifo, "history is off for this engine")
+    end
+  )
 
-  test("a FIFO as the history's lock file: history is off with a warning, runs still work", function()
-    local hist = dir .. "/locked.mpk"
-    assert(os.execute("mkfifo '" .. hist .. ".lock'"))
-    check("history_file", hist, "history is off for this engine")
-  end)
+  test(
+    "a FIFO as the history's lock file: history is off with a warning, runs still work",
+    function()
+      local hist = dir .. "/locked.mpk"
+      assert(os.execute("mkfifo '" .. hist .. ".lock'"))
+      check("history_file", hist, "history is off for this engine")
+    end
+  )
 
   test("a directory or a character device as audit_file is refused the same way", function()
-    local eng = assert(U.core.new{ audit_file = "/dev/null" })
+    local eng = assert(U.core.new { audit_file = "/dev/null" })
     local w = table.concat(eng:warnings(), "\n")
     T.ok(w:find("not a regular file (it is a character device)", 1, true), w)
     eng:close()
-    eng = assert(U.core.new{ audit_file = dir })
+    eng = assert(U.core.new { audit_file = dir })
     w = table.concat(eng:warnings(), "\n")
     T.ok(w:find("not a regular file (it is a directory)", 1, true), w)
     eng:close()
   end)
 
   test("a regular audit_file and history_file still work (no warning)", function()
-    local eng = assert(U.core.new{ audit_file = dir .. "/a.log", history_file = dir .. "/h.mpk" })
+    local eng = assert(U.core.new { audit_file = dir .. "/a.log", history_file = dir .. "/h.mpk" })
     T.eq(#eng:warnings(), 0)
     local r = U.run(eng, { cmd = { "true" } })
     T.eq(r.final.state, "completed")

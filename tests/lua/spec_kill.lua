@@ -6,12 +6,15 @@ local core = U.core
 return function(T, ctx)
   local P = ctx and ctx.nvim and "nvim: " or ""
   local function test(name, fn) T.test(P .. "kill: " .. name, fn) end
-  local eng = assert(core.new{ kill_grace_ms = 400, drain_ms = 200 })
+  local eng = assert(core.new { kill_grace_ms = 400, drain_ms = 200 })
 
   -- Every process tagged `tag` is gone (a SIGKILLed process can outlive its
   -- execution's end by a moment when the machine is loaded: wait for it).
   local function gone(tag)
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "left: " .. T.fmt(U.tagged(tag)))
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+      "left: " .. T.fmt(U.tagged(tag))
+    )
   end
 
   -- Start `cmd` tagged, wait until `n` tagged processes are alive, cancel it,
@@ -19,7 +22,9 @@ return function(T, ctx)
   local function cancel_tree(cmd, n, opts)
     local tag = U.tag()
     local spec = { cmd = cmd, env = { PROCTOR_TEST_TAG = tag } }
-    for k, v in pairs(opts or {}) do spec[k] = v end
+    for k, v in pairs(opts or {}) do
+      spec[k] = v
+    end
     local id = assert(eng:start(spec))
     T.ok(U.wait_until(function() return #U.tagged(tag) >= n end, 5000), "tree did not start")
     local t0 = U.now()
@@ -31,7 +36,11 @@ return function(T, ctx)
 
   test("cancel of sh -c 'sleep 1000 & sleep 1000' leaves no process", function()
     -- The leader dies of the SIGTERM itself, long before a SIGKILL at the grace.
-    local r, dt, tag = cancel_tree({ "sh", "-c", "sleep 1000 & sleep 1000" }, 3, { kill_grace_ms = 60000 })
+    local r, dt, tag = cancel_tree(
+      { "sh", "-c", "sleep 1000 & sleep 1000" },
+      3,
+      { kill_grace_ms = 60000 }
+    )
     T.eq(r.final.state, "canceled")
     T.eq(r.final.reason, "canceled")
     T.eq(r.final.signal, "SIGTERM")
@@ -46,10 +55,16 @@ return function(T, ctx)
     -- (and the end waits for the whole job: the child's sleep must exist
     -- before the cancel, so it says ready only after starting it).
     local tag = U.tag()
-    local id = assert(eng:start{ cmd = { "sh", "-c",
-      "(trap 'echo child-got-term; exit 0' TERM; sleep 1000 & echo child-ready; wait) & " ..
-      "trap '' TERM; echo leader-ready; wait; echo leader-done; exit 0" },
-      env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = 60000 })
+    local id = assert(eng:start {
+      cmd = {
+        "sh",
+        "-c",
+        "(trap 'echo child-got-term; exit 0' TERM; sleep 1000 & echo child-ready; wait) & "
+          .. "trap '' TERM; echo leader-ready; wait; echo leader-done; exit 0",
+      },
+      env = { PROCTOR_TEST_TAG = tag },
+      kill_grace_ms = 60000,
+    })
     T.defer(function() eng:cancel(id, true) end)
     U.wait_output(eng, id, "child-ready")
     U.wait_output(eng, id, "leader-ready")
@@ -60,7 +75,10 @@ return function(T, ctx)
     T.match(r.out.stdout, "child%-got%-term\n")
     T.match(r.out.stdout, "leader%-done\n")
     T.eq(r.final.exit_code, 0, "the leader ended by itself, not by a signal")
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "left: " .. T.fmt(U.tagged(tag)))
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+      "left: " .. T.fmt(U.tagged(tag))
+    )
   end)
 
   test("cancel of a three-stage pipeline leaves no process", function()
@@ -77,50 +95,81 @@ return function(T, ctx)
     T.ok(dt >= 380 and dt < 10000, "took " .. dt .. " ms for a 400 ms grace")
   end)
 
-  test("the leader exits while stopping: the rest of its group keeps the grace, then SIGKILL; the end waits for it", function()
-    -- This test used to say the opposite ("the rest of its group is killed at
-    -- once, not at the grace"). Now the whole group gets the grace, as
-    -- systemd's KillMode=control-group does: a TERM-ignoring member outlives
-    -- its leader until the grace deadline, and the terminal state comes only
-    -- then. drain_ms is longer than the grace: only the SIGKILL at the
-    -- deadline ends it.
-    local grace = 1000
-    local e2 = assert(core.new{ drain_ms = 8000 })
-    T.defer(function() e2:close() end)
-    local tag = U.tag()
-    local id = assert(e2:start{ cmd = { "sh", "-c", "trap 'exit 0' TERM; (trap '' TERM; exec sleep 1000) & echo ready; wait" },
-      env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = grace })
-    U.wait_output(e2, id, "ready")
-    local leader = e2:get(id).pid
-    local grandchild
-    T.ok(U.wait_until(function() -- exec'd: its TERM is ignored
-      for _, p in ipairs(U.tagged(tag)) do
-        if p ~= leader and U.read_file("/proc/" .. p .. "/comm") == "sleep\n" then grandchild = p end
-      end
-      return grandchild
-    end, 3000), "the TERM-ignoring grandchild did not start")
-    T.eq(U.read_file("/proc/" .. grandchild .. "/stat"):match("%) %a %d+ (%d+)"), tostring(leader), "in the leader's group")
-    local t0 = U.now()
-    T.eq(e2:cancel(id), "canceling")
-    T.ok(U.wait_until(function() return not U.alive(leader) end, 5000), "the leader did not end through its trap")
-    T.ok(U.alive(grandchild), "the grandchild was killed with its leader, before the grace")
-    local r = U.collect(e2, { id }, 10000)[id]
-    local dt = U.now() - t0
-    T.eq(r.final.state, "canceled")
-    T.eq(r.final.exit_code, 0, "the leader ended through its TERM trap")
-    T.ok(dt >= grace, ("ended %.0f ms after cancel, before the %d ms grace"):format(dt, grace))
-    T.ok(dt < 8000, ("ended %.0f ms after cancel: the grace did not end it (drain 8000 ms)"):format(dt))
-    T.ok(U.wait_until(function() return not U.alive(grandchild) end, 3000), "the grandchild outlived the grace")
-    gone(tag)
-  end)
+  test(
+    "the leader exits while stopping: the rest of its group keeps the grace, then SIGKILL; the end waits for it",
+    function()
+      -- This test used to say the opposite ("the rest of its group is killed at
+      -- once, not at the grace"). Now the whole group gets the grace, as
+      -- systemd's KillMode=control-group does: a TERM-ignoring member outlives
+      -- its leader until the grace deadline, and the terminal state comes only
+      -- then. drain_ms is longer than the grace: only the SIGKILL at the
+      -- deadline ends it.
+      local grace = 1000
+      local e2 = assert(core.new { drain_ms = 8000 })
+      T.defer(function() e2:close() end)
+      local tag = U.tag()
+      local id = assert(e2:start {
+        cmd = {
+          "sh",
+          "-c",
+          "trap 'exit 0' TERM; (trap '' TERM; exec sleep 1000) & echo ready; wait",
+        },
+        env = { PROCTOR_TEST_TAG = tag },
+        kill_grace_ms = grace,
+      })
+      U.wait_output(e2, id, "ready")
+      local leader = e2:get(id).pid
+      local grandchild
+      T.ok(
+        U.wait_until(function() -- exec'd: its TERM is ignored
+          for _, p in ipairs(U.tagged(tag)) do
+            if p ~= leader and U.read_file("/proc/" .. p .. "/comm") == "sleep\n" then
+              grandchild = p
+            end
+          end
+          return grandchild
+        end, 3000),
+        "the TERM-ignoring grandchild did not start"
+      )
+      T.eq(
+        U.read_file("/proc/" .. grandchild .. "/stat"):match("%) %a %d+ (%d+)"),
+        tostring(leader),
+        "in the leader's group"
+      )
+      local t0 = U.now()
+      T.eq(e2:cancel(id), "canceling")
+      T.ok(
+        U.wait_until(function() return not U.alive(leader) end, 5000),
+        "the leader did not end through its trap"
+      )
+      T.ok(U.alive(grandchild), "the grandchild was killed with its leader, before the grace")
+      local r = U.collect(e2, { id }, 10000)[id]
+      local dt = U.now() - t0
+      T.eq(r.final.state, "canceled")
+      T.eq(r.final.exit_code, 0, "the leader ended through its TERM trap")
+      T.ok(dt >= grace, ("ended %.0f ms after cancel, before the %d ms grace"):format(dt, grace))
+      T.ok(
+        dt < 8000,
+        ("ended %.0f ms after cancel: the grace did not end it (drain 8000 ms)"):format(dt)
+      )
+      T.ok(
+        U.wait_until(function() return not U.alive(grandchild) end, 3000),
+        "the grandchild outlived the grace"
+      )
+      gone(tag)
+    end
+  )
 
   test("per-execution kill_grace_ms", function()
     -- The engine's own grace is 60 s: ending within 30 s shows the 100 ms one counts.
-    local e2 = assert(core.new{ kill_grace_ms = 60000 })
+    local e2 = assert(core.new { kill_grace_ms = 60000 })
     T.defer(function() e2:close() end)
     local tag = U.tag()
-    local id = assert(e2:start{ cmd = { "sh", "-c", "trap '' TERM; sleep 1000" }, env = { PROCTOR_TEST_TAG = tag },
-      kill_grace_ms = 100 })
+    local id = assert(e2:start {
+      cmd = { "sh", "-c", "trap '' TERM; sleep 1000" },
+      env = { PROCTOR_TEST_TAG = tag },
+      kill_grace_ms = 100,
+    })
     T.ok(U.wait_until(function() return #U.tagged(tag) >= 2 end, 5000), "tree did not start")
     local t0 = U.now()
     T.eq(e2:cancel(id), "canceling")
@@ -133,26 +182,40 @@ return function(T, ctx)
   test("a setsid escapee dies too", function()
     local r, _, tag = cancel_tree({ "sh", "-c", "setsid sleep 1000 & sleep 1000" }, 3)
     T.eq(r.final.state, "canceled")
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "escapee survived: " .. T.fmt(U.tagged(tag)))
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+      "escapee survived: " .. T.fmt(U.tagged(tag))
+    )
   end)
 
   test("an orphaned double-fork escapee dies when its execution ends", function()
     local tag = U.tag()
-    local r = U.run(eng, { cmd = { "sh", "-c", "(setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); echo started" },
-      env = { PROCTOR_TEST_TAG = tag } })
+    local r = U.run(eng, {
+      cmd = { "sh", "-c", "(setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); echo started" },
+      env = { PROCTOR_TEST_TAG = tag },
+    })
     T.eq(r.final.state, "completed")
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "daemon survived: " .. T.fmt(U.tagged(tag)))
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+      "daemon survived: " .. T.fmt(U.tagged(tag))
+    )
   end)
 
   test("a SIGSTOPped job dies on cancel", function()
     local tag = U.tag()
-    local id = assert(eng:start{ cmd = { "sh", "-c", "kill -STOP $$; sleep 1000" }, env = { PROCTOR_TEST_TAG = tag } })
+    local id = assert(eng:start {
+      cmd = { "sh", "-c", "kill -STOP $$; sleep 1000" },
+      env = { PROCTOR_TEST_TAG = tag },
+    })
     U.wait_state(eng, id, "running")
-    T.ok(U.wait_until(function()
-      local p = U.tagged(tag)[1]
-      local s = p and U.read_file("/proc/" .. p .. "/stat")
-      return s and s:match("%) T")
-    end, 3000), "did not stop")
+    T.ok(
+      U.wait_until(function()
+        local p = U.tagged(tag)[1]
+        local s = p and U.read_file("/proc/" .. p .. "/stat")
+        return s and s:match("%) T")
+      end, 3000),
+      "did not stop"
+    )
     T.eq(eng:cancel(id), "canceling")
     local r = U.collect(eng, { id }, 3000)[id]
     T.eq(r.final.state, "canceled")
@@ -162,7 +225,11 @@ return function(T, ctx)
   test("timeout_ms ends timed_out and kills the tree", function()
     local tag = U.tag()
     local t0 = U.now()
-    local r, id = U.run(eng, { cmd = { "sh", "-c", "sleep 1000 & sleep 1000" }, timeout_ms = 200, env = { PROCTOR_TEST_TAG = tag } })
+    local r, id = U.run(eng, {
+      cmd = { "sh", "-c", "sleep 1000 & sleep 1000" },
+      timeout_ms = 200,
+      env = { PROCTOR_TEST_TAG = tag },
+    })
     local dt = U.now() - t0
     T.eq(r.final.state, "timed_out")
     T.eq(r.final.reason, "timeout")
@@ -174,14 +241,21 @@ return function(T, ctx)
   test("force cancel kills at once", function()
     -- A grace of 120 s: an end within 30 s is the force, not the grace.
     local tag = U.tag()
-    local id = assert(eng:start{ cmd = { "sh", "-c", "trap '' TERM; sleep 1000" }, env = { PROCTOR_TEST_TAG = tag }, kill_grace_ms = 120000 })
+    local id = assert(eng:start {
+      cmd = { "sh", "-c", "trap '' TERM; sleep 1000" },
+      env = { PROCTOR_TEST_TAG = tag },
+      kill_grace_ms = 120000,
+    })
     T.defer(function() eng:cancel(id, true) end)
     T.ok(U.wait_until(function() return #U.tagged(tag) >= 2 end, 5000)) -- sh and sleep: the trap is set
     T.eq(eng:cancel(id, true), "canceling")
     local r = U.collect(eng, { id }, 30000)[id]
     T.eq(r.final.signal, "SIGKILL")
     -- escalation of a pending cancel
-    local id2 = assert(eng:start{ cmd = { "sh", "-c", "trap '' TERM; echo ready; sleep 1000" }, kill_grace_ms = 120000 })
+    local id2 = assert(eng:start {
+      cmd = { "sh", "-c", "trap '' TERM; echo ready; sleep 1000" },
+      kill_grace_ms = 120000,
+    })
     T.defer(function() eng:cancel(id2, true) end)
     U.wait_output(eng, id2, "ready")
     T.eq(eng:cancel(id2), "canceling")
@@ -194,8 +268,15 @@ return function(T, ctx)
     -- A long grace: on a loaded machine the HUP trap may run late, and a
     -- SIGKILL at the engine's 400 ms would pre-empt what this checks. The
     -- traps are set once "ready" is out.
-    local id = assert(eng:start{ cmd = { "sh", "-c", "trap 'echo HUP; exit 7' HUP; trap '' TERM; echo ready; " ..
-      "while :; do sleep 0.01; done" }, pty = true, kill_grace_ms = 30000 })
+    local id = assert(eng:start {
+      cmd = {
+        "sh",
+        "-c",
+        "trap 'echo HUP; exit 7' HUP; trap '' TERM; echo ready; " .. "while :; do sleep 0.01; done",
+      },
+      pty = true,
+      kill_grace_ms = 30000,
+    })
     T.defer(function() eng:cancel(id, true) end)
     U.wait_output(eng, id, "ready", 10000)
     T.eq(eng:cancel(id), "canceling")
@@ -203,13 +284,17 @@ return function(T, ctx)
     T.eq(r.final.state, "canceled")
     T.match((r.out.pty or ""):gsub("\r", ""), "\nHUP\n") -- the trap ran (dash may say Hangup for its sleep first)
     T.eq(r.final.exit_code, 7)
-    local r2, _, tag = cancel_tree({ "sh", "-c", "trap '' HUP TERM; sleep 1000" }, 2, { pty = true, kill_grace_ms = 100 })
+    local r2, _, tag = cancel_tree(
+      { "sh", "-c", "trap '' HUP TERM; sleep 1000" },
+      2,
+      { pty = true, kill_grace_ms = 100 }
+    )
     T.eq(r2.final.state, "canceled")
     gone(tag)
   end)
 
   test("races of natural exit against cancel: one terminal event each, contract holds", function()
-    local e2 = assert(core.new{ max_running = 64, history_limit = 100000, drain_ms = 100 })
+    local e2 = assert(core.new { max_running = 64, history_limit = 100000, drain_ms = 100 })
     local N = tonumber(os.getenv("RACES") or "") or (ctx and ctx.nvim and 2000 or 10000)
     local answers = {}
     local ids = {}
@@ -232,13 +317,15 @@ return function(T, ctx)
       local b = {}
       for _ = 1, math.min(20, N - #ids) do
         i = i + 1
-        local id = assert(e2:start{ cmd = { "true" } })
+        local id = assert(e2:start { cmd = { "true" } })
         ids[#ids + 1] = id
         b[#b + 1] = { id = id, mode = i % 4 }
         if i % 4 == 0 then cancel(id) end
       end
       local left = 0
-      for _, x in ipairs(b) do if not answers[x.id] then left = left + 1 end end
+      for _, x in ipairs(b) do
+        if not answers[x.id] then left = left + 1 end
+      end
       local deadline = U.now() + 20000
       while left > 0 and U.now() < deadline do
         for _, ev in ipairs(e2:wait(5, 65536)) do
@@ -252,16 +339,23 @@ return function(T, ctx)
         for _, x in ipairs(b) do
           local s = seen[x.id]
           if not answers[x.id] and s then
-            local go = (x.mode == 1 and s.starting) or (x.mode == 2 and s.running) or
-              (x.mode == 3 and s.running and U.now() - s.running >= 2) or s.n == 1
-            if go then cancel(x.id); left = left - 1 end
+            local go = (x.mode == 1 and s.starting)
+              or (x.mode == 2 and s.running)
+              or (x.mode == 3 and s.running and U.now() - s.running >= 2)
+              or s.n == 1
+            if go then
+              cancel(x.id)
+              left = left - 1
+            end
           end
         end
       end
     end
     -- the rest of the events
     local function all_done()
-      for _, id in ipairs(ids) do if not (seen[id] and seen[id].n >= 1) then return false end end
+      for _, id in ipairs(ids) do
+        if not (seen[id] and seen[id].n >= 1) then return false end
+      end
       return true
     end
     local deadline = U.now() + 60000
@@ -276,13 +370,17 @@ return function(T, ctx)
     end
     -- A fence: events come out in order, so once a later execution's end is
     -- seen, a second terminal event of any earlier one would have been too.
-    local fence = assert(e2:start{ cmd = { "true" } })
+    local fence = assert(e2:start { cmd = { "true" } })
     local fenced = false
     local fdeadline = U.now() + 30000
     while not fenced and U.now() < fdeadline do
       for _, ev in ipairs(e2:wait(50, 65536)) do
         if ev.type == "state" and U.terminal[ev.state] then
-          if ev.id == fence then fenced = true elseif seen[ev.id] then seen[ev.id].n = seen[ev.id].n + 1 end
+          if ev.id == fence then
+            fenced = true
+          elseif seen[ev.id] then
+            seen[ev.id].n = seen[ev.id].n + 1
+          end
         end
       end
     end
@@ -291,8 +389,11 @@ return function(T, ctx)
     for _, id in ipairs(ids) do
       local s = seen[id]
       T.eq(s and s.n, 1, "terminal events of " .. id)
-      T.eq(s.last == "canceled", answers[id] == "canceling",
-        ("id %d answered %s ended %s"):format(id, answers[id], s.last))
+      T.eq(
+        s.last == "canceled",
+        answers[id] == "canceling",
+        ("id %d answered %s ended %s"):format(id, answers[id], s.last)
+      )
       if s.last == "canceled" then canceled = canceled + 1 end
     end
     T.ok(canceled > 0 and canceled < N, "no real race: " .. canceled .. "/" .. N .. " canceled")
@@ -307,37 +408,50 @@ return function(T, ctx)
     local script = U.root .. "/tests/lua/pid_reuse.lua"
     local cmd
     if ctx and ctx.nvim then
-      cmd = ("'%s' --headless -u NONE -i NONE -n --cmd 'set rtp^=%s' -c 'luafile %s'"):format(vim.v.progpath, U.root, script)
+      cmd = ("'%s' --headless -u NONE -i NONE -n --cmd 'set rtp^=%s' -c 'luafile %s'"):format(
+        vim.v.progpath,
+        U.root,
+        script
+      )
     else
       cmd = ("'%s' '%s'"):format(os.getenv("LUA") or "lua5.4", script)
     end
-    local out = U.sh("timeout -k 5 120 unshare --pid --fork --mount-proc --kill-child " .. cmd .. " 2>&1")
+    local out =
+      U.sh("timeout -k 5 120 unshare --pid --fork --mount-proc --kill-child " .. cmd .. " 2>&1")
     T.ok(out:find("^ok\n") or out:find("\nok\n"), "in its pid namespace: " .. out)
   end)
 
-  test("the shepherd's death ends live executions as supervisor_lost; the next start works", function()
-    local e2 = assert(core.new{})
-    T.defer(function() e2:close() end)
-    local tag = U.tag()
-    local id = assert(e2:start{ cmd = { "sh", "-c", "sleep 1000 & sleep 1000" }, env = { PROCTOR_TEST_TAG = tag } })
-    U.wait_state(e2, id, "running")
-    local pid = e2:get(id).pid
-    local shepherd = U.ppid(U.ppid(pid)) -- the leader's parent is its job's reaper, a child of the shepherd
-    T.ok(shepherd and shepherd > 1)
-    T.match(U.read_file("/proc/" .. shepherd .. "/cmdline") or "", "proctor%-shepherd")
-    os.execute("kill -9 " .. shepherd)
-    local r = U.collect(e2, { id }, 10000)[id]
-    T.eq(r.final.state, "failed")
-    T.eq(r.final.reason, "supervisor_lost")
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "jobs survived the shepherd: " .. T.fmt(U.tagged(tag)))
-    local r2 = U.run(e2, { cmd = { "sh", "-c", "echo again" } })
-    T.eq(r2.out.stdout, "again\n")
-  end)
+  test(
+    "the shepherd's death ends live executions as supervisor_lost; the next start works",
+    function()
+      local e2 = assert(core.new {})
+      T.defer(function() e2:close() end)
+      local tag = U.tag()
+      local id = assert(
+        e2:start { cmd = { "sh", "-c", "sleep 1000 & sleep 1000" }, env = { PROCTOR_TEST_TAG = tag } }
+      )
+      U.wait_state(e2, id, "running")
+      local pid = e2:get(id).pid
+      local shepherd = U.ppid(U.ppid(pid)) -- the leader's parent is its job's reaper, a child of the shepherd
+      T.ok(shepherd and shepherd > 1)
+      T.match(U.read_file("/proc/" .. shepherd .. "/cmdline") or "", "proctor%-shepherd")
+      os.execute("kill -9 " .. shepherd)
+      local r = U.collect(e2, { id }, 10000)[id]
+      T.eq(r.final.state, "failed")
+      T.eq(r.final.reason, "supervisor_lost")
+      T.ok(
+        U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+        "jobs survived the shepherd: " .. T.fmt(U.tagged(tag))
+      )
+      local r2 = U.run(e2, { cmd = { "sh", "-c", "echo again" } })
+      T.eq(r2.out.stdout, "again\n")
+    end
+  )
 
   -- Retention removes the oldest terminal record as each one ends: the
   -- executions the shepherd's death ends include the oldest record itself.
   test("the shepherd's death with history_limit = 1 ends every live execution", function()
-    local e2 = assert(core.new{ history_limit = 1 })
+    local e2 = assert(core.new { history_limit = 1 })
     local tag = U.tag()
     local long = { cmd = { "sleep", "1000" }, env = { PROCTOR_TEST_TAG = tag } }
     local a = assert(e2:start(long))
@@ -352,20 +466,31 @@ return function(T, ctx)
     for _, id in ipairs({ a, c }) do
       T.eq(res[id].final and res[id].final.reason, "supervisor_lost", "execution " .. id)
     end
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 1000), "jobs survived the shepherd")
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 1000),
+      "jobs survived the shepherd"
+    )
     local r = U.run(e2, { cmd = { "sh", "-c", "echo again" } })
     T.eq(r.out.stdout, "again\n")
     e2:close()
   end)
 
   test("close() cancels everything, is bounded, and leaves nothing", function()
-    local e2 = assert(core.new{ kill_grace_ms = 300 })
+    local e2 = assert(core.new { kill_grace_ms = 300 })
     T.defer(function() e2:close() end)
     local tag = U.tag()
     local ids = {}
     for _, pty in ipairs({ false, true }) do
-      ids[#ids + 1] = assert(e2:start{ cmd = { "sh", "-c", "trap '' TERM HUP; sleep 1000 & sleep 1000" }, pty = pty, env = { PROCTOR_TEST_TAG = tag } })
-      ids[#ids + 1] = assert(e2:start{ cmd = { "sh", "-c", "setsid sleep 1000 & sleep 1000" }, pty = pty, env = { PROCTOR_TEST_TAG = tag } })
+      ids[#ids + 1] = assert(e2:start {
+        cmd = { "sh", "-c", "trap '' TERM HUP; sleep 1000 & sleep 1000" },
+        pty = pty,
+        env = { PROCTOR_TEST_TAG = tag },
+      })
+      ids[#ids + 1] = assert(e2:start {
+        cmd = { "sh", "-c", "setsid sleep 1000 & sleep 1000" },
+        pty = pty,
+        env = { PROCTOR_TEST_TAG = tag },
+      })
     end
     T.ok(U.wait_until(function() return #U.tagged(tag) >= 10 end, 10000))
     local t0 = U.now()
@@ -373,23 +498,29 @@ return function(T, ctx)
     local dt = U.now() - t0
     -- bounded by the grace and a second (a loaded machine gets 3 s more)
     T.ok(dt < 300 + 1000 + 3000, "close took " .. dt)
-    T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 5000), "left: " .. T.fmt(U.tagged(tag)))
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) == 0 end, 5000),
+      "left: " .. T.fmt(U.tagged(tag))
+    )
     -- the events up to the terminal ones are still there
     local r = U.collect(e2, ids, 1000)
-    for _, id in ipairs(ids) do T.eq(r[id].final.state, "canceled") end
+    for _, id in ipairs(ids) do
+      T.eq(r[id].final.state, "canceled")
+    end
     T.eq(r[ids[1]].final.reason, "engine_closed")
-    T.eq(select(3, e2:start{ cmd = { "true" } }), "ECLOSED")
+    T.eq(select(3, e2:start { cmd = { "true" } }), "ECLOSED")
   end)
 
   test("garbage collection of an engine shuts it down and leaves nothing", function()
     local tag = U.tag()
     do
-      local e2 = assert(core.new{ kill_grace_ms = 200 })
-      assert(e2:start{ cmd = { "sleep", "1000" }, env = { PROCTOR_TEST_TAG = tag } })
+      local e2 = assert(core.new { kill_grace_ms = 200 })
+      assert(e2:start { cmd = { "sleep", "1000" }, env = { PROCTOR_TEST_TAG = tag } })
       T.ok(U.wait_until(function() return #U.tagged(tag) == 1 end, 5000))
       e2 = nil -- luacheck: no unused (the block's register would keep the engine alive)
     end
-    collectgarbage(); collectgarbage()
+    collectgarbage()
+    collectgarbage()
     T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000))
   end)
 
@@ -398,7 +529,9 @@ return function(T, ctx)
     local dir = U.tmpdir()
     T.defer(function() U.rmrf(dir) end)
     local script = dir .. "/host.lua"
-    U.write_file(script, ([[
+    U.write_file(
+      script,
+      ([[
       package.cpath = %q .. "/build/lua5.4/?.so;" .. package.cpath
       local core = require("proctor.core")
       local eng = assert(core.new{})
@@ -411,11 +544,15 @@ return function(T, ctx)
       eng:start{ cmd = "setsid sleep 1000 & sleep 1000", env = env }
       io.stdout:write("ready\n"); io.stdout:flush()
       while true do eng:wait(1000) end
-    ]]):format(U.root, tag))
+    ]]):format(U.root, tag)
+    )
     local host = tonumber(U.sh("lua5.4 " .. script .. " >/dev/null 2>&1 & echo $!"))
     T.ok(host)
     T.defer(function() U.kill9(host) end)
-    T.ok(U.wait_until(function() return #U.tagged(tag) >= 10 end, 10000), "jobs did not start: " .. #U.tagged(tag))
+    T.ok(
+      U.wait_until(function() return #U.tagged(tag) >= 10 end, 10000),
+      "jobs did not start: " .. #U.tagged(tag)
+    )
     U.kill9(host)
     local t0 = U.now()
     -- The promise is one second; a loaded machine gets three.

@@ -49,90 +49,140 @@ return function(T, ctx)
     spec = spec or {}
     spec.cmd = { "sh", "-c", "kill -STOP $PPID; echo up; exec sleep 1000" }
     local id, leader, reaper = sleeper(eng, tag, spec)
-    T.ok(U.wait_until(function() return state_of(reaper) == "T" end, 10000), "the reaper is stopped")
+    T.ok(
+      U.wait_until(function() return state_of(reaper) == "T" end, 10000),
+      "the reaper is stopped"
+    )
     return id, leader, reaper
   end
 
-  test("a shepherd stopped by a job is killed and replaced: its executions end failed/supervisor_lost, a new start runs", function()
-    local eng = assert(core.new{})
-    local tag = U.tag()
-    local shep
-    local ok, err = pcall(function()
-      local a, leader, reaper
-      a, leader, reaper, shep = sleeper(eng, tag)
-      T.ok(shep, "the shepherd above the job")
-      -- a job stops the shepherd (its grandparent: leader -> reaper -> shepherd)
-      local b = assert(eng:start{ cmd = { "sh", "-c", "kill -STOP " .. shep .. "; echo stopped; exec sleep 1000" },
-                                  env = { PROCTOR_TEST_TAG = tag } })
-      T.ok(U.wait_until(function() return state_of(shep) == "T" end, 10000), "the shepherd is stopped")
-      -- a start while it is stopped: old code left it `starting` for ever
-      local c = assert(eng:start{ cmd = { "true" } })
-      local r = U.collect(eng, { a, b, c }, 20000)
-      for _, id in ipairs({ a, b }) do
-        T.eq(r[id].final and r[id].final.state, "failed", "execution " .. id)
-        T.eq(r[id].final and r[id].final.reason, "supervisor_lost", "execution " .. id)
-      end
-      -- c went to the stopped shepherd (lost with it) or, if it came late, to the next one
-      local fc = r[c].final or {}
-      T.ok((fc.state == "failed" and fc.reason == "supervisor_lost") or fc.state == "completed",
-           "the start made while it was stopped: " .. tostring(fc.state) .. "/" .. tostring(fc.reason))
-      T.ok(U.wait_until(function() return not U.alive(shep) end, 10000), "the stopped shepherd was killed")
-      T.ok(U.wait_until(function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end, 10000),
-           "its jobs were killed: " .. table.concat(U.tagged(tag), ","))
-      -- and the engine goes on with a new shepherd
-      local d = U.run(eng, { cmd = { "sh", "-c", "echo fine" } }, 20000)
-      T.eq(d.final and d.final.state, "completed")
-      T.eq(d.out.stdout, "fine\n")
-    end)
-    cont(shep)
-    eng:close()
-    assert(ok, err)
-  end)
-
-  test("a burst of starts against a stopped shepherd: the send queue is bounded, starts past it fail EBUSY", function()
-    local eng = assert(core.new{})
-    local tag = U.tag()
-    local shep
-    local ok, err = pcall(function()
-      local a, _, _, sh = sleeper(eng, tag)
-      shep = sh
-      os.execute("kill -STOP " .. shep)
-      T.ok(U.wait_until(function() return state_of(shep) == "T" end, 10000), "the shepherd is stopped")
-      -- 300 spawn requests of ~60 KB each (18 MB) cannot all be held
-      local big = string.rep("x", 60000)
-      local ids = { a }
-      for _ = 1, 300 do ids[#ids + 1] = assert(eng:start{ cmd = { "true" }, env = { BIG = big } }) end
-      local r = U.collect(eng, ids, 60000)
-      local busy, lost, done, other = 0, 0, 0, {}
-      for i = 2, #ids do
-        local f = r[ids[i]].final or {}
-        if f.state == "failed" and f.reason == "spawn_error" and (f.error or ""):find("^EBUSY: ") then
-          busy = busy + 1
-        elseif f.state == "failed" and f.reason == "supervisor_lost" then
-          lost = lost + 1
-        elseif f.state == "completed" then
-          done = done + 1 -- only if the shepherd was replaced before the burst ended
-        else
-          other[#other + 1] = tostring(f.state) .. "/" .. tostring(f.reason) .. "/" .. tostring(f.error)
+  test(
+    "a shepherd stopped by a job is killed and replaced: its executions end failed/supervisor_lost, a new start runs",
+    function()
+      local eng = assert(core.new {})
+      local tag = U.tag()
+      local shep
+      local ok, err = pcall(function()
+        local a, leader, reaper
+        a, leader, reaper, shep = sleeper(eng, tag)
+        T.ok(shep, "the shepherd above the job")
+        -- a job stops the shepherd (its grandparent: leader -> reaper -> shepherd)
+        local b = assert(eng:start {
+          cmd = { "sh", "-c", "kill -STOP " .. shep .. "; echo stopped; exec sleep 1000" },
+          env = { PROCTOR_TEST_TAG = tag },
+        })
+        T.ok(
+          U.wait_until(function() return state_of(shep) == "T" end, 10000),
+          "the shepherd is stopped"
+        )
+        -- a start while it is stopped: old code left it `starting` for ever
+        local c = assert(eng:start { cmd = { "true" } })
+        local r = U.collect(eng, { a, b, c }, 20000)
+        for _, id in ipairs({ a, b }) do
+          T.eq(r[id].final and r[id].final.state, "failed", "execution " .. id)
+          T.eq(r[id].final and r[id].final.reason, "supervisor_lost", "execution " .. id)
         end
-      end
-      T.eq(#other, 0, "every start ended: " .. table.concat(other, "; ", 1, math.min(#other, 3)))
-      T.ok(busy > 0, ("starts past the bound fail EBUSY (busy %d, lost %d, completed %d)"):format(busy, lost, done))
-      -- what was held for the stopped shepherd is bounded: at most the queue's
-      -- 4 MiB plus what its socket took, far below the 300 asked for
-      T.ok(lost <= 150, ("held for the stopped shepherd: %d spawn requests"):format(lost))
-      T.eq(r[a].final and r[a].final.reason, "supervisor_lost")
-      T.ok(U.wait_until(function() return not U.alive(shep) end, 10000), "the stopped shepherd was killed")
-      local d = U.run(eng, { cmd = { "true" } }, 20000)
-      T.eq(d.final and d.final.state, "completed", "a start after that runs")
-    end)
-    cont(shep)
-    eng:close()
-    assert(ok, err)
-  end)
+        -- c went to the stopped shepherd (lost with it) or, if it came late, to the next one
+        local fc = r[c].final or {}
+        T.ok(
+          (fc.state == "failed" and fc.reason == "supervisor_lost") or fc.state == "completed",
+          "the start made while it was stopped: "
+            .. tostring(fc.state)
+            .. "/"
+            .. tostring(fc.reason)
+        )
+        T.ok(
+          U.wait_until(function() return not U.alive(shep) end, 10000),
+          "the stopped shepherd was killed"
+        )
+        T.ok(
+          U.wait_until(
+            function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end,
+            10000
+          ),
+          "its jobs were killed: " .. table.concat(U.tagged(tag), ",")
+        )
+        -- and the engine goes on with a new shepherd
+        local d = U.run(eng, { cmd = { "sh", "-c", "echo fine" } }, 20000)
+        T.eq(d.final and d.final.state, "completed")
+        T.eq(d.out.stdout, "fine\n")
+      end)
+      cont(shep)
+      eng:close()
+      assert(ok, err)
+    end
+  )
+
+  test(
+    "a burst of starts against a stopped shepherd: the send queue is bounded, starts past it fail EBUSY",
+    function()
+      local eng = assert(core.new {})
+      local tag = U.tag()
+      local shep
+      local ok, err = pcall(function()
+        local a, _, _, sh = sleeper(eng, tag)
+        shep = sh
+        os.execute("kill -STOP " .. shep)
+        T.ok(
+          U.wait_until(function() return state_of(shep) == "T" end, 10000),
+          "the shepherd is stopped"
+        )
+        -- 300 spawn requests of ~60 KB each (18 MB) cannot all be held
+        local big = string.rep("x", 60000)
+        local ids = { a }
+        for _ = 1, 300 do
+          ids[#ids + 1] = assert(eng:start { cmd = { "true" }, env = { BIG = big } })
+        end
+        local r = U.collect(eng, ids, 60000)
+        local busy, lost, done, other = 0, 0, 0, {}
+        for i = 2, #ids do
+          local f = r[ids[i]].final or {}
+          if
+            f.state == "failed"
+            and f.reason == "spawn_error"
+            and (f.error or ""):find("^EBUSY: ")
+          then
+            busy = busy + 1
+          elseif f.state == "failed" and f.reason == "supervisor_lost" then
+            lost = lost + 1
+          elseif f.state == "completed" then
+            done = done + 1 -- only if the shepherd was replaced before the burst ended
+          else
+            other[#other + 1] = tostring(f.state)
+              .. "/"
+              .. tostring(f.reason)
+              .. "/"
+              .. tostring(f.error)
+          end
+        end
+        T.eq(#other, 0, "every start ended: " .. table.concat(other, "; ", 1, math.min(#other, 3)))
+        T.ok(
+          busy > 0,
+          ("starts past the bound fail EBUSY (busy %d, lost %d, completed %d)"):format(
+            busy,
+            lost,
+            done
+          )
+        )
+        -- what was held for the stopped shepherd is bounded: at most the queue's
+        -- 4 MiB plus what its socket took, far below the 300 asked for
+        T.ok(lost <= 150, ("held for the stopped shepherd: %d spawn requests"):format(lost))
+        T.eq(r[a].final and r[a].final.reason, "supervisor_lost")
+        T.ok(
+          U.wait_until(function() return not U.alive(shep) end, 10000),
+          "the stopped shepherd was killed"
+        )
+        local d = U.run(eng, { cmd = { "true" } }, 20000)
+        T.eq(d.final and d.final.state, "completed", "a start after that runs")
+      end)
+      cont(shep)
+      eng:close()
+      assert(ok, err)
+    end
+  )
 
   test("a job that stops its reaper is still canceled, and nothing of it survives", function()
-    local eng = assert(core.new{ kill_grace_ms = 300 })
+    local eng = assert(core.new { kill_grace_ms = 300 })
     local tag = U.tag()
     local reaper
     local ok, err = pcall(function()
@@ -141,8 +191,10 @@ return function(T, ctx)
       T.eq(eng:cancel(id), "canceling")
       local r = U.collect(eng, { id }, 20000)[id]
       T.eq(r.final and r.final.state, "canceled")
-      T.ok(U.wait_until(function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end, 10000),
-           "the stopped reaper and the job are gone")
+      T.ok(
+        U.wait_until(function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end, 10000),
+        "the stopped reaper and the job are gone"
+      )
       -- the engine and its shepherd go on
       T.eq(U.run(eng, { cmd = { "true" } }, 20000).final.state, "completed")
     end)
@@ -152,7 +204,7 @@ return function(T, ctx)
   end)
 
   test("a job that stops its reaper still times out, and nothing of it survives", function()
-    local eng = assert(core.new{ kill_grace_ms = 300 })
+    local eng = assert(core.new { kill_grace_ms = 300 })
     local tag = U.tag()
     local reaper
     local ok, err = pcall(function()
@@ -160,8 +212,10 @@ return function(T, ctx)
       id, leader, reaper = stops_its_reaper(eng, tag, { timeout_ms = 500 })
       local r = U.collect(eng, { id }, 20000)[id]
       T.eq(r.final and r.final.state, "timed_out")
-      T.ok(U.wait_until(function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end, 10000),
-           "the stopped reaper and the job are gone")
+      T.ok(
+        U.wait_until(function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end, 10000),
+        "the stopped reaper and the job are gone"
+      )
     end)
     cont(reaper)
     eng:close()
@@ -169,7 +223,7 @@ return function(T, ctx)
   end)
 
   test("closing the engine kills a stopped reaper and its job", function()
-    local eng = assert(core.new{})
+    local eng = assert(core.new {})
     local tag = U.tag()
     local reaper, leader
     local ok, err = pcall(function()
@@ -177,8 +231,14 @@ return function(T, ctx)
       _, leader, reaper = stops_its_reaper(eng, tag)
     end)
     eng:close()
-    T.ok(ok and U.wait_until(function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end, 10000),
-         "after close: " .. tostring(err) .. " reaper " .. tostring(reaper and state_of(reaper)))
+    T.ok(
+      ok
+        and U.wait_until(
+          function() return gone({ leader, reaper }) and #U.tagged(tag) == 0 end,
+          10000
+        ),
+      "after close: " .. tostring(err) .. " reaper " .. tostring(reaper and state_of(reaper))
+    )
     cont(reaper)
   end)
 end

@@ -27,9 +27,7 @@ return function(T)
   end
 
   -- A source that hangs as a tree: a background sleep and a foreground one.
-  local function hanging(arg)
-    return { "sh", "-c", ("sleep %s & sleep %s; wait"):format(arg, arg) }
-  end
+  local function hanging(arg) return { "sh", "-c", ("sleep %s & sleep %s; wait"):format(arg, arg) } end
 
   -- Whether the execution's source ran at all, and is gone at the end.
   local function watch(eng, id, arg)
@@ -45,76 +43,128 @@ return function(T)
     return r, seen
   end
 
-  test("timeout_ms bounds the start-up: a command source that hangs ends the execution timed_out, its tree killed", function()
-    local eng = assert(core.new{})
-    T.defer(function() eng:close() end)
-    local arg = unique_sleep()
-    local marker = U.tmpdir()
-    T.defer(function() U.rmrf(marker) end)
-    local id = assert(eng:start{ cmd = { "touch", marker .. "/ran" }, timeout_ms = 500,
-                                 secrets = { TOKEN = { command = hanging(arg) } } })
-    local r = watch(eng, id, arg)
-    T.ok(r and r.final, "the execution ended")
-    T.eq(r.final.state, "timed_out")
-    T.eq(r.final.reason, "timeout")
-    T.ok(tostring(r.final.error):find("secret TOKEN", 1, true) or
-         tostring(r.final.error):find("before the process started", 1, true), tostring(r.final.error))
-    T.eq(r.final.prev, "starting")
-    T.ok(U.wait_until(function() return running(arg) == 0 end, 10000),
-         "every process of the source is gone: " .. running(arg) .. " left")
-    T.eq(U.read_file(marker .. "/ran"), nil, "the command never ran")
-  end)
+  test(
+    "timeout_ms bounds the start-up: a command source that hangs ends the execution timed_out, its tree killed",
+    function()
+      local eng = assert(core.new {})
+      T.defer(function() eng:close() end)
+      local arg = unique_sleep()
+      local marker = U.tmpdir()
+      T.defer(function() U.rmrf(marker) end)
+      local id = assert(eng:start {
+        cmd = { "touch", marker .. "/ran" },
+        timeout_ms = 500,
+        secrets = { TOKEN = { command = hanging(arg) } },
+      })
+      local r = watch(eng, id, arg)
+      T.ok(r and r.final, "the execution ended")
+      T.eq(r.final.state, "timed_out")
+      T.eq(r.final.reason, "timeout")
+      T.ok(
+        tostring(r.final.error):find("secret TOKEN", 1, true)
+          or tostring(r.final.error):find("before the process started", 1, true),
+        tostring(r.final.error)
+      )
+      T.eq(r.final.prev, "starting")
+      T.ok(
+        U.wait_until(function() return running(arg) == 0 end, 10000),
+        "every process of the source is gone: " .. running(arg) .. " left"
+      )
+      T.eq(U.read_file(marker .. "/ran"), nil, "the command never ran")
+    end
+  )
 
-  test("secret_timeout_ms bounds a source on its own: failed / secret_unavailable naming it, its tree killed", function()
-    local eng = assert(core.new{ secret_timeout_ms = 300 })
-    T.defer(function() eng:close() end)
-    local arg = unique_sleep()
-    local id = assert(eng:start{ cmd = { "true" }, secrets = { API_KEY = { command = hanging(arg) } } })
-    local r = watch(eng, id, arg)
-    T.ok(r and r.final, "the execution ended")
-    T.eq(r.final.state, "failed")
-    T.eq(r.final.reason, "secret_unavailable")
-    T.ok(tostring(r.final.error):find("secret API_KEY: `sh` gave no value within secret_timeout_ms (300 ms)", 1, true),
-         tostring(r.final.error))
-    T.ok(U.wait_until(function() return running(arg) == 0 end, 10000),
-         "every process of the source is gone: " .. running(arg) .. " left")
-    -- the engine is fine afterwards: a source that answers still works
-    local r2 = U.run(eng, { cmd = { "sh", "-c", 'echo "$V"' }, secrets = { V = { command = { "printf", "ok-1" } } } })
-    T.eq(r2.final.state, "completed")
-    T.eq(r2.out.stdout, "***\n")
-  end)
+  test(
+    "secret_timeout_ms bounds a source on its own: failed / secret_unavailable naming it, its tree killed",
+    function()
+      local eng = assert(core.new { secret_timeout_ms = 300 })
+      T.defer(function() eng:close() end)
+      local arg = unique_sleep()
+      local id =
+        assert(eng:start { cmd = { "true" }, secrets = { API_KEY = { command = hanging(arg) } } })
+      local r = watch(eng, id, arg)
+      T.ok(r and r.final, "the execution ended")
+      T.eq(r.final.state, "failed")
+      T.eq(r.final.reason, "secret_unavailable")
+      T.ok(
+        tostring(r.final.error):find(
+          "secret API_KEY: `sh` gave no value within secret_timeout_ms (300 ms)",
+          1,
+          true
+        ),
+        tostring(r.final.error)
+      )
+      T.ok(
+        U.wait_until(function() return running(arg) == 0 end, 10000),
+        "every process of the source is gone: " .. running(arg) .. " left"
+      )
+      -- the engine is fine afterwards: a source that answers still works
+      local r2 = U.run(
+        eng,
+        { cmd = { "sh", "-c", 'echo "$V"' }, secrets = { V = { command = { "printf", "ok-1" } } } }
+      )
+      T.eq(r2.final.state, "completed")
+      T.eq(r2.out.stdout, "***\n")
+    end
+  )
 
-  test("the bound that fires first decides: timeout_ms before secret_timeout_ms, and the reverse", function()
-    local eng = assert(core.new{ secret_timeout_ms = 600000 })
-    T.defer(function() eng:close() end)
-    local arg = unique_sleep()
-    local r = watch(eng, assert(eng:start{ cmd = { "true" }, timeout_ms = 300,
-                                           secrets = { A = { command = { "sleep", arg } } } }), arg)
-    T.eq(r.final.state, "timed_out")
-    local e2 = assert(core.new{ secret_timeout_ms = 300 })
-    T.defer(function() e2:close() end)
-    arg = unique_sleep()
-    r = watch(e2, assert(e2:start{ cmd = { "true" }, timeout_ms = 600000,
-                                   secrets = { B = { command = { "sleep", arg } } } }), arg)
-    T.eq(r.final.state, "failed")
-    T.eq(r.final.reason, "secret_unavailable")
-    T.ok(tostring(r.final.error):find("secret B:", 1, true), tostring(r.final.error))
-    T.ok(U.wait_until(function() return running(arg) == 0 end, 10000), "the sleep is gone")
-  end)
+  test(
+    "the bound that fires first decides: timeout_ms before secret_timeout_ms, and the reverse",
+    function()
+      local eng = assert(core.new { secret_timeout_ms = 600000 })
+      T.defer(function() eng:close() end)
+      local arg = unique_sleep()
+      local r = watch(
+        eng,
+        assert(eng:start {
+          cmd = { "true" },
+          timeout_ms = 300,
+          secrets = { A = { command = { "sleep", arg } } },
+        }),
+        arg
+      )
+      T.eq(r.final.state, "timed_out")
+      local e2 = assert(core.new { secret_timeout_ms = 300 })
+      T.defer(function() e2:close() end)
+      arg = unique_sleep()
+      r = watch(
+        e2,
+        assert(e2:start {
+          cmd = { "true" },
+          timeout_ms = 600000,
+          secrets = { B = { command = { "sleep", arg } } },
+        }),
+        arg
+      )
+      T.eq(r.final.state, "failed")
+      T.eq(r.final.reason, "secret_unavailable")
+      T.ok(tostring(r.final.error):find("secret B:", 1, true), tostring(r.final.error))
+      T.ok(U.wait_until(function() return running(arg) == 0 end, 10000), "the sleep is gone")
+    end
+  )
 
-  test("timeout_ms counts from starting: a run whose secrets arrive at once keeps the rest of it", function()
-    local eng = assert(core.new{})
-    T.defer(function() eng:close() end)
-    local r = U.run(eng, { cmd = { "sleep", "30" }, timeout_ms = 300,
-                           secrets = { V = { command = { "printf", "v" } } } })
-    T.eq(r.final.state, "timed_out")
-    T.eq(r.final.prev, "running")
-    r = U.run(eng, { cmd = { "true" }, timeout_ms = 60000, secrets = { V = { command = { "printf", "v" } } } })
-    T.eq(r.final.state, "completed")
-  end)
+  test(
+    "timeout_ms counts from starting: a run whose secrets arrive at once keeps the rest of it",
+    function()
+      local eng = assert(core.new {})
+      T.defer(function() eng:close() end)
+      local r = U.run(eng, {
+        cmd = { "sleep", "30" },
+        timeout_ms = 300,
+        secrets = { V = { command = { "printf", "v" } } },
+      })
+      T.eq(r.final.state, "timed_out")
+      T.eq(r.final.prev, "running")
+      r = U.run(
+        eng,
+        { cmd = { "true" }, timeout_ms = 60000, secrets = { V = { command = { "printf", "v" } } } }
+      )
+      T.eq(r.final.state, "completed")
+    end
+  )
 
   test("secret_timeout_ms is checked like every engine option", function()
-    T.raises(function() core.new{ secret_timeout_ms = -1 } end, "secret_timeout_ms")
-    T.raises(function() core.new{ secret_timeout_ms = "x" } end, "secret_timeout_ms")
+    T.raises(function() core.new { secret_timeout_ms = -1 } end, "secret_timeout_ms")
+    T.raises(function() core.new { secret_timeout_ms = "x" } end, "secret_timeout_ms")
   end)
 end

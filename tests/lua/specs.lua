@@ -15,7 +15,9 @@ function M.selected()
   local only = os.getenv("SPEC")
   if not only or only == "" then return M.all end
   local known, out = {}, {}
-  for _, n in ipairs(M.all) do known[n] = true end
+  for _, n in ipairs(M.all) do
+    known[n] = true
+  end
   for n in only:gmatch("[^,]+") do
     if not known[n] then error("SPEC: no binding spec named '" .. n .. "'") end
     out[#out + 1] = n

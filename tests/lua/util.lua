@@ -8,7 +8,7 @@ U.root = os.getenv("PROCTOR_ROOT") or "."
 local sleeper
 -- Sleep ms milliseconds (an idle engine's wait is a poll() with a timeout).
 function U.sleep(ms)
-  sleeper = sleeper or core.new{}
+  sleeper = sleeper or core.new {}
   sleeper:wait(ms)
 end
 
@@ -23,9 +23,15 @@ local logs = setmetatable({}, { __mode = "k" })
 
 local function entry(eng, id)
   local l = logs[eng]
-  if not l then l = {}; logs[eng] = l end
+  if not l then
+    l = {}
+    logs[eng] = l
+  end
   local e = l[id]
-  if not e then e = { events = {}, states = {} }; l[id] = e end
+  if not e then
+    e = { events = {}, states = {} }
+    l[id] = e
+  end
   return e
 end
 
@@ -53,7 +59,9 @@ local function summary(e)
     end
   end
   local out = {}
-  for s, c in pairs(chunks) do out[s] = table.concat(c) end
+  for s, c in pairs(chunks) do
+    out[s] = table.concat(c)
+  end
   return { events = e.events, states = e.states, final = e.final, out = out }
 end
 
@@ -63,14 +71,18 @@ function U.collect(eng, ids, timeout_ms)
   local deadline = U.now() + (timeout_ms or 10000)
   local i = 1
   while true do
-    while i <= #ids and entry(eng, ids[i]).final do i = i + 1 end
+    while i <= #ids and entry(eng, ids[i]).final do
+      i = i + 1
+    end
     if i > #ids then break end
     local rem = deadline - U.now()
     if rem <= 0 then error(("timeout: %d executions not terminal"):format(#ids - i + 1), 2) end
     U.pump(eng, math.floor(math.min(rem, 200)))
   end
   local res = {}
-  for _, id in ipairs(ids) do res[id] = summary(entry(eng, id)) end
+  for _, id in ipairs(ids) do
+    res[id] = summary(entry(eng, id))
+  end
   return res
 end
 
@@ -211,7 +223,9 @@ function U.shepherd(pid)
   for _ = 1, 4 do
     pid = U.ppid(pid)
     if not pid or pid <= 1 then break end
-    if not (U.read_file("/proc/" .. pid .. "/cmdline") or ""):find("proctor%-shepherd") then break end
+    if not (U.read_file("/proc/" .. pid .. "/cmdline") or ""):find("proctor%-shepherd") then
+      break
+    end
     found = pid
   end
   return found

@@ -22,9 +22,14 @@ if mode == "proctor" then
   p.setup({ notify = "never" })
   local ex = p.run({ cmd = cmd })
   ex:open({ enter = false })
-  vim.wait(120000, function()
-    return require("proctor.engine").state[ex.id] == "completed" and require("proctor.console").idle(ex.id)
-  end, 5)
+  vim.wait(
+    120000,
+    function()
+      return require("proctor.engine").state[ex.id] == "completed"
+        and require("proctor.console").idle(ex.id)
+    end,
+    5
+  )
 elseif mode == "open_term" then
   buf = vim.api.nvim_create_buf(true, false)
   vim.cmd("botright sbuffer " .. buf)
@@ -53,7 +58,17 @@ timer:stop()
 table.sort(lat)
 local function pct(q) return lat[math.max(1, math.ceil(#lat * q))] or 0 end
 local hwm = "?"
-for l in io.lines("/proc/self/status") do hwm = l:match("^VmHWM:%s*(%d+)") or hwm end
-io.stdout:write(string.format("%-10s wall %.2f s  timer lateness p50 %.1f ms p99 %.1f ms  peak RSS %.0f MiB\n",
-  mode, wall / 1000, pct(0.5), pct(0.99), tonumber(hwm) / 1024))
+for l in io.lines("/proc/self/status") do
+  hwm = l:match("^VmHWM:%s*(%d+)") or hwm
+end
+io.stdout:write(
+  string.format(
+    "%-10s wall %.2f s  timer lateness p50 %.1f ms p99 %.1f ms  peak RSS %.0f MiB\n",
+    mode,
+    wall / 1000,
+    pct(0.5),
+    pct(0.99),
+    tonumber(hwm) / 1024
+  )
+)
 vim.cmd("qa!")

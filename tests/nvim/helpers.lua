@@ -25,8 +25,10 @@ M.watch_deprecations = [[
 if vim.deprecate then
   local orig = vim.deprecate
   vim.deprecate = function(name, alt, ...)
-    M.deprecations[#M.deprecations + 1] = ("vim.deprecate(%s -> %s)"):format(tostring(name), tostring(alt))
-      .. debug.traceback("", 2)
+    M.deprecations[#M.deprecations + 1] = ("vim.deprecate(%s -> %s)"):format(
+      tostring(name),
+      tostring(alt)
+    ) .. debug.traceback("", 2)
     return orig(name, alt, ...)
   end
 end
@@ -35,12 +37,16 @@ end
 M.notes = {}
 vim.notify = function(msg, level)
   M.notes[#M.notes + 1] = { msg = msg, level = level }
-  if tostring(msg):lower():find("deprecat") then M.deprecations[#M.deprecations + 1] = tostring(msg) end
+  if tostring(msg):lower():find("deprecat") then
+    M.deprecations[#M.deprecations + 1] = tostring(msg)
+  end
 end
 function M.clear_notes() M.notes = {} end
 function M.note_texts()
   local t = {}
-  for _, n in ipairs(M.notes) do t[#t + 1] = n.msg end
+  for _, n in ipairs(M.notes) do
+    t[#t + 1] = n.msg
+  end
   return t
 end
 
@@ -52,7 +58,9 @@ end
 -- Lines of a buffer without the trailing empty ones (terminal screen rows).
 function M.lines(buf)
   local l = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-  while #l > 0 and l[#l] == "" do l[#l] = nil end
+  while #l > 0 and l[#l] == "" do
+    l[#l] = nil
+  end
   return l
 end
 
@@ -77,7 +85,11 @@ function M.reference_render(bytes)
   local prev, same = nil, 0
   vim.wait(2000, function()
     local cur = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
-    if cur == prev and cur:find("%S") then same = same + 1 else same = 0 end
+    if cur == prev and cur:find("%S") then
+      same = same + 1
+    else
+      same = 0
+    end
     prev = cur
     return same >= 5
   end, 10)
@@ -129,7 +141,11 @@ function M.children(pid)
       if sf then sf:close() end
       local comm, state, ppid = st:match("^%d+ (%b()) (%S) (%d+)")
       if ppid and tonumber(ppid) == pid then
-        if state == "Z" then res.Z = res.Z + 1 else res.other = res.other + 1 end
+        if state == "Z" then
+          res.Z = res.Z + 1
+        else
+          res.other = res.other + 1
+        end
         res.list[#res.list + 1] = name .. comm .. state
       end
     end
@@ -143,10 +159,32 @@ end
 function M.child(opts)
   opts = opts or {}
   local watch = (M.watch_deprecations:gsub("%s*\n%s*", " "))
-  local cmd = { vim.v.progpath, "--embed", "--headless", "-u", "NONE", "-i", "NONE", "-n",
-    "--cmd", "lua " .. watch, "--cmd", "set rtp^=" .. M.root }
+  local cmd = {
+    vim.v.progpath,
+    "--embed",
+    "--headless",
+    "-u",
+    "NONE",
+    "-i",
+    "NONE",
+    "-n",
+    "--cmd",
+    "lua " .. watch,
+    "--cmd",
+    "set rtp^=" .. M.root,
+  }
   if opts.init then
-    cmd = { vim.v.progpath, "--embed", "--headless", "--clean", "-n", "--cmd", "lua " .. watch, "-u", opts.init }
+    cmd = {
+      vim.v.progpath,
+      "--embed",
+      "--headless",
+      "--clean",
+      "-n",
+      "--cmd",
+      "lua " .. watch,
+      "-u",
+      opts.init,
+    }
   end
   if M.core_rtp then vim.list_extend(cmd, { "--cmd", "set rtp^=" .. M.core_rtp }) end
   if not opts.init then vim.list_extend(cmd, { "--cmd", "runtime plugin/proctor.lua" }) end
@@ -156,13 +194,13 @@ function M.child(opts)
   -- stopped when the test ends, passed or failed (a failing assertion must
   -- not leave a Neovim and its executions behind)
   require("harness").defer(function() pcall(vim.fn.jobstop, job) end)
-  function c.lua(code, ...)
-    return vim.rpcrequest(job, "nvim_exec_lua", code, { ... })
-  end
+  function c.lua(code, ...) return vim.rpcrequest(job, "nvim_exec_lua", code, { ... }) end
   function c.input(keys) return vim.rpcrequest(job, "nvim_input", keys) end
   function c.cmd(s) return vim.rpcrequest(job, "nvim_command", s) end
   function c.stop()
-    local ok, seen = pcall(c.lua, [[
+    local ok, seen = pcall(
+      c.lua,
+      [[
       local d = _G.deprecations or {}
       for _, m in ipairs(_G.notes or {}) do
         if tostring(m):lower():find("deprecat") then d[#d + 1] = tostring(m) end
@@ -171,8 +209,11 @@ function M.child(opts)
         if l:lower():find("deprecat") then d[#d + 1] = l end
       end
       return d
-    ]])
-    for _, m in ipairs(ok and seen or {}) do M.deprecations[#M.deprecations + 1] = "child Neovim: " .. m end
+    ]]
+    )
+    for _, m in ipairs(ok and seen or {}) do
+      M.deprecations[#M.deprecations + 1] = "child Neovim: " .. m
+    end
     pcall(vim.fn.jobstop, job)
   end
   -- Wait until `code` (a Lua expression returning a truthy value) holds in the child.
@@ -214,7 +255,9 @@ function M.leftovers()
   local engine = require("proctor.engine")
   local before = {}
   local eng = engine.current()
-  for _, r in ipairs(eng and eng:list() or {}) do before[r.id] = true end
+  for _, r in ipairs(eng and eng:list() or {}) do
+    before[r.id] = true
+  end
   return function()
     local e = engine.current()
     if not e then return end
@@ -232,7 +275,9 @@ function M.leftovers()
       end
       return true
     end, 10)
-    if not done then error("executions left running by the test did not end: " .. table.concat(live, ", ")) end
+    if not done then
+      error("executions left running by the test did not end: " .. table.concat(live, ", "))
+    end
   end
 end
 

@@ -6,7 +6,9 @@
 -- (exit status 1 when something failed).
 local root = os.getenv("PROCTOR_ROOT") or vim.fn.getcwd()
 package.path = root .. "/tests/lua/?.lua;" .. root .. "/tests/nvim/?.lua;" .. package.path
-if os.getenv("PROCTOR_TEST_CORE_RTP") then vim.opt.rtp:prepend(os.getenv("PROCTOR_TEST_CORE_RTP")) end
+if os.getenv("PROCTOR_TEST_CORE_RTP") then
+  vim.opt.rtp:prepend(os.getenv("PROCTOR_TEST_CORE_RTP"))
+end
 
 -- -u NONE loads no plugins: source ours the way a plugin manager would.
 vim.cmd("runtime plugin/proctor.lua")
@@ -23,7 +25,9 @@ local function test(name, fn)
     T.defer(H.leftovers()) -- runs last: whatever the test left running is canceled
     return fn()
   end)
-  if os.getenv("PROCTOR_TEST_TIMES") then io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0)) end
+  if os.getenv("PROCTOR_TEST_TIMES") then
+    io.stdout:write(string.format("  (%s: %.0f ms)\n", name, H.hrms() - t0))
+  end
 end
 
 -- Every tests/nvim/spec_*.lua, by name, so a new file cannot be forgotten. Pinned last:
@@ -32,12 +36,21 @@ end
 -- views) and spec_deprecation (it checks that no other spec met a deprecation). SPEC
 -- selects specs; they still run in this order.
 local specs = T.discover(root .. "/tests/nvim", {
-  last = { "spec_tasks", "spec_audit", "spec_everyday", "spec_trust", "spec_limits", "spec_deprecation" },
+  last = {
+    "spec_tasks",
+    "spec_audit",
+    "spec_everyday",
+    "spec_trust",
+    "spec_limits",
+    "spec_deprecation",
+  },
 })
 local only = os.getenv("SPEC")
 if only and only ~= "" then
   local wanted = {}
-  for s in only:gmatch("[^,]+") do wanted[s] = true end
+  for s in only:gmatch("[^,]+") do
+    wanted[s] = true
+  end
   local picked = {}
   for _, s in ipairs(specs) do
     if wanted[s] then
@@ -54,9 +67,16 @@ if only and only ~= "" then
 end
 for _, s in ipairs(specs) do
   local ok, err = xpcall(function() require(s)(test, T, H) end, debug.traceback)
-  if not ok then T.say("FAIL " .. s .. " (loading): " .. tostring(err):gsub("\n", "\n    ")) T.failed = T.failed + 1 end
+  if not ok then
+    T.say("FAIL " .. s .. " (loading): " .. tostring(err):gsub("\n", "\n    "))
+    T.failed = T.failed + 1
+  end
 end
 
 local ok = T.finish()
 pcall(function() require("proctor.engine")._reset() end)
-if ok then vim.cmd("qa!") else vim.cmd("cquit 1") end
+if ok then
+  vim.cmd("qa!")
+else
+  vim.cmd("cquit 1")
+end

@@ -3,13 +3,30 @@ return function(test, T, H)
   local api = vim.api
 
   test("require has no side effects", function()
-    for _, m in ipairs({ "proctor", "proctor.config", "proctor.engine", "proctor.console", "proctor.commands",
-      "proctor.list", "proctor.util", "proctor.health", "proctor.actions", "proctor.views", "proctor.compat",
-      "proctor.console.backlog", "proctor.console.editor", "proctor.console.window" }) do
+    for _, m in ipairs({
+      "proctor",
+      "proctor.config",
+      "proctor.engine",
+      "proctor.console",
+      "proctor.commands",
+      "proctor.list",
+      "proctor.util",
+      "proctor.health",
+      "proctor.actions",
+      "proctor.views",
+      "proctor.compat",
+      "proctor.console.backlog",
+      "proctor.console.editor",
+      "proctor.console.window",
+    }) do
       require(m)
     end
     T.eq(require("proctor.engine").current(), nil, "engine created by require")
-    T.eq(pcall(api.nvim_get_autocmds, { group = "proctor_engine" }), false, "autocmd group created by require")
+    T.eq(
+      pcall(api.nvim_get_autocmds, { group = "proctor_engine" }),
+      false,
+      "autocmd group created by require"
+    )
     T.eq(#H.notes, 0, "messages on require")
     T.ok(vim.fn.exists(":Proctor") == 2, ":Proctor is defined by plugin/proctor.lua")
   end)
@@ -31,7 +48,10 @@ return function(test, T, H)
     T.ok(not H.notes[1].msg:find("traceback"), "traceback in message")
     T.eq(cfg.get().console.size, 20, "previous configuration kept after a bad setup")
     -- bad enum, bad number, bad top-level type
-    T.match(select(2, p.setup({ notify = "sometimes" })), "'notify' must be one of never, on_failure, always")
+    T.match(
+      select(2, p.setup({ notify = "sometimes" })),
+      "'notify' must be one of never, on_failure, always"
+    )
     T.match(select(2, p.setup({ engine = { kill_grace_ms = -1 } })), "'engine%.kill_grace_ms'")
     T.match(select(2, p.setup({ console = 3 })), "'console' must be table")
     T.match(select(2, p.setup("x")), "expects a table")
@@ -59,8 +79,11 @@ return function(test, T, H)
     local ex2 = T.ok(p.run({ cmd = "exit 3" }))
     T.ok(engine.current() == eng, "one engine")
     -- no wait(): the events arrive through the watched fd alone
-    H.wait(5000, function() return engine.state[ex2.id] == "failed" and engine.state[ex.id] == "completed" end,
-      "events through the wake fd")
+    H.wait(
+      5000,
+      function() return engine.state[ex2.id] == "failed" and engine.state[ex.id] == "completed" end,
+      "events through the wake fd"
+    )
     T.eq(#api.nvim_get_autocmds({ group = "proctor_engine", event = "VimLeavePre" }), 1)
   end)
 
@@ -87,7 +110,9 @@ return function(test, T, H)
       end,
     })
     T.eq(type(ex.id), "number")
-    for _, m in ipairs({ "cancel", "input", "wait", "open", "record" }) do T.eq(type(ex[m]), "function", m) end
+    for _, m in ipairs({ "cancel", "input", "wait", "open", "record" }) do
+      T.eq(type(ex[m]), "function", m)
+    end
     local rec = T.ok(ex:wait(5000))
     T.eq(rec.state, "failed")
     T.eq(rec.exit_code, 4)
@@ -115,9 +140,15 @@ return function(test, T, H)
     T.eq(p.cancel(987654), "not_found")
     -- a grace of 120 s: ending within 30 s is the force, not the grace
     local ex2 = p.run({ cmd = "trap '' TERM; echo ready; sleep 30", kill_grace_ms = 120000 })
-    H.wait(10000, function()
-      return (require("proctor.engine").current():read(ex2.id, "stdout", 0, 100) or ""):find("ready") ~= nil
-    end, "the TERM trap is set")
+    H.wait(
+      10000,
+      function()
+        return (require("proctor.engine").current():read(ex2.id, "stdout", 0, 100) or ""):find(
+          "ready"
+        ) ~= nil
+      end,
+      "the TERM trap is set"
+    )
     T.eq(ex2:cancel(), "canceling")
     T.eq(ex2:cancel(), "already_canceling")
     T.eq(ex2:cancel(true), "already_canceling")
@@ -129,9 +160,11 @@ return function(test, T, H)
   test("run() takes a secret from a source: read at spawn time, masked in the output", function()
     local p = require("proctor")
     local out = {}
-    local ex = p.run({ cmd = { "sh", "-c", 'echo "t=$TOKEN"' },
-                       secrets = { TOKEN = { command = { "printf", "layer-S3cret" } } },
-                       on_output = function(_, _, data) out[#out + 1] = data end })
+    local ex = p.run({
+      cmd = { "sh", "-c", 'echo "t=$TOKEN"' },
+      secrets = { TOKEN = { command = { "printf", "layer-S3cret" } } },
+      on_output = function(_, _, data) out[#out + 1] = data end,
+    })
     local rec = T.ok(ex:wait(5000))
     T.eq(rec.state, "completed")
     H.wait(2000, function() return table.concat(out):find("\n", 1, true) ~= nil end)
@@ -160,38 +193,45 @@ return function(test, T, H)
     T.eq(select(3, p.input(424242, "x")), "ENOENT")
   end)
 
-  test("input and close_stdin given while queued reach the process when it runs: the core keeps them", function()
-    local p = require("proctor")
-    local engine = require("proctor.engine")
-    engine._reset()
-    p.setup({ notify = "never", engine = { max_running = 1, kill_grace_ms = 500 } })
-    local ok, err = pcall(function()
-      local blocker = p.run({ cmd = { "sleep", "30" } })
-      H.wait(3000, function() return engine.state[blocker.id] == "running" end)
-      local eng = engine.current()
-      -- straight to the core: it keeps input for a queued execution
-      local raw = eng:start({ cmd = { "cat" }, stdin = true })
-      T.eq(eng:get(raw).state, "queued")
-      T.eq(eng:input(raw, "core-1\n"), true)
-      T.eq(eng:close_stdin(raw), true)
-      -- and through the layer, which hands it to the core as is
-      local out = ""
-      local ex = p.run({ cmd = { "cat" }, on_output = function(_, _, d) out = out .. d end })
-      T.eq(eng:get(ex.id).state, "queued")
-      T.eq(ex:input("one\n"), true)
-      T.eq(p.input(ex.id, "two\n"), true)
-      T.eq(ex:close_stdin(), true)
-      T.eq(p.input(ex.id, string.rep("x", 16 * 1024 * 1024 + 1)) == nil, true, "over the core's bound: EBUSY")
-      blocker:cancel(true)
-      T.eq(T.ok(p.get(raw):wait(5000)).state, "completed")
-      T.eq((eng:read(raw, "stdout", 0, 100)), "core-1\n")
-      T.eq(T.ok(ex:wait(5000)).state, "completed")
-      T.eq(out, "one\ntwo\n")
-    end)
-    engine._reset()
-    p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
-    if not ok then error(err, 0) end
-  end)
+  test(
+    "input and close_stdin given while queued reach the process when it runs: the core keeps them",
+    function()
+      local p = require("proctor")
+      local engine = require("proctor.engine")
+      engine._reset()
+      p.setup({ notify = "never", engine = { max_running = 1, kill_grace_ms = 500 } })
+      local ok, err = pcall(function()
+        local blocker = p.run({ cmd = { "sleep", "30" } })
+        H.wait(3000, function() return engine.state[blocker.id] == "running" end)
+        local eng = engine.current()
+        -- straight to the core: it keeps input for a queued execution
+        local raw = eng:start({ cmd = { "cat" }, stdin = true })
+        T.eq(eng:get(raw).state, "queued")
+        T.eq(eng:input(raw, "core-1\n"), true)
+        T.eq(eng:close_stdin(raw), true)
+        -- and through the layer, which hands it to the core as is
+        local out = ""
+        local ex = p.run({ cmd = { "cat" }, on_output = function(_, _, d) out = out .. d end })
+        T.eq(eng:get(ex.id).state, "queued")
+        T.eq(ex:input("one\n"), true)
+        T.eq(p.input(ex.id, "two\n"), true)
+        T.eq(ex:close_stdin(), true)
+        T.eq(
+          p.input(ex.id, string.rep("x", 16 * 1024 * 1024 + 1)) == nil,
+          true,
+          "over the core's bound: EBUSY"
+        )
+        blocker:cancel(true)
+        T.eq(T.ok(p.get(raw):wait(5000)).state, "completed")
+        T.eq((eng:read(raw, "stdout", 0, 100)), "core-1\n")
+        T.eq(T.ok(ex:wait(5000)).state, "completed")
+        T.eq(out, "one\ntwo\n")
+      end)
+      engine._reset()
+      p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+      if not ok then error(err, 0) end
+    end
+  )
 
   test("get, list, record, delete, purge and unknown ids", function()
     local p = require("proctor")
@@ -225,8 +265,14 @@ return function(test, T, H)
     T.eq(okr, false)
     T.match(m, "cmd must be")
     T.raises(function() p.run({ cmd = "ls", bogus = 1 }) end, 'unknown field "bogus"')
-    T.raises(function() p.run({ cmd = "ls", cwd = "/nonexistent/dir" }) end, "cwd: no such directory")
-    T.raises(function() p.run({ cmd = "ls", cols = "x", pty = true }) end, 'cols must be an integer')
+    T.raises(
+      function() p.run({ cmd = "ls", cwd = "/nonexistent/dir" }) end,
+      "cwd: no such directory"
+    )
+    T.raises(
+      function() p.run({ cmd = "ls", cols = "x", pty = true }) end,
+      "cols must be an integer"
+    )
     T.raises(function() p.run({ cmd = "ls", on_exit = 3 }) end, "on_exit must be a function")
     -- spawn error arrives as failed with the reason
     local bad = p.run({ cmd = { "/nonexistent/program" } })
@@ -258,9 +304,14 @@ return function(test, T, H)
     for _, s in ipairs(seen) do
       if s.id == bad.id then seq[#seq + 1] = s.pat:sub(8) .. ":" .. s.state end
     end
-    T.eq(table.concat(seq, ","), "StateChanged:queued,StateChanged:starting,StateChanged:running,StateChanged:failed,Exit:failed")
+    T.eq(
+      table.concat(seq, ","),
+      "StateChanged:queued,StateChanged:starting,StateChanged:running,StateChanged:failed,Exit:failed"
+    )
     local last
-    for _, s in ipairs(seen) do if s.id == bad.id and s.pat == "ProctorExit" then last = s end end
+    for _, s in ipairs(seen) do
+      if s.id == bad.id and s.pat == "ProctorExit" then last = s end
+    end
     T.eq(last.exit, 5, "record in the event has the exit code")
     T.eq(p.statusline(), "proctor: 1 running, 1 ok, 1 failed")
     local st = p.status()
@@ -282,13 +333,16 @@ return function(test, T, H)
       -- Hold the main loop (no event is taken) until both ended in the core,
       -- so their ends reach the layer together: on a loaded machine "bad"
       -- could end more than the 200 ms quiet time after "good" was told.
-      local core_eng, TERMINAL = require("proctor.engine").current(), require("proctor.engine").TERMINAL
+      local core_eng, TERMINAL =
+        require("proctor.engine").current(), require("proctor.engine").TERMINAL
       local function ended(x)
         local r = core_eng:get(x.id)
         return r and TERMINAL[r.state]
       end
       local deadline = H.hrms() + 30000
-      while not (ended(a) and ended(b)) and H.hrms() < deadline do (vim.uv or vim.loop).sleep(5) end
+      while not (ended(a) and ended(b)) and H.hrms() < deadline do
+        (vim.uv or vim.loop).sleep(5)
+      end
       T.ok(ended(a) and ended(b), "two short executions did not end within 30 s")
       a:wait(5000)
       b:wait(5000)
@@ -301,7 +355,10 @@ return function(test, T, H)
     p.setup({ notify = "on_failure", engine = { kill_grace_ms = 500 } })
     local n = run_two()
     T.eq(#n, 1, table.concat(n, " | "))
-    T.match(n[1], "^%(proctor%) #%d+ bad failed: exit 3 after [%d.]+ m?s — boom · :Proctor open %d+$")
+    T.match(
+      n[1],
+      "^%(proctor%) #%d+ bad failed: exit 3 after [%d.]+ m?s — boom · :Proctor open %d+$"
+    )
     T.eq(H.notes[1].level, vim.log.levels.ERROR)
     p.setup({ notify = "always", engine = { kill_grace_ms = 500 } })
     n = run_two()
@@ -314,7 +371,9 @@ return function(test, T, H)
     -- layer together.
     H.clear_notes()
     local exs = {}
-    for i = 1, 20 do exs[i] = p.run({ cmd = { "true" } }) end
+    for i = 1, 20 do
+      exs[i] = p.run({ cmd = { "true" } })
+    end
     local core_eng = require("proctor.engine").current()
     local function all_ended()
       for i = 1, 20 do
@@ -324,9 +383,13 @@ return function(test, T, H)
       return true
     end
     local deadline = H.hrms() + 30000
-    while not all_ended() and H.hrms() < deadline do (vim.uv or vim.loop).sleep(5) end
+    while not all_ended() and H.hrms() < deadline do
+      (vim.uv or vim.loop).sleep(5)
+    end
     T.ok(all_ended(), "20 executions of true did not end within 30 s")
-    for i = 1, 20 do exs[i]:wait(5000) end
+    for i = 1, 20 do
+      exs[i]:wait(5000)
+    end
     H.wait(10000, function() return #H.notes > 0 end, "the summary")
     -- the first notification counts all 20: they were told together
     T.match(H.notes[1].msg, "^%(proctor%) 20 executions ended: 20 completed\n")

@@ -4,9 +4,7 @@ return function(test, T, H)
   local p = require("proctor")
   local engine = require("proctor.engine")
 
-  local function close_others()
-    vim.cmd("silent! only!")
-  end
+  local function close_others() vim.cmd("silent! only!") end
 
   -- Lines of the console minus the final "[proctor] …" line.
   local function body(buf)
@@ -25,8 +23,10 @@ return function(test, T, H)
     T.eq(vim.bo[buf].buftype, "terminal")
     local final = H.wait_final(buf)
     T.match(final, "^%[proctor%] failed: exit 2 after [%d.]+ m?s$")
-    local expected = H.reference_render("\27[31mred\27[0m plain \27[1;32mbold green\27[0m\r\n"
-      .. "\27[44m  blue bg  \27[0m|\27[4munder\27[24m\r\ntab\there\r\n")
+    local expected = H.reference_render(
+      "\27[31mred\27[0m plain \27[1;32mbold green\27[0m\r\n"
+        .. "\27[44m  blue bg  \27[0m|\27[4munder\27[24m\r\ntab\there\r\n"
+    )
     T.eq(table.concat(body(buf), "\n"), table.concat(expected, "\n"))
     T.eq(body(buf)[1], "red plain bold green", "no escape sequences in the text")
     -- the terminal coloured the text: on the screen, the cells of "red",
@@ -38,10 +38,14 @@ return function(test, T, H)
     T.ok(pos.row > 0, "line 1 is on the screen")
     T.eq(vim.fn.screenchar(pos.row, pos.col), ("r"):byte())
     T.eq(vim.fn.screenchar(pos.row, pos.col + 10), ("b"):byte())
-    local red, plain, green = vim.fn.screenattr(pos.row, pos.col), vim.fn.screenattr(pos.row, pos.col + 4),
+    local red, plain, green =
+      vim.fn.screenattr(pos.row, pos.col),
+      vim.fn.screenattr(pos.row, pos.col + 4),
       vim.fn.screenattr(pos.row, pos.col + 10)
-    T.ok(red ~= plain and green ~= plain and red ~= green,
-      ("coloured cells: red %d, plain %d, bold green %d"):format(red, plain, green))
+    T.ok(
+      red ~= plain and green ~= plain and red ~= green,
+      ("coloured cells: red %d, plain %d, bold green %d"):format(red, plain, green)
+    )
     T.eq(vim.fn.screenattr(pos.row, pos.col + 1), red, "the whole word is red")
   end)
 
@@ -54,7 +58,10 @@ return function(test, T, H)
     local buf = ex:open()
     local final = H.wait_final(buf)
     T.match(final, "completed: exit 0")
-    T.eq(table.concat(body(buf), "\n"), "start\nprogress 100% [" .. string.rep("#", 50) .. "]\ndone")
+    T.eq(
+      table.concat(body(buf), "\n"),
+      "start\nprogress 100% [" .. string.rep("#", 50) .. "]\ndone"
+    )
   end)
 
   test("console: 10,000 lines, nothing lost, last line present", function()
@@ -97,8 +104,13 @@ return function(test, T, H)
         (vim.uv or vim.loop).sleep(5)
       end
       ex:wait(10000)
-      H.wait(3000, function() return c.ended ~= nil and (c.backlog.next.stdout or 0) >= 1288895 + 10 and c.parked end,
-        "all output seen and the hidden console parked")
+      H.wait(
+        3000,
+        function()
+          return c.ended ~= nil and (c.backlog.next.stdout or 0) >= 1288895 + 10 and c.parked
+        end,
+        "all output seen and the hidden console parked"
+      )
       T.eq(#vim.fn.win_findbuf(c.buf), 0, "hidden")
       T.ok(c.backlog.n <= 2 * cfg.tail_bytes, "parked backlog is bounded: " .. c.backlog.n)
       T.ok(not H.has_line(c.buf, "last%-line"), "nothing rendered while hidden")
@@ -137,7 +149,10 @@ return function(test, T, H)
     local opt = vim.fn.exists("+winbar") == 1 and "winbar" or "statusline"
     T.match(require("proctor.compat").get_win_option(win, opt), "proctor%.console'%.bar%(%)")
     H.wait_final(buf)
-    T.match(require("proctor.console").bar(win), "^proctor #" .. ex.id .. " barred │ failed: exit 2 after [%d.]+ m?s$")
+    T.match(
+      require("proctor.console").bar(win),
+      "^proctor #" .. ex.id .. " barred │ failed: exit 2 after [%d.]+ m?s$"
+    )
     -- a window showing another buffer gets no proctor text
     vim.cmd("enew")
     T.ok(not require("proctor.console").bar(api.nvim_get_current_win()):find("proctor #"))
@@ -145,7 +160,8 @@ return function(test, T, H)
 
   test("close and reopen a console; wiped buffers replay the ring buffer", function()
     close_others()
-    local ex = p.run({ cmd = "for i in $(seq 1 30); do echo tick$i; sleep 0.02; done", label = "reopen" })
+    local ex =
+      p.run({ cmd = "for i in $(seq 1 30); do echo tick$i; sleep 0.02; done", label = "reopen" })
     local buf, win = ex:open()
     H.wait(3000, function() return H.has_line(buf, "^tick3$") end, "first output")
     api.nvim_win_close(win, true)
@@ -182,7 +198,9 @@ return function(test, T, H)
         local l = body(buf)
         T.eq(#l, 80, "round " .. round .. ": line count: " .. table.concat(l, ","))
         for i = 1, 80 do
-          if l[i] ~= tostring(i) then error("round " .. round .. ": line " .. i .. " is " .. tostring(l[i])) end
+          if l[i] ~= tostring(i) then
+            error("round " .. round .. ": line " .. i .. " is " .. tostring(l[i]))
+          end
         end
         close_others()
       end
@@ -196,8 +214,14 @@ return function(test, T, H)
     local eng = engine.get()
     -- "late" is printed once the test says so (the file `go` exists)
     local go = vim.fn.tempname()
-    local id = eng:start({ cmd = "echo early-1; echo early-2; while [ ! -e '" .. go .. "' ]; do sleep 0.02; done; " ..
-      "echo late-1; exit 3", label = "ext", owner = "agent" })
+    local id = eng:start({
+      cmd = "echo early-1; echo early-2; while [ ! -e '"
+        .. go
+        .. "' ]; do sleep 0.02; done; "
+        .. "echo late-1; exit 3",
+      label = "ext",
+      owner = "agent",
+    })
     H.wait(3000, function()
       local r = eng:get(id)
       return r and r.bytes and (r.bytes.stdout or 0) >= 16
@@ -233,7 +257,9 @@ return function(test, T, H)
     vim.cmd("Proctor qf " .. ex.id)
     local qf = vim.fn.getqflist()
     local valid
-    for _, it in ipairs(qf) do if it.valid == 1 then valid = it end end
+    for _, it in ipairs(qf) do
+      if it.valid == 1 then valid = it end
+    end
     T.ok(valid, "a valid quickfix entry")
     T.eq(valid.lnum, 2)
     T.eq(valid.col, 5)
@@ -255,7 +281,12 @@ return function(test, T, H)
       ]]))
       c.wait(3000, "require('proctor.engine').state[...] == 'running'", "cat running", id)
       c.input("ihello cat<CR>")
-      c.wait(3000, "#vim.tbl_filter(function(l) return l == 'hello cat' end, lines(...)) == 2", "echo + cat output", buf)
+      c.wait(
+        3000,
+        "#vim.tbl_filter(function(l) return l == 'hello cat' end, lines(...)) == 2",
+        "echo + cat output",
+        buf
+      )
       c.input("<C-d>")
       c.wait(3000, "require('proctor.engine').state[...] == 'completed'", "cat ended on ^D", id)
       c.input("<C-\\><C-n>")

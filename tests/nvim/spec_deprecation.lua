@@ -11,14 +11,18 @@ return function(test, T, H)
       vim.notify("proctor.selfcheck() is deprecated")
     end
     T.ok(#H.deprecations > n0, "the watch saw the self-check")
-    for i = #H.deprecations, n0 + 1, -1 do H.deprecations[i] = nil end
+    for i = #H.deprecations, n0 + 1, -1 do
+      H.deprecations[i] = nil
+    end
     -- :checkhealth proctor: vim.health is where Neovim 0.10 deprecated the most
     vim.cmd("silent checkhealth proctor")
     local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
     T.ok(not text:lower():find("deprecat"), text)
     vim.cmd("bwipeout!")
     for l in vim.fn.execute("messages"):gmatch("[^\n]+") do
-      if l:lower():find("deprecat") then H.deprecations[#H.deprecations + 1] = ":messages: " .. l end
+      if l:lower():find("deprecat") then
+        H.deprecations[#H.deprecations + 1] = ":messages: " .. l
+      end
     end
     T.eq(#H.deprecations, 0, table.concat(H.deprecations, "\n"))
   end)

@@ -8,48 +8,68 @@ return function(test, T, H)
 
   local function p() return require("proctor") end
   local function setup(extra)
-    local opts = vim.tbl_deep_extend("force", { notify = "never", engine = { kill_grace_ms = 500 } }, extra or {})
+    local opts = vim.tbl_deep_extend(
+      "force",
+      { notify = "never", engine = { kill_grace_ms = 500 } },
+      extra or {}
+    )
     T.eq(p().setup(opts), true)
   end
 
-  test("bounds: a stalled output consumer holds its execution alone; the others flow, nothing is lost", function()
-    setup()
-    local reader = require("proctor.tasks.reader")
-    local nlines = 1636800 -- 41-byte lines: 64 MiB less 64 bytes
-    local total = 41 * nlines
-    local flood = assert(p().run({ cmd = ("yes 0123456789012345678901234567890123456789 | head -n %d"):format(nlines),
-      backpressure = true, open = false }))
-    local got, missed, finished = 0, 0, false
-    local budget = reader.BUDGET_MS
-    reader.BUDGET_MS = 0 -- the consumer is stalled: nothing is handed over
-    local ok, err = pcall(function()
-      reader.attach(flood.id, {
-        chunk = function(text) got = got + #text end,
-        missed = function(n) missed = missed + n end,
-        finish = function() finished = true end,
-      })
-      H.wait(60000, function() return reader.holding(flood.id) end, "the reader asks the core to hold the flood")
-      -- a quiet execution started now: its output and its end arrive although
-      -- the flood's consumer is more than 16 MiB behind
-      local out, done = {}, false
-      local quiet = assert(p().run({ cmd = { "sh", "-c", "echo quiet; echo err >&2" }, open = false,
-        on_output = function(_, _, data) out[#out + 1] = data end,
-        on_exit = function() done = true end }))
-      H.wait(30000, function() return done end, "the quiet execution's end")
-      local text = table.concat(out):gsub("\r", "")
-      T.eq(text:find("quiet\n", 1, true) ~= nil, true, "quiet output: " .. text)
-      T.eq(p().record(quiet.id).state, "completed")
-      T.eq(p().record(flood.id).state, "running", "the flood waits for its consumer")
-      T.ok(p().record(flood.id).bytes.stdout < total, "the flood was held: " .. p().record(flood.id).bytes.stdout)
-    end)
-    reader.BUDGET_MS = budget
-    if not ok then error(err, 0) end
-    H.wait(180000, function() return finished end, "the flood's consumer finished")
-    T.eq(missed, 0, "bytes the consumer never saw")
-    T.eq(got, total, "bytes the consumer saw")
-    T.eq(p().record(flood.id).state, "completed")
-    T.eq(reader.holding(flood.id), false)
-  end)
+  test(
+    "bounds: a stalled output consumer holds its execution alone; the others flow, nothing is lost",
+    function()
+      setup()
+      local reader = require("proctor.tasks.reader")
+      local nlines = 1636800 -- 41-byte lines: 64 MiB less 64 bytes
+      local total = 41 * nlines
+      local flood = assert(p().run({
+        cmd = ("yes 0123456789012345678901234567890123456789 | head -n %d"):format(nlines),
+        backpressure = true,
+        open = false,
+      }))
+      local got, missed, finished = 0, 0, false
+      local budget = reader.BUDGET_MS
+      reader.BUDGET_MS = 0 -- the consumer is stalled: nothing is handed over
+      local ok, err = pcall(function()
+        reader.attach(flood.id, {
+          chunk = function(text) got = got + #text end,
+          missed = function(n) missed = missed + n end,
+          finish = function() finished = true end,
+        })
+        H.wait(
+          60000,
+          function() return reader.holding(flood.id) end,
+          "the reader asks the core to hold the flood"
+        )
+        -- a quiet execution started now: its output and its end arrive although
+        -- the flood's consumer is more than 16 MiB behind
+        local out, done = {}, false
+        local quiet = assert(p().run({
+          cmd = { "sh", "-c", "echo quiet; echo err >&2" },
+          open = false,
+          on_output = function(_, _, data) out[#out + 1] = data end,
+          on_exit = function() done = true end,
+        }))
+        H.wait(30000, function() return done end, "the quiet execution's end")
+        local text = table.concat(out):gsub("\r", "")
+        T.eq(text:find("quiet\n", 1, true) ~= nil, true, "quiet output: " .. text)
+        T.eq(p().record(quiet.id).state, "completed")
+        T.eq(p().record(flood.id).state, "running", "the flood waits for its consumer")
+        T.ok(
+          p().record(flood.id).bytes.stdout < total,
+          "the flood was held: " .. p().record(flood.id).bytes.stdout
+        )
+      end)
+      reader.BUDGET_MS = budget
+      if not ok then error(err, 0) end
+      H.wait(180000, function() return finished end, "the flood's consumer finished")
+      T.eq(missed, 0, "bytes the consumer never saw")
+      T.eq(got, total, "bytes the consumer saw")
+      T.eq(p().record(flood.id).state, "completed")
+      T.eq(reader.holding(flood.id), false)
+    end
+  )
 
   test("bounds: a ready line in a flood while the editor is blocked is not lost", function()
     require("proctor.engine")._reset() -- a fresh engine (1 MiB rings): nothing else is polled meanwhile
@@ -57,38 +77,54 @@ return function(test, T, H)
     -- 2 MiB, the ready line, then 40 MiB more (40x the ring) at once
     local gen = [[head -c 2097152 /dev/zero | tr '\0' 'a' | fold -w 99; echo 'server listening on :4242'; ]]
       .. [[head -c 41943040 /dev/zero | tr '\0' 'b' | fold -w 99]]
-    local ex = assert(p().run({ cmd = gen, name = "server", ready = { pattern = "listening on :[0-9]+" },
-      open = false }))
+    local ex = assert(p().run({
+      cmd = gen,
+      name = "server",
+      ready = { pattern = "listening on :[0-9]+" },
+      open = false,
+    }))
     -- the editor is busy for a while: the child writes past the ring meanwhile
     local t0 = uv.hrtime()
-    while uv.hrtime() - t0 < 1.5e9 do end
+    while uv.hrtime() - t0 < 1.5e9 do
+    end
     H.wait(120000, function() return p().record(ex.id).state == "completed" end, "the flood's end")
     H.wait(30000, function() return require("proctor.tasks").info(ex.id).ready == true end, "ready")
     require("proctor.engine")._reset()
   end)
 
-  test("bounds: output dropped under the ended-output budget shows in the record, console and text view", function()
-    local engine = require("proctor.engine")
-    engine._reset() -- engine options apply when it starts
-    setup({ engine = { output_limit = 4 * 1048576, ended_output_max = 4 * 1048576 } })
-    local ids = {}
-    for i = 1, 3 do
-      local ex = assert(p().run({ cmd = "head -c 3145728 /dev/zero | tr '\\0' 'x' | fold -w 79", open = false }))
-      H.wait(60000, function() return p().record(ex.id).state == "completed" end, "run " .. i)
-      ids[i] = ex.id
+  test(
+    "bounds: output dropped under the ended-output budget shows in the record, console and text view",
+    function()
+      local engine = require("proctor.engine")
+      engine._reset() -- engine options apply when it starts
+      setup({ engine = { output_limit = 4 * 1048576, ended_output_max = 4 * 1048576 } })
+      local ids = {}
+      for i = 1, 3 do
+        local ex = assert(
+          p().run({ cmd = "head -c 3145728 /dev/zero | tr '\\0' 'x' | fold -w 79", open = false })
+        )
+        H.wait(60000, function() return p().record(ex.id).state == "completed" end, "run " .. i)
+        ids[i] = ex.id
+      end
+      local rec = p().record(ids[1])
+      T.ok(
+        rec.dropped.stdout > 0,
+        "the oldest run's record says what was dropped: " .. vim.inspect(rec.dropped)
+      )
+      T.eq(p().record(ids[3]).dropped.stdout, 0, "the newest keeps everything")
+      -- the text view says so
+      local lines = require("proctor.views").plain(ids[1])
+      T.match(lines[1], "the first %d+ bytes of stdout were dropped")
+      -- and the console, replaying the ring
+      p().open(ids[1])
+      local buf = vim.api.nvim_get_current_buf()
+      H.wait(
+        20000,
+        function() return H.has_line(buf, "skipped %d+ bytes") end,
+        "the console says older output was dropped"
+      )
+      vim.cmd("silent! bwipeout! " .. buf)
+      engine._reset()
     end
-    local rec = p().record(ids[1])
-    T.ok(rec.dropped.stdout > 0, "the oldest run's record says what was dropped: " .. vim.inspect(rec.dropped))
-    T.eq(p().record(ids[3]).dropped.stdout, 0, "the newest keeps everything")
-    -- the text view says so
-    local lines = require("proctor.views").plain(ids[1])
-    T.match(lines[1], "the first %d+ bytes of stdout were dropped")
-    -- and the console, replaying the ring
-    p().open(ids[1])
-    local buf = vim.api.nvim_get_current_buf()
-    H.wait(20000, function() return H.has_line(buf, "skipped %d+ bytes") end,
-      "the console says older output was dropped")
-    vim.cmd("silent! bwipeout! " .. buf)
-    engine._reset()
-  end)
+  )
 end

@@ -23,17 +23,30 @@ return function(test, T, H)
     end)
     local t0 = H.hrms()
     -- 1,310,720 lines of 80 bytes = 100 MiB, then a marker
-    local ex = p.run({ cmd = "yes \"$(printf '%079d' 0)\" | head -c 104857600; echo TAIL-MARK", label = "flood" })
+    local ex = p.run({
+      cmd = "yes \"$(printf '%079d' 0)\" | head -c 104857600; echo TAIL-MARK",
+      label = "flood",
+    })
     local buf = ex:open({ enter = false })
     T.ok(#vim.fn.win_findbuf(buf) > 0, "console visible")
     -- wait without reading the buffer (that would disturb the measurement)
-    local done = vim.wait(60000, function()
-      return engine.state[ex.id] == "completed" and require("proctor.console").idle(ex.id)
-    end, 5)
+    local done = vim.wait(
+      60000,
+      function()
+        return engine.state[ex.id] == "completed" and require("proctor.console").idle(ex.id)
+      end,
+      5
+    )
     if not done then
       local r = ex:record()
-      error(string.format("flood did not end in 60 s: lua state %s, core state %s, stdout bytes %s",
-        tostring(engine.state[ex.id]), r and r.state, r and r.bytes and r.bytes.stdout))
+      error(
+        string.format(
+          "flood did not end in 60 s: lua state %s, core state %s, stdout bytes %s",
+          tostring(engine.state[ex.id]),
+          r and r.state,
+          r and r.bytes and r.bytes.stdout
+        )
+      )
     end
     local wall = H.hrms() - t0
     local final = H.wait_final(buf, 5000)
@@ -50,59 +63,81 @@ return function(test, T, H)
     T.ok(skipped and skipped > 0, "skipped-bytes line present")
     local rec = ex:record()
     T.eq(rec.bytes.stdout, 104857600 + #"TAIL-MARK\n", "byte count")
-    T.say(string.format("# flood: 100 MiB in %.2f s, 10 ms timer lateness p50 %.1f ms p99 %.1f ms max %.1f ms",
-      wall / 1000, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 1)))
+    T.say(
+      string.format(
+        "# flood: 100 MiB in %.2f s, 10 ms timer lateness p50 %.1f ms p99 %.1f ms max %.1f ms",
+        wall / 1000,
+        pct(lat, 0.5),
+        pct(lat, 0.99),
+        pct(lat, 1)
+      )
+    )
     T.ok(wall < 30000, "took " .. wall .. " ms")
     vim.cmd("silent! only!")
     p.delete(ex.id)
   end)
 
-  test("coexistence: 1000 proctor + 1000 jobstart + 200 uv.spawn, exit codes right, no zombie", function()
-    local N1, N2, N3 = 1000, 1000, 200
-    local got1, got2, got3 = {}, {}, {}
-    local n1, n2, n3 = 0, 0, 0
-    local bad = {}
-    local t0 = H.hrms()
-    for i = 1, N1 do
-      local ex, err = p.run({ cmd = { "sh", "-c", "exit " .. (i % 256) }, stdin = false,
-        on_exit = function(_, rec)
-          got1[i] = rec.exit_code
-          n1 = n1 + 1
-        end })
-      if not ex then bad[#bad + 1] = "proctor " .. i .. ": " .. tostring(err) end
+  test(
+    "coexistence: 1000 proctor + 1000 jobstart + 200 uv.spawn, exit codes right, no zombie",
+    function()
+      local N1, N2, N3 = 1000, 1000, 200
+      local got1, got2, got3 = {}, {}, {}
+      local n1, n2, n3 = 0, 0, 0
+      local bad = {}
+      local t0 = H.hrms()
+      for i = 1, N1 do
+        local ex, err = p.run({
+          cmd = { "sh", "-c", "exit " .. (i % 256) },
+          stdin = false,
+          on_exit = function(_, rec)
+            got1[i] = rec.exit_code
+            n1 = n1 + 1
+          end,
+        })
+        if not ex then bad[#bad + 1] = "proctor " .. i .. ": " .. tostring(err) end
+      end
+      for i = 1, N2 do
+        local j = vim.fn.jobstart({ "sh", "-c", "exit " .. (i % 256) }, {
+          on_exit = function(_, code)
+            got2[i] = code
+            n2 = n2 + 1
+          end,
+        })
+        if j <= 0 then bad[#bad + 1] = "jobstart " .. i end
+      end
+      for i = 1, N3 do
+        local h
+        h = uv.spawn("sh", { args = { "-c", "exit " .. (i % 256) } }, function(code)
+          got3[i] = code
+          n3 = n3 + 1
+          h:close()
+        end)
+        if not h then bad[#bad + 1] = "uv.spawn " .. i end
+      end
+      T.eq(#bad, 0, table.concat(bad, "; "))
+      H.wait(60000, function() return n1 == N1 and n2 == N2 and n3 == N3 end, "all exits")
+      local wall = H.hrms() - t0
+      for i = 1, N1 do
+        if got1[i] ~= i % 256 then bad[#bad + 1] = "proctor " .. i .. "=" .. tostring(got1[i]) end
+      end
+      for i = 1, N2 do
+        if got2[i] ~= i % 256 then bad[#bad + 1] = "jobstart " .. i .. "=" .. tostring(got2[i]) end
+      end
+      for i = 1, N3 do
+        if got3[i] ~= i % 256 then bad[#bad + 1] = "spawn " .. i .. "=" .. tostring(got3[i]) end
+      end
+      T.eq(#bad, 0, table.concat(vim.list_slice(bad, 1, 10), "; "))
+      -- Neovim reaps its own jobs' exits as it processes them: no zombie stays
+      local ch
+      local clean = vim.wait(10000, function()
+        ch = H.children(vim.fn.getpid())
+        return ch.Z == 0
+      end, 20)
+      T.ok(clean, "zombies under Neovim: " .. table.concat(ch.list, " "))
+      T.say(string.format("# coexistence: 2200 processes in %.2f s", wall / 1000))
+      p.purge()
     end
-    for i = 1, N2 do
-      local j = vim.fn.jobstart({ "sh", "-c", "exit " .. (i % 256) }, {
-        on_exit = function(_, code)
-          got2[i] = code
-          n2 = n2 + 1
-        end,
-      })
-      if j <= 0 then bad[#bad + 1] = "jobstart " .. i end
-    end
-    for i = 1, N3 do
-      local h
-      h = uv.spawn("sh", { args = { "-c", "exit " .. (i % 256) } }, function(code)
-        got3[i] = code
-        n3 = n3 + 1
-        h:close()
-      end)
-      if not h then bad[#bad + 1] = "uv.spawn " .. i end
-    end
-    T.eq(#bad, 0, table.concat(bad, "; "))
-    H.wait(60000, function() return n1 == N1 and n2 == N2 and n3 == N3 end, "all exits")
-    local wall = H.hrms() - t0
-    for i = 1, N1 do if got1[i] ~= i % 256 then bad[#bad + 1] = "proctor " .. i .. "=" .. tostring(got1[i]) end end
-    for i = 1, N2 do if got2[i] ~= i % 256 then bad[#bad + 1] = "jobstart " .. i .. "=" .. tostring(got2[i]) end end
-    for i = 1, N3 do if got3[i] ~= i % 256 then bad[#bad + 1] = "spawn " .. i .. "=" .. tostring(got3[i]) end end
-    T.eq(#bad, 0, table.concat(vim.list_slice(bad, 1, 10), "; "))
-    -- Neovim reaps its own jobs' exits as it processes them: no zombie stays
-    local ch
-    local clean = vim.wait(10000, function() ch = H.children(vim.fn.getpid()); return ch.Z == 0 end, 20)
-    T.ok(clean, "zombies under Neovim: " .. table.concat(ch.list, " "))
-    T.say(string.format("# coexistence: 2200 processes in %.2f s", wall / 1000))
-    p.purge()
-  end)
+  )
 
   test("SIGKILL of a Neovim with live executions: all descendants gone within 1 s", function()
     local mark = "PROCTOR_TEST_MARK=kill" .. uv.hrtime()
@@ -126,60 +161,78 @@ return function(test, T, H)
     local ok = vim.wait(3000, function() return #H.marked_pids(mark) == 0 end, 10)
     local took = H.hrms() - t0
     local left = H.marked_pids(mark)
-    T.ok(ok, string.format("%d of %d processes left after 3 s: %s", #left, before, table.concat(left, " ")))
+    T.ok(
+      ok,
+      string.format("%d of %d processes left after 3 s: %s", #left, before, table.concat(left, " "))
+    )
     T.say(string.format("# sigkill: %d processes gone in %.0f ms", before, took))
   end)
 
-  test(":qa cancels with SIGTERM and gives the grace: clean exits, and the history says canceled", function()
-    local dir = vim.fn.tempname()
-    vim.fn.mkdir(dir, "p")
-    local hist = dir .. "/h.mpk"
-    local mark = "PROCTOR_TEST_MARK=qaterm" .. uv.hrtime()
-    local k, v = mark:match("^(.-)=(.*)$")
-    local c = H.child({ env = { [k] = v } })
-    local ok, err = pcall(function()
-      -- On TERM each job shuts down cleanly in 300 ms and leaves a mark; a
-      -- SIGKILL (or the shepherd's 200 ms when Neovim is gone) leaves none.
-      c.lua(string.format([[
+  test(
+    ":qa cancels with SIGTERM and gives the grace: clean exits, and the history says canceled",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local hist = dir .. "/h.mpk"
+      local mark = "PROCTOR_TEST_MARK=qaterm" .. uv.hrtime()
+      local k, v = mark:match("^(.-)=(.*)$")
+      local c = H.child({ env = { [k] = v } })
+      local ok, err = pcall(function()
+        -- On TERM each job shuts down cleanly in 300 ms and leaves a mark; a
+        -- SIGKILL (or the shepherd's 200 ms when Neovim is gone) leaves none.
+        c.lua(string.format(
+          [[
         local p = require("proctor")
         p.setup({ notify = "never", engine = { kill_grace_ms = 20000 }, history = { enabled = true, file = %q } })
         for i = 1, 3 do
           p.run({ cmd = "trap 'sleep 0.3; echo clean > %s/done-" .. i .. "; exit 0' TERM; echo ready; sleep 300 & wait",
             pty = false, label = "svc" .. i })
         end
-      ]], hist, dir))
-      c.wait(10000, "#require('proctor').list({ state = 'running' }) == 3", "3 running")
-      c.wait(10000, [[(function()
+      ]],
+          hist,
+          dir
+        ))
+        c.wait(10000, "#require('proctor').list({ state = 'running' }) == 3", "3 running")
+        c.wait(
+          10000,
+          [[(function()
         for _, r in ipairs(require('proctor').list()) do
           local out = require('proctor.engine').current():read(r.id, 'stdout', 0, 100) or ''
           if not out:find('ready') then return false end
         end
         return true
-      end)()]], "every TERM trap is set")
-      vim.rpcnotify(c.job, "nvim_command", "qa")
-      H.wait(30000, function() return vim.fn.jobwait({ c.job }, 0)[1] ~= -1 end, "Neovim exits")
-    end)
-    c.stop()
-    if not ok then error(err, 0) end
-    for i = 1, 3 do
-      T.eq(vim.fn.filereadable(dir .. "/done-" .. i), 1, "job " .. i .. " did not get SIGTERM and the grace to finish")
+      end)()]],
+          "every TERM trap is set"
+        )
+        vim.rpcnotify(c.job, "nvim_command", "qa")
+        H.wait(30000, function() return vim.fn.jobwait({ c.job }, 0)[1] ~= -1 end, "Neovim exits")
+      end)
+      c.stop()
+      if not ok then error(err, 0) end
+      for i = 1, 3 do
+        T.eq(
+          vim.fn.filereadable(dir .. "/done-" .. i),
+          1,
+          "job " .. i .. " did not get SIGTERM and the grace to finish"
+        )
+      end
+      -- Neovim's own exit path ended them (not the shepherd noticing it gone):
+      -- the history it wrote says canceled, by the user's cancel.
+      local e = assert(require("proctor.core").new({ history_file = hist }))
+      local recs = e:list()
+      local warnings = e:warnings()
+      e:close()
+      T.eq(#warnings, 0, table.concat(warnings, " | "))
+      T.eq(#recs, 3, "records in the history")
+      for _, r in ipairs(recs) do
+        T.eq(r.state, "canceled", "#" .. r.id)
+        T.eq(r.reason, "canceled", "#" .. r.id)
+        T.eq(r.exit_code, 0, "#" .. r.id .. " ended through its TERM trap")
+      end
+      T.eq(#H.marked_pids(mark), 0, "processes left")
+      vim.fn.delete(dir, "rf")
     end
-    -- Neovim's own exit path ended them (not the shepherd noticing it gone):
-    -- the history it wrote says canceled, by the user's cancel.
-    local e = assert(require("proctor.core").new({ history_file = hist }))
-    local recs = e:list()
-    local warnings = e:warnings()
-    e:close()
-    T.eq(#warnings, 0, table.concat(warnings, " | "))
-    T.eq(#recs, 3, "records in the history")
-    for _, r in ipairs(recs) do
-      T.eq(r.state, "canceled", "#" .. r.id)
-      T.eq(r.reason, "canceled", "#" .. r.id)
-      T.eq(r.exit_code, 0, "#" .. r.id .. " ended through its TERM trap")
-    end
-    T.eq(#H.marked_pids(mark), 0, "processes left")
-    vim.fn.delete(dir, "rf")
-  end)
+  )
 
   test(":qa with 50 live executions returns within the grace and leaves nothing", function()
     local mark = "PROCTOR_TEST_MARK=qa" .. uv.hrtime()

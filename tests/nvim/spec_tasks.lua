@@ -42,7 +42,9 @@ return function(test, T, H)
 
   local function names(list)
     local out = {}
-    for _, t in ipairs(list) do out[#out + 1] = t.name end
+    for _, t in ipairs(list) do
+      out[#out + 1] = t.name
+    end
     return out
   end
 
@@ -54,7 +56,9 @@ return function(test, T, H)
 
   local function wait_state(id, states, ms)
     local want = {}
-    for s in states:gmatch("[%w_]+") do want[s] = true end
+    for s in states:gmatch("[%w_]+") do
+      want[s] = true
+    end
     H.wait(ms or 20000, function()
       require("proctor.engine").pump()
       local r = p().record(id)
@@ -64,7 +68,16 @@ return function(test, T, H)
   end
 
   local function setup(extra)
-    eq(p().setup(vim.tbl_deep_extend("force", { notify = "never", engine = { kill_grace_ms = 500 } }, extra or {})), true)
+    eq(
+      p().setup(
+        vim.tbl_deep_extend(
+          "force",
+          { notify = "never", engine = { kill_grace_ms = 500 } },
+          extra or {}
+        )
+      ),
+      true
+    )
   end
 
   test("tasks: make targets come from make's database; probes leave no record", function()
@@ -73,12 +86,26 @@ return function(test, T, H)
     local before = #p().list()
     local list = discover(dir)
     local n = names(list)
-    for _, want in ipairs({ "make all", "make build", "make app", "make test", "make lint", "make clean", "make docs" }) do
+    for _, want in ipairs({
+      "make all",
+      "make build",
+      "make app",
+      "make test",
+      "make lint",
+      "make clean",
+      "make docs",
+    }) do
       T.ok(vim.tbl_contains(n, want), want .. " missing from " .. table.concat(n, ", "))
     end
     for _, name in ipairs(n) do
-      T.ok(not name:find("%%") and not name:find("^make %.") and name ~= "make Makefile" and name ~= "make extra.mk"
-        and name ~= "make main.o", "not a task: " .. name)
+      T.ok(
+        not name:find("%%")
+          and not name:find("^make %.")
+          and name ~= "make Makefile"
+          and name ~= "make extra.mk"
+          and name ~= "make main.o",
+        "not a task: " .. name
+      )
     end
     eq(n[1], "make all", "the default goal first")
     local t = find(list, "make test")
@@ -86,7 +113,11 @@ return function(test, T, H)
     eq(t.cwd, dir)
     eq(t.cmd, { "make", "test" })
     eq(t.desc, "./app --self-test")
-    eq(find(list, "make docs").desc, '@echo "building the docs"', "a target of an included makefile")
+    eq(
+      find(list, "make docs").desc,
+      '@echo "building the docs"',
+      "a target of an included makefile"
+    )
     H.wait(5000, function() return #p().list() == before end, "the probe's record deleted")
     -- cached: nothing probed again, complete at once
     local again, complete = p().tasks({ cwd = dir })
@@ -122,17 +153,28 @@ return function(test, T, H)
   end)
 
   test("tasks: cargo, go, pytest, just (when installed) and user tasks", function()
-    setup({ tasks = {
-      deploy = { cmd = "echo deploy", desc = "ship it" },
-      here = function(dir) return dir:find("nothere") and nil or { cmd = { "pwd" } } end,
-    } })
+    setup({
+      tasks = {
+        deploy = { cmd = "echo deploy", desc = "ship it" },
+        here = function(dir) return dir:find("nothere") and nil or { cmd = { "pwd" } } end,
+      },
+    })
     local dir = project()
     write(dir .. "/Cargo.toml", "[package]\nname = 'x'\n")
     write(dir .. "/go.mod", "module example.com/x\n")
     write(dir .. "/pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-q'\n")
     local list = discover(dir)
     local n = names(list)
-    for _, want in ipairs({ "deploy", "here", "cargo build", "cargo test", "cargo run", "go test ./...", "go build ./...", "pytest" }) do
+    for _, want in ipairs({
+      "deploy",
+      "here",
+      "cargo build",
+      "cargo test",
+      "cargo run",
+      "go test ./...",
+      "go build ./...",
+      "pytest",
+    }) do
       T.ok(vim.tbl_contains(n, want), want .. " missing from " .. table.concat(n, ", "))
     end
     eq(find(list, "deploy").source, "user")
@@ -143,14 +185,20 @@ return function(test, T, H)
     write(dir .. "/justfile", "deploy:\n  echo hi\n")
     eq(find(discover(dir), "just deploy"), nil, "no just installed, no just tasks")
     local bin = project()
-    write(bin .. "/just", "#!/bin/sh\ncase \"$1\" in --summary) echo 'deploy fmt _hidden';; *) exit 1;; esac\n")
+    write(
+      bin .. "/just",
+      "#!/bin/sh\ncase \"$1\" in --summary) echo 'deploy fmt _hidden';; *) exit 1;; esac\n"
+    )
     vim.fn.setfperm(bin .. "/just", "rwxr-xr-x")
     local path = vim.env.PATH
     vim.env.PATH = bin .. ":" .. path
     write(dir .. "/justfile", "deploy:\n  echo hi\nfmt:\n  echo fmt\n") -- changed: probed again
     local ok, err = pcall(function()
       local l2 = discover(dir)
-      T.ok(find(l2, "just deploy") and find(l2, "just fmt"), "just recipes: " .. table.concat(names(l2), ", "))
+      T.ok(
+        find(l2, "just deploy") and find(l2, "just fmt"),
+        "just recipes: " .. table.concat(names(l2), ", ")
+      )
       eq(find(l2, "just _hidden"), nil)
     end)
     vim.env.PATH = path
@@ -162,11 +210,13 @@ return function(test, T, H)
     local state = vim.fn.tempname()
     local dir = project("project")
     local mark = vim.fn.tempname()
-    local c = H.child({ env = { XDG_STATE_HOME = state, XDG_DATA_HOME = state, PROCTOR_TEST_MARK = mark } })
+    local c =
+      H.child({ env = { XDG_STATE_HOME = state, XDG_DATA_HOME = state, PROCTOR_TEST_MARK = mark } })
     local ok, err = pcall(function()
       -- an answer the prompt does not offer is "view" where it is offered
       -- (0.12 has no "allow" for a file): the test then runs :trust, as a user would
-      c.lua([[
+      c.lua(
+        [[
         _G.asked = 0
         _G.answer = ...
         vim.fn.confirm = function(msg, choices)
@@ -181,12 +231,19 @@ return function(test, T, H)
           return 0
         end
         require("proctor").setup({ notify = "never" })
-      ]], "no")
+      ]],
+        "no"
+      )
       local function list(prompt)
-        c.lua([[_G.got = nil; require("proctor").tasks({ cwd = ..., prompt = select(2, ...), callback = function(t) _G.got = t end })]],
-          dir, prompt)
+        c.lua(
+          [[_G.got = nil; require("proctor").tasks({ cwd = ..., prompt = select(2, ...), callback = function(t) _G.got = t end })]],
+          dir,
+          prompt
+        )
         c.wait(10000, "_G.got ~= nil")
-        return c.lua([[local n = {} for _, t in ipairs(_G.got) do n[#n + 1] = t.name .. ":" .. t.source end return n]])
+        return c.lua(
+          [[local n = {} for _, t in ipairs(_G.got) do n[#n + 1] = t.name .. ":" .. t.source end return n]]
+        )
       end
       -- completion never asks
       eq(list(false), {})
@@ -200,7 +257,11 @@ return function(test, T, H)
       eq(c.lua("return _G.asked"), 1)
       -- trusted (after an edit, so it is a new question)
       c.lua("_G.answer = ...", vim.fn.has("nvim-0.9") == 1 and "a" or "t")
-      write(dir .. "/.proctor.lua", vim.fn.readfile(dir .. "/.proctor.lua", "b")[1] and table.concat(vim.fn.readfile(dir .. "/.proctor.lua"), "\n") .. "\n-- edited\n")
+      write(
+        dir .. "/.proctor.lua",
+        vim.fn.readfile(dir .. "/.proctor.lua", "b")[1]
+          and table.concat(vim.fn.readfile(dir .. "/.proctor.lua"), "\n") .. "\n-- edited\n"
+      )
       local first = list(true)
       if c.lua("return _G.viewed == true") then
         eq(first, {})
@@ -213,7 +274,9 @@ return function(test, T, H)
       eq(c.lua([[return _G.got[2].cwd]]), (dir:gsub("/$", "")))
       -- trusted content: a fresh Neovim reads it without asking
       c.stop()
-      c = H.child({ env = { XDG_STATE_HOME = state, XDG_DATA_HOME = state, PROCTOR_TEST_MARK = mark } })
+      c = H.child({
+        env = { XDG_STATE_HOME = state, XDG_DATA_HOME = state, PROCTOR_TEST_MARK = mark },
+      })
       c.lua([[_G.asked = 0; vim.fn.confirm = function() _G.asked = _G.asked + 1 return 0 end]])
       eq(list(true), { "count:project", "hello:project" })
       eq(c.lua("return _G.asked"), 0, "asked again about trusted content")
@@ -223,87 +286,100 @@ return function(test, T, H)
     if not ok then error(err, 0) end
   end)
 
-  test("tasks: :Proctor task completes names and runs one; :Proctor run picks with vim.ui.select", function()
-    setup({ tasks = { ["say hi"] = { cmd = { "echo", "hi there" }, pty = false } } })
-    local dir = project("make")
-    vim.cmd("cd " .. vim.fn.fnameescape(dir))
-    discover(dir)
-    local comp = vim.fn.getcompletion("Proctor task make t", "cmdline")
-    T.ok(vim.tbl_contains(comp, "test"), "completion: " .. table.concat(comp, ","))
-    T.ok(vim.tbl_contains(vim.fn.getcompletion("Proctor task sa", "cmdline"), "say hi"))
-    local before = #p().list()
-    vim.cmd("Proctor task say hi")
-    H.wait(10000, function() return #p().list() > before end, "the task started")
-    local rec = p().list()[#p().list()]
-    eq(rec.label, "say hi")
-    eq(rec.cwd:gsub("/$", ""), dir)
-    rec = wait_state(rec.id, "completed")
-    eq(rec.pty, false, "the task's own pty = false")
-    pcall(vim.cmd, "close")
-    -- an unknown name: one clear message
-    H.clear_notes()
-    vim.cmd("Proctor task nope")
-    H.wait(10000, function() return #H.notes > 0 end, "a message")
-    T.match(H.notes[1].msg, "no task named 'nope'")
-    -- the picker
-    local orig = vim.ui.select
-    local shown
-    vim.ui.select = function(items, opts, on_choice)
-      shown = { items = items, opts = opts }
-      on_choice(find(items, "make lint"))
-    end
-    before = #p().list()
-    local ok, err = pcall(function()
-      vim.cmd("Proctor run -bg")
-      H.wait(10000, function() return shown ~= nil end, "the picker")
-      T.ok(#shown.items >= 7)
-      T.match(shown.opts.format_item(find(shown.items, "make lint")), "^make lint  — @echo .*%[make%]$")
-      H.wait(10000, function() return #p().list() > before end, "the picked task started")
-      local r = wait_state(p().list()[#p().list()].id, "completed failed")
-      eq(r.state, "completed")
-      eq(r.cmd, { "make", "lint" })
-    end)
-    -- -cwd: the tasks of that directory; a missing one is an error before any picker
-    local npm = project("npm")
-    discover(npm)
-    shown = nil
-    local ok2, err2 = pcall(function()
-      vim.ui.select = function(items, opts) shown = { items = items, opts = opts } end
-      vim.cmd("Proctor run -bg -cwd=" .. vim.fn.fnameescape(npm))
-      H.wait(10000, function() return shown ~= nil end, "the picker of -cwd")
-      T.ok(find(shown.items, "npm run lint") ~= nil, "npm's scripts: " .. table.concat(names(shown.items), ","))
-      eq(find(shown.items, "make lint"), nil, "not the current directory's tasks")
+  test(
+    "tasks: :Proctor task completes names and runs one; :Proctor run picks with vim.ui.select",
+    function()
+      setup({ tasks = { ["say hi"] = { cmd = { "echo", "hi there" }, pty = false } } })
+      local dir = project("make")
+      vim.cmd("cd " .. vim.fn.fnameescape(dir))
+      discover(dir)
+      local comp = vim.fn.getcompletion("Proctor task make t", "cmdline")
+      T.ok(vim.tbl_contains(comp, "test"), "completion: " .. table.concat(comp, ","))
+      T.ok(vim.tbl_contains(vim.fn.getcompletion("Proctor task sa", "cmdline"), "say hi"))
+      local before = #p().list()
+      vim.cmd("Proctor task say hi")
+      H.wait(10000, function() return #p().list() > before end, "the task started")
+      local rec = p().list()[#p().list()]
+      eq(rec.label, "say hi")
+      eq(rec.cwd:gsub("/$", ""), dir)
+      rec = wait_state(rec.id, "completed")
+      eq(rec.pty, false, "the task's own pty = false")
+      pcall(vim.cmd, "close")
+      -- an unknown name: one clear message
       H.clear_notes()
+      vim.cmd("Proctor task nope")
+      H.wait(10000, function() return #H.notes > 0 end, "a message")
+      T.match(H.notes[1].msg, "no task named 'nope'")
+      -- the picker
+      local orig = vim.ui.select
+      local shown
+      vim.ui.select = function(items, opts, on_choice)
+        shown = { items = items, opts = opts }
+        on_choice(find(items, "make lint"))
+      end
+      before = #p().list()
+      local ok, err = pcall(function()
+        vim.cmd("Proctor run -bg")
+        H.wait(10000, function() return shown ~= nil end, "the picker")
+        T.ok(#shown.items >= 7)
+        T.match(
+          shown.opts.format_item(find(shown.items, "make lint")),
+          "^make lint  — @echo .*%[make%]$"
+        )
+        H.wait(10000, function() return #p().list() > before end, "the picked task started")
+        local r = wait_state(p().list()[#p().list()].id, "completed failed")
+        eq(r.state, "completed")
+        eq(r.cmd, { "make", "lint" })
+      end)
+      -- -cwd: the tasks of that directory; a missing one is an error before any picker
+      local npm = project("npm")
+      discover(npm)
       shown = nil
-      vim.cmd("Proctor run -cwd=" .. vim.fn.fnameescape(npm) .. "/nope")
-      T.match(H.notes[#H.notes].msg, "no such directory")
-      eq(shown, nil)
-    end)
-    vim.ui.select = orig
-    vim.cmd("cd " .. vim.fn.fnameescape(root))
-    if not ok then error(err, 0) end
-    if not ok2 then error(err2, 0) end
-  end)
+      local ok2, err2 = pcall(function()
+        vim.ui.select = function(items, opts) shown = { items = items, opts = opts } end
+        vim.cmd("Proctor run -bg -cwd=" .. vim.fn.fnameescape(npm))
+        H.wait(10000, function() return shown ~= nil end, "the picker of -cwd")
+        T.ok(
+          find(shown.items, "npm run lint") ~= nil,
+          "npm's scripts: " .. table.concat(names(shown.items), ",")
+        )
+        eq(find(shown.items, "make lint"), nil, "not the current directory's tasks")
+        H.clear_notes()
+        shown = nil
+        vim.cmd("Proctor run -cwd=" .. vim.fn.fnameescape(npm) .. "/nope")
+        T.match(H.notes[#H.notes].msg, "no such directory")
+        eq(shown, nil)
+      end)
+      vim.ui.select = orig
+      vim.cmd("cd " .. vim.fn.fnameescape(root))
+      if not ok then error(err, 0) end
+      if not ok2 then error(err2, 0) end
+    end
+  )
 
-  test("tasks: setup{ tasks } is checked whole; task_defaults and discover by the schema", function()
-    local cfg = require("proctor.config")
-    local _, okv, err
-    okv, err = cfg.validate({ tasks = { build = { cmd = "make" }, here = function() end } })
-    T.ok(okv, err)
-    _, err = cfg.validate({ tasks = { build = { desc = "no cmd" } } })
-    T.match(err, "option 'tasks' must be .*\"build\" has no cmd")
-    _, err = cfg.validate({ tasks = { build = "make" } })
-    T.match(err, "\"build\" is a string")
-    _, err = cfg.validate({ tasks = { { cmd = "make" } } })
-    T.match(err, "entry %[1%] has no name")
-    _, err = cfg.validate({ task_defaults = { quickfix = "sometimes" } })
-    T.match(err, "option 'task_defaults.quickfix' must be one of on_failure, always, never")
-    _, err = cfg.validate({ discover = { project_file = "a/b.lua" } })
-    T.match(err, "option 'discover.project_file' must be a file name")
-    local merged = assert(cfg.validate({ tasks = { a = { cmd = "x" } }, discover = { make = false } }))
-    eq(merged.discover.npm, true, "the other sources stay on")
-    eq(vim.tbl_keys(merged.tasks), { "a" })
-  end)
+  test(
+    "tasks: setup{ tasks } is checked whole; task_defaults and discover by the schema",
+    function()
+      local cfg = require("proctor.config")
+      local _, okv, err
+      okv, err = cfg.validate({ tasks = { build = { cmd = "make" }, here = function() end } })
+      T.ok(okv, err)
+      _, err = cfg.validate({ tasks = { build = { desc = "no cmd" } } })
+      T.match(err, "option 'tasks' must be .*\"build\" has no cmd")
+      _, err = cfg.validate({ tasks = { build = "make" } })
+      T.match(err, '"build" is a string')
+      _, err = cfg.validate({ tasks = { { cmd = "make" } } })
+      T.match(err, "entry %[1%] has no name")
+      _, err = cfg.validate({ task_defaults = { quickfix = "sometimes" } })
+      T.match(err, "option 'task_defaults.quickfix' must be one of on_failure, always, never")
+      _, err = cfg.validate({ discover = { project_file = "a/b.lua" } })
+      T.match(err, "option 'discover.project_file' must be a file name")
+      local merged =
+        assert(cfg.validate({ tasks = { a = { cmd = "x" } }, discover = { make = false } }))
+      eq(merged.discover.npm, true, "the other sources stay on")
+      eq(vim.tbl_keys(merged.tasks), { "a" })
+    end
+  )
 
   test("matchers: built-in matchers find file, line, column, message", function()
     local m = require("proctor.tasks.matchers")
@@ -316,56 +392,117 @@ return function(test, T, H)
       x:finish()
       return x.items
     end
-    local it = run("gcc", table.concat({
-      "make[1]: Entering directory '/src/lib'",
-      "util.c: In function 'f':",
-      "util.c:12:7: warning: unused variable 'x' [-Wunused-variable]",
-      "   12 |   int x;",
-      "make[1]: Leaving directory '/src/lib'",
-      "main.c:3:10: fatal error: nope.h: No such file or directory",
-      "/abs/other.c:7: error: old style",
-      "", }, "\n"))
+    local it = run(
+      "gcc",
+      table.concat({
+        "make[1]: Entering directory '/src/lib'",
+        "util.c: In function 'f':",
+        "util.c:12:7: warning: unused variable 'x' [-Wunused-variable]",
+        "   12 |   int x;",
+        "make[1]: Leaving directory '/src/lib'",
+        "main.c:3:10: fatal error: nope.h: No such file or directory",
+        "/abs/other.c:7: error: old style",
+        "",
+      }, "\n")
+    )
     eq(#it, 3)
-    eq({ it[1].filename, it[1].lnum, it[1].col, it[1].type, it[1].code, it[1].text },
-      { "/src/lib/util.c", 12, 7, "W", "-Wunused-variable", "unused variable 'x'" })
-    eq({ it[2].filename, it[2].lnum, it[2].type, it[2].text }, { "/src/main.c", 3, "E", "nope.h: No such file or directory" })
+    eq(
+      { it[1].filename, it[1].lnum, it[1].col, it[1].type, it[1].code, it[1].text },
+      { "/src/lib/util.c", 12, 7, "W", "-Wunused-variable", "unused variable 'x'" }
+    )
+    eq(
+      { it[2].filename, it[2].lnum, it[2].type, it[2].text },
+      { "/src/main.c", 3, "E", "nope.h: No such file or directory" }
+    )
     eq({ it[3].filename, it[3].lnum, it[3].col }, { "/abs/other.c", 7, nil })
-    it = run("cargo", "   Compiling x v0.1.0\nerror[E0425]: cannot find value `y` in this scope\n --> src/main.rs:3:20\n  |\n"
-      .. "warning: unused variable: `x`\n --> src/../src/lib.rs:2:9\n")
+    it = run(
+      "cargo",
+      "   Compiling x v0.1.0\nerror[E0425]: cannot find value `y` in this scope\n --> src/main.rs:3:20\n  |\n"
+        .. "warning: unused variable: `x`\n --> src/../src/lib.rs:2:9\n"
+    )
     eq(#it, 2)
-    eq({ it[1].filename, it[1].lnum, it[1].col, it[1].code, it[1].type }, { "/src/src/main.rs", 3, 20, "E0425", "E" })
-    eq({ it[2].filename, it[2].type, it[2].text }, { "/src/src/lib.rs", "W", "unused variable: `x`" })
-    it = run("go", "# example.com/x\n./main.go:5:2: undefined: y\n--- FAIL: TestA (0.00s)\n    a_test.go:12: got 1, want 2\n")
-    eq({ it[1].filename, it[1].lnum, it[1].col, it[1].text }, { "/src/main.go", 5, 2, "undefined: y" })
+    eq(
+      { it[1].filename, it[1].lnum, it[1].col, it[1].code, it[1].type },
+      { "/src/src/main.rs", 3, 20, "E0425", "E" }
+    )
+    eq(
+      { it[2].filename, it[2].type, it[2].text },
+      { "/src/src/lib.rs", "W", "unused variable: `x`" }
+    )
+    it = run(
+      "go",
+      "# example.com/x\n./main.go:5:2: undefined: y\n--- FAIL: TestA (0.00s)\n    a_test.go:12: got 1, want 2\n"
+    )
+    eq(
+      { it[1].filename, it[1].lnum, it[1].col, it[1].text },
+      { "/src/main.go", 5, 2, "undefined: y" }
+    )
     eq({ it[2].filename, it[2].lnum, it[2].text }, { "/src/a_test.go", 12, "got 1, want 2" })
-    it = run("tsc", "src/a.ts(3,5): error TS2322: Type 'string' is not assignable to type 'number'.\n"
-      .. "src/b.ts:7:1 - error TS1005: ';' expected.\n")
+    it = run(
+      "tsc",
+      "src/a.ts(3,5): error TS2322: Type 'string' is not assignable to type 'number'.\n"
+        .. "src/b.ts:7:1 - error TS1005: ';' expected.\n"
+    )
     eq({ it[1].filename, it[1].lnum, it[1].col, it[1].code }, { "/src/src/a.ts", 3, 5, "TS2322" })
     eq({ it[2].filename, it[2].lnum, it[2].text }, { "/src/src/b.ts", 7, "';' expected." })
-    it = run("eslint", "/w/a.js:1:5: 'x' is assigned a value but never used. [Error/no-unused-vars]\n"
-      .. "/w/a.js:2:1: Unexpected var. [Warning/no-var]\n\n2 problems\n")
-    eq({ it[1].filename, it[1].col, it[1].type, it[1].code }, { "/w/a.js", 5, "E", "no-unused-vars" })
+    it = run(
+      "eslint",
+      "/w/a.js:1:5: 'x' is assigned a value but never used. [Error/no-unused-vars]\n"
+        .. "/w/a.js:2:1: Unexpected var. [Warning/no-var]\n\n2 problems\n"
+    )
+    eq(
+      { it[1].filename, it[1].col, it[1].type, it[1].code },
+      { "/w/a.js", 5, "E", "no-unused-vars" }
+    )
     eq({ it[2].type, it[2].text }, { "W", "Unexpected var." })
-    it = run("python", table.concat({
-      "Traceback (most recent call last):",
-      '  File "app.py", line 9, in <module>',
-      "    main()",
-      '  File "/lib/util.py", line 3, in main',
-      "    raise ValueError('bad')",
-      "ValueError: bad", "" }, "\n"))
+    it = run(
+      "python",
+      table.concat({
+        "Traceback (most recent call last):",
+        '  File "app.py", line 9, in <module>',
+        "    main()",
+        '  File "/lib/util.py", line 3, in main',
+        "    raise ValueError('bad')",
+        "ValueError: bad",
+        "",
+      }, "\n")
+    )
     eq(#it, 2)
-    eq({ it[1].filename, it[1].lnum, it[1].type, it[1].text }, { "/lib/util.py", 3, "E", "ValueError: bad" })
+    eq(
+      { it[1].filename, it[1].lnum, it[1].type, it[1].text },
+      { "/lib/util.py", 3, "E", "ValueError: bad" }
+    )
     eq({ it[2].filename, it[2].lnum, it[2].type }, { "/src/app.py", 9, "I" })
-    it = run("pytest", table.concat({
-      "    def test_add():", ">       assert add(1, 2) == 4", "E       assert 3 == 4", "E        +  where 3 = add(1, 2)", "",
-      "tests/test_calc.py:5: AssertionError",
-      "___ test_b ___", "tests/test_b.py:8: in test_b", "    helper()", "tests/helpers.py:2: in helper", "    assert False",
-      "E   AssertionError", "=== short test summary info ===", "" }, "\n"))
+    it = run(
+      "pytest",
+      table.concat({
+        "    def test_add():",
+        ">       assert add(1, 2) == 4",
+        "E       assert 3 == 4",
+        "E        +  where 3 = add(1, 2)",
+        "",
+        "tests/test_calc.py:5: AssertionError",
+        "___ test_b ___",
+        "tests/test_b.py:8: in test_b",
+        "    helper()",
+        "tests/helpers.py:2: in helper",
+        "    assert False",
+        "E   AssertionError",
+        "=== short test summary info ===",
+        "",
+      }, "\n")
+    )
     eq(#it, 2)
-    eq({ it[1].filename, it[1].lnum, it[1].text }, { "/src/tests/test_calc.py", 5, "assert 3 == 4 +  where 3 = add(1, 2)" })
+    eq(
+      { it[1].filename, it[1].lnum, it[1].text },
+      { "/src/tests/test_calc.py", 5, "assert 3 == 4 +  where 3 = add(1, 2)" }
+    )
     eq({ it[2].filename, it[2].lnum, it[2].text }, { "/src/tests/helpers.py", 2, "AssertionError" })
-    it = run("lua", "lua: init.lua:3: attempt to call a nil value (global 'f')\nstack traceback:\n\t[C]: in ?\n"
-      .. "\tinit.lua:3: in main chunk\nE5108: Error executing lua /x/y.lua:9: boom\n")
+    it = run(
+      "lua",
+      "lua: init.lua:3: attempt to call a nil value (global 'f')\nstack traceback:\n\t[C]: in ?\n"
+        .. "\tinit.lua:3: in main chunk\nE5108: Error executing lua /x/y.lua:9: boom\n"
+    )
     eq({ it[1].filename, it[1].lnum, it[1].type }, { "/src/init.lua", 3, "E" })
     eq({ it[2].type, it[3].filename, it[3].lnum, it[3].text }, { "I", "/x/y.lua", 9, "boom" })
     -- an 'errorformat', resolved against the given cwd
@@ -376,311 +513,452 @@ return function(test, T, H)
     it = run("compiler:gcc", "src/x.c:9:3: error: boom\n", "/tmp")
     eq({ #it, it[1].filename, it[1].lnum, it[1].col }, { 1, "/tmp/src/x.c", 9, 3 })
     eq(vim.bo.errorformat, efm_before)
-    eq(select(2, m.new("compiler:nosuch", { cwd = "/" })):find("no compiler plugin 'nosuch'") ~= nil, true)
+    eq(
+      select(2, m.new("compiler:nosuch", { cwd = "/" })):find("no compiler plugin 'nosuch'") ~= nil,
+      true
+    )
     eq(select(2, m.new("nosuch", { cwd = "/" })):find("unknown matcher 'nosuch'") ~= nil, true)
     eq(m.for_command({ "make", "-j8" }), "gcc")
     eq(m.for_command("CC=clang cargo build"), "cargo")
     eq(m.for_command("python3 -m pytest"), "pytest")
   end)
 
-  test("diagnostics: a C compile error lands on its line, in quickfix too, and a rerun replaces it", function()
-    setup()
-    local dir = project("cbuild")
-    local ex
-    local wins = #api.nvim_list_wins()
-    tasks().run_task("make build", { cwd = dir, set = { open_quickfix = true } }, function(e, err) ex = e or error(err) end)
-    H.wait(20000, function() return ex ~= nil end, "the task started")
-    eq(wait_state(ex.id, "failed completed").state, "failed")
-    local D = require("proctor.tasks.diagnostics")
-    H.wait(10000, function() local r = D.result(ex.id) return r and r.done end, "matching done")
-    local buf = vim.fn.bufnr(dir .. "/main.c")
-    T.ok(buf > 0, "a buffer for main.c")
-    local ds = vim.diagnostic.get(buf, { namespace = D.namespace("make build") })
-    T.ok(#ds >= 1, "diagnostics on main.c")
-    eq(ds[1].lnum, 5, "line 6 (0-based 5): return undeclared_value")
-    eq(ds[1].col, 9)
-    eq(ds[1].severity, vim.diagnostic.severity.ERROR)
-    T.match(ds[1].message, "undeclared_value")
-    eq(ds[1].source, "make build")
-    local qf = vim.fn.getqflist({ title = 0, items = 0, context = 0 })
-    eq(qf.title, ("proctor #%d make build"):format(ex.id))
-    eq(vim.fn.bufname(qf.items[1].bufnr) ~= "" and qf.items[1].lnum, 6)
-    eq(vim.fn.getqflist({ winid = 0 }).winid ~= 0, true, "open_quickfix: the quickfix window")
-    eq(#api.nvim_list_wins(), wins + 1)
-    vim.cmd("cclose")
-    -- fix it, but add a warning two lines up: a rerun replaces the diagnostics
-    write(dir .. "/main.c", "#include <stdio.h>\n\nint main(void) {\n  int unused;\n  printf(\"hi\\n\");\n  return 0;\n}\n")
-    local ex2
-    tasks().run_task("make build", { cwd = dir }, function(e, err) ex2 = e or error(err) end)
-    H.wait(20000, function() return ex2 ~= nil end, "the rerun started")
-    eq(wait_state(ex2.id, "failed completed").state, "completed")
-    H.wait(10000, function() local r = D.result(ex2.id) return r and r.done end, "matching done")
-    ds = vim.diagnostic.get(buf, { namespace = D.namespace("make build") })
-    eq(#ds, 1, "only the rerun's diagnostics")
-    eq({ ds[1].lnum, ds[1].severity }, { 3, vim.diagnostic.severity.WARN })
-    -- on_failure: a passing rerun empties this task's quickfix list, titled by the rerun
-    qf = vim.fn.getqflist({ title = 0, size = 0 })
-    eq({ qf.title, qf.size }, { ("proctor #%d make build"):format(ex2.id), 0 })
-  end)
+  test(
+    "diagnostics: a C compile error lands on its line, in quickfix too, and a rerun replaces it",
+    function()
+      setup()
+      local dir = project("cbuild")
+      local ex
+      local wins = #api.nvim_list_wins()
+      tasks().run_task(
+        "make build",
+        { cwd = dir, set = { open_quickfix = true } },
+        function(e, err) ex = e or error(err) end
+      )
+      H.wait(20000, function() return ex ~= nil end, "the task started")
+      eq(wait_state(ex.id, "failed completed").state, "failed")
+      local D = require("proctor.tasks.diagnostics")
+      H.wait(10000, function()
+        local r = D.result(ex.id)
+        return r and r.done
+      end, "matching done")
+      local buf = vim.fn.bufnr(dir .. "/main.c")
+      T.ok(buf > 0, "a buffer for main.c")
+      local ds = vim.diagnostic.get(buf, { namespace = D.namespace("make build") })
+      T.ok(#ds >= 1, "diagnostics on main.c")
+      eq(ds[1].lnum, 5, "line 6 (0-based 5): return undeclared_value")
+      eq(ds[1].col, 9)
+      eq(ds[1].severity, vim.diagnostic.severity.ERROR)
+      T.match(ds[1].message, "undeclared_value")
+      eq(ds[1].source, "make build")
+      local qf = vim.fn.getqflist({ title = 0, items = 0, context = 0 })
+      eq(qf.title, ("proctor #%d make build"):format(ex.id))
+      eq(vim.fn.bufname(qf.items[1].bufnr) ~= "" and qf.items[1].lnum, 6)
+      eq(vim.fn.getqflist({ winid = 0 }).winid ~= 0, true, "open_quickfix: the quickfix window")
+      eq(#api.nvim_list_wins(), wins + 1)
+      vim.cmd("cclose")
+      -- fix it, but add a warning two lines up: a rerun replaces the diagnostics
+      write(
+        dir .. "/main.c",
+        '#include <stdio.h>\n\nint main(void) {\n  int unused;\n  printf("hi\\n");\n  return 0;\n}\n'
+      )
+      local ex2
+      tasks().run_task("make build", { cwd = dir }, function(e, err) ex2 = e or error(err) end)
+      H.wait(20000, function() return ex2 ~= nil end, "the rerun started")
+      eq(wait_state(ex2.id, "failed completed").state, "completed")
+      H.wait(10000, function()
+        local r = D.result(ex2.id)
+        return r and r.done
+      end, "matching done")
+      ds = vim.diagnostic.get(buf, { namespace = D.namespace("make build") })
+      eq(#ds, 1, "only the rerun's diagnostics")
+      eq({ ds[1].lnum, ds[1].severity }, { 3, vim.diagnostic.severity.WARN })
+      -- on_failure: a passing rerun empties this task's quickfix list, titled by the rerun
+      qf = vim.fn.getqflist({ title = 0, size = 0 })
+      eq({ qf.title, qf.size }, { ("proctor #%d make build"):format(ex2.id), 0 })
+    end
+  )
 
-  test("diagnostics: a flood while the editor is blocked loses no problem (the child waits for the matcher)", function()
-    setup()
-    local dir = project()
-    -- 40 MiB of compile lines (5x the ring) with a warning every 100 lines
-    local gen = [[awk 'BEGIN { for (i = 1; i <= 400000; i++) {
+  test(
+    "diagnostics: a flood while the editor is blocked loses no problem (the child waits for the matcher)",
+    function()
+      setup()
+      local dir = project()
+      -- 40 MiB of compile lines (5x the ring) with a warning every 100 lines
+      local gen = [[awk 'BEGIN { for (i = 1; i <= 400000; i++) {
       printf "gcc -O2 -g -Wall -Wextra -Isrc/include -c src/mod%d.c -o build/mod%d.o -DPAD=....................\n", i, i
       if (i % 100 == 0) printf "src/mod%d.c:%d:5: warning: unused variable x [-Wunused-variable]\n", i, i % 50 + 1 } }']]
-    local ex = assert(p().run({ cmd = gen, cwd = dir, pty = false, name = "flood", diagnostics = "gcc",
-      quickfix = "never" }))
-    -- the editor is busy for a while: the child fills the ring and more meanwhile
-    local t0 = uv.hrtime()
-    while uv.hrtime() - t0 < 1.5e9 do end
-    local D = require("proctor.tasks.diagnostics")
-    H.wait(120000, function() local r = D.result(ex.id) return r and r.done end, "matching done")
-    local r = D.result(ex.id)
-    eq(p().record(ex.id).state, "completed")
-    eq(r.missed, 0, "bytes the matcher never saw")
-    eq(r.count, 4000, "problems found")
-    T.ok(p().record(ex.id).bytes.stdout > 40 * 2 ^ 20, "a flood: " .. p().record(ex.id).bytes.stdout)
-  end)
-
-  test("watch: a buffer write, an outside write, and a burst each make one restart in the same window", function()
-    setup()
-    local dir = project()
-    write(dir .. "/a.c", "int a;\n")
-    write(dir .. "/notes.txt", "x\n")
-    local ex = assert(p().run({ cmd = { "sleep", "60" }, cwd = dir, label = "watched", open = { open = "split" },
-      watch = { patterns = { "*.c", "*.h" }, debounce_ms = 100 } }))
-    local win = api.nvim_get_current_win()
-    wait_state(ex.id, "running")
-    local function successor(id)
-      H.wait(15000, function()
-        local i = tasks().info(id)
-        return i and i.next_id ~= nil
-      end, "a restart of #" .. id)
-      return tasks().info(id).next_id
+      local ex = assert(p().run({
+        cmd = gen,
+        cwd = dir,
+        pty = false,
+        name = "flood",
+        diagnostics = "gcc",
+        quickfix = "never",
+      }))
+      -- the editor is busy for a while: the child fills the ring and more meanwhile
+      local t0 = uv.hrtime()
+      while uv.hrtime() - t0 < 1.5e9 do
+      end
+      local D = require("proctor.tasks.diagnostics")
+      H.wait(120000, function()
+        local r = D.result(ex.id)
+        return r and r.done
+      end, "matching done")
+      local r = D.result(ex.id)
+      eq(p().record(ex.id).state, "completed")
+      eq(r.missed, 0, "bytes the matcher never saw")
+      eq(r.count, 4000, "problems found")
+      T.ok(
+        p().record(ex.id).bytes.stdout > 40 * 2 ^ 20,
+        "a flood: " .. p().record(ex.id).bytes.stdout
+      )
     end
-    -- a buffer write (of a buffer in no window: the console keeps its window)
-    local src = vim.fn.bufadd(dir .. "/a.c")
-    vim.fn.bufload(src)
-    api.nvim_buf_set_lines(src, 0, -1, false, { "int a = 1;" })
-    api.nvim_buf_call(src, function() vim.cmd("silent write") end)
-    local id2 = successor(ex.id)
-    eq(wait_state(ex.id, "canceled").reason, "canceled", "the old one canceled")
-    eq(p().record(id2).prev_id, ex.id)
-    eq(p().record(id2).task, "watched")
-    wait_state(id2, "running")
-    eq(require("proctor.console").id_of_buf(api.nvim_win_get_buf(win)), id2, "the same window shows the new run")
-    -- not matching: no restart
-    write(dir .. "/notes.txt", "y\n")
-    vim.wait(400)
-    eq(tasks().info(id2).next_id, nil, "notes.txt restarted it")
-    -- an outside write
-    write(dir .. "/b.h", "int b;\n")
-    local id3 = successor(id2)
-    wait_state(id3, "running")
-    -- a burst: five writes, one restart
-    for i = 1, 5 do
-      write(dir .. "/a.c", "int a = " .. i .. ";\n")
-      vim.wait(10)
+  )
+
+  test(
+    "watch: a buffer write, an outside write, and a burst each make one restart in the same window",
+    function()
+      setup()
+      local dir = project()
+      write(dir .. "/a.c", "int a;\n")
+      write(dir .. "/notes.txt", "x\n")
+      local ex = assert(p().run({
+        cmd = { "sleep", "60" },
+        cwd = dir,
+        label = "watched",
+        open = { open = "split" },
+        watch = { patterns = { "*.c", "*.h" }, debounce_ms = 100 },
+      }))
+      local win = api.nvim_get_current_win()
+      wait_state(ex.id, "running")
+      local function successor(id)
+        H.wait(15000, function()
+          local i = tasks().info(id)
+          return i and i.next_id ~= nil
+        end, "a restart of #" .. id)
+        return tasks().info(id).next_id
+      end
+      -- a buffer write (of a buffer in no window: the console keeps its window)
+      local src = vim.fn.bufadd(dir .. "/a.c")
+      vim.fn.bufload(src)
+      api.nvim_buf_set_lines(src, 0, -1, false, { "int a = 1;" })
+      api.nvim_buf_call(src, function() vim.cmd("silent write") end)
+      local id2 = successor(ex.id)
+      eq(wait_state(ex.id, "canceled").reason, "canceled", "the old one canceled")
+      eq(p().record(id2).prev_id, ex.id)
+      eq(p().record(id2).task, "watched")
+      wait_state(id2, "running")
+      eq(
+        require("proctor.console").id_of_buf(api.nvim_win_get_buf(win)),
+        id2,
+        "the same window shows the new run"
+      )
+      -- not matching: no restart
+      write(dir .. "/notes.txt", "y\n")
+      vim.wait(400)
+      eq(tasks().info(id2).next_id, nil, "notes.txt restarted it")
+      -- an outside write
+      write(dir .. "/b.h", "int b;\n")
+      local id3 = successor(id2)
+      wait_state(id3, "running")
+      -- a burst: five writes, one restart
+      for i = 1, 5 do
+        write(dir .. "/a.c", "int a = " .. i .. ";\n")
+        vim.wait(10)
+      end
+      local id4 = successor(id3)
+      wait_state(id4, "running")
+      vim.wait(600)
+      eq(tasks().info(id4).next_id, nil, "a burst made more than one restart")
+      eq(#tasks().info(id4).group_ids, 4)
+      -- :Proctor watch toggles it off: a change does nothing now
+      vim.cmd("Proctor watch " .. id4)
+      eq(tasks().info(id4).watching, false)
+      write(dir .. "/a.c", "int a = 9;\n")
+      vim.wait(500)
+      eq(tasks().info(id4).next_id, nil)
+      p().cancel(id4)
+      wait_state(id4, "canceled")
+      vim.cmd("silent! only")
+      pcall(api.nvim_buf_delete, src, { force = true })
     end
-    local id4 = successor(id3)
-    wait_state(id4, "running")
-    vim.wait(600)
-    eq(tasks().info(id4).next_id, nil, "a burst made more than one restart")
-    eq(#tasks().info(id4).group_ids, 4)
-    -- :Proctor watch toggles it off: a change does nothing now
-    vim.cmd("Proctor watch " .. id4)
-    eq(tasks().info(id4).watching, false)
-    write(dir .. "/a.c", "int a = 9;\n")
-    vim.wait(500)
-    eq(tasks().info(id4).next_id, nil)
-    p().cancel(id4)
-    wait_state(id4, "canceled")
-    vim.cmd("silent! only")
-    pcall(api.nvim_buf_delete, src, { force = true })
-  end)
+  )
 
-  test("after: a failing dependency cancels the dependent (dependency_failed) without running it", function()
-    setup({ tasks = {
-      fails = { cmd = "exit 3", pty = false },
-      works = { cmd = "sleep 0.3", pty = false },
-    } })
-    local dir = project()
-    local mark = dir .. "/ran"
-    local ex = assert(p().run({ cmd = "touch " .. mark, cwd = dir, after = { "fails" }, name = "needs-fails" }))
-    eq(p().record(ex.id).state, "queued", "held while its dependency runs")
-    local rec = wait_state(ex.id, "canceled completed failed")
-    eq({ rec.state, rec.reason }, { "canceled", "dependency_failed" })
-    eq(rec.started_at, nil, "never started")
-    eq(vim.fn.filereadable(mark), 0, "the dependent ran")
-    -- a dependency that succeeds releases it; an id works as well as a name
-    local dep = assert(p().run({ cmd = "sleep 0.3", cwd = dir }))
-    local ex2 = assert(p().run({ cmd = "touch " .. mark, cwd = dir, after = { "works", dep.id } }))
-    rec = wait_state(ex2.id, "canceled completed failed")
-    eq(rec.state, "completed")
-    eq(vim.fn.filereadable(mark), 1)
-    T.ok(rec.started_at >= p().record(dep.id).ended_at, "started before its dependency ended")
-    -- an unknown dependency
-    local ex3 = assert(p().run({ cmd = "true", cwd = dir, after = { "no-such-task" } }))
-    eq(wait_state(ex3.id, "canceled completed").reason, "dependency_failed")
-  end)
-
-  test("sequence: one chain record; canceled midway it cancels the running member and skips the rest", function()
-    setup({ tasks = {
-      one = { cmd = "true", pty = false },
-      two = { cmd = "sleep 30", pty = false },
-      three = { cmd = "true", pty = false },
-      four = { cmd = "true", pty = false },
-    } })
-    local c = assert(p().sequence({ "one", { parallel = { "two", "three" } }, "four" }, { cwd = project() }))
-    eq(c:record().kind, "chain")
-    eq(c:record().name, "one → (two | three) → four")
-    H.wait(15000, function() return c:record().step == 2 end, "the second step")
-    local steps = c:record().steps
-    local two, four = steps[2][1], steps[3][1]
-    wait_state(two, "running")
-    eq(p().record(steps[1][1]).state, "completed")
-    eq(p().record(four).state, "queued", "the last step exists, held")
-    -- the list view shows the chain as such, its members marked
-    local lbuf = require("proctor.list").open()
-    H.wait(5000, function() return H.has_line(lbuf, "^c" .. c.id .. "%s+running%s+1/3") end, "the chain's line")
-    T.ok(H.has_line(lbuf, ("^#%d .*%%[c%d%%]"):format(two, c.id)), "a member's line names its chain")
-    eq(c:cancel(), "canceling")
-    local rec = assert(c:wait(15000))
-    eq(rec.state, "canceled")
-    eq(p().record(two).state, "canceled")
-    eq(p().record(two).reason, "canceled")
-    local four_rec = p().record(four)
-    eq({ four_rec.state, four_rec.reason, four_rec.started_at }, { "canceled", "skipped", nil })
-    eq(c:cancel(), "already_terminal")
-    H.wait(5000, function() return H.has_line(lbuf, "^c" .. c.id .. "%s+canceled") end, "the list shows it canceled")
-    pcall(vim.cmd, "close")
-    -- a failing step fails the chain; the rest never runs
-    local c2 = assert(p().sequence({ { cmd = "exit 4", name = "bad" }, "one" }, { cwd = project() }))
-    rec = assert(c2:wait(15000))
-    eq(rec.state, "failed")
-    eq(p().record(rec.steps[2][1]).reason, "dependency_failed")
-  end)
-
-  test("sequence: a chain is a target: list keys act on its row, :Proctor cancel c<id>, completion", function()
-    setup({ tasks = { slow = { cmd = "sleep 30", pty = false }, after = { cmd = "true", pty = false } } })
-    local function feed(keys) api.nvim_feedkeys(api.nvim_replace_termcodes(keys, true, false, true), "x", false) end
-    local c = assert(p().sequence({ "slow", "after" }, { cwd = project() }))
-    H.wait(15000, function() return c:record().step == 1 and c:record().state == "running" end, "the first step")
-    local slow, later = c:record().steps[1][1], c:record().steps[2][1]
-    wait_state(slow, "running")
-    -- completion offers the live chain to cancel, not to delete
-    T.ok(vim.tbl_contains(vim.fn.getcompletion("Proctor cancel c", "cmdline"), "c" .. c.id), "cancel completes c<id>")
-    T.ok(not vim.tbl_contains(vim.fn.getcompletion("Proctor delete c", "cmdline"), "c" .. c.id), "delete does not")
-    -- in the list: <CR> on the chain's row opens its running member; dd says it is no execution
-    local lbuf = require("proctor.list").open()
-    H.wait(5000, function() return H.has_line(lbuf, "^c" .. c.id .. "%s+running") end, "the chain's row")
-    local lnum
-    for i, l in ipairs(api.nvim_buf_get_lines(lbuf, 0, -1, false)) do
-      if l:match("^c" .. c.id .. "%s") then lnum = i end
+  test(
+    "after: a failing dependency cancels the dependent (dependency_failed) without running it",
+    function()
+      setup({
+        tasks = {
+          fails = { cmd = "exit 3", pty = false },
+          works = { cmd = "sleep 0.3", pty = false },
+        },
+      })
+      local dir = project()
+      local mark = dir .. "/ran"
+      local ex = assert(
+        p().run({ cmd = "touch " .. mark, cwd = dir, after = { "fails" }, name = "needs-fails" })
+      )
+      eq(p().record(ex.id).state, "queued", "held while its dependency runs")
+      local rec = wait_state(ex.id, "canceled completed failed")
+      eq({ rec.state, rec.reason }, { "canceled", "dependency_failed" })
+      eq(rec.started_at, nil, "never started")
+      eq(vim.fn.filereadable(mark), 0, "the dependent ran")
+      -- a dependency that succeeds releases it; an id works as well as a name
+      local dep = assert(p().run({ cmd = "sleep 0.3", cwd = dir }))
+      local ex2 =
+        assert(p().run({ cmd = "touch " .. mark, cwd = dir, after = { "works", dep.id } }))
+      rec = wait_state(ex2.id, "canceled completed failed")
+      eq(rec.state, "completed")
+      eq(vim.fn.filereadable(mark), 1)
+      T.ok(rec.started_at >= p().record(dep.id).ended_at, "started before its dependency ended")
+      -- an unknown dependency
+      local ex3 = assert(p().run({ cmd = "true", cwd = dir, after = { "no-such-task" } }))
+      eq(wait_state(ex3.id, "canceled completed").reason, "dependency_failed")
     end
-    api.nvim_win_set_cursor(0, { lnum, 0 })
-    H.clear_notes()
-    feed("dd")
-    H.wait(5000, function() return #H.notes > 0 end, "a message for dd")
-    T.match(H.notes[1].msg, "delete is for executions, not for a chain")
-    eq(p().record(slow).state, "running", "dd did nothing to the member")
-    feed("<CR>")
-    H.wait(5000, function() return vim.b.proctor_id == slow end, "the running member's console")
-    pcall(vim.cmd, "close")
-    -- c on the row cancels the chain: the member gets the normal cancel, the rest is skipped
-    require("proctor.list").open()
-    api.nvim_win_set_cursor(0, { lnum, 0 })
-    feed("c")
-    local rec = assert(c:wait(15000))
-    eq(rec.state, "canceled")
-    eq(p().record(slow).reason, "canceled")
-    eq(p().record(later).reason, "skipped")
-    pcall(vim.cmd, "close")
-    -- :Proctor cancel c<id> on a live chain; on an ended one, a warning; c<n> unknown: an error
-    local c2 = assert(p().sequence({ "slow" }, { cwd = project() }))
-    H.wait(15000, function() return c2:record().state == "running" end, "the second chain runs")
-    local m2 = c2:record().steps[1][1]
-    wait_state(m2, "running")
-    vim.cmd("Proctor cancel c" .. c2.id)
-    eq(assert(c2:wait(15000)).state, "canceled")
-    eq(p().record(m2).state, "canceled")
-    H.clear_notes()
-    vim.cmd("Proctor cancel c" .. c2.id)
-    T.match(H.notes[#H.notes].msg, "has already ended")
-    -- :Proctor info c<id>: the chain, its state and each step's members
-    local info = vim.fn.execute("Proctor info c" .. c2.id)
-    T.match(info, "proctor chain c" .. c2.id .. "%s+slow")
-    T.match(info, "state:%s+canceled")
-    T.match(info, "step 1%*?: #" .. m2 .. " canceled")
-    H.clear_notes()
-    vim.cmd("Proctor cancel c999")
-    T.match(H.notes[#H.notes].msg, "no execution labelled 'c999'")
-  end)
+  )
 
-  test("services: a crashing service restarts with backoff, each run linked to the one before", function()
-    setup()
-    local dir = project()
-    local ex = assert(p().run({ cmd = "echo starting; exit 1", cwd = dir, pty = false, name = "crashy",
-      restart = "on-failure", max_restarts = 3, backoff_ms = 150 }))
-    H.wait(20000, function()
-      local i = tasks().info(ex.id)
-      return i and #i.group_ids == 4 and i.state == "done"
-    end, "three restarts, then giving up")
-    local ids = tasks().info(ex.id).group_ids
-    for k = 2, 4 do
-      local r, prev = p().record(ids[k]), p().record(ids[k - 1])
-      eq(r.prev_id, ids[k - 1])
-      eq(r.state, "failed")
-      local gap = r.created_at - prev.ended_at
-      local want = 150 * 2 ^ (k - 2)
-      T.ok(gap >= want - 5, ("restart %d after %d ms, backoff %d"):format(k - 1, gap, want))
+  test(
+    "sequence: one chain record; canceled midway it cancels the running member and skips the rest",
+    function()
+      setup({
+        tasks = {
+          one = { cmd = "true", pty = false },
+          two = { cmd = "sleep 30", pty = false },
+          three = { cmd = "true", pty = false },
+          four = { cmd = "true", pty = false },
+        },
+      })
+      local c = assert(
+        p().sequence({ "one", { parallel = { "two", "three" } }, "four" }, { cwd = project() })
+      )
+      eq(c:record().kind, "chain")
+      eq(c:record().name, "one → (two | three) → four")
+      H.wait(15000, function() return c:record().step == 2 end, "the second step")
+      local steps = c:record().steps
+      local two, four = steps[2][1], steps[3][1]
+      wait_state(two, "running")
+      eq(p().record(steps[1][1]).state, "completed")
+      eq(p().record(four).state, "queued", "the last step exists, held")
+      -- the list view shows the chain as such, its members marked
+      local lbuf = require("proctor.list").open()
+      H.wait(
+        5000,
+        function() return H.has_line(lbuf, "^c" .. c.id .. "%s+running%s+1/3") end,
+        "the chain's line"
+      )
+      T.ok(
+        H.has_line(lbuf, ("^#%d .*%%[c%d%%]"):format(two, c.id)),
+        "a member's line names its chain"
+      )
+      eq(c:cancel(), "canceling")
+      local rec = assert(c:wait(15000))
+      eq(rec.state, "canceled")
+      eq(p().record(two).state, "canceled")
+      eq(p().record(two).reason, "canceled")
+      local four_rec = p().record(four)
+      eq({ four_rec.state, four_rec.reason, four_rec.started_at }, { "canceled", "skipped", nil })
+      eq(c:cancel(), "already_terminal")
+      H.wait(
+        5000,
+        function() return H.has_line(lbuf, "^c" .. c.id .. "%s+canceled") end,
+        "the list shows it canceled"
+      )
+      pcall(vim.cmd, "close")
+      -- a failing step fails the chain; the rest never runs
+      local c2 =
+        assert(p().sequence({ { cmd = "exit 4", name = "bad" }, "one" }, { cwd = project() }))
+      rec = assert(c2:wait(15000))
+      eq(rec.state, "failed")
+      eq(p().record(rec.steps[2][1]).reason, "dependency_failed")
     end
-    vim.wait(600)
-    eq(#tasks().info(ex.id).group_ids, 4, "more restarts than max_restarts")
-    -- ready: `after` waits for the ready line of a service that keeps running
-    local svc = assert(p().run({ cmd = "sleep 0.3; echo 'listening on :8080'; sleep 30", cwd = dir, pty = false,
-      name = "server", ready = { pattern = "listening on :[0-9]+" } }))
-    local client = assert(p().run({ cmd = "true", cwd = dir, after = { "server" } }))
-    local rec = wait_state(client.id, "completed canceled failed")
-    eq(rec.state, "completed")
-    eq(p().record(svc.id).state, "running", "the service is still up")
-    eq(tasks().info(svc.id).ready, true)
-    -- "always": a command that succeeds starts again, past max_restarts (those count failures);
-    -- a cancel while it waits to restart stops it
-    local tick = assert(p().run({ cmd = "true", cwd = dir, pty = false, restart = "always", max_restarts = 1,
-      backoff_ms = 30 }))
-    H.wait(20000, function() return #tasks().info(tick.id).group_ids >= 4 end, "four runs of an always-service")
-    H.wait(5000, function() return tasks().info(tick.id).state == "backoff" end, "waiting to restart")
-    local last = tasks().info(tick.id).group_ids
-    last = last[#last]
-    p().cancel(last)
-    H.wait(5000, function() return tasks().info(tick.id).state == "stopped" end, "stopped by the cancel in its backoff")
-    local n = #tasks().info(tick.id).group_ids
-    vim.wait(200)
-    eq(#tasks().info(tick.id).group_ids, n, "restarted after a cancel in its backoff")
-    -- canceling a service stops it for good (no restart)
-    local svc2 = assert(p().run({ cmd = "sleep 30", cwd = dir, pty = false, restart = "always", backoff_ms = 50 }))
-    wait_state(svc2.id, "running")
-    p().cancel(svc.id)
-    p().cancel(svc2.id)
-    wait_state(svc2.id, "canceled")
-    vim.wait(300)
-    eq(tasks().info(svc2.id).next_id, nil, "a canceled service came back")
-  end)
+  )
+
+  test(
+    "sequence: a chain is a target: list keys act on its row, :Proctor cancel c<id>, completion",
+    function()
+      setup({
+        tasks = { slow = { cmd = "sleep 30", pty = false }, after = { cmd = "true", pty = false } },
+      })
+      local function feed(keys)
+        api.nvim_feedkeys(api.nvim_replace_termcodes(keys, true, false, true), "x", false)
+      end
+      local c = assert(p().sequence({ "slow", "after" }, { cwd = project() }))
+      H.wait(
+        15000,
+        function() return c:record().step == 1 and c:record().state == "running" end,
+        "the first step"
+      )
+      local slow, later = c:record().steps[1][1], c:record().steps[2][1]
+      wait_state(slow, "running")
+      -- completion offers the live chain to cancel, not to delete
+      T.ok(
+        vim.tbl_contains(vim.fn.getcompletion("Proctor cancel c", "cmdline"), "c" .. c.id),
+        "cancel completes c<id>"
+      )
+      T.ok(
+        not vim.tbl_contains(vim.fn.getcompletion("Proctor delete c", "cmdline"), "c" .. c.id),
+        "delete does not"
+      )
+      -- in the list: <CR> on the chain's row opens its running member; dd says it is no execution
+      local lbuf = require("proctor.list").open()
+      H.wait(
+        5000,
+        function() return H.has_line(lbuf, "^c" .. c.id .. "%s+running") end,
+        "the chain's row"
+      )
+      local lnum
+      for i, l in ipairs(api.nvim_buf_get_lines(lbuf, 0, -1, false)) do
+        if l:match("^c" .. c.id .. "%s") then lnum = i end
+      end
+      api.nvim_win_set_cursor(0, { lnum, 0 })
+      H.clear_notes()
+      feed("dd")
+      H.wait(5000, function() return #H.notes > 0 end, "a message for dd")
+      T.match(H.notes[1].msg, "delete is for executions, not for a chain")
+      eq(p().record(slow).state, "running", "dd did nothing to the member")
+      feed("<CR>")
+      H.wait(5000, function() return vim.b.proctor_id == slow end, "the running member's console")
+      pcall(vim.cmd, "close")
+      -- c on the row cancels the chain: the member gets the normal cancel, the rest is skipped
+      require("proctor.list").open()
+      api.nvim_win_set_cursor(0, { lnum, 0 })
+      feed("c")
+      local rec = assert(c:wait(15000))
+      eq(rec.state, "canceled")
+      eq(p().record(slow).reason, "canceled")
+      eq(p().record(later).reason, "skipped")
+      pcall(vim.cmd, "close")
+      -- :Proctor cancel c<id> on a live chain; on an ended one, a warning; c<n> unknown: an error
+      local c2 = assert(p().sequence({ "slow" }, { cwd = project() }))
+      H.wait(15000, function() return c2:record().state == "running" end, "the second chain runs")
+      local m2 = c2:record().steps[1][1]
+      wait_state(m2, "running")
+      vim.cmd("Proctor cancel c" .. c2.id)
+      eq(assert(c2:wait(15000)).state, "canceled")
+      eq(p().record(m2).state, "canceled")
+      H.clear_notes()
+      vim.cmd("Proctor cancel c" .. c2.id)
+      T.match(H.notes[#H.notes].msg, "has already ended")
+      -- :Proctor info c<id>: the chain, its state and each step's members
+      local info = vim.fn.execute("Proctor info c" .. c2.id)
+      T.match(info, "proctor chain c" .. c2.id .. "%s+slow")
+      T.match(info, "state:%s+canceled")
+      T.match(info, "step 1%*?: #" .. m2 .. " canceled")
+      H.clear_notes()
+      vim.cmd("Proctor cancel c999")
+      T.match(H.notes[#H.notes].msg, "no execution labelled 'c999'")
+    end
+  )
+
+  test(
+    "services: a crashing service restarts with backoff, each run linked to the one before",
+    function()
+      setup()
+      local dir = project()
+      local ex = assert(p().run({
+        cmd = "echo starting; exit 1",
+        cwd = dir,
+        pty = false,
+        name = "crashy",
+        restart = "on-failure",
+        max_restarts = 3,
+        backoff_ms = 150,
+      }))
+      H.wait(20000, function()
+        local i = tasks().info(ex.id)
+        return i and #i.group_ids == 4 and i.state == "done"
+      end, "three restarts, then giving up")
+      local ids = tasks().info(ex.id).group_ids
+      for k = 2, 4 do
+        local r, prev = p().record(ids[k]), p().record(ids[k - 1])
+        eq(r.prev_id, ids[k - 1])
+        eq(r.state, "failed")
+        local gap = r.created_at - prev.ended_at
+        local want = 150 * 2 ^ (k - 2)
+        T.ok(gap >= want - 5, ("restart %d after %d ms, backoff %d"):format(k - 1, gap, want))
+      end
+      vim.wait(600)
+      eq(#tasks().info(ex.id).group_ids, 4, "more restarts than max_restarts")
+      -- ready: `after` waits for the ready line of a service that keeps running
+      local svc = assert(p().run({
+        cmd = "sleep 0.3; echo 'listening on :8080'; sleep 30",
+        cwd = dir,
+        pty = false,
+        name = "server",
+        ready = { pattern = "listening on :[0-9]+" },
+      }))
+      local client = assert(p().run({ cmd = "true", cwd = dir, after = { "server" } }))
+      local rec = wait_state(client.id, "completed canceled failed")
+      eq(rec.state, "completed")
+      eq(p().record(svc.id).state, "running", "the service is still up")
+      eq(tasks().info(svc.id).ready, true)
+      -- "always": a command that succeeds starts again, past max_restarts (those count failures);
+      -- a cancel while it waits to restart stops it
+      local tick = assert(p().run({
+        cmd = "true",
+        cwd = dir,
+        pty = false,
+        restart = "always",
+        max_restarts = 1,
+        backoff_ms = 30,
+      }))
+      H.wait(
+        20000,
+        function() return #tasks().info(tick.id).group_ids >= 4 end,
+        "four runs of an always-service"
+      )
+      H.wait(
+        5000,
+        function() return tasks().info(tick.id).state == "backoff" end,
+        "waiting to restart"
+      )
+      local last = tasks().info(tick.id).group_ids
+      last = last[#last]
+      p().cancel(last)
+      H.wait(
+        5000,
+        function() return tasks().info(tick.id).state == "stopped" end,
+        "stopped by the cancel in its backoff"
+      )
+      local n = #tasks().info(tick.id).group_ids
+      vim.wait(200)
+      eq(#tasks().info(tick.id).group_ids, n, "restarted after a cancel in its backoff")
+      -- canceling a service stops it for good (no restart)
+      local svc2 = assert(
+        p().run({ cmd = "sleep 30", cwd = dir, pty = false, restart = "always", backoff_ms = 50 })
+      )
+      wait_state(svc2.id, "running")
+      p().cancel(svc.id)
+      p().cancel(svc2.id)
+      wait_state(svc2.id, "canceled")
+      vim.wait(300)
+      eq(tasks().info(svc2.id).next_id, nil, "a canceled service came back")
+    end
+  )
 
   test("tasks: bad task options are one clear error", function()
     -- run() raises on a bad spec (|proctor-run-errors|); _run() gives the failure tuple
-    T.raises(function() p().run({ cmd = "true", restart = "sometimes" }) end,
-      "'restart' must be one of never, on%-failure, always")
+    T.raises(
+      function() p().run({ cmd = "true", restart = "sometimes" }) end,
+      "'restart' must be one of never, on%-failure, always"
+    )
     local _, err, name = p()._run({ cmd = "true", restart = "sometimes" })
     eq(name, "EINVAL")
     T.match(err, "'restart' must be one of never, on%-failure, always")
-    T.raises(function() p().run({ cmd = "true", diagnostics = "nosuch" }) end, "unknown matcher 'nosuch'")
-    T.raises(function() p().run({ cmd = "true", ready = { pattern = "(" } }) end, "'ready%.pattern'")
+    T.raises(
+      function() p().run({ cmd = "true", diagnostics = "nosuch" }) end,
+      "unknown matcher 'nosuch'"
+    )
+    T.raises(
+      function() p().run({ cmd = "true", ready = { pattern = "(" } }) end,
+      "'ready%.pattern'"
+    )
     T.raises(function() p().run({ cmd = "true", after = { {} } }) end, "'after' entries")
-    T.raises(function() p().run({ cmd = "true", watch = { patterns = "*.c" } }) end, "watch%.patterns")
+    T.raises(
+      function() p().run({ cmd = "true", watch = { patterns = "*.c" } }) end,
+      "watch%.patterns"
+    )
     eq(tasks().ere("a<b>=@%c~&[<>]"), "\\va\\<b\\>\\=\\@\\%c\\~\\&[<>]")
   end)
 end

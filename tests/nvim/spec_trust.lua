@@ -27,7 +27,10 @@ return function(test, T, H)
     vim.fn.mkdir(dir, "p")
     dir = (vim.uv or vim.loop).fs_realpath(dir)
     local marker = dir .. "/marker"
-    write(dir .. "/Makefile", "X := $(shell touch " .. marker .. ")\nall:\n\t@echo all\nbuild:\n\t@echo build\n")
+    write(
+      dir .. "/Makefile",
+      "X := $(shell touch " .. marker .. ")\nall:\n\t@echo all\nbuild:\n\t@echo build\n"
+    )
     write(dir .. "/package.json", '{"scripts": {"lint": "echo lint"}}')
     return dir, marker
   end
@@ -37,9 +40,12 @@ return function(test, T, H)
   -- _G.answer (none: cancelled), its picker (vim.ui.select) records the names.
   local function child(dir, env)
     local state = vim.fn.tempname()
-    local c = H.child({ env = vim.tbl_extend("force", { XDG_STATE_HOME = state, XDG_DATA_HOME = state }, env or {}) })
+    local c = H.child({
+      env = vim.tbl_extend("force", { XDG_STATE_HOME = state, XDG_DATA_HOME = state }, env or {}),
+    })
     require("harness").defer(function() vim.fn.delete(state, "rf") end)
-    c.lua([[
+    c.lua(
+      [[
       _G.prompts = {}
       vim.fn.confirm = function(msg, choices)
         local labels = vim.split((choices or ""):gsub("&", ""), "\n")
@@ -59,7 +65,9 @@ return function(test, T, H)
       end
       require("proctor").setup({ notify = "never" })
       vim.cmd("cd " .. vim.fn.fnameescape(...))
-    ]], dir)
+    ]],
+      dir
+    )
     return c
   end
 
@@ -68,43 +76,59 @@ return function(test, T, H)
   local function picker(c)
     c.lua("_G.picked = nil; _G.notes_before = #_G.notes")
     c.cmd("Proctor run")
-    c.wait(20000, [[_G.picked ~= nil or (#_G.notes > _G.notes_before
-      and tostring(_G.notes[#_G.notes]):find("no tasks found") ~= nil)]], "the picker")
+    c.wait(
+      20000,
+      [[_G.picked ~= nil or (#_G.notes > _G.notes_before
+      and tostring(_G.notes[#_G.notes]):find("no tasks found") ~= nil)]],
+      "the picker"
+    )
     return c.lua("return _G.picked or {}")
   end
 
   local function notes_matching(c, pat)
-    return c.lua([[
+    return c.lua(
+      [[
       local n = 0
       for _, m in ipairs(_G.notes) do if tostring(m):find(...) then n = n + 1 end end
       return n
-    ]], pat)
+    ]],
+      pat
+    )
   end
 
-  test("trust: an untrusted Makefile is never evaluated: <Tab>, the picker and proctor.tasks{} (then :Proctor trust)",
+  test(
+    "trust: an untrusted Makefile is never evaluated: <Tab>, the picker and proctor.tasks{} (then :Proctor trust)",
     function()
       local dir, marker = evil_project()
       local c = child(dir)
       -- <Tab>: what the safe sources know, no prompt, no probe
       local comp = c.lua([[return vim.fn.getcompletion("Proctor task ", "cmdline")]])
       T.ok(vim.tbl_contains(comp, "npm run lint"), "completion: " .. table.concat(comp, ","))
-      for _, w in ipairs(comp) do T.ok(not w:find("^make"), "completion offered " .. w) end
+      for _, w in ipairs(comp) do
+        T.ok(not w:find("^make"), "completion offered " .. w)
+      end
       eq(c.lua("return #_G.prompts"), 0, "completion asked")
       -- the picker: no make targets, no prompt, one note saying why and how
       eq(picker(c), { "npm run lint" })
       eq(picker(c), { "npm run lint" })
       eq(c.lua("return #_G.prompts"), 0, "the picker asked")
-      eq(notes_matching(c, "make tasks are not listed: .* is not trusted.*:Proctor trust"), 1,
-        "one note on why: " .. table.concat(c.lua("return _G.notes"), " | "))
+      eq(
+        notes_matching(c, "make tasks are not listed: .* is not trusted.*:Proctor trust"),
+        1,
+        "one note on why: " .. table.concat(c.lua("return _G.notes"), " | ")
+      )
       -- proctor.tasks{}: asks (saying that proctor asks, and why); refused
-      local n = c.lua([[
+      local n = c.lua(
+        [[
         local got
         require("proctor").tasks({ cwd = ..., callback = function(t) got = t end })
         vim.wait(20000, function() return got ~= nil end)
         local n = {}
         for _, t in ipairs(got) do n[#n + 1] = t.name end
         return n
-      ]], dir)
+      ]],
+        dir
+      )
       eq(n, { "npm run lint" })
       eq(c.lua("return #_G.prompts"), 1, "proctor.tasks{} asks once")
       T.match(c.lua("return _G.prompts[1].msg"), "^proctor: to list the tasks of .*`make %-pRrq :`")
@@ -118,40 +142,62 @@ return function(test, T, H)
       eq(picker(c), { "make all", "make build", "npm run lint" })
       eq(c.lua("return #_G.prompts"), 1, "asked again after :Proctor trust")
       c.stop()
-    end)
+    end
+  )
 
-  test("trust: :Proctor trust keeps the directory in Neovim's own database where it has directory trust", function()
-    local dir, marker = evil_project()
-    local c = child(dir)
-    local has_dir_trust = c.lua([[return require("proctor.compat").dir_trust()]])
-    eq(has_dir_trust, vim.fn.has("nvim-0.12") == 1, "directory trust detected on this Neovim")
-    eq(c.lua("return (require('proctor').trust(...))", dir), dir)
-    if has_dir_trust then
-      eq(c.lua([[
+  test(
+    "trust: :Proctor trust keeps the directory in Neovim's own database where it has directory trust",
+    function()
+      local dir, marker = evil_project()
+      local c = child(dir)
+      local has_dir_trust = c.lua([[return require("proctor.compat").dir_trust()]])
+      eq(has_dir_trust, vim.fn.has("nvim-0.12") == 1, "directory trust detected on this Neovim")
+      eq(c.lua("return (require('proctor').trust(...))", dir), dir)
+      if has_dir_trust then
+        eq(
+          c.lua(
+            [[
         local orig = vim.fn.confirm
         vim.fn.confirm = function() return 1 end
         local r = vim.secure.read(...)
         vim.fn.confirm = orig
         return r
-      ]], dir), true, "vim.secure.read() of the directory")
-      -- a directory the user trusted through Neovim (not proctor) counts too
-      local other, marker2 = evil_project()
-      c.lua([[vim.secure.trust({ action = "allow", path = ... })]], other)
-      c.lua([[_G.got = nil; require("proctor").tasks({ cwd = ..., prompt = false, callback = function(t) _G.got = t end })]],
-        other)
+      ]],
+            dir
+          ),
+          true,
+          "vim.secure.read() of the directory"
+        )
+        -- a directory the user trusted through Neovim (not proctor) counts too
+        local other, marker2 = evil_project()
+        c.lua([[vim.secure.trust({ action = "allow", path = ... })]], other)
+        c.lua(
+          [[_G.got = nil; require("proctor").tasks({ cwd = ..., prompt = false, callback = function(t) _G.got = t end })]],
+          other
+        )
+        c.wait(20000, "_G.got ~= nil")
+        eq(exists(marker2), true, "a directory trusted with vim.secure.trust() was not probed")
+      else
+        T.ok(
+          vim.tbl_contains(
+            vim.fn.readfile(
+              c.lua([[return require("proctor.compat").state_dir()]]) .. "/proctor/trust"
+            ),
+            "directory " .. dir
+          ),
+          "proctor's own trust file"
+        )
+      end
+      eq(c.lua("return #_G.prompts"), 0)
+      c.lua(
+        [[_G.got = nil; require("proctor").tasks({ cwd = ..., prompt = false, callback = function(t) _G.got = t end })]],
+        dir
+      )
       c.wait(20000, "_G.got ~= nil")
-      eq(exists(marker2), true, "a directory trusted with vim.secure.trust() was not probed")
-    else
-      T.ok(vim.tbl_contains(vim.fn.readfile(c.lua([[return require("proctor.compat").state_dir()]]) .. "/proctor/trust"),
-        "directory " .. dir), "proctor's own trust file")
+      eq(exists(marker), true)
+      c.stop()
     end
-    eq(c.lua("return #_G.prompts"), 0)
-    c.lua([[_G.got = nil; require("proctor").tasks({ cwd = ..., prompt = false, callback = function(t) _G.got = t end })]],
-      dir)
-    c.wait(20000, "_G.got ~= nil")
-    eq(exists(marker), true)
-    c.stop()
-  end)
+  )
 
   test("trust: the first <Tab> after start-up waits for the make probe it started", function()
     local dir = evil_project()
@@ -169,7 +215,8 @@ return function(test, T, H)
     c.stop()
   end)
 
-  test("trust: .proctor.lua: the prompt says proctor asks; view, :trust, and the next :Proctor run lists its tasks",
+  test(
+    "trust: .proctor.lua: the prompt says proctor asks; view, :trust, and the next :Proctor run lists its tasks",
     function()
       local dir = vim.fn.tempname()
       vim.fn.mkdir(dir, "p")
@@ -181,11 +228,18 @@ return function(test, T, H)
       eq(picker(c), {}, "nothing of the untrusted file")
       eq(c.lua("return #_G.prompts"), 1)
       local prompt = c.lua("return _G.prompts[1]")
-      T.match(prompt.msg, "^proctor: " .. vim.pesc(dir .. "/.proctor.lua") .. " defines this project's tasks")
+      T.match(
+        prompt.msg,
+        "^proctor: " .. vim.pesc(dir .. "/.proctor.lua") .. " defines this project's tasks"
+      )
       eq(exists(mark), false, "the untrusted file ran")
       if vim.tbl_contains(prompt.choices, "view") then
         -- Neovim's prompt (0.9+): view the file, then :trust it
-        eq(c.lua("return vim.api.nvim_buf_get_name(0)"), dir .. "/.proctor.lua", "the file is shown")
+        eq(
+          c.lua("return vim.api.nvim_buf_get_name(0)"),
+          dir .. "/.proctor.lua",
+          "the file is shown"
+        )
         c.cmd("trust")
       else
         -- proctor's own prompt (0.7): the user says no, then trusts the project
@@ -195,5 +249,6 @@ return function(test, T, H)
       eq(c.lua("return #_G.prompts"), 1, "asked again")
       eq(vim.fn.readfile(mark), { "ran" })
       c.stop()
-    end)
+    end
+  )
 end

@@ -21,7 +21,10 @@ end
 
 local function exists(p)
   local f = io.open(p, "r")
-  if f then f:close() return true end
+  if f then
+    f:close()
+    return true
+  end
   return false
 end
 

@@ -9,30 +9,61 @@ local PY = { "/usr/bin/python3", root .. "/examples/worker.py" }
 T.test("nvim: worker request/chunks/reply, blocking wait, cancel, restart, stop", function()
   local w = assert(W.start { cmd = PY, worker = { protocol = "jsonl", backoff_ms = 50 } })
   local r = assert(w:request({ op = "echo", value = { a = 1 } }, { wait = 5000 }))
-  T.eq(r.ok, true); T.eq(r.result.a, 1)
+  T.eq(r.ok, true)
+  T.eq(r.result.a, 1)
   local chunks, reply = {}, nil
-  w:request({ op = "stream", n = 20 }, { on_chunk = function(d) chunks[#chunks + 1] = d.i end,
-    on_reply = function(ev) reply = ev end })
-  T.ok(vim.wait(5000, function() require("proctor.engine").pump() return reply ~= nil end, 1))
-  T.eq(#chunks, 20); T.eq(chunks[20], 19)
+  w:request(
+    { op = "stream", n = 20 },
+    { on_chunk = function(d) chunks[#chunks + 1] = d.i end, on_reply = function(ev) reply = ev end }
+  )
+  T.ok(vim.wait(5000, function()
+    require("proctor.engine").pump()
+    return reply ~= nil
+  end, 1))
+  T.eq(#chunks, 20)
+  T.eq(chunks[20], 19)
   local canceled
-  local rid = w:request({ op = "echo", value = 1, ms = 3000 }, { on_reply = function(ev) canceled = ev end })
+  local rid = w:request(
+    { op = "echo", value = 1, ms = 3000 },
+    { on_reply = function(ev) canceled = ev end }
+  )
   local t0 = (vim.uv or vim.loop).hrtime()
   w:cancel(rid)
   -- resolved long before the worker's own answer (3 s): a bound with a wide margin
-  T.ok(vim.wait(2000, function() require("proctor.engine").pump() return canceled ~= nil end, 1), "cancel resolved")
+  T.ok(
+    vim.wait(2000, function()
+      require("proctor.engine").pump()
+      return canceled ~= nil
+    end, 1),
+    "cancel resolved"
+  )
   T.eq(canceled.status, "canceled")
   -- answered by the layer, not the worker: well under its 3 s (a wide margin on a loaded machine)
   local dt = ((vim.uv or vim.loop).hrtime() - t0) / 1e6
   T.ok(dt < 1000, ("canceled after %.0f ms"):format(dt))
   -- many in flight
   local n = 0
-  for i = 1, 1000 do w:request({ op = "echo", value = i, ms = i % 3 }, { on_reply = function(ev) if ev.result == i then n = n + 1 end end }) end
-  T.ok(vim.wait(20000, function() require("proctor.engine").pump() return n == 1000 end, 1), "1000 replies: " .. n)
+  for i = 1, 1000 do
+    w:request({ op = "echo", value = i, ms = i % 3 }, {
+      on_reply = function(ev)
+        if ev.result == i then n = n + 1 end
+      end,
+    })
+  end
+  T.ok(
+    vim.wait(20000, function()
+      require("proctor.engine").pump()
+      return n == 1000
+    end, 1),
+    "1000 replies: " .. n
+  )
   -- crash -> worker_exited -> restarted
   local crashed
   w:request({ op = "crash" }, { on_reply = function(ev) crashed = ev end })
-  T.ok(vim.wait(5000, function() require("proctor.engine").pump() return crashed ~= nil end, 1))
+  T.ok(vim.wait(5000, function()
+    require("proctor.engine").pump()
+    return crashed ~= nil
+  end, 1))
   T.eq(crashed.status, "worker_exited")
   local again = assert(w:request({ op = "echo", value = "back" }, { wait = 5000 }))
   T.eq(again.result, "back")
@@ -41,7 +72,10 @@ T.test("nvim: worker request/chunks/reply, blocking wait, cancel, restart, stop"
   local r2 = assert(w:request({ op = "echo", value = "restarted" }, { wait = 5000 }))
   T.eq(r2.result, "restarted")
   T.eq(w:stop(), "canceling")
-  T.ok(vim.wait(5000, function() require("proctor.engine").pump() return w:record().state == "canceled" end, 5))
+  T.ok(vim.wait(5000, function()
+    require("proctor.engine").pump()
+    return w:record().state == "canceled"
+  end, 5))
   T.eq(w:record().worker_state, "stopped")
 end)
 

@@ -81,7 +81,9 @@ function B:trim(keep)
     i = i + 1
   end
   local rest = {}
-  for j = i, #chunks do rest[#rest + 1] = chunks[j] end
+  for j = i, #chunks do
+    rest[#rest + 1] = chunks[j]
+  end
   if drop > 0 and rest[1] then
     local head = rest[1]
     local nl = head:find("\n", drop + 1, true)
@@ -127,7 +129,9 @@ function B:take(budget, crlf, note)
   end
   if k > 1 then
     local rest = {}
-    for j = k, #chunks do rest[#rest + 1] = chunks[j] end
+    for j = k, #chunks do
+      rest[#rest + 1] = chunks[j]
+    end
     self.chunks = rest
   end
   self.n = self.n - taken

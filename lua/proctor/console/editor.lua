@@ -40,7 +40,9 @@ function E.feed(ed, data)
       if #ed.line > 0 then
         -- one character back: skip UTF-8 continuation bytes
         local cut = #ed.line
-        while cut > 1 and ed.line:byte(cut) >= 0x80 and ed.line:byte(cut) < 0xC0 do cut = cut - 1 end
+        while cut > 1 and ed.line:byte(cut) >= 0x80 and ed.line:byte(cut) < 0xC0 do
+          cut = cut - 1
+        end
         ed.line = ed.line:sub(1, cut - 1)
         echo[#echo + 1] = "\b \b"
       end
@@ -58,7 +60,9 @@ function E.feed(ed, data)
       ed.line = ""
     elseif ch == "\27" then
       local _, e = data:find("^\27%[[0-?]*[ -/]*[@-~]", i)
-      if not e then _, e = data:find("^\27O.", i) end
+      if not e then
+        _, e = data:find("^\27O.", i)
+      end
       i = e or i
     elseif ch:byte() >= 32 or ch == "\t" then
       ed.line = ed.line .. ch

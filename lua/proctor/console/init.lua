@@ -104,7 +104,9 @@ function M.open(id, opts)
   if made then
     -- keepalt: the window's alternate file stays the one the run came from
     -- (`%` typed in the console expands to it, CTRL-^ goes back to it)
-    if not pcall(api.nvim_win_call, made.win, function() vim.cmd("keepalt buffer " .. c.buf) end) then
+    if
+      not pcall(api.nvim_win_call, made.win, function() vim.cmd("keepalt buffer " .. c.buf) end)
+    then
       api.nvim_win_set_buf(made.win, c.buf)
     end
     made:done()
@@ -115,7 +117,10 @@ function M.open(id, opts)
   else
     local how = opts.open or require("proctor.config").get().console.open
     if how == "none" then return c.buf, nil end
-    win = window.show(c.buf, { how = how, size = opts.size, enter = opts.enter, win = opts.win, reuse = opts.reuse })
+    win = window.show(
+      c.buf,
+      { how = how, size = opts.size, enter = opts.enter, win = opts.win, reuse = opts.reuse }
+    )
   end
   H.last = id
   H.resize_all()
@@ -157,14 +162,17 @@ function M.handover(id, opts)
   local c = H.consoles[id]
   local wins = M.windows(id)
   if opts.all_tabs and c and api.nvim_buf_is_valid(c.buf) then wins = vim.fn.win_findbuf(c.buf) end
-  if #wins == 0 then return nil, function() end end
-  local open = { win = wins[1], enter = (api.nvim_get_current_win() == wins[1]) or opts.enter }
-  return open, function(new_id)
-    local nc = H.consoles[new_id]
-    for i = 2, #wins do
-      if nc and api.nvim_win_is_valid(wins[i]) then api.nvim_win_set_buf(wins[i], nc.buf) end
-    end
+  if #wins == 0 then
+    return nil, function() end
   end
+  local open = { win = wins[1], enter = (api.nvim_get_current_win() == wins[1]) or opts.enter }
+  return open,
+    function(new_id)
+      local nc = H.consoles[new_id]
+      for i = 2, #wins do
+        if nc and api.nvim_win_is_valid(wins[i]) then api.nvim_win_set_buf(wins[i], nc.buf) end
+      end
+    end
 end
 
 --- Make the window a console will be shown in, before its execution starts:
@@ -272,13 +280,25 @@ function H.create(eng, rec, win)
   if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
   -- a buffer left by an earlier console of this id (its terminal closed): wiped
   for _, b in ipairs(api.nvim_list_bufs()) do
-    if b ~= buf and vim.b[b].proctor_id == id and not vim.b[b].proctor_view and api.nvim_buf_get_name(b) == name then
+    if
+      b ~= buf
+      and vim.b[b].proctor_id == id
+      and not vim.b[b].proctor_view
+      and api.nvim_buf_get_name(b) == name
+    then
       pcall(api.nvim_buf_delete, b, { force = true })
     end
   end
-  if not pcall(api.nvim_buf_set_name, buf, name) then pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf) end
+  if not pcall(api.nvim_buf_set_name, buf, name) then
+    pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf)
+  end
   local c = {
-    id = id, buf = buf, pty = rec.pty, backlog = Backlog.new(), final_done = false, editor = editor.new(),
+    id = id,
+    buf = buf,
+    pty = rec.pty,
+    backlog = Backlog.new(),
+    final_done = false,
+    editor = editor.new(),
   }
   win = win or api.nvim_get_current_win()
   api.nvim_win_call(win, function()
@@ -332,7 +352,7 @@ function H.create(eng, rec, win)
       c.backlog:start(s, 0)
     end
   end
-  if engine.TERMINAL[rec.state] then c.ended = (rec) end
+  if engine.TERMINAL[rec.state] then c.ended = rec end
   H.mark(c)
   H.ensure_ticker()
   return c
@@ -409,10 +429,14 @@ function H.render()
     end
   end
   -- Fairness: consoles not reached this tick go first next tick.
-  for _, id in ipairs(again) do rest[#rest + 1] = id end
+  for _, id in ipairs(again) do
+    rest[#rest + 1] = id
+  end
   H.dirty = rest
   H.is_dirty = {}
-  for _, id in ipairs(rest) do H.is_dirty[id] = true end
+  for _, id in ipairs(rest) do
+    H.is_dirty[id] = true
+  end
   if #rest > 0 then
     H.render_scheduled = true
     if not H.timer then H.timer = uv.new_timer() end
@@ -470,7 +494,11 @@ end
 -- The line a console shows when bytes were skipped.
 function H.skip_note(id)
   return function(n)
-    return string.format("\27[0m\27[2m[proctor] … skipped %d bytes (:Proctor text %d)\27[0m", n, id)
+    return string.format(
+      "\27[0m\27[2m[proctor] … skipped %d bytes (:Proctor text %d)\27[0m",
+      n,
+      id
+    )
   end
 end
 
@@ -482,9 +510,12 @@ function H.render_one(c, budget)
     c.final_done = true
     final = true
     if require("proctor.config").get().console.final_line then
-      local color = c.ended.state == "completed" and "32" or (c.ended.state == "failed" and "31" or "33")
-      data = data .. c.backlog:own_line(
-        string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended)))
+      local color = c.ended.state == "completed" and "32"
+        or (c.ended.state == "failed" and "31" or "33")
+      data = data
+        .. c.backlog:own_line(
+          string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended))
+        )
     end
   end
   if data ~= "" then H.send(c, data) end
@@ -570,11 +601,15 @@ function H.before_command(line)
       if n and n > 0 then bufs[#bufs + 1] = n end
     end
   elseif range == "%" then
-    for _, c in pairs(H.consoles) do bufs[#bufs + 1] = c.buf end
+    for _, c in pairs(H.consoles) do
+      bufs[#bufs + 1] = c.buf
+    end
   elseif range ~= "" then
     local a, b = range:match("^(%d+),?(%d*)$")
     if a then
-      for n = tonumber(a), tonumber(b ~= "" and b or a) do bufs[#bufs + 1] = n end
+      for n = tonumber(a), tonumber(b ~= "" and b or a) do
+        bufs[#bufs + 1] = n
+      end
     end
   else
     bufs[1] = api.nvim_get_current_buf()
@@ -602,21 +637,25 @@ end
 function H.ensure_ticker()
   if H.tick_timer then return end
   H.tick_timer = uv.new_timer()
-  H.tick_timer:start(1000, 1000, vim.schedule_wrap(function()
-    if not H.tick_timer then return end -- stopped by a tick queued before this one
-    local live = false
-    for id, c in pairs(H.consoles) do
-      if not c.ended and engine.state[id] ~= nil then live = true end
-    end
-    if not live then
-      H.tick_timer:stop()
-      H.tick_timer:close()
-      H.tick_timer = nil
+  H.tick_timer:start(
+    1000,
+    1000,
+    vim.schedule_wrap(function()
+      if not H.tick_timer then return end -- stopped by a tick queued before this one
+      local live = false
+      for id, c in pairs(H.consoles) do
+        if not c.ended and engine.state[id] ~= nil then live = true end
+      end
+      if not live then
+        H.tick_timer:stop()
+        H.tick_timer:close()
+        H.tick_timer = nil
+        H.redraw_bars()
+        return
+      end
       H.redraw_bars()
-      return
-    end
-    H.redraw_bars()
-  end))
+    end)
+  )
 end
 
 -- After windows changed: note new sizes of the consoles' windows now, while

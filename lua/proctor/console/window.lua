@@ -40,9 +40,7 @@ end
 --- Put the cursor on the last line of `buf` in `win`, so a terminal window follows the output.
 ---@param win integer
 ---@param buf integer
-function M.follow(win, buf)
-  pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 })
-end
+function M.follow(win, buf) pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 }) end
 
 ---@class proctor.ShowOpts
 ---@field how string|nil "split" | "vsplit" | "tab" | "float" | "current" (default: console.open)
@@ -73,7 +71,11 @@ function M.show(buf, opts)
   end
   local win, prev, prev_bar
   local target = opts.win and api.nvim_win_is_valid(opts.win) and opts.win or nil
-  if not target and (how == "split" or how == "vsplit") and (opts.reuse ~= false and (opts.reuse or cfg.reuse)) then
+  if
+    not target
+    and (how == "split" or how == "vsplit")
+    and (opts.reuse ~= false and (opts.reuse or cfg.reuse))
+  then
     target = M.slot()
   end
   if not target and how == "current" then target = cur end
@@ -161,8 +163,14 @@ function M.placeholder(opts)
   local ph = api.nvim_create_buf(false, true)
   vim.bo[ph].bufhidden = "wipe"
   vim.b[ph].proctor_placeholder = true -- gets the bar, and counts as a proctor window while it waits
-  local win, prev, prev_bar = M.show(ph, { how = opts.open, size = opts.size, enter = opts.enter, win = opts.win,
-    reuse = opts.reuse, kind = "run" })
+  local win, prev, prev_bar = M.show(ph, {
+    how = opts.open,
+    size = opts.size,
+    enter = opts.enter,
+    win = opts.win,
+    reuse = opts.reuse,
+    kind = "run",
+  })
   local w = { win = win }
   function w.cancel()
     if api.nvim_win_is_valid(win) then
@@ -184,9 +192,7 @@ end
 -- Helpers ------------------------------------------------------------------------
 
 -- Is `buf` a console, a text view or a run's placeholder?
-function H.ours(buf)
-  return vim.b[buf].proctor_id ~= nil or vim.b[buf].proctor_placeholder == true
-end
+function H.ours(buf) return vim.b[buf].proctor_id ~= nil or vim.b[buf].proctor_placeholder == true end
 
 -- A new window for `buf` the way `how` says; with no room for a split (E36),
 -- a float, and failing that the current window.
@@ -213,8 +219,13 @@ function H.float(buf)
   local w = math.max(1, math.floor(vim.o.columns * 0.8))
   local h = math.max(1, math.floor((vim.o.lines - 2) * 0.8))
   return api.nvim_open_win(buf, true, {
-    relative = "editor", width = w, height = h, style = "minimal", border = "rounded",
-    row = math.floor((vim.o.lines - 2 - h) / 2), col = math.floor((vim.o.columns - w) / 2),
+    relative = "editor",
+    width = w,
+    height = h,
+    style = "minimal",
+    border = "rounded",
+    row = math.floor((vim.o.lines - 2 - h) / 2),
+    col = math.floor((vim.o.columns - w) / 2),
   })
 end
 

@@ -37,11 +37,20 @@ Chain.__index = Chain
 ---@return proctor.Chain|nil chain, string|nil err, string|nil name
 function M.sequence(steps, opts)
   opts = opts or {}
-  if type(steps) ~= "table" or #steps == 0 then return nil, "EINVAL: a sequence needs a list of steps", "EINVAL" end
+  if type(steps) ~= "table" or #steps == 0 then
+    return nil, "EINVAL: a sequence needs a list of steps", "EINVAL"
+  end
   H.next_id = H.next_id + 1
   local c = setmetatable({
-    id = H.next_id, kind = "chain", state = "waiting", steps = {}, step = 0, opts = opts, cwd = opts.cwd,
-    created_at = util.now_ms(), waiters = {},
+    id = H.next_id,
+    kind = "chain",
+    state = "waiting",
+    steps = {},
+    step = 0,
+    opts = opts,
+    cwd = opts.cwd,
+    created_at = util.now_ms(),
+    waiters = {},
   }, Chain)
   local names = {}
   for i, st in ipairs(steps) do
@@ -57,7 +66,9 @@ function M.sequence(steps, opts)
       elseif type(it) == "table" and it.cmd then
         label[#label + 1] = it.name or it.label or util.cmd_string(it.cmd)
       else
-        return nil, ("EINVAL: step %d: a task name or a definition with cmd is needed"):format(i), "EINVAL"
+        return nil,
+          ("EINVAL: step %d: a task name or a definition with cmd is needed"):format(i),
+          "EINVAL"
       end
     end
     names[#names + 1] = #label > 1 and ("(" .. table.concat(label, " | ") .. ")") or label[1]
@@ -90,9 +101,21 @@ function M.get(id) return H.chains[id] end
 --- completed, failed, canceled.
 function Chain:record()
   local steps = {}
-  for i, st in ipairs(self.steps) do steps[i] = vim.deepcopy(st.ids) end
-  return { id = self.id, kind = "chain", name = self.name, state = self.state, reason = self.reason, step = self.step,
-    steps = steps, created_at = self.created_at, ended_at = self.ended_at, failed_id = self.failed_id }
+  for i, st in ipairs(self.steps) do
+    steps[i] = vim.deepcopy(st.ids)
+  end
+  return {
+    id = self.id,
+    kind = "chain",
+    name = self.name,
+    state = self.state,
+    reason = self.reason,
+    step = self.step,
+    steps = steps,
+    created_at = self.created_at,
+    ended_at = self.ended_at,
+    failed_id = self.failed_id,
+  }
 end
 
 --- Cancel: the running member(s) are canceled with the normal grace (force:
@@ -122,7 +145,9 @@ function Chain:wait(timeout_ms)
     engine.pump()
     return H.terminal(self)
   end, 5)
-  if not ok then return nil, "ETIMEDOUT: chain " .. self.id .. " still " .. self.state, "ETIMEDOUT" end
+  if not ok then
+    return nil, "ETIMEDOUT: chain " .. self.id .. " still " .. self.state, "ETIMEDOUT"
+  end
   return self:record()
 end
 
@@ -255,14 +280,19 @@ function H.finish(c, state, reason)
     if not ok then util.notify("sequence on_exit: " .. tostring(e)) end
   end
   if state == "failed" and require("proctor.config").get().notify ~= "never" then
-    util.notify(("chain %d %s failed%s"):format(c.id, c.name, reason and (": " .. reason) or ""), vim.log.levels.ERROR)
+    util.notify(
+      ("chain %d %s failed%s"):format(c.id, c.name, reason and (": " .. reason) or ""),
+      vim.log.levels.ERROR
+    )
   end
 end
 
 -- Show the console of `id` where the chain's previous member was shown (or open it).
 function H.show(c, id)
   local open, rest
-  if c.shown then open, rest = require("proctor.console").handover(c.shown, { all_tabs = true, enter = false }) end
+  if c.shown then
+    open, rest = require("proctor.console").handover(c.shown, { all_tabs = true, enter = false })
+  end
   if open then
     pcall(require("proctor").open, id, open)
     rest(id)
@@ -281,7 +311,9 @@ end
 function M.of(id) return H.member_of and H.member_of[id] or nil end
 
 -- The chain as a target of proctor.actions.
-function H.target(c) return { kind = "chain", id = c.id, word = "c" .. c.id, live = not H.terminal(c) } end
+function H.target(c)
+  return { kind = "chain", id = c.id, word = "c" .. c.id, live = not H.terminal(c) }
+end
 
 -- The member a person means by the chain: one of the running step, else the
 -- one that failed, else the last one that ran.
@@ -296,15 +328,18 @@ end
 
 -- The chain's lines of :Proctor info.
 function H.info_lines(c)
-  local lines = { string.format("proctor chain c%d  %s", c.id, c.name),
-    string.format("  state:     %s%s", c.state, c.reason and (" (" .. c.reason .. ")") or "") }
+  local lines = {
+    string.format("proctor chain c%d  %s", c.id, c.name),
+    string.format("  state:     %s%s", c.state, c.reason and (" (" .. c.reason .. ")") or ""),
+  }
   for i, st in ipairs(c.steps) do
     local ids = {}
     for k, id in ipairs(st.ids) do
       local rec = engine.current() and engine.current():get(id)
-      ids[k] = "#" .. id .. (rec and (" " .. util.state_text((rec))) or "")
+      ids[k] = "#" .. id .. (rec and (" " .. util.state_text(rec)) or "")
     end
-    lines[#lines + 1] = string.format("  step %d%s %s", i, i == c.step and "*:" or ": ", table.concat(ids, ", "))
+    lines[#lines + 1] =
+      string.format("  step %d%s %s", i, i == c.step and "*:" or ": ", table.concat(ids, ", "))
   end
   return lines
 end
@@ -354,10 +389,19 @@ function H.register()
         local c = H.chains[H.order[i]]
         if c then
           local done = c.state == "completed" and #c.steps or math.max(c.step - 1, 0)
-          rows[#rows + 1] = { target = H.target(c), state = c.state, hl = c.state == "waiting" and "queued" or c.state,
-            live = not H.terminal(c), failed = c.state == "failed", exit = done .. "/" .. #c.steps,
-            duration_ms = (c.ended_at or util.now_ms()) - c.created_at, started_at = c.created_at,
-            owner = "tasks", label = c.name, title = "chain: " .. c.name }
+          rows[#rows + 1] = {
+            target = H.target(c),
+            state = c.state,
+            hl = c.state == "waiting" and "queued" or c.state,
+            live = not H.terminal(c),
+            failed = c.state == "failed",
+            exit = done .. "/" .. #c.steps,
+            duration_ms = (c.ended_at or util.now_ms()) - c.created_at,
+            started_at = c.created_at,
+            owner = "tasks",
+            label = c.name,
+            title = "chain: " .. c.name,
+          }
         end
       end
       return rows
@@ -372,9 +416,15 @@ end
 function H.cancel_action(c, force, opts)
   local res = c:cancel(force)
   if res == "already_terminal" then
-    util.notify(string.format("chain c%d has already ended (%s)", c.id, c.state), vim.log.levels.WARN)
+    util.notify(
+      string.format("chain c%d has already ended (%s)", c.id, c.state),
+      vim.log.levels.WARN
+    )
   elseif not (opts and opts.quiet) then
-    util.notify(string.format("%s chain c%d (%s)", force and "killing" or "canceling", c.id, c.name), vim.log.levels.INFO)
+    util.notify(
+      string.format("%s chain c%d (%s)", force and "killing" or "canceling", c.id, c.name),
+      vim.log.levels.INFO
+    )
   end
   H.refresh_list()
   return res

@@ -62,8 +62,19 @@ function M.attach(id, opts)
   end
   vim.diagnostic.reset(ns) -- a new run replaces the previous one's
   local run = {
-    id = id, name = opts.name, ns = ns, matcher = matcher, taken = 0, by_file = {}, dirty = {}, ndirty = 0,
-    bufs = {}, dropped = 0, missed = 0, opts = opts, max = opts.max_items or 10000,
+    id = id,
+    name = opts.name,
+    ns = ns,
+    matcher = matcher,
+    taken = 0,
+    by_file = {},
+    dirty = {},
+    ndirty = 0,
+    bufs = {},
+    dropped = 0,
+    missed = 0,
+    opts = opts,
+    max = opts.max_items or 10000,
   }
   H.runs[id] = run
   H.latest[opts.name] = run
@@ -80,8 +91,15 @@ end
 function M.result(id)
   local run = H.runs[id] or H.done[id]
   if not run then return nil end
-  return { items = run.matcher.items, count = run.taken + run.dropped, dropped = run.dropped, missed = run.missed,
-    done = run.done == true, ns = run.ns, qf_id = run.qf_id }
+  return {
+    items = run.matcher.items,
+    count = run.taken + run.dropped,
+    dropped = run.dropped,
+    missed = run.missed,
+    done = run.done == true,
+    ns = run.ns,
+    qf_id = run.qf_id,
+  }
 end
 
 -- Helpers ------------------------------------------------------------------------
@@ -101,7 +119,9 @@ function H.take(run, before)
   local room = run.max - run.taken
   if n - before > room then
     run.dropped = run.dropped + (n - before - room)
-    for i = n, before + room + 1, -1 do items[i] = nil end
+    for i = n, before + room + 1, -1 do
+      items[i] = nil
+    end
     n = #items
   end
   for i = before + 1, n do
@@ -112,8 +132,12 @@ function H.take(run, before)
       run.by_file[it.filename] = list
     end
     list[#list + 1] = {
-      lnum = it.lnum - 1, col = it.col and it.col - 1 or 0, message = it.text,
-      severity = H.SEVERITY[it.type] or 1, source = run.name, code = it.code,
+      lnum = it.lnum - 1,
+      col = it.col and it.col - 1 or 0,
+      message = it.text,
+      severity = H.SEVERITY[it.type] or 1,
+      source = run.name,
+      code = it.code,
     }
     if not run.dirty[it.filename] then
       run.dirty[it.filename] = true
@@ -175,12 +199,19 @@ function H.quickfix(run)
   local items = run.matcher.items
   local ours = H.current_is(run.name)
   local want = mode == "always" or (mode == "on_failure" and failed)
-  if mode == "never" or (not want and not ours) or (mode == "on_failure" and #items == 0 and not ours) then
+  if
+    mode == "never"
+    or (not want and not ours)
+    or (mode == "on_failure" and #items == 0 and not ours)
+  then
     return H.close(run)
   end
   local title = ("proctor #%d %s"):format(run.id, run.name)
-  if run.dropped > 0 then title = title .. (" (first %d of %d problems)"):format(run.taken, run.taken + run.dropped) end
-  local what = { title = title, context = { proctor = { task = run.name, id = run.id } }, items = {} }
+  if run.dropped > 0 then
+    title = title .. (" (first %d of %d problems)"):format(run.taken, run.taken + run.dropped)
+  end
+  local what =
+    { title = title, context = { proctor = { task = run.name, id = run.id } }, items = {} }
   -- Not wanted but the current list is this task's (a rerun that now passes):
   -- emptied, so it never shows problems that are gone.
   if not want then items = {} end
@@ -204,8 +235,14 @@ function H.qf_batch(run)
         buf = vim.fn.bufadd(it.filename)
         run.bufs[it.filename] = buf
       end
-      batch[#batch + 1] = { bufnr = buf, lnum = it.lnum, col = it.col or 0, text = it.text, type = it.type,
-        nr = tonumber(it.code and it.code:match("%d+$")) or 0 }
+      batch[#batch + 1] = {
+        bufnr = buf,
+        lnum = it.lnum,
+        col = it.col or 0,
+        text = it.text,
+        type = it.type,
+        nr = tonumber(it.code and it.code:match("%d+$")) or 0,
+      }
     end
     vim.fn.setqflist({}, "a", { id = run.qf_id, items = batch })
     run.qf_pos = to + 1

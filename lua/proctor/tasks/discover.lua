@@ -71,7 +71,9 @@ function M.list(dir, opts, cb)
       local e = per[p.name]
       local files = H.files(dir, p)
       local stamp = H.stamp(files, e and e.extra)
-      local stale = not e or (e.stamp ~= stamp and not e.pending) or (p.always and not e.pending)
+      local stale = not e
+        or (e.stamp ~= stamp and not e.pending)
+        or (p.always and not e.pending)
         or (e.untrusted and not e.pending)
       if stale then
         e = e or {}
@@ -102,7 +104,9 @@ function M.list(dir, opts, cb)
     if cb then vim.schedule(function() cb(collect()) end) end
     return collect(), true
   end
-  fire = function() if cb then cb(collect()) end end
+  fire = function()
+    if cb then cb(collect()) end
+  end
   return collect(), false
 end
 
@@ -121,7 +125,11 @@ end
 
 --- Forget what is cached (every directory, or one).
 function M.invalidate(dir)
-  if dir then H.cache[vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")] = nil else H.cache = {} end
+  if dir then
+    H.cache[vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")] = nil
+  else
+    H.cache = {}
+  end
 end
 
 -- Helpers ------------------------------------------------------------------------
@@ -145,7 +153,9 @@ function H.files(dir, p)
     return out
   end
   local out = {}
-  for i, f in ipairs(p.files or {}) do out[i] = dir .. "/" .. f end
+  for i, f in ipairs(p.files or {}) do
+    out[i] = dir .. "/" .. f
+  end
   return out
 end
 
@@ -154,10 +164,16 @@ function H.stamp(files, extra)
   local parts = {}
   local function add(f)
     local st = uv.fs_stat(f)
-    parts[#parts + 1] = st and ("%d.%d:%d:%d"):format(st.mtime.sec, st.mtime.nsec or 0, st.size, st.ino) or "-"
+    parts[#parts + 1] = st
+        and ("%d.%d:%d:%d"):format(st.mtime.sec, st.mtime.nsec or 0, st.size, st.ino)
+      or "-"
   end
-  for _, f in ipairs(files) do add(f) end
-  for _, f in ipairs(extra or {}) do add(f) end
+  for _, f in ipairs(files) do
+    add(f)
+  end
+  for _, f in ipairs(extra or {}) do
+    add(f)
+  end
   return table.concat(parts, "|")
 end
 
@@ -186,7 +202,9 @@ function H.refresh(dir, p, e, files, opts)
     e.pending = false
     local w = e.waiters
     e.waiters = {}
-    for _, fn in ipairs(w) do fn() end
+    for _, fn in ipairs(w) do
+      fn()
+    end
   end
   e.untrusted = false
   if (#present == 0 and p.name ~= "user") or (p.needs and vim.fn.executable(p.needs) == 0) then
@@ -207,7 +225,9 @@ end
 -- A task definition from a provider.
 function H.task(name, cmd, dir, source, desc, extra)
   local t = { name = name, cmd = cmd, cwd = dir, source = source, desc = desc }
-  for k, v in pairs(extra or {}) do t[k] = v end
+  for k, v in pairs(extra or {}) do
+    t[k] = v
+  end
   return t
 end
 
@@ -221,13 +241,23 @@ end
 -- line by line, to on_line; on_end(ok) when it ended. Its record is deleted.
 function H.probe(dir, label, cmd, on_line, on_end)
   local proctor = require("proctor")
-  local ex, err = proctor._run({ cmd = cmd, cwd = dir, pty = false, stdin = false, label = label, owner = "proctor",
-    env = { LC_ALL = "C" }, timeout_ms = 20000 })
+  local ex, err = proctor._run({
+    cmd = cmd,
+    cwd = dir,
+    pty = false,
+    stdin = false,
+    label = label,
+    owner = "proctor",
+    env = { LC_ALL = "C" },
+    timeout_ms = 20000,
+  })
   if not ex then error(err, 0) end
   require("proctor.tasks.reader").attach(ex.id, {
     chunk = function(text, stream)
       if stream ~= "stdout" then return end
-      for l in text:gmatch("([^\n]*)\n") do on_line(l) end
+      for l in text:gmatch("([^\n]*)\n") do
+        on_line(l)
+      end
     end,
     finish = function(rec)
       local okd = rec and rec.state == "completed"
@@ -276,13 +306,19 @@ H.providers[#H.providers + 1] = {
 
 -- Task definitions from a table: name = def, or a list of defs with `name`.
 function H.definitions(defs, base, source, where)
-  if type(defs) ~= "table" then error(("%s must return a table of tasks, got %s"):format(where, type(defs)), 0) end
+  if type(defs) ~= "table" then
+    error(("%s must return a table of tasks, got %s"):format(where, type(defs)), 0)
+  end
   local out = {}
   local names = {}
   for k, def in pairs(defs) do
-    if type(def) ~= "table" then error(("%s: task %s must be a table"):format(where, tostring(k)), 0) end
+    if type(def) ~= "table" then
+      error(("%s: task %s must be a table"):format(where, tostring(k)), 0)
+    end
     local name = type(k) == "string" and k or def.name
-    if type(name) ~= "string" or name == "" then error(("%s: a task without a name"):format(where), 0) end
+    if type(name) ~= "string" or name == "" then
+      error(("%s: a task without a name"):format(where), 0)
+    end
     local t = vim.deepcopy(def)
     t.name, t.source = name, source
     if type(t.cwd) == "string" then
@@ -292,7 +328,9 @@ function H.definitions(defs, base, source, where)
     else
       t.cwd = base
     end
-    if t.cmd == nil and t.sequence == nil then error(("%s: task '%s' has no cmd"):format(where, name), 0) end
+    if t.cmd == nil and t.sequence == nil then
+      error(("%s: task '%s' has no cmd"):format(where, name), 0)
+    end
     out[#out + 1] = t
     names[t] = type(k) == "number" and k or math.huge
   end
@@ -310,13 +348,19 @@ H.providers[#H.providers + 1] = {
   evaluates = "make -pRrq :",
   run = function(dir, _, done)
     local st = { section = nil, targets = {}, makefiles = nil, goal = nil }
-    H.probe(dir, "proctor: make targets", { "sh", "-c", "make -pRrq : 2>/dev/null; exit 0" },
+    H.probe(
+      dir,
+      "proctor: make targets",
+      { "sh", "-c", "make -pRrq : 2>/dev/null; exit 0" },
       function(l) H.make_line(st, l) end,
       function()
         local files = {}
-        for _, f in ipairs(st.makefiles or {}) do files[#files + 1] = f:sub(1, 1) == "/" and f or (dir .. "/" .. f) end
+        for _, f in ipairs(st.makefiles or {}) do
+          files[#files + 1] = f:sub(1, 1) == "/" and f or (dir .. "/" .. f)
+        end
         done(H.make_tasks(st, dir), files)
-      end)
+      end
+    )
   end,
 }
 
@@ -380,25 +424,43 @@ end
 -- The default goal first, then in the order of the makefiles, then the rest by name.
 function H.make_tasks(st, dir)
   local order = {}
-  for i, f in ipairs(st.makefiles or {}) do order[f] = i end
+  for i, f in ipairs(st.makefiles or {}) do
+    order[f] = i
+  end
   table.sort(st.targets, function(a, b)
     if (a.name == st.goal) ~= (b.name == st.goal) then return a.name == st.goal end
     local fa, fb = a.file and order[a.file] or math.huge, b.file and order[b.file] or math.huge
     if fa ~= fb then return fa < fb end
-    if (a.line or math.huge) ~= (b.line or math.huge) then return (a.line or math.huge) < (b.line or math.huge) end
+    if (a.line or math.huge) ~= (b.line or math.huge) then
+      return (a.line or math.huge) < (b.line or math.huge)
+    end
     return a.name < b.name
   end)
   local out = {}
   for _, t in ipairs(st.targets) do
-    out[#out + 1] = H.task("make " .. t.name, { "make", t.name }, dir, "make",
-      t.desc or (t.phony and "(phony)" or nil), { diagnostics = H.matcher("gcc") })
+    out[#out + 1] = H.task(
+      "make " .. t.name,
+      { "make", t.name },
+      dir,
+      "make",
+      t.desc or (t.phony and "(phony)" or nil),
+      { diagnostics = H.matcher("gcc") }
+    )
   end
   return out
 end
 
 H.providers[#H.providers + 1] = {
   name = "npm",
-  files = { "package.json", "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock" },
+  files = {
+    "package.json",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "pnpm-lock.yaml",
+    "yarn.lock",
+    "bun.lockb",
+    "bun.lock",
+  },
   run = function(dir, present, done)
     if not vim.tbl_contains(present, dir .. "/package.json") then return done({}) end
     local text = H.read(dir .. "/package.json") or ""
@@ -406,8 +468,13 @@ H.providers[#H.providers + 1] = {
     if not ok or type(pkg) ~= "table" then error("package.json: not valid JSON", 0) end
     local pm = type(pkg.packageManager) == "string" and pkg.packageManager:match("^(%a+)") or nil
     if not pm then
-      for _, l in ipairs({ { "pnpm-lock.yaml", "pnpm" }, { "yarn.lock", "yarn" }, { "bun.lockb", "bun" },
-        { "bun.lock", "bun" }, { "package-lock.json", "npm" } }) do
+      for _, l in ipairs({
+        { "pnpm-lock.yaml", "pnpm" },
+        { "yarn.lock", "yarn" },
+        { "bun.lockb", "bun" },
+        { "bun.lock", "bun" },
+        { "package-lock.json", "npm" },
+      }) do
         if not pm and H.exists(dir .. "/" .. l[1]) then pm = l[2] end
       end
     end
@@ -422,7 +489,9 @@ H.providers[#H.providers + 1] = {
       end
     end
     table.sort(out, function(a, b) return a.order < b.order end)
-    for _, t in ipairs(out) do t.order = nil end
+    for _, t in ipairs(out) do
+      t.order = nil
+    end
     done(out)
   end,
 }
@@ -433,7 +502,14 @@ H.providers[#H.providers + 1] = {
   run = function(dir, _, done)
     local out = {}
     for _, sub in ipairs({ "build", "test", "run", "check" }) do
-      out[#out + 1] = H.task("cargo " .. sub, { "cargo", sub }, dir, "cargo", nil, { diagnostics = H.matcher("cargo") })
+      out[#out + 1] = H.task(
+        "cargo " .. sub,
+        { "cargo", sub },
+        dir,
+        "cargo",
+        nil,
+        { diagnostics = H.matcher("cargo") }
+      )
     end
     done(out)
   end,
@@ -446,11 +522,12 @@ H.providers[#H.providers + 1] = {
   evaluates = "just --dump",
   run = function(dir, _, done)
     local lines = {}
-    H.probe(dir, "proctor: just recipes", { "sh", "-c",
+    H.probe(dir, "proctor: just recipes", {
+      "sh",
+      "-c",
       'if out=$(just --dump --dump-format json 2>/dev/null); then echo "#json"; printf "%s\\n" "$out"; '
-        .. 'else echo "#summary"; just --summary 2>/dev/null; fi; exit 0' },
-      function(l) lines[#lines + 1] = l end,
-      function() done(H.just_tasks(lines, dir)) end)
+        .. 'else echo "#summary"; just --summary 2>/dev/null; fi; exit 0',
+    }, function(l) lines[#lines + 1] = l end, function() done(H.just_tasks(lines, dir)) end)
   end,
 }
 
@@ -462,9 +539,13 @@ function H.just_tasks(lines, dir)
     for name, r in pairs(recipes) do
       if type(r) == "table" and not r.private and not name:find("^_") then
         local params = {}
-        for _, p in ipairs(type(r.parameters) == "table" and r.parameters or {}) do params[#params + 1] = p.name end
+        for _, p in ipairs(type(r.parameters) == "table" and r.parameters or {}) do
+          params[#params + 1] = p.name
+        end
         local desc = type(r.doc) == "string" and r.doc or nil
-        if #params > 0 then desc = (desc and (desc .. " ") or "") .. "(" .. table.concat(params, " ") .. ")" end
+        if #params > 0 then
+          desc = (desc and (desc .. " ") or "") .. "(" .. table.concat(params, " ") .. ")"
+        end
         out[#out + 1] = H.task("just " .. name, { "just", name }, dir, "just", desc)
       end
     end
@@ -473,7 +554,9 @@ function H.just_tasks(lines, dir)
     for _, l in ipairs(lines) do
       if l ~= "#summary" then
         for name in l:gmatch("%S+") do
-          if not name:find("^_") then out[#out + 1] = H.task("just " .. name, { "just", name }, dir, "just") end
+          if not name:find("^_") then
+            out[#out + 1] = H.task("just " .. name, { "just", name }, dir, "just")
+          end
         end
       end
     end
@@ -487,7 +570,14 @@ H.providers[#H.providers + 1] = {
   run = function(dir, _, done)
     local out = {}
     for _, sub in ipairs({ "build", "test", "vet" }) do
-      out[#out + 1] = H.task("go " .. sub .. " ./...", { "go", sub, "./..." }, dir, "go", nil, { diagnostics = H.matcher("go") })
+      out[#out + 1] = H.task(
+        "go " .. sub .. " ./...",
+        { "go", sub, "./..." },
+        dir,
+        "go",
+        nil,
+        { diagnostics = H.matcher("go") }
+      )
     end
     done(out)
   end,
@@ -501,8 +591,12 @@ H.providers[#H.providers + 1] = {
     for _, f in ipairs(present) do
       local base = vim.fn.fnamemodify(f, ":t")
       local text = base ~= "pytest.ini" and (H.read(f) or "") or ""
-      if base == "pytest.ini" or (base == "pyproject.toml" and text:find("%[tool%.pytest"))
-        or (base == "tox.ini" and text:find("%[pytest%]")) or (base == "setup.cfg" and text:find("%[tool:pytest%]")) then
+      if
+        base == "pytest.ini"
+        or (base == "pyproject.toml" and text:find("%[tool%.pytest"))
+        or (base == "tox.ini" and text:find("%[pytest%]"))
+        or (base == "setup.cfg" and text:find("%[tool:pytest%]"))
+      then
         says = true
       end
     end

@@ -32,10 +32,22 @@ local uv = require("proctor.compat").uv
 --- Fields of a task definition (and of proctor.run()) that this module handles;
 --- every other field goes to proctor.run() as is.
 M.FIELDS = {
-  name = "string", desc = "string", source = "string", diagnostics = "boolean,string", quickfix = "string",
-  open_quickfix = "boolean", watch = "boolean,table", after = "table,string,number", restart = "string",
-  max_restarts = "number", backoff_ms = "number", backoff_max_ms = "number", healthy_ms = "number",
-  ready = "table,string", sequence = "table", max_problems = "number",
+  name = "string",
+  desc = "string",
+  source = "string",
+  diagnostics = "boolean,string",
+  quickfix = "string",
+  open_quickfix = "boolean",
+  watch = "boolean,table",
+  after = "table,string,number",
+  restart = "string",
+  max_restarts = "number",
+  backoff_ms = "number",
+  backoff_max_ms = "number",
+  healthy_ms = "number",
+  ready = "table,string",
+  sequence = "table",
+  max_problems = "number",
 }
 
 H.by_id = {} -- execution id -> group
@@ -56,8 +68,11 @@ H.hooked = false
 function M.list(opts)
   opts = opts or {}
   local dir = H.dir(opts.cwd)
-  local tasks, complete = require("proctor.tasks.discover").list(dir, { prompt = opts.prompt, ask_dir = opts.ask_dir },
-    opts.callback)
+  local tasks, complete = require("proctor.tasks.discover").list(
+    dir,
+    { prompt = opts.prompt, ask_dir = opts.ask_dir },
+    opts.callback
+  )
   return vim.deepcopy(tasks), complete
 end
 
@@ -92,7 +107,10 @@ function M.run(spec)
   local base, opts, err = H.split(spec)
   if not base then return H.fail(err) end
   if opts.sequence then
-    return require("proctor.tasks.chain").sequence(opts.sequence, { name = opts.name, cwd = base.cwd, open = base.open })
+    return require("proctor.tasks.chain").sequence(
+      opts.sequence,
+      { name = opts.name, cwd = base.cwd, open = base.open }
+    )
   end
   -- a problem matcher (and a ready pattern) sees every byte: the child waits
   -- for the editor instead of the ring dropping what a flood wrote while the
@@ -122,7 +140,9 @@ function M.run_task(task, opts, cb)
     for k, v in pairs(opts.default or {}) do
       if spec[k] == nil then spec[k] = v end
     end
-    for k, v in pairs(opts.set or {}) do spec[k] = v end
+    for k, v in pairs(opts.set or {}) do
+      spec[k] = v
+    end
     spec.cwd = spec.cwd or opts.cwd
     spec.desc, spec.source = nil, nil
     local ex, err = require("proctor")._run(spec)
@@ -162,9 +182,17 @@ function M.find(name, opts, cb)
     if final then
       answered = true
       local names = {}
-      for _, t in ipairs(tasks) do names[#names + 1] = t.name end
-      cb(nil, ("no task named '%s' in %s%s"):format(name, opts.cwd or vim.fn.getcwd(),
-        #names > 0 and (" (tasks: " .. table.concat(names, ", ") .. ")") or ""))
+      for _, t in ipairs(tasks) do
+        names[#names + 1] = t.name
+      end
+      cb(
+        nil,
+        ("no task named '%s' in %s%s"):format(
+          name,
+          opts.cwd or vim.fn.getcwd(),
+          #names > 0 and (" (tasks: " .. table.concat(names, ", ") .. ")") or ""
+        )
+      )
     end
     return answered
   end
@@ -180,24 +208,37 @@ function M.sequence(steps, opts) return require("proctor.tasks.chain").sequence(
 --- opts.cwd, opts.run (options of |M.run_task()| for the chosen task).
 function M.pick(opts)
   opts = opts or {}
-  M.list({ cwd = opts.cwd, ask_dir = false, callback = function(tasks)
-    H.note_untrusted(H.dir(opts.cwd))
-    if #tasks == 0 then
-      util.notify("no tasks found in " .. (opts.cwd or vim.fn.getcwd()) .. " (:help proctor-tasks)", vim.log.levels.WARN)
-      return
-    end
-    vim.ui.select(tasks, {
-      prompt = "proctor task",
-      kind = "proctor_task",
-      format_item = function(t)
-        return t.name .. (t.desc and ("  — " .. t.desc:gsub("\n", " ")) or "") .. "  [" .. t.source .. "]"
-      end,
-    }, function(t)
-      if not t then return end
-      local ex, err = M.run_task(t, opts.run)
-      if not ex then util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", "")) end
-    end)
-  end })
+  M.list({
+    cwd = opts.cwd,
+    ask_dir = false,
+    callback = function(tasks)
+      H.note_untrusted(H.dir(opts.cwd))
+      if #tasks == 0 then
+        util.notify(
+          "no tasks found in " .. (opts.cwd or vim.fn.getcwd()) .. " (:help proctor-tasks)",
+          vim.log.levels.WARN
+        )
+        return
+      end
+      vim.ui.select(tasks, {
+        prompt = "proctor task",
+        kind = "proctor_task",
+        format_item = function(t)
+          return t.name
+            .. (t.desc and ("  — " .. t.desc:gsub("\n", " ")) or "")
+            .. "  ["
+            .. t.source
+            .. "]"
+        end,
+      }, function(t)
+        if not t then return end
+        local ex, err = M.run_task(t, opts.run)
+        if not ex then
+          util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", ""))
+        end
+      end)
+    end,
+  })
 end
 
 --- How long completion waits for a probe under way (|proctor-limits|).
@@ -240,7 +281,9 @@ function M.watch(id, on)
   local defaults = H.defaults()
   local watcher, err = require("proctor.tasks.watch").start({
     root = w.root or g.spec.cwd or H.record_cwd(g.current) or vim.fn.getcwd(),
-    patterns = w.patterns, debounce_ms = w.debounce_ms or defaults.debounce_ms, ignore = w.ignore,
+    patterns = w.patterns,
+    debounce_ms = w.debounce_ms or defaults.debounce_ms,
+    ignore = w.ignore,
   }, function(paths) M.restart(g, paths) end)
   if not watcher then return nil, err end
   g.watcher = watcher
@@ -339,16 +382,18 @@ function H.note_untrusted(dir)
   local probes = vim.tbl_filter(function(n) return n ~= "project" end, left)
   if #probes == 0 or H.noted[dir] then return end
   H.noted[dir] = true
-  util.notify(("%s tasks are not listed: %s is not trusted (listing them runs its build files, which can run any "
-    .. "command). To trust it: :Proctor trust %s"):format(table.concat(probes, " and "), dir, vim.fn.fnameescape(dir)),
-    vim.log.levels.WARN)
+  util.notify(
+    (
+      "%s tasks are not listed: %s is not trusted (listing them runs its build files, which can run any "
+      .. "command). To trust it: :Proctor trust %s"
+    ):format(table.concat(probes, " and "), dir, vim.fn.fnameescape(dir)),
+    vim.log.levels.WARN
+  )
 end
 
 -- The task options nobody set come from the config (its schema holds their
 -- defaults; config.get() always has them merged in). Read-only.
-function H.defaults()
-  return require("proctor.config").get().task_defaults
-end
+function H.defaults() return require("proctor.config").get().task_defaults end
 
 -- Split a spec into run{} fields and task options; validate the options.
 function H.split(spec)
@@ -356,7 +401,9 @@ function H.split(spec)
   for k, v in pairs(spec) do
     if M.FIELDS[k] then
       if not (("," .. M.FIELDS[k] .. ","):find("," .. type(v) .. ",", 1, true)) then
-        return nil, nil, ("'%s' must be %s, got %s"):format(k, M.FIELDS[k]:gsub(",", " or "), type(v))
+        return nil,
+          nil,
+          ("'%s' must be %s, got %s"):format(k, M.FIELDS[k]:gsub(",", " or "), type(v))
       end
       opts[k] = v
     else
@@ -364,32 +411,53 @@ function H.split(spec)
     end
   end
   if opts.sequence then return base, opts end
-  local enum = { quickfix = { "on_failure", "always", "never" }, restart = { "never", "on-failure", "always" } }
+  local enum = {
+    quickfix = { "on_failure", "always", "never" },
+    restart = { "never", "on-failure", "always" },
+  }
   for k, allowed in pairs(enum) do
     if opts[k] ~= nil and not vim.tbl_contains(allowed, opts[k]) then
-      return nil, nil, ("'%s' must be one of %s, got %q"):format(k, table.concat(allowed, ", "), opts[k])
+      return nil,
+        nil,
+        ("'%s' must be one of %s, got %q"):format(k, table.concat(allowed, ", "), opts[k])
     end
   end
-  for _, k in ipairs({ "max_restarts", "backoff_ms", "backoff_max_ms", "healthy_ms", "max_problems" }) do
+  for _, k in ipairs({
+    "max_restarts",
+    "backoff_ms",
+    "backoff_max_ms",
+    "healthy_ms",
+    "max_problems",
+  }) do
     local v = opts[k]
-    if v ~= nil and (v < 0 or v ~= math.floor(v)) then return nil, nil, ("'%s' must be an integer >= 0"):format(k) end
+    if v ~= nil and (v < 0 or v ~= math.floor(v)) then
+      return nil, nil, ("'%s' must be an integer >= 0"):format(k)
+    end
   end
   if type(opts.watch) == "table" then
     local w = opts.watch
-    if w.patterns ~= nil and type(w.patterns) ~= "table" then return nil, nil, "'watch.patterns' must be a list of globs" end
+    if w.patterns ~= nil and type(w.patterns) ~= "table" then
+      return nil, nil, "'watch.patterns' must be a list of globs"
+    end
     if w.debounce_ms ~= nil and (type(w.debounce_ms) ~= "number" or w.debounce_ms < 0) then
       return nil, nil, "'watch.debounce_ms' must be a number >= 0"
     end
   end
   if opts.after ~= nil and type(opts.after) ~= "table" then opts.after = { opts.after } end
   for _, a in ipairs(opts.after or {}) do
-    if type(a) ~= "string" and type(a) ~= "number" then return nil, nil, "'after' entries must be task names or ids" end
+    if type(a) ~= "string" and type(a) ~= "number" then
+      return nil, nil, "'after' entries must be task names or ids"
+    end
   end
   if type(opts.ready) == "string" then opts.ready = { pattern = opts.ready } end
   if opts.ready then
-    if type(opts.ready.pattern) ~= "string" then return nil, nil, "'ready' must be { pattern = \"ERE\" }" end
+    if type(opts.ready.pattern) ~= "string" then
+      return nil, nil, "'ready' must be { pattern = \"ERE\" }"
+    end
     local ok, re = pcall(vim.regex, M.ere(opts.ready.pattern))
-    if not ok then return nil, nil, ("'ready.pattern' is not a valid pattern: %s"):format(tostring(re)) end
+    if not ok then
+      return nil, nil, ("'ready.pattern' is not a valid pattern: %s"):format(tostring(re))
+    end
   end
   if opts.diagnostics and type(opts.diagnostics) == "string" then
     local m, err = require("proctor.tasks.matchers").new(opts.diagnostics, { cwd = "/" })
@@ -436,8 +504,17 @@ function H.group(base, opts)
   H.next_gid = H.next_gid + 1
   local name = opts.name or base.label or util.cmd_string(base.cmd)
   if base.label == nil and opts.name then base.label = opts.name end
-  local g = { gid = H.next_gid, name = name, spec = base, opts = opts, ids = {}, restarts = 0, streak = 0,
-    state = "running", waiters = {} }
+  local g = {
+    gid = H.next_gid,
+    name = name,
+    spec = base,
+    opts = opts,
+    ids = {},
+    restarts = 0,
+    streak = 0,
+    state = "running",
+    waiters = {},
+  }
   H.by_name[name] = g
   return g
 end
@@ -462,13 +539,18 @@ end
 function H.start(g, first)
   local proctor = require("proctor")
   local s = {}
-  for k, v in pairs(g.spec) do s[k] = v end
+  for k, v in pairs(g.spec) do
+    s[k] = v
+  end
   if first and g.opts.after then s.hold = true end
   -- a restart: shown where the one before was (the pty sized from that window), else not opened
   local rest = function() end
   if not first then
     s.open = nil
-    if g.current then s.open, rest = require("proctor.console").handover(g.current, { all_tabs = true, enter = false }) end
+    if g.current then
+      s.open, rest =
+        require("proctor.console").handover(g.current, { all_tabs = true, enter = false })
+    end
   end
   local ex, err, ename = proctor._run(s)
   if not ex then
@@ -506,7 +588,9 @@ function H.diagnostics(g, id, s)
     matcher = require("proctor.tasks.matchers").for_command(s.cmd) or api.nvim_eval("&errorformat")
   end
   local ok, err = require("proctor.tasks.diagnostics").attach(id, {
-    name = g.name, matcher = matcher, cwd = H.record_cwd(id) or vim.fn.getcwd(),
+    name = g.name,
+    matcher = matcher,
+    cwd = H.record_cwd(id) or vim.fn.getcwd(),
     quickfix = g.opts.quickfix or d.quickfix,
     open_quickfix = g.opts.open_quickfix == nil and d.open_quickfix or g.opts.open_quickfix,
     max_items = g.opts.max_problems or d.max_problems,
@@ -544,7 +628,10 @@ function H.wait_deps(g, id, after)
       failed = true
       local eng = engine.current()
       if eng then eng:cancel(id, { reason = "dependency_failed" }) end
-      util.notify(("#%d %s: dependency %s %s"):format(id, g.name, tostring(dep), why or "failed"), vim.log.levels.WARN)
+      util.notify(
+        ("#%d %s: dependency %s %s"):format(id, g.name, tostring(dep), why or "failed"),
+        vim.log.levels.WARN
+      )
       return
     end
     left = left - 1
@@ -563,7 +650,9 @@ function H.wait_deps(g, id, after)
         M.when_settled(live, function(ok, why) one(dep, ok, ok and nil or why) end)
       else
         M.run_task(dep, { cwd = g.spec.cwd, set = { open = false } }, function(ex, err)
-          if not ex then return one(dep, false, "could not start: " .. tostring(err):gsub("^E%u+: ", "")) end
+          if not ex then
+            return one(dep, false, "could not start: " .. tostring(err):gsub("^E%u+: ", ""))
+          end
           M.when_settled(ex.id, function(ok, why) one(dep, ok, ok and nil or why) end)
         end)
       end
@@ -595,7 +684,9 @@ function H.hook()
     local w = H.waiters[ev.id]
     if w then
       H.waiters[ev.id] = nil
-      for _, fn in ipairs(w) do pcall(fn, ev.state == "completed", ev.state) end
+      for _, fn in ipairs(w) do
+        pcall(fn, ev.state == "completed", ev.state)
+      end
     end
     local g = H.by_id[ev.id]
     if g then H.ended(g, ev.id, ev) end
@@ -631,17 +722,31 @@ function H.ended(g, id, ev)
   local max = g.opts.max_restarts or d.max_restarts
   if g.streak > max then
     g.state = "done"
-    util.notify(("task %s: gave up after %d restarts in a row (#%d %s)"):format(g.name, max, id, util.describe_end(ev)))
+    util.notify(
+      ("task %s: gave up after %d restarts in a row (#%d %s)"):format(
+        g.name,
+        max,
+        id,
+        util.describe_end(ev)
+      )
+    )
     return H.settle(g, false, "max_restarts")
   end
-  local delay = math.min((g.opts.backoff_ms or d.backoff_ms) * 2 ^ (g.streak - 1), g.opts.backoff_max_ms or d.backoff_max_ms)
+  local delay = math.min(
+    (g.opts.backoff_ms or d.backoff_ms) * 2 ^ (g.streak - 1),
+    g.opts.backoff_max_ms or d.backoff_max_ms
+  )
   g.state = "backoff"
   g.restarts = g.restarts + 1
   g.timer = g.timer or uv.new_timer()
-  g.timer:start(math.floor(delay), 0, vim.schedule_wrap(function()
-    if g.state ~= "backoff" or g.stopped then return end
-    H.start(g, false)
-  end))
+  g.timer:start(
+    math.floor(delay),
+    0,
+    vim.schedule_wrap(function()
+      if g.state ~= "backoff" or g.stopped then return end
+      H.start(g, false)
+    end)
+  )
 end
 
 function H.fire(pattern, data)

@@ -39,7 +39,13 @@ local find, sub, byte, match = string.find, string.sub, string.byte, string.matc
 -- ctx.prev(k) is the k-th line before the hit (nil past what is kept).
 
 H.KIND = {
-  error = "E", ["fatal error"] = "E", warning = "W", note = "I", help = "I", info = "I", hint = "N",
+  error = "E",
+  ["fatal error"] = "E",
+  warning = "W",
+  note = "I",
+  help = "I",
+  info = "I",
+  hint = "N",
 }
 
 H.defs = {}
@@ -47,7 +53,14 @@ H.defs = {}
 -- gcc, clang, and anything printing "file:line:col: error: message"; follows
 -- make's "Entering directory" so recursive makes resolve.
 H.defs.gcc = {
-  triggers = { ": error", ": warning", ": note", ": fatal error", "Entering directory", "Leaving directory" },
+  triggers = {
+    ": error",
+    ": warning",
+    ": note",
+    ": fatal error",
+    "Entering directory",
+    "Leaving directory",
+  },
   line = function(st, l)
     if find(l, "Entering directory", 1, true) then
       local dir = match(l, "Entering directory [`'\"](.-)['\"]%s*$")
@@ -59,12 +72,22 @@ H.defs.gcc = {
       return
     end
     local f, ln, col, kind, msg = match(l, "^([^:]+):(%d+):(%d+): ([%a ]+): (.*)$")
-    if not f then f, ln, kind, msg = match(l, "^([^:]+):(%d+): ([%a ]+): (.*)$") end
+    if not f then
+      f, ln, kind, msg = match(l, "^([^:]+):(%d+): ([%a ]+): (.*)$")
+    end
     local t = f and H.KIND[kind]
     if not t then return end
     local code = match(msg, " %[(%-W[^%]]+)%]$")
     if code then msg = sub(msg, 1, #msg - #code - 3) end
-    return { filename = f, lnum = ln, col = col, text = msg, type = t, code = code, base = st.dirs[#st.dirs] }
+    return {
+      filename = f,
+      lnum = ln,
+      col = col,
+      text = msg,
+      type = t,
+      code = code,
+      base = st.dirs[#st.dirs],
+    }
   end,
 }
 H.defs.clang = H.defs.gcc
@@ -79,7 +102,9 @@ H.defs.rustc = {
       local p = ctx.prev(k)
       if not p then return end
       local kind, code, msg = match(p, "^(%a+)%[(%w+)%]: (.*)$")
-      if not kind then kind, msg = match(p, "^(%a+): (.*)$") end
+      if not kind then
+        kind, msg = match(p, "^(%a+): (.*)$")
+      end
       if kind and H.KIND[kind] then
         return { filename = f, lnum = ln, col = col, text = msg, type = H.KIND[kind], code = code }
       end
@@ -93,7 +118,9 @@ H.defs.go = {
   triggers = { ".go:" },
   line = function(_, l)
     local f, ln, col, msg = match(l, "^%s*([^%s:]+%.go):(%d+):(%d+): (.*)$")
-    if not f then f, ln, msg = match(l, "^%s*([^%s:]+%.go):(%d+): (.*)$") end
+    if not f then
+      f, ln, msg = match(l, "^%s*([^%s:]+%.go):(%d+): (.*)$")
+    end
     if not f then return end
     return { filename = f, lnum = ln, col = col, text = msg, type = "E" }
   end,
@@ -104,9 +131,18 @@ H.defs.tsc = {
   triggers = { "): error TS", "): warning TS", " - error TS", " - warning TS" },
   line = function(_, l)
     local f, ln, col, kind, code, msg = match(l, "^(.-)%((%d+),(%d+)%): (%a+) (TS%d+): (.*)$")
-    if not f then f, ln, col, kind, code, msg = match(l, "^(.-):(%d+):(%d+) %- (%a+) (TS%d+): (.*)$") end
+    if not f then
+      f, ln, col, kind, code, msg = match(l, "^(.-):(%d+):(%d+) %- (%a+) (TS%d+): (.*)$")
+    end
     if not f then return end
-    return { filename = f, lnum = ln, col = col, text = msg, type = H.KIND[kind] or "E", code = code }
+    return {
+      filename = f,
+      lnum = ln,
+      col = col,
+      text = msg,
+      type = H.KIND[kind] or "E",
+      code = code,
+    }
   end,
 }
 
@@ -116,8 +152,14 @@ H.defs.eslint = {
   line = function(_, l)
     local f, ln, col, msg, kind, rule = match(l, "^(.-):(%d+):(%d+): (.*) %[(%a+)/?([^%]]*)%]%s*$")
     if not f then return end
-    return { filename = f, lnum = ln, col = col, text = msg, type = kind == "Warning" and "W" or "E",
-      code = rule ~= "" and rule or nil }
+    return {
+      filename = f,
+      lnum = ln,
+      col = col,
+      text = msg,
+      type = kind == "Warning" and "W" or "E",
+      code = rule ~= "" and rule or nil,
+    }
   end,
 }
 
@@ -141,8 +183,13 @@ H.defs.python = {
     local out = {}
     for i = #frames, 1, -1 do
       local fr = frames[i]
-      out[#out + 1] = { filename = fr.filename, lnum = fr.lnum, text = i == #frames and l
-        or (l .. " (traceback" .. (fr.where and (", in " .. fr.where) or "") .. ")"), type = i == #frames and "E" or "I" }
+      out[#out + 1] = {
+        filename = fr.filename,
+        lnum = fr.lnum,
+        text = i == #frames and l
+          or (l .. " (traceback" .. (fr.where and (", in " .. fr.where) or "") .. ")"),
+        type = i == #frames and "E" or "I",
+      }
     end
     return out
   end,
@@ -218,10 +265,20 @@ function M.for_command(cmd)
   if type(cmd) == "table" then
     words = cmd
   elseif type(cmd) == "string" then
-    for w in cmd:gmatch("%S+") do words[#words + 1] = w end
+    for w in cmd:gmatch("%S+") do
+      words[#words + 1] = w
+    end
   end
   local i = 1
-  while words[i] and (words[i]:find("=", 1, true) or words[i] == "env" or words[i] == "npx" or words[i] == "exec") do
+  while
+    words[i]
+    and (
+      words[i]:find("=", 1, true)
+      or words[i] == "env"
+      or words[i] == "npx"
+      or words[i] == "exec"
+    )
+  do
     i = i + 1
   end
   local prog = words[i] and words[i]:match("([^/]+)$") or ""
@@ -229,14 +286,28 @@ function M.for_command(cmd)
 end
 
 H.by_program = {
-  make = "gcc", gmake = "gcc", cc = "gcc", gcc = "gcc", ["g++"] = "gcc", ["c++"] = "gcc", clang = "gcc",
-  ["clang++"] = "gcc", ninja = "gcc", cmake = "gcc",
-  cargo = "cargo", rustc = "cargo",
+  make = "gcc",
+  gmake = "gcc",
+  cc = "gcc",
+  gcc = "gcc",
+  ["g++"] = "gcc",
+  ["c++"] = "gcc",
+  clang = "gcc",
+  ["clang++"] = "gcc",
+  ninja = "gcc",
+  cmake = "gcc",
+  cargo = "cargo",
+  rustc = "cargo",
   go = "go",
   tsc = "tsc",
   eslint = "eslint",
-  python = "pytest", python3 = "pytest", pytest = "pytest",
-  lua = "lua", luajit = "lua", nvim = "lua", busted = "lua",
+  python = "pytest",
+  python3 = "pytest",
+  pytest = "pytest",
+  lua = "lua",
+  luajit = "lua",
+  nvim = "lua",
+  busted = "lua",
 }
 
 --- Make a matcher. `spec` is a built-in name, "compiler:NAME" (that
@@ -248,7 +319,9 @@ H.by_program = {
 function M.new(spec, opts)
   local cwd = opts.cwd or vim.fn.getcwd()
   local self = { items = {}, cwd = cwd, count = 0 }
-  if type(spec) ~= "string" or spec == "" then return nil, "a matcher must be a name or an 'errorformat'" end
+  if type(spec) ~= "string" or spec == "" then
+    return nil, "a matcher must be a name or an 'errorformat'"
+  end
   local cname = spec:match("^compiler:(.+)$")
   if cname then
     local efm, err = M.compiler_efm(cname)
@@ -264,8 +337,11 @@ function M.new(spec, opts)
   for _, name in ipairs(parts) do
     local def = H.defs[name]
     if not def then
-      return nil, ("unknown matcher '%s' (built-in: %s; or an 'errorformat', or \"compiler:NAME\")")
-        :format(spec, table.concat(M.names, ", "))
+      return nil,
+        ("unknown matcher '%s' (built-in: %s; or an 'errorformat', or \"compiler:NAME\")"):format(
+          spec,
+          table.concat(M.names, ", ")
+        )
     end
     self.parts[#self.parts + 1] = { def = def, st = { dirs = {}, tail = {} } }
   end
@@ -276,12 +352,18 @@ end
 --- window or buffer of the user changes. nil and a message when there is none.
 ---@return string|nil efm, string|nil err
 function M.compiler_efm(name)
-  if #vim.api.nvim_get_runtime_file("compiler/" .. name .. ".vim", false) == 0
-    and #vim.api.nvim_get_runtime_file("compiler/" .. name .. ".lua", false) == 0 then
+  if
+    #vim.api.nvim_get_runtime_file("compiler/" .. name .. ".vim", false) == 0
+    and #vim.api.nvim_get_runtime_file("compiler/" .. name .. ".lua", false) == 0
+  then
     return nil, ("no compiler plugin '%s' (:compiler %s)"):format(name, name)
   end
   local buf = vim.api.nvim_create_buf(false, true)
-  local ok, err = pcall(vim.api.nvim_buf_call, buf, function() vim.cmd("compiler " .. vim.fn.fnameescape(name)) end)
+  local ok, err = pcall(
+    vim.api.nvim_buf_call,
+    buf,
+    function() vim.cmd("compiler " .. vim.fn.fnameescape(name)) end
+  )
   local efm = vim.bo[buf].errorformat
   vim.api.nvim_buf_delete(buf, { force = true })
   if not ok then return nil, tostring(err) end
@@ -294,7 +376,9 @@ H.Builtin = {}
 
 --- Match whole lines of text; new items are appended to self.items.
 function H.Builtin:feed(text)
-  for _, p in ipairs(self.parts) do H.scan(self, p.def, p.st, text) end
+  for _, p in ipairs(self.parts) do
+    H.scan(self, p.def, p.st, text)
+  end
 end
 
 function H.Builtin:finish()
@@ -315,7 +399,9 @@ function H.scan(self, def, st, text)
       local s = find(text, t, from, true)
       if not s then break end
       local ls = s
-      while ls > pos and byte(text, ls - 1) ~= 10 do ls = ls - 1 end
+      while ls > pos and byte(text, ls - 1) ~= 10 do
+        ls = ls - 1
+      end
       local le = find(text, "\n", s, true) or (#text + 1)
       if not ends[ls] then
         ends[ls] = le
@@ -360,7 +446,9 @@ function H.context.prev(k)
   local left = k
   while e >= 1 do
     local s = e
-    while s > 1 and byte(text, s - 1) ~= 10 do s = s - 1 end
+    while s > 1 and byte(text, s - 1) ~= 10 do
+      s = s - 1
+    end
     left = left - 1
     if left == 0 then return sub(text, s, e - 1) end
     e = s - 1
@@ -382,12 +470,16 @@ function H.keep_tail(st, text)
   for _ = 1, 8 do
     if e < 1 then break end
     local s = e
-    while s > 1 and byte(text, s - 1) ~= 10 do s = s - 1 end
+    while s > 1 and byte(text, s - 1) ~= 10 do
+      s = s - 1
+    end
     table.insert(lines, 1, sub(text, s, e - 1))
     e = s - 1
   end
   if #lines < 8 then
-    for i = #st.tail, math.max(1, #st.tail - (8 - #lines) + 1), -1 do table.insert(lines, 1, st.tail[i]) end
+    for i = #st.tail, math.max(1, #st.tail - (8 - #lines) + 1), -1 do
+      table.insert(lines, 1, st.tail[i])
+    end
   end
   st.tail = lines
 end
@@ -437,14 +529,22 @@ function H.Efm:feed(text)
   local lines = vim.split(text, "\n", { plain = true })
   if lines[#lines] == "" then lines[#lines] = nil end
   if #lines == 0 then return end
-  local res = H.in_dir(self.cwd, function() return vim.fn.getqflist({ lines = lines, efm = self.efm }) end)
+  local res = H.in_dir(
+    self.cwd,
+    function() return vim.fn.getqflist({ lines = lines, efm = self.efm }) end
+  )
   for _, it in ipairs(res and res.items or {}) do
     if it.valid == 1 and it.bufnr > 0 then
       self.count = self.count + 1
       local t = it.type ~= "" and it.type:upper() or "E"
-      self.items[#self.items + 1] = { filename = vim.api.nvim_buf_get_name(it.bufnr), lnum = math.max(it.lnum, 1),
-        col = it.col > 0 and it.col or nil, text = it.text, type = (t == "E" or t == "W" or t == "I" or t == "N") and t or "E",
-        code = it.nr > 0 and tostring(it.nr) or nil }
+      self.items[#self.items + 1] = {
+        filename = vim.api.nvim_buf_get_name(it.bufnr),
+        lnum = math.max(it.lnum, 1),
+        col = it.col > 0 and it.col or nil,
+        text = it.text,
+        type = (t == "E" or t == "W" or t == "I" or t == "N") and t or "E",
+        code = it.nr > 0 and tostring(it.nr) or nil,
+      }
     end
   end
 end
@@ -456,7 +556,8 @@ function H.Efm:finish() end
 function H.in_dir(dir, fn)
   local prev = vim.fn.getcwd()
   if dir == prev or vim.fn.isdirectory(dir) == 0 then return fn() end
-  local scope = vim.fn.haslocaldir() == 1 and "lcd" or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
+  local scope = vim.fn.haslocaldir() == 1 and "lcd"
+    or (vim.fn.haslocaldir(-1, 0) == 1 and "tcd" or "cd")
   vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(dir))
   local ok, res = pcall(fn)
   vim.cmd("noautocmd " .. scope .. " " .. vim.fn.fnameescape(prev))

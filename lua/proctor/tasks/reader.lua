@@ -72,12 +72,15 @@ function M.attach(id, consumer)
   H.hook()
   local r = H.readers[id]
   if not r then
-    r = { id = id, off = {}, partial = {}, consumers = {}, items = {}, head = 1, tail = 0, bytes = 0 }
+    r =
+      { id = id, off = {}, partial = {}, consumers = {}, items = {}, head = 1, tail = 0, bytes = 0 }
     H.readers[id] = r
     H.count = H.count + 1
     engine.want_output("tasks.reader", require("proctor.config").get().engine.output_limit)
     -- An execution that already ended (or has output): its ring from offset 0.
-    if engine.state[id] and engine.state[id] ~= "queued" and engine.state[id] ~= "starting" then H.catch_up(r) end
+    if engine.state[id] and engine.state[id] ~= "queued" and engine.state[id] ~= "starting" then
+      H.catch_up(r)
+    end
   end
   local entry = { consumer = consumer }
   r.consumers[#r.consumers + 1] = entry
@@ -262,7 +265,9 @@ function H.step(eng, r)
     local first = nxt - #data -- the ring may no longer hold the gap's start
     if first > it.from then
       H.each(r, "missed", math.min(first, it.to) - it.from, it.stream)
-      if first >= it.to then data, nxt = "", it.to end
+      if first >= it.to then
+        data, nxt = "", it.to
+      end
     end
     if nxt > it.to then
       data = data:sub(1, #data - (nxt - it.to))
@@ -340,7 +345,9 @@ function H.each(r, what, a, b)
       local ok, err = pcall(fn, a, b)
       if not ok then
         e.gone = true
-        require("proctor.util").notify(("task output consumer of execution %d failed: %s"):format(r.id, tostring(err)))
+        require("proctor.util").notify(
+          ("task output consumer of execution %d failed: %s"):format(r.id, tostring(err))
+        )
       end
     end
   end
@@ -352,7 +359,8 @@ end
 ---@return string
 function M.clean(text)
   if text:find("\27", 1, true) then
-    text = text:gsub("\27%[[0-?]*[ -/]*[@-~]", "") -- CSI
+    text = text
+      :gsub("\27%[[0-?]*[ -/]*[@-~]", "") -- CSI
       :gsub("\27%][^\7\27]*\7", "") -- OSC ... BEL
       :gsub("\27%][^\27]*\27\\", "") -- OSC ... ST
       :gsub("\27[%(%)][%w]", "")

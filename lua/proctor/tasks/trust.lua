@@ -48,8 +48,12 @@ function M.read(path, opts)
     local got, answer = compat.secure_ask(path, { ask = ask, intro = H.intro_file(path) })
     if type(got) == "string" then return got end
     if answer == "view" then
-      util.notify(("to use the tasks of %s, run :trust in its window; the next :Proctor run "
-        .. "lists them"):format(path), vim.log.levels.INFO)
+      util.notify(
+        ("to use the tasks of %s, run :trust in its window; the next :Proctor run " .. "lists them"):format(
+          path
+        ),
+        vim.log.levels.INFO
+      )
     end
     return nil, ask and "denied" or (H.asked[key] and "denied" or "not_asked")
   end
@@ -75,8 +79,10 @@ function M.dir(dir, opts)
   if H.dir_known(real) then return true end
   if not opts.prompt or H.asked[real] then return false end
   H.asked[real] = true
-  local intro = ("proctor: to list the tasks of %s it would run `%s`, which evaluates the project's build files: "
-    .. "they can run any command. Trust this directory?"):format(real, opts.why or "a probe")
+  local intro = (
+    "proctor: to list the tasks of %s it would run `%s`, which evaluates the project's build files: "
+    .. "they can run any command. Trust this directory?"
+  ):format(real, opts.why or "a probe")
   if compat.dir_trust() then
     local got = compat.secure_ask(real, { intro = intro })
     return got == true
@@ -99,7 +105,9 @@ function M.dir_trusted(dir) return M.dir(dir, { prompt = false }) end
 ---@return string|nil dir, string|nil err
 function M.allow(dir, name)
   local real = H.real(dir)
-  if not real or vim.fn.isdirectory(real) == 0 then return nil, "ENOENT: no such directory " .. tostring(dir) end
+  if not real or vim.fn.isdirectory(real) == 0 then
+    return nil, "ENOENT: no such directory " .. tostring(dir)
+  end
   if not (compat.dir_trust() and compat.secure_trust(real) and H.dir_known(real)) then
     H.remember(real, "directory")
   end
@@ -117,8 +125,10 @@ end
 -- Helpers ------------------------------------------------------------------------
 
 function H.intro_file(path)
-  return ("proctor: %s defines this project's tasks; it is Lua code that runs when read, so proctor reads it only "
-    .. "once you trust it."):format(path)
+  return (
+    "proctor: %s defines this project's tasks; it is Lua code that runs when read, so proctor reads it only "
+    .. "once you trust it."
+  ):format(path)
 end
 
 function H.slurp(path)
@@ -160,7 +170,9 @@ function H.remember(path, hash)
   vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
   local tmp = file .. ".tmp"
   local fd = assert(io.open(tmp, "w"))
-  for p, h in pairs(t) do fd:write(h, " ", p, "\n") end
+  for p, h in pairs(t) do
+    fd:write(h, " ", p, "\n")
+  end
   fd:close()
   assert(os.rename(tmp, file))
 end

@@ -39,9 +39,20 @@ H.next_id = 0
 function M.start(opts, cb)
   local root = vim.fn.fnamemodify(opts.root, ":p"):gsub("(.)/$", "%1")
   if vim.fn.isdirectory(root) == 0 then return nil, "no such directory " .. root end
-  local w = { root = root, cb = cb, debounce = opts.debounce_ms or 200, pending = {}, handles = {},
-    ignore = {}, max_dirs = opts.max_dirs or M.MAX_DIRS, stopped = false, dirs = 0 }
-  for _, n in ipairs(opts.ignore or M.IGNORE) do w.ignore[n] = true end
+  local w = {
+    root = root,
+    cb = cb,
+    debounce = opts.debounce_ms or 200,
+    pending = {},
+    handles = {},
+    ignore = {},
+    max_dirs = opts.max_dirs or M.MAX_DIRS,
+    stopped = false,
+    dirs = 0,
+  }
+  for _, n in ipairs(opts.ignore or M.IGNORE) do
+    w.ignore[n] = true
+  end
   local err
   w.match, err = H.matcher(opts.patterns or { "*" })
   if not w.match then return nil, err end
@@ -50,7 +61,8 @@ function M.start(opts, cb)
   api.nvim_create_autocmd("BufWritePost", {
     group = w.group,
     callback = function(ev)
-      local path = vim.fn.fnamemodify(ev.match ~= "" and ev.match or api.nvim_buf_get_name(ev.buf), ":p")
+      local path =
+        vim.fn.fnamemodify(ev.match ~= "" and ev.match or api.nvim_buf_get_name(ev.buf), ":p")
       H.changed(w, path)
     end,
   })
@@ -67,10 +79,16 @@ end
 function H.matcher(patterns)
   local base, full = {}, {}
   for _, p in ipairs(patterns) do
-    if type(p) ~= "string" or p == "" then return nil, "watch patterns must be non-empty strings" end
+    if type(p) ~= "string" or p == "" then
+      return nil, "watch patterns must be non-empty strings"
+    end
     local ok, re = pcall(vim.regex, vim.fn.glob2regpat(p))
     if not ok then return nil, ("bad watch pattern '%s'"):format(p) end
-    if p:find("/", 1, true) then full[#full + 1] = re else base[#base + 1] = re end
+    if p:find("/", 1, true) then
+      full[#full + 1] = re
+    else
+      base[#base + 1] = re
+    end
   end
   return function(rel)
     local name = rel:match("[^/]+$") or rel
@@ -87,7 +105,9 @@ end
 -- A change of absolute `path` (main loop or fast context).
 function H.changed(w, path)
   if w.stopped then return end
-  if vim.in_fast_event() then return vim.schedule(function() H.changed(w, path) end) end
+  if vim.in_fast_event() then
+    return vim.schedule(function() H.changed(w, path) end)
+  end
   if path:sub(1, #w.root + 1) ~= w.root .. "/" then return end
   local rel = path:sub(#w.root + 2)
   for part in rel:gmatch("[^/]+") do
@@ -97,23 +117,28 @@ function H.changed(w, path)
   w.pending[path] = true
   w.timer = w.timer or uv.new_timer()
   w.timer:stop()
-  w.timer:start(w.debounce, 0, vim.schedule_wrap(function()
-    if w.stopped then return end
-    local paths = vim.tbl_keys(w.pending)
-    w.pending = {}
-    table.sort(paths)
-    local ok, e = pcall(w.cb, paths)
-    if not ok then require("proctor.util").notify("watch: " .. tostring(e)) end
-  end))
+  w.timer:start(
+    w.debounce,
+    0,
+    vim.schedule_wrap(function()
+      if w.stopped then return end
+      local paths = vim.tbl_keys(w.pending)
+      w.pending = {}
+      table.sort(paths)
+      local ok, e = pcall(w.cb, paths)
+      if not ok then require("proctor.util").notify("watch: " .. tostring(e)) end
+    end)
+  )
 end
 
 -- One recursive watch (not on Linux: libuv ignores the flag there).
 function H.watch_recursive(w)
   if uv.os_uname().sysname == "Linux" then return false end
   local h = uv.new_fs_event()
-  local ok = h and h:start(w.root, { recursive = true }, function(err, name)
-    if not err and name then H.changed(w, w.root .. "/" .. name) end
-  end)
+  local ok = h
+    and h:start(w.root, { recursive = true }, function(err, name)
+      if not err and name then H.changed(w, w.root .. "/" .. name) end
+    end)
   if not ok then
     if h then h:close() end
     return false
