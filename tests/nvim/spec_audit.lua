@@ -75,6 +75,7 @@ return function(test, T, H)
       eq({ c, name }, { nil, "EINVAL" })
       T.match(msg, "step 2: a task name or a definition with cmd")
       c, msg = seq({ { label = "no cmd" } })
+      eq(c, nil)
       T.match(msg, "step 1: a task name or a definition with cmd")
     end
   )
