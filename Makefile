@@ -32,14 +32,14 @@ BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/rec
              csrc/base/idmap.c csrc/base/locked.c csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c \
              csrc/base/ring.c csrc/base/wire.c
 # the engine thread: executions, streams, the shepherd link, commands, workers
-ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/stream.c csrc/engine/hostq.c \
+ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/supervisor.c csrc/engine/control.c csrc/engine/build.c \
              csrc/engine/secrets.c csrc/engine/vault.c csrc/engine/keyring.c csrc/engine/worker.c \
              csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
 # the msgpack-rpc server, the durable files, and the file that wires them
 ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/params.c \
               csrc/rpc/pack.c
-ENGINE_SRC += csrc/store/journal.c csrc/store/history.c csrc/store/audit.c
+ENGINE_SRC += csrc/store/journal.c csrc/store/frame.c csrc/store/history.c csrc/store/audit.c
 ENGINE_SRC += csrc/proctor.c
 CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c csrc/lua/envpol.c csrc/lua/push.c csrc/lua/json.c
 HDRS       = $(wildcard csrc/*/*.h)

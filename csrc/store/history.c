@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/mpack.h"
+#include "store/frame.h"
 
 #define HEADER "\xb1proctor-history/1"
 #define HEADER_LEN 18
@@ -50,12 +51,6 @@ struct pr_history {
   size_t nent, cap;
   int broken; /* a write failed: warned once, nothing more is written */
 };
-
-static uint32_t fnv1a(const char *p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
-  return h;
-}
 
 /* ---- packing (engine thread) --------------------------------------------------- */
 
@@ -151,7 +146,7 @@ static pr_job_t *frame_job(pr_history_t *h, msgpack_sbuffer *payload, int type, 
   msgpack_packer_init(&pk, &f, msgpack_sbuffer_write);
   pr_job_t *job = NULL;
   if (!(msgpack_pack_array(&pk, 2) ||
-        msgpack_pack_uint32(&pk, fnv1a(payload->data ? payload->data : "", payload->size)) ||
+        msgpack_pack_uint32(&pk, pr_frame_sum(payload->data ? payload->data : "", payload->size)) ||
         msgpack_pack_bin(&pk, payload->size) ||
         msgpack_pack_bin_body(&pk, payload->data ? payload->data : "", payload->size)) &&
       (job = pr_journal_job(run_job, h, f.size)) != NULL) {
@@ -296,8 +291,9 @@ static void compact(pr_history_t *h) {
       msgpack_pack_map(&pk, 2) || kv_str(&pk, "k", "n") || pr_mp_kv_u64(&pk, "next", h->max_id + 1);
   msgpack_sbuffer_init(&f);
   msgpack_packer_init(&pk, &f, msgpack_sbuffer_write);
-  bad = bad || msgpack_pack_array(&pk, 2) || msgpack_pack_uint32(&pk, fnv1a(b.data, b.size)) ||
-        msgpack_pack_bin(&pk, b.size) || msgpack_pack_bin_body(&pk, b.data, b.size);
+  bad = bad || msgpack_pack_array(&pk, 2) ||
+        msgpack_pack_uint32(&pk, pr_frame_sum(b.data, b.size)) || msgpack_pack_bin(&pk, b.size) ||
+        msgpack_pack_bin_body(&pk, b.data, b.size);
   int rc = bad ? PR_ENOMEM : write_all(fd, HEADER, HEADER_LEN);
   if (rc == 0) rc = write_all(fd, f.data, f.size);
   uint64_t size = HEADER_LEN + f.size, nlen = f.size;
@@ -522,71 +518,11 @@ static int by_id(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static char *read_file(int fd, size_t *n) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return NULL;
-  char *p = malloc((size_t)st.st_size + 1);
-  size_t got = 0;
-  while (p && got < (size_t)st.st_size) {
-    ssize_t r = pread(fd, p + got, (size_t)st.st_size - got, (off_t)got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  *n = got;
-  return p;
-}
-
-/* ---- frames on disk -------------------------------------------------------------- */
-
-enum { FRAME_OK, FRAME_SHORT, FRAME_BAD, FRAME_BADSUM };
-
-/* Read a big-endian unsigned of `n` bytes. */
-static uint64_t be(const unsigned char *u, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; i++) v = v << 8 | u[i];
-  return v;
-}
-
-/* The frame at p[off..len): [uint checksum, bin payload]. FRAME_OK (*body,
- * *blen, *end set) when its checksum matches; FRAME_BADSUM when the framing
- * holds but the checksum does not (*end set); FRAME_SHORT when the data ends
- * inside it; FRAME_BAD when these bytes are no frame. */
-static int frame_at(const char *p, size_t len, size_t off, const char **body, size_t *blen,
-                    size_t *end) {
-  const unsigned char *u = (const unsigned char *)p + off;
-  size_t n = len - off, i = 2;
-  if (n < 2) return n && u[0] != 0x92 ? FRAME_BAD : FRAME_SHORT;
-  if (u[0] != 0x92) return FRAME_BAD;
-  uint64_t sum;
-  int w = u[1] <= 0x7f   ? 0
-          : u[1] == 0xcc ? 1
-          : u[1] == 0xcd ? 2
-          : u[1] == 0xce ? 4
-          : u[1] == 0xcf ? 8
-                         : -1;
-  if (w < 0) return FRAME_BAD;
-  if (n < i + (size_t)w + 1) return FRAME_SHORT;
-  sum = w ? be(u + i, w) : u[1];
-  i += (size_t)w;
-  int lw = u[i] == 0xc4 ? 1 : u[i] == 0xc5 ? 2 : u[i] == 0xc6 ? 4 : -1;
-  if (lw < 0 || sum > UINT32_MAX) return FRAME_BAD;
-  i++;
-  if (n < i + (size_t)lw) return FRAME_SHORT;
-  uint64_t bl = be(u + i, lw);
-  i += (size_t)lw;
-  if (bl > n - i) return FRAME_SHORT;
-  *body = p + off + i;
-  *blen = (size_t)bl;
-  *end = off + i + (size_t)bl;
-  return fnv1a(*body, *blen) == (uint32_t)sum ? FRAME_OK : FRAME_BADSUM;
-}
-
 /* A whole frame at `off` whose payload is a map (into *m). */
 static int good_frame(const char *p, size_t len, size_t off, msgpack_unpacked *m, size_t *end) {
   const char *body;
   size_t blen, boff = 0;
-  return frame_at(p, len, off, &body, &blen, end) == FRAME_OK &&
+  return pr_frame_at(p, len, off, &body, &blen, end) == PR_FRAME_OK &&
          msgpack_unpack_next(m, body, blen, &boff) == MSGPACK_UNPACK_SUCCESS &&
          m->data.type == MSGPACK_OBJECT_MAP;
 }
@@ -612,9 +548,9 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
     if (!good_frame(p, len, off, &inner, &at)) {
       const char *body;
       size_t blen, end = 0, probe;
-      int r = frame_at(p, len, off, &body, &blen, &end);
+      int r = pr_frame_at(p, len, off, &body, &blen, &end);
       /* framing intact, payload damaged: trust it only if a good frame (or the end) follows */
-      if ((r == FRAME_BADSUM || r == FRAME_OK) &&
+      if ((r == PR_FRAME_BADSUM || r == PR_FRAME_OK) &&
           (end == len || good_frame(p, len, end, &inner, &probe)))
         at = end;
       else
@@ -622,7 +558,7 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
       if (at >= len) { /* nothing good after it: a damaged tail */
         dmg->torn_at = off;
         dmg->torn_bytes = len - off;
-        dmg->torn_short = r == FRAME_SHORT;
+        dmg->torn_short = r == PR_FRAME_SHORT;
         break;
       }
       if (dmg->nbad++ == 0) dmg->first_bad = off;
@@ -751,7 +687,7 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   h->fd = pr_journal_open_file(path, O_RDWR | O_CREAT | O_APPEND, why, sizeof(why));
   if (h->fd < 0) return give_up(h, why);
   size_t len = 0;
-  char *p = read_file(h->fd, &len);
+  char *p = pr_frame_read_file(h->fd, &len);
   if (p == NULL) return give_up(h, "cannot read it");
   if (len >= HEADER_LEN ? memcmp(p, HEADER, HEADER_LEN) != 0 : memcmp(p, HEADER, len) != 0) {
     free(p);
