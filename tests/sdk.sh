@@ -18,9 +18,14 @@ command -v npm >/dev/null || fail "npm is not installed (scripts/setup.sh test i
 major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 [ "$major" -ge 18 ] || fail "node $(node --version) is too old: the SDKs need 18 or newer"
 
+# tests/run runs tiers side by side (mcp and acp, each on several Neovims):
+# one install at a time (flock), and the scripts replaced file by file with a
+# rename, never a directory removed under a tier that is running them.
+mkdir -p build
+exec 9>build/.sdk.lock
+flock 9 || fail "cannot lock build/.sdk.lock"
 stamp=build/node_modules/.proctor-package-lock.json
 if ! { [ -f "$stamp" ] && cmp -s "$stamp" tests/package-lock.json; }; then
-  mkdir -p build
   cp tests/package.json tests/package-lock.json build/
   log=$(mktemp)
   if ! timeout 600 npm ci --prefix build --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
@@ -32,6 +37,7 @@ if ! { [ -f "$stamp" ] && cmp -s "$stamp" tests/package-lock.json; }; then
   cp tests/package-lock.json "$stamp"
 fi
 
-rm -rf "build/sdk-tests/$tier"
 mkdir -p "build/sdk-tests/$tier"
-cp tests/"$tier"/*.mjs "build/sdk-tests/$tier/"
+for f in tests/"$tier"/*.mjs; do
+  cp "$f" "build/sdk-tests/$tier/.$(basename "$f").$$" && mv -f "build/sdk-tests/$tier/.$(basename "$f").$$" "build/sdk-tests/$tier/$(basename "$f")"
+done
