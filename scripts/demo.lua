@@ -36,9 +36,9 @@ vim.bo[buf].modified = false
 local build = [[
 for step in compile link test; do
   printf '\033[1;34m==>\033[0m \033[1m%s\033[0m\n' "$step"
+  bar=''
   for i in $(seq 0 5 100); do
-    n=$((i / 5)); bar=$(printf '%*s' $n '' | tr ' ' '#')
-    printf '\r  \033[36m[%-20s]\033[0m %3d%%' "$bar" "$i"; sleep 0.03
+    printf '\r  \033[36m[%-20s]\033[0m %3d%%' "$bar" "$i"; bar="$bar#"; sleep 0.03
   done
   printf '\n'
 done

@@ -375,8 +375,10 @@ return function(test, T, H)
           return l[#l] or ""
         end
       ]])
+        -- The build is 63 redraws of a 30 ms step: about 2 s on an idle machine, much
+        -- more when the machine is loaded; the bound only catches a build that never ends.
         c.wait(
-          10000,
+          60000,
           "last_line('proctor://%d+/build$'):find('^%[proctor%] completed') ~= nil",
           "the build console ends completed"
         )
