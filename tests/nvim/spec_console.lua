@@ -303,7 +303,7 @@ return function(test, T, H)
       c.input("<C-\\><C-n>")
       -- 3. an interactive program under a PTY (echo and line editing by the tty)
       id, buf = unpack(c.lua([[
-        local ex = require("proctor").run({ cmd = { "python3", "-c",
+        local ex = require("proctor").run({ cmd = { "/usr/bin/python3", "-c",
           "import sys\nx = input('py> ')\nprint('got', x[::-1])\ny = input('again> ')\nprint('len', len(y))" },
           pty = true })
         local buf = ex:open({ open = "current" })
