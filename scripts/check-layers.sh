@@ -24,6 +24,9 @@
 #    folders, the folders form no circle, and no C file is over 800 lines
 #    (scripts/callgraph.sh --check).
 #
+# 3. Every require("proctor…") in lua/proctor/ goes down the Lua floors, and
+#    the require graph has no cycle over the bound (scripts/lua-layers.lua).
+#
 # Prints PASS/FAIL lines like every test tier; exits non-zero on a failure.
 #   scripts/check-layers.sh            both checks
 #   scripts/check-layers.sh --includes only the include check (no compiler)
@@ -78,5 +81,8 @@ if [ "${1:-}" != "--includes" ]; then
     echo "FAIL layers: scripts/callgraph.sh --check"
     bad=$((bad + 1))
   fi
+fi
+if [ "${1:-}" != "--includes" ]; then
+  lua5.4 scripts/lua-layers.lua || bad=$((bad + 1))
 fi
 [ "$bad" -eq 0 ]

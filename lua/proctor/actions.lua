@@ -472,7 +472,9 @@ A.input = {
   run = function(id, opts)
     local rec = M.engine():get(id)
     if engine.TERMINAL[rec.state] then
-      die(string.format("execution %d has ended (%s): it takes no input", id, util.state_text(rec)))
+      die(
+        string.format("execution %d has ended (%s): it takes no input", id, engine.state_text(rec))
+      )
     end
     local text = opts.text
     if text == nil then
@@ -708,7 +710,12 @@ function H.pick(name, a, opts)
   vim.ui.select(recs, {
     prompt = "proctor: " .. a.desc:gsub(" %(.*", "") .. ":",
     format_item = function(r)
-      return string.format("#%d  %s  %s", r.id, util.state_text(r), util.first_line(util.title(r)))
+      return string.format(
+        "#%d  %s  %s",
+        r.id,
+        engine.state_text(r),
+        util.first_line(util.title(r))
+      )
     end,
   }, function(r)
     if r then M.call(name, r.id, opts) end
@@ -726,7 +733,7 @@ function H.cancel(id, force, opts)
       string.format(
         "execution %d has already ended (%s)",
         id,
-        rec and util.state_text(rec) or "ended"
+        rec and engine.state_text(rec) or "ended"
       ),
       vim.log.levels.WARN
     )
@@ -746,7 +753,7 @@ function H.input_error(id, err, name)
     return string.format(
       "execution %d is not running (%s)",
       id,
-      rec and util.state_text(rec) or "ended"
+      rec and engine.state_text(rec) or "ended"
     )
   elseif name == "ESTDINCLOSED" then
     return string.format("the input of execution %d is closed", id)

@@ -20,6 +20,7 @@ local M = {}
 local H = {}
 
 local uv = require("proctor.compat").uv
+local util = require("proctor.util")
 
 --- Version of the C core this Lua layer is written for.
 M.core_version = "0.1.0"
@@ -52,6 +53,14 @@ M.last_id = nil
 --- Ids whose cancel this layer requested, until they end (the bar says "canceling…").
 ---@type table<integer, boolean>
 M.canceling = {}
+
+--- The state of a record in words (util.state_text), "canceling…" while a
+--- cancel this layer requested runs its grace.
+---@param rec proctor.Record|proctor.StateEvent
+---@return string
+function M.state_text(rec)
+  return util.state_text(rec, rec.id ~= nil and M.canceling[rec.id] == true)
+end
 
 --- Load the C core. Returns the module or nil and a message saying what to do.
 ---@return table|nil core, string|nil err
@@ -131,14 +140,14 @@ function M.get()
     -- The socket could not be set up (a refused directory, a path too long):
     -- say so once and run without it rather than without proctor.
     H.rpc_error = tostring(msg)
-    require("proctor.util").notify("RPC socket disabled: " .. H.rpc_error, vim.log.levels.WARN)
+    util.notify("RPC socket disabled: " .. H.rpc_error, vim.log.levels.WARN)
     opts.listen = nil
     eng, msg = core.new(opts)
   end
   if not eng then return nil, "the engine did not start: " .. tostring(msg) end
   -- What the history/audit files had to say (a torn tail, a refused file): once each.
   for _, w in ipairs(eng.warnings and eng:warnings() or {}) do
-    require("proctor.util").notify(w, vim.log.levels.WARN)
+    util.notify(w, vim.log.levels.WARN)
   end
   H.eng = eng
   H.poll = uv.new_poll(eng:fd())
@@ -174,12 +183,9 @@ function M.history_file()
     end
     if ok then
       pcall(uv.fs_unlink, old .. ".lock")
-      require("proctor.util").notify(
-        "history moved from " .. old .. " to " .. file,
-        vim.log.levels.INFO
-      )
+      util.notify("history moved from " .. old .. " to " .. file, vim.log.levels.INFO)
     else
-      require("proctor.util").notify(
+      util.notify(
         "could not move the history from "
           .. old
           .. ": "

@@ -100,9 +100,11 @@ end
 --- The state of a record in words: "running", "canceling…" (cancel requested,
 --- the grace period runs), "completed", "failed: exit 2", "failed: killed by
 --- SIGKILL", "canceled", "canceled: interrupted (^C)", "timed out".
+--- `canceling`: a cancel was requested (the engine knows: engine.state_text).
 ---@param rec proctor.Record|proctor.StateEvent
+---@param canceling boolean?
 ---@return string
-function M.state_text(rec)
+function M.state_text(rec, canceling)
   local s = rec.state
   if s == "completed" then return "completed: exit 0" end
   if s == "failed" then
@@ -115,13 +117,7 @@ function M.state_text(rec)
     return rec.reason == "interrupted" and "canceled: interrupted (^C)" or "canceled"
   end
   if s == "timed_out" then return "timed out" end
-  if
-    (s == "running" or s == "starting")
-    and rec.id
-    and require("proctor.engine").canceling[rec.id]
-  then
-    return "canceling…"
-  end
+  if canceling and (s == "running" or s == "starting") then return "canceling…" end
   return tostring(s)
 end
 

@@ -26,7 +26,7 @@ function M.execution_lines(id)
   end
   add("command", util.cmd_string(rec.cmd))
   add("cwd", rec.cwd)
-  add("state", util.state_text(rec))
+  add("state", engine.state_text(rec))
   if rec.task then
     add("task", rec.task .. (rec.prev_id and (" (restarted #" .. rec.prev_id .. ")") or ""))
   end
@@ -190,7 +190,7 @@ function M.text_bar(rec)
   local state
   if live then
     local el = util.elapsed_ms(rec)
-    state = util.state_text(rec)
+    state = engine.state_text(rec)
       .. (el and (" " .. util.duration(el)) or "")
       .. " · follows the output"
   else

@@ -234,7 +234,7 @@ function M.bar(win)
       s = util.describe_end(rec)
     else
       local el = util.elapsed_ms(rec)
-      s = util.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
+      s = engine.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
     end
     text = string.format("proctor #%d %s │ %s", id, util.first_line(util.title(rec)), s)
   end

@@ -336,7 +336,7 @@ function H.info_lines(c)
     local ids = {}
     for k, id in ipairs(st.ids) do
       local rec = engine.current() and engine.current():get(id)
-      ids[k] = "#" .. id .. (rec and (" " .. util.state_text(rec)) or "")
+      ids[k] = "#" .. id .. (rec and (" " .. engine.state_text(rec)) or "")
     end
     lines[#lines + 1] =
       string.format("  step %d%s %s", i, i == c.step and "*:" or ": ", table.concat(ids, ", "))
