@@ -17,7 +17,7 @@
 --- The floors, lowest first. A module may require its own floor and below.
 local FLOORS = {
   { "proctor.compat", "proctor.util", "proctor.config", "proctor.types" },
-  { "proctor.engine" },
+  { "proctor.engine", "proctor.quit" }, -- quit: the guard the engine installs when it starts
   { "proctor" },
   {
     "proctor.console*",
@@ -25,7 +25,6 @@ local FLOORS = {
     "proctor.views",
     "proctor.actions",
     "proctor.commands",
-    "proctor.quit",
   },
   { "proctor.tasks*", "proctor.worker", "proctor.acp", "proctor.mcp" },
   { "proctor.health" }, -- :checkhealth looks at everything, and loads lazily
@@ -40,7 +39,6 @@ local UPWARD = {
   ["proctor.actions -> proctor.tasks"] = "the task actions (pick, task, trust, watch) live in actions.lua",
   ["proctor.actions -> proctor.mcp"] = "the mcp action lives in actions.lua",
   ["proctor.config -> proctor.actions"] = "a key map's value is validated against the action names",
-  ["proctor.engine -> proctor.quit"] = "the engine installs the quit guard when it starts",
 }
 
 --- The largest require cycle allowed (the count of modules in it). It only

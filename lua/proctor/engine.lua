@@ -158,7 +158,7 @@ function M.get()
     "VimLeavePre",
     { group = group, callback = function() M.shutdown() end }
   )
-  require("proctor.quit").hook(group)
+  require("proctor.quit").hook(group, H.live)
   -- Someone may have started executions before we watched (not possible today,
   -- but cheap): drain once.
   H.schedule()
@@ -347,6 +347,15 @@ end
 -- Helpers ------------------------------------------------------------------------
 
 -- Fast context: the wake fd is readable. Stop watching until the drain ran.
+-- The executions that are not over (quitting now would cancel them).
+function H.live()
+  local eng = M.current()
+  if not eng then return {} end
+  local ok, recs = pcall(eng.list, eng)
+  if not ok then return {} end
+  return vim.tbl_filter(function(r) return not M.TERMINAL[r.state] end, recs)
+end
+
 function H.on_readable(err)
   if err or H.scheduled then return end
   H.scheduled = true

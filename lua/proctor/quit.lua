@@ -16,6 +16,10 @@
 --- close the original), so nothing visible changes. The `!` of the command is
 --- read from the command line just typed (CmdlineLeave; cleared once the
 --- command ran). Requiring this module has no side effects.
+---
+--- It stands on the engine's floor and below it (ARCHITECTURE.md, Floors):
+--- the engine installs it when it starts and hands it the function that
+--- lists the live executions, so this module never requires the engine.
 
 local M = {}
 local H = {}
@@ -23,10 +27,13 @@ local H = {}
 local api = vim.api
 
 H.cmdline = nil -- the Ex command line being executed (typed or from a mapping)
+H.live = nil ---@type (fun(): proctor.Record[])? the engine's live executions
 
 --- Register the autocmds (in `group`, the engine's: they live while it does).
 ---@param group integer
-function M.hook(group)
+---@param live fun(): proctor.Record[] the executions that quitting now would cancel
+function M.hook(group, live)
+  H.live = live
   api.nvim_create_autocmd("CmdlineLeave", {
     group = group,
     pattern = ":",
@@ -53,14 +60,9 @@ end
 --- The executions that quitting now would cancel.
 ---@return proctor.Record[]
 function M.live()
-  local eng = require("proctor.engine").current()
-  if not eng then return {} end
-  local ok, recs = pcall(eng.list, eng)
-  if not ok then return {} end
-  return vim.tbl_filter(
-    function(r) return not require("proctor.engine").TERMINAL[r.state] end,
-    recs
-  )
+  if not H.live then return {} end
+  local ok, recs = pcall(H.live)
+  return ok and recs or {}
 end
 
 --- ExitPre: ask when live executions would be canceled; refuse the quit on "No".
