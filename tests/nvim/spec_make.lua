@@ -407,7 +407,9 @@ return function(test, T, H)
     vim.fn.mkdir(proj .. "/src/deep", "p")
     write(proj .. "/web/package.json", '{ "scripts": { "lint": "true" } }\n')
     vim.fn.mkdir(proj .. "/web/src", "p")
-    write(top .. "/Makefile", "outside:\n\t@true\n") -- above the .git: never looked at
+    -- above the .git: never looked at (proj has a Makefile, no package.json)
+    write(top .. "/Makefile", "outside:\n\t@true\n")
+    write(top .. "/package.json", '{ "scripts": { "outside": "true" } }\n')
     assert(require("proctor.tasks.trust").allow(proj, false))
     vim.cmd("cd " .. vim.fn.fnameescape(proj .. "/src/deep"))
     local got
@@ -420,6 +422,7 @@ return function(test, T, H)
     T.ok(by["make test"], "make test from src/deep: " .. T.fmt(vim.tbl_keys(by)))
     eq(by["make test"].cwd, proj)
     eq(by["make outside"], nil, "a Makefile above the project root")
+    eq(by["npm run outside"], nil, "a package.json above the project root")
     eq(by["npm run lint"], nil, "web/package.json is not above src/deep")
     -- the picker says where they come from
     local shown = picker(vim.fn.getcwd())
