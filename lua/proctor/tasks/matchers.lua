@@ -640,18 +640,18 @@ function H.Efm:feed(text)
   for _, it in ipairs(res and res.items or {}) do
     if it.valid == 1 and it.bufnr > 0 then
       local t = it.type ~= "" and it.type:upper() or "E"
-      local text = it.text
+      local msg = it.text
       -- no %t: "%f:%l:%c:%m" leaves gcc's " error: ", " warning: ", " note: " in the
       -- message; they say the type (a note is folded like the built-in matcher's)
-      local kind, rest = match(text, "^%s*(%a[%a ]-): (.*)$")
+      local kind, rest = match(msg, "^%s*(%a[%a ]-): (.*)$")
       if it.type == "" and kind and H.KIND[kind] then
-        t, text = H.KIND[kind], rest
+        t, msg = H.KIND[kind], rest
       end
       H.add(self, {
         filename = vim.api.nvim_buf_get_name(it.bufnr),
         lnum = math.max(it.lnum, 1),
         col = it.col > 0 and it.col or nil,
-        text = text,
+        text = msg,
         type = (t == "E" or t == "W" or t == "I" or t == "N") and t or "E",
         code = it.nr > 0 and tostring(it.nr) or nil,
         note = it.type == "" and kind == "note" or nil,
