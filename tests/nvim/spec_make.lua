@@ -144,8 +144,8 @@ return function(test, T, H)
       notes_with("%(1 of 1%)")[1].msg,
       "#%d+ make %-k failed: exit 2 after .* — %(1 of 1%): main%.c:6:10: error: .*undeclared_value"
     )
-    -- :cfirst goes to it
-    vim.cmd("silent cfirst")
+    -- :cc goes to it (the README's next line)
+    vim.cmd("silent cc")
     eq(api.nvim_buf_get_name(0), dir .. "/main.c")
     eq(api.nvim_win_get_cursor(0), { 6, 9 })
     -- -nodiag: no matcher, the quickfix list left alone
@@ -356,8 +356,10 @@ return function(test, T, H)
       local dir = tmpdir()
       vim.fn.system({ "cp", "-r", root .. "/tests/tasks/make/.", dir })
       assert(require("proctor.tasks.trust").allow(dir, false))
+      local before = #p().list()
       local shown = picker(dir, function(items, n)
         if n == 1 then return items[#items] end -- "more"
+        return items[1] -- make app
       end)
       local first = lines_of(shown[1])
       eq(first[1], "make all  [make]", "the default goal first")
@@ -366,6 +368,12 @@ return function(test, T, H)
       T.ok(not vim.tbl_contains(first, "make app  [make]"), "a file target among the first")
       eq(first[#first], "more: 1 file targets of make …")
       eq(lines_of(shown[2]), { "make app  [make]" })
+      -- a file target picked there runs (it fails: the fixture has no main.c)
+      H.wait(20000, function()
+        local l = p().list()
+        return #l > before and require("proctor.engine").is_done(l[#l].id)
+      end, "make app to run")
+      eq(p().list()[#p().list()].cmd, { "make", "app" })
     end
   )
 

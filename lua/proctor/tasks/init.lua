@@ -144,7 +144,7 @@ function M.run_task(task, opts, cb)
       spec[k] = v
     end
     spec.cwd = spec.cwd or opts.cwd
-    spec.desc, spec.source = nil, nil
+    spec.desc, spec.source, spec.more = nil, nil, nil
     local ex, err = require("proctor")._run(spec)
     if cb then cb(ex, err) end
     return ex, err
