@@ -139,19 +139,6 @@ function M.untrusted(dir)
   return out, where
 end
 
---- The directory provider `name` takes its tasks from for `dir` (the
---- nearest holding its files, up to the project root; `dir` when none does).
----@param dir string absolute directory
----@param name string a provider ("make", "npm" ...)
----@return string
-function M.home(dir, name)
-  dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
-  for _, p in ipairs(H.providers) do
-    if p.name == name then return (H.where(dir, p)) end
-  end
-  return dir
-end
-
 --- Forget what is cached (every directory, or one).
 function M.invalidate(dir)
   if dir then
@@ -179,13 +166,13 @@ function H.per(dir)
 end
 
 -- The directories from `dir` up to the project root: the first holding a
--- `.git`; never the home directory or `/` unless `dir` is one.
+-- `.git`; never `/` or the home directory unless `dir` is one, never above it.
 function H.levels(dir)
   local out, d = { dir }, dir
   local home = uv.os_homedir()
   while not H.exists(d .. "/.git") do
     local parent = vim.fn.fnamemodify(d, ":h")
-    if parent == d or parent == "/" or parent == home then break end
+    if d == home or parent == d or parent == "/" or parent == home then break end
     d = parent
     out[#out + 1] = d
   end
