@@ -188,7 +188,7 @@ return function(test, T, H)
       dir .. "/two.c",
       "int f(int a, int b);\nint main(void) {\n  int y = f(1);\n  return y + nope;\n}\n"
     )
-    write(dir .. "/Makefile", "two.o: two.c\n\tcc -c two.c -o two.o\n")
+    write(dir .. "/Makefile", "two.o: two.c\n\tcc -Wall -c two.c -o two.o\n")
     vim.cmd("cd " .. vim.fn.fnameescape(dir))
     local saved = vim.o.makeprg
     require("harness").defer(function() vim.o.makeprg = saved end)
@@ -225,6 +225,22 @@ return function(test, T, H)
     vim.cmd("Proctor make -bg two.o")
     eq(last_ended(before).state, "completed")
     H.wait(10000, function() return #vim.fn.getqflist() == 0 end, "the list emptied")
+    -- a build that passes with a warning: the list has it, and since the ending is not
+    -- announced (notify = "on_failure") the list is told on its own
+    write(dir .. "/two.c", "int main(void) { int unused; return 0; }\n")
+    H.clear_notes()
+    before = #p().list()
+    vim.cmd("Proctor make -bg two.o")
+    rec = last_ended(before)
+    eq(rec.state, "completed")
+    H.wait(10000, function() return #notes_with("%(1 of 1%)") > 0 end, "the list's message")
+    T.match(
+      notes_with("%(1 of 1%)")[1].msg,
+      ("^%%(proctor%%) #%d make %%-k two%%.o: %%(1 of 1%%): two%%.c:1:22: warning: unused variable"):format(
+        rec.id
+      )
+    )
+    eq(qf_items()[1].type, "W")
   end)
 
   -- 4. Notes never hide the error -------------------------------------------------------
