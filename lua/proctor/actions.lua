@@ -41,8 +41,9 @@ local die, check, strip = util.die, util.check, util.strip
 ---@field command proctor.ActionCommand|nil how :Proctor spells it (nil: not a subcommand)
 
 ---@class proctor.ActionCommand
----@field args "id"|"text"|"cmd"|"filter"|"words"|"none" what follows the subcommand: [id]; [id] {text};
----   [options] {cmd}; [filter]; [words] (as typed, opts.text, may be empty); nothing. An id may be a
+---@field args "id"|"text"|"cmd"|"makeprg"|"filter"|"words"|"none" what follows the subcommand: [id];
+---   [id] {text}; [options] {cmd}; [options] [args of 'makeprg']; [filter]; [words] (as typed, opts.text,
+---   may be empty); nothing. An id may be a
 ---   number, #number, a label (the latest execution with that label) or a target of a kind (c3)
 ---@field name string|nil the subcommand (default: the action's name)
 ---@field bang string|nil the action `:Proctor {name}!` runs instead
@@ -99,6 +100,7 @@ function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) 
 --- not named here follow, by name.
 M.ORDER = {
   "run",
+  "make",
   "task",
   "pick",
   "trust",
@@ -347,6 +349,16 @@ A.run = {
     local ex, err = require("proctor")._run(opts.spec)
     if not ex then die("run: " .. strip(err)) end
     return ex
+  end,
+}
+
+A.make = {
+  desc = "run 'makeprg' with 'errorformat' as the problem matcher: the drop-in for :make",
+  command = { args = "makeprg" },
+  -- opts.spec: the proctor.run() spec :Proctor make built ('makeprg', its matcher)
+  run = function(_, opts)
+    if vim.o.autowrite or vim.o.autowriteall then vim.cmd("silent! wall") end -- as :make
+    return A.run.run(nil, opts)
   end,
 }
 

@@ -1,6 +1,7 @@
 --- proctor.commands — the :Proctor command: parsing and completion only.
 ---
----   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] {cmd}
+---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] [-nodiag] {cmd}
+---   :Proctor make [options] [args]   ('makeprg' with args, 'errorformat' as the matcher)
 ---   :Proctor [list [filter]] | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
 ---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | toggle [id] | mcp
 ---   :Proctor task [name] | watch [id]
@@ -26,7 +27,7 @@ local engine = require("proctor.engine")
 local actions = require("proctor.actions")
 local die = util.die
 
-M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "--" }
+M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "-nodiag", "--" }
 
 --- Entry point of the user command (`opts` as given by nvim_create_user_command).
 ---@param opts {args: string, bang: boolean}
@@ -111,6 +112,8 @@ function M.parse(sub, rest, bang)
     return name, id, { text = rest }
   elseif kind == "cmd" then
     return name, nil, { spec = H.run_spec(rest) }
+  elseif kind == "makeprg" then
+    return name, nil, { spec = H.make_spec(rest) }
   elseif kind == "filter" then
     return name, nil, { filter = rest ~= "" and H.filter(rest) or nil }
   elseif kind == "words" then
@@ -169,9 +172,48 @@ function H.filter(arg)
   return f
 end
 
--- The proctor.run() spec of `:Proctor run [options] {cmd}`.
+-- The proctor.run() spec of `:Proctor run [options] {cmd}`. A build or test
+-- tool (make, cc, cargo, go, tsc, eslint, pytest ...) gets its built-in
+-- problem matcher, as its task would, unless -nodiag (|proctor-run-matcher|).
 function H.run_spec(rest)
+  local spec, flags
+  spec, rest, flags = H.options(rest, "run")
+  -- no command: spec.cmd stays nil and the run action says what to do
+  if rest ~= "" then spec.cmd = util.command_of(H.expand(rest)) end
+  if spec.cmd ~= nil and not flags.nodiag then
+    spec.diagnostics = require("proctor.tasks.matchers").for_run(spec.cmd)
+  end
+  return spec
+end
+
+-- The proctor.run() spec of `:Proctor make [options] [args]`: 'makeprg' with
+-- the arguments where it says `$*` (else after it), expanded as :make expands
+-- it, and 'errorformat' as the problem matcher; the quickfix list is always
+-- replaced, as :make replaces it (-nodiag: no matcher, no list).
+function H.make_spec(rest)
+  local spec, args, flags = H.options(rest, "make")
+  local prg = vim.api.nvim_eval("&makeprg")
+  if prg == "" then die("make: 'makeprg' is empty") end
+  local line
+  if prg:find("$*", 1, true) then
+    line = prg:gsub("%$%*", function() return args end)
+  else
+    line = args ~= "" and (prg .. " " .. args) or prg
+  end
+  spec.cmd = util.command_of(H.expand(line, "make"))
+  if not flags.nodiag then
+    local efm = vim.api.nvim_eval("&errorformat")
+    spec.diagnostics = efm ~= "" and efm or require("proctor.tasks.matchers").for_command(spec.cmd)
+    spec.quickfix = "always"
+  end
+  return spec
+end
+
+-- The options before a command (-cwd=, -timeout=, -pty, -nopty, -label=, -bg,
+-- -nodiag, --): the spec they make, the rest of the line, and the flags.
+function H.options(rest, sub)
   local spec = { label = nil }
+  local flags = {}
   local cfg = require("proctor.config").get().command
   local open = cfg.open
   spec.pty = cfg.pty
@@ -185,12 +227,12 @@ function H.run_spec(rest)
     local k, v = opt:match("^%-(%w+)=(.*)$")
     k = k or opt:sub(2)
     if k == "cwd" and v then
-      if v == "" then die("run: -cwd= needs a directory") end
-      spec.cwd = H.expand(v)
+      if v == "" then die(sub .. ": -cwd= needs a directory") end
+      spec.cwd = H.expand(v, sub)
     elseif k == "timeout" and v then
-      spec.timeout_ms = H.parse_duration(v)
+      spec.timeout_ms = H.parse_duration(v, sub)
     elseif k == "label" and v then
-      if v == "" then die("run: -label= needs a name") end
+      if v == "" then die(sub .. ": -label= needs a name") end
       spec.label = v
     elseif k == "pty" and not v then
       spec.pty = true
@@ -198,10 +240,15 @@ function H.run_spec(rest)
       spec.pty = false
     elseif k == "bg" and not v then
       open = false
+    elseif k == "nodiag" and not v then
+      flags.nodiag = true
+    elseif sub == "make" then
+      break -- the first argument of 'makeprg' (make -k)
     else
       die(
         string.format(
-          "run: unknown option '%s' (options: %s)",
+          "%s: unknown option '%s' (options: %s)",
+          sub,
           opt,
           table.concat(M.run_options, " ")
         )
@@ -209,16 +256,14 @@ function H.run_spec(rest)
     end
     rest = after
   end
-  -- no command: spec.cmd stays nil and the run action says what to do
-  if rest ~= "" then spec.cmd = util.command_of(H.expand(rest)) end
   spec.open = open or nil -- run() makes the window before the process starts
-  return spec
+  return spec, rest, flags
 end
 
 -- `text` with the cmdline specials expanded as :! does: %, #, #n, <cword>,
 -- <cWORD>, <cfile>, ... each with modifiers (%:p:h, %<); \%, \# and \< stay
 -- literal. Nothing else is touched ($VAR, quotes: the shell's business).
-function H.expand(text)
+function H.expand(text, sub)
   local out, i = {}, 1
   while i <= #text do
     local ch = text:sub(i, i)
@@ -252,7 +297,13 @@ function H.expand(text)
         if ch ~= "<" and vim.fn.expand(tok):find("^proctor://") then value = "" end -- never a console's name
         if value == "" then
           die(
-            string.format("run: no file name for '%s' (write \\%s for a literal %s)", token, ch, ch)
+            string.format(
+              "%s: no file name for '%s' (write \\%s for a literal %s)",
+              sub or "run",
+              token,
+              ch,
+              ch
+            )
           )
         end
         out[#out + 1] = value
@@ -279,12 +330,18 @@ function H.file_token(token)
 end
 
 -- "30" -> 30 s; "500ms", "2s", "1m", "1.5m"
-function H.parse_duration(v)
+function H.parse_duration(v, sub)
   local n, unit = v:match("^(%d+%.?%d*)(%a*)$")
   n = tonumber(n)
   local mul = ({ [""] = 1000, s = 1000, ms = 1, m = 60000, min = 60000, h = 3600000 })[unit or ""]
   if not n or not mul or n <= 0 then
-    die(string.format("run: bad timeout '%s' (e.g. -timeout=30, -timeout=500ms, -timeout=2m)", v))
+    die(
+      string.format(
+        "%s: bad timeout '%s' (e.g. -timeout=30, -timeout=500ms, -timeout=2m)",
+        sub or "run",
+        v
+      )
+    )
   end
   return math.floor(n * mul)
 end
@@ -345,6 +402,12 @@ function H.complete(arglead, cmdline)
   if sub:sub(-1) == "!" and a.command.bang then
     name = a.command.bang
     a = actions.actions[name]
+  end
+  if kind == "makeprg" then
+    if arglead:match("^%-") then
+      return vim.tbl_filter(function(s) return vim.startswith(s, arglead) end, M.run_options)
+    end
+    return vim.fn.getcompletion(arglead, "file")
   end
   if kind == "cmd" then
     if arglead:match("^%-cwd=") then

@@ -708,7 +708,9 @@ end
 function H.ended_line(r)
   local text =
     string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
-  local last = H.last_line(r)
+  -- Hook (tasks): the quickfix list it filled, as :make says it ("(1 of 3): …").
+  local diag = package.loaded["proctor.tasks.diagnostics"]
+  local last = diag and diag.summary(r.id) or H.last_line(r)
   if last then text = text .. " — " .. last end
   -- no hint when the console is on the screen already
   local console = package.loaded["proctor.console"]

@@ -92,6 +92,8 @@
 ---@class proctor.Task: proctor.TaskDef
 ---@field name string what a user types (:Proctor task make build)
 ---@field source string "make", "npm", "cargo", "just", "go", "pytest", "project", "user"
+---@field cwd string where it runs: the directory its source found its file in (maybe a parent)
+---@field more boolean|nil a file target of make: listed last, behind "more" in the picker
 
 --- Options of proctor.open() (|proctor.open()|).
 ---@class proctor.OpenOpts

@@ -38,6 +38,7 @@ end
 local specs = T.discover(root .. "/tests/nvim", {
   last = {
     "spec_tasks",
+    "spec_make",
     "spec_audit",
     "spec_everyday",
     "spec_trust",

@@ -417,9 +417,9 @@ return function(test, T, H)
       "echo Leaving directory '/w/sub'\n",
       "a.c:1:2: error: e\n",
       "make: Leaving directory '/w/sub'\n",
-      "b.c:3:4: note: n\n",
+      "b.c:3:4: warning: n\n",
     })
-    eq({ it[1].filename, it[2].filename, it[2].type }, { "/w/sub/a.c", "/src/b.c", "I" })
+    eq({ it[1].filename, it[2].filename, it[2].type }, { "/w/sub/a.c", "/src/b.c", "W" })
   end)
 
   test(

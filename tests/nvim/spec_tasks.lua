@@ -112,12 +112,9 @@ return function(test, T, H)
     eq(t.source, "make")
     eq(t.cwd, dir)
     eq(t.cmd, { "make", "test" })
-    eq(t.desc, "./app --self-test")
-    eq(
-      find(list, "make docs").desc,
-      '@echo "building the docs"',
-      "a target of an included makefile"
-    )
+    eq(t.desc, "run the self-test", "its `## text`, never its recipe")
+    eq(find(list, "make docs").desc, "build the docs", "a target of an included makefile")
+    eq(find(list, "make lint").desc, nil, "no `## text`: no description")
     H.wait(5000, function() return #p().list() == before end, "the probe's record deleted")
     -- cached: nothing probed again, complete at once
     local again, complete = p().tasks({ cwd = dir })
@@ -322,9 +319,10 @@ return function(test, T, H)
         vim.cmd("Proctor run -bg")
         H.wait(10000, function() return shown ~= nil end, "the picker")
         T.ok(#shown.items >= 7)
-        T.match(
-          shown.opts.format_item(find(shown.items, "make lint")),
-          "^make lint  — @echo .*%[make%]$"
+        eq(shown.opts.format_item(find(shown.items, "make lint")), "make lint  [make]")
+        eq(
+          shown.opts.format_item(find(shown.items, "make test")),
+          "make test  — run the self-test  [make]"
         )
         H.wait(10000, function() return #p().list() > before end, "the picked task started")
         local r = wait_state(p().list()[#p().list()].id, "completed failed")

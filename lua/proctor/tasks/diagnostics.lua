@@ -12,7 +12,14 @@
 --- quickfix list is titled "proctor #<id> <name>"; a new run replaces the list
 --- of an earlier run of the same task when it is the current one, instead of
 --- stacking another. At most `max_items` problems are kept per run.
---- Requiring this module has no side effects.
+---
+--- A note folded into a problem (proctor.tasks.matchers) is in its message
+--- and in `user_data.related`; a problem already published gets them at the
+--- next publish. proctor's namespaces sort signs and virtual text by
+--- severity (an error's sign is never hidden by a hint on its line). Once
+--- the quickfix list is filled the user is told as by |:make|: "(1 of 3):
+--- main.c:6:10: …", in the ending's notification (M.summary) or, when the
+--- ending is not announced, on its own. Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -24,6 +31,7 @@ local util = require("proctor.util")
 M.PUBLISH_MS = 150
 M.BUDGET_MS = 2 -- main-loop time per tick for setting diagnostics
 M.QF_BATCH = 250
+M.SUMMARY_MAX = 100 -- characters of the "(1 of 3): …" line
 
 H.runs = {} -- id -> run state, until its quickfix list is set
 H.latest = {} -- task name -> its newest run: only that one publishes
@@ -42,8 +50,19 @@ function M.namespace(name)
   if not ns then
     ns = api.nvim_create_namespace("proctor.task." .. name)
     H.ns[name] = ns
+    vim.diagnostic.config({ severity_sort = true }, ns)
   end
   return ns
+end
+
+--- What :make would say of the quickfix list execution `id` filled:
+--- "(1 of 3): main.c:6:10: error: 'x' undeclared" (its first line); nil when
+--- it filled none (yet).
+---@param id integer
+---@return string|nil
+function M.summary(id)
+  local run = H.runs[id] or H.done[id]
+  return run and run.summary or nil
 end
 
 --- Match the output of execution `id` and publish what is found.
@@ -68,6 +87,7 @@ function M.attach(id, opts)
     matcher = matcher,
     taken = 0,
     by_file = {},
+    entry = {}, -- item -> its diagnostic (a note folded in later updates it)
     dirty = {},
     ndirty = 0,
     bufs = {},
@@ -109,6 +129,26 @@ function H.feed(run, text)
   local before = #m.items
   m:feed(text)
   H.take(run, before)
+  H.refold(run)
+end
+
+-- Problems taken before that got notes since: their entries follow.
+function H.refold(run)
+  local up = run.matcher.updated
+  if #up == 0 then return end
+  run.matcher.updated = {}
+  for _, it in ipairs(up) do
+    local d = run.entry[it]
+    if d then
+      d.message = it.text
+      d.user_data = { related = it.related }
+      if not run.dirty[it.filename] then
+        run.dirty[it.filename] = true
+        run.ndirty = run.ndirty + 1
+      end
+    end
+  end
+  H.schedule(run, M.PUBLISH_MS)
 end
 
 -- Items from `before` on: keep up to run.max, index by file, mark dirty.
@@ -131,14 +171,17 @@ function H.take(run, before)
       list = {}
       run.by_file[it.filename] = list
     end
-    list[#list + 1] = {
+    local d = {
       lnum = it.lnum - 1,
       col = it.col and it.col - 1 or 0,
       message = it.text,
       severity = H.SEVERITY[it.type] or 1,
       source = run.name,
       code = it.code,
+      user_data = it.related and { related = it.related } or nil,
     }
+    list[#list + 1] = d
+    run.entry[it] = d
     if not run.dirty[it.filename] then
       run.dirty[it.filename] = true
       run.ndirty = run.ndirty + 1
@@ -185,6 +228,7 @@ end
 function H.finish(run, rec)
   run.matcher:finish()
   H.take(run, run.taken)
+  H.refold(run)
   run.ended = rec
   if run.timer_on then run.timer:stop() end
   run.timer_on = false
@@ -255,8 +299,33 @@ function H.qf_batch(run)
   if run.qf_pos <= #items then
     vim.defer_fn(function() H.qf_batch(run) end, 0)
   else
+    if #items > 0 then H.tell(run, items) end
     H.close(run)
   end
+end
+
+-- The quickfix list is filled: "(1 of 3): main.c:6:10: error: …", kept for
+-- the ending's notification, said here when the ending is not announced.
+function H.tell(run, items)
+  local it = items[1]
+  local file = vim.fn.fnamemodify(it.filename, ":~:.")
+  local kind = ({ E = "error", W = "warning", I = "info", N = "hint" })[it.type] or "error"
+  run.summary = ("(1 of %d): %s:%d%s: %s: %s"):format(
+    #items,
+    file,
+    it.lnum,
+    it.col and (":" .. it.col) or "",
+    kind,
+    (it.text:gsub("\n.*", ""))
+  )
+  if vim.fn.strchars(run.summary) > M.SUMMARY_MAX then
+    run.summary = vim.fn.strcharpart(run.summary, 0, M.SUMMARY_MAX - 1) .. "…"
+  end
+  local rec = run.ended
+  local mode = require("proctor.config").get().notify
+  local failed = rec.state == "failed" or rec.state == "timed_out"
+  if mode == "never" or mode == "always" or (mode == "on_failure" and failed) then return end
+  vim.notify(("(proctor) #%d %s: %s"):format(run.id, run.name, run.summary), vim.log.levels.INFO)
 end
 
 -- Is the current quickfix list one of `name`'s runs?

@@ -8,13 +8,24 @@
 ---   user     setup{ tasks = { name = definition | function(dir) } }
 ---   make     targets from make's own database (`make -pRrq :`), never a regex
 ---            over the Makefile; special, pattern and "not a target" entries left out;
----            only in a trusted directory (make runs code while it reads a Makefile)
+---            only in a trusted directory (make runs code while it reads a Makefile).
+---            The default goal first, then what a user types (phony targets, targets
+---            with a `target: ## text` description; in a makefile without .PHONY,
+---            plain names that are no file), then file targets, marked `more`
+---            (the picker keeps them behind "more").
+---            A description is the `## text` of the target's line, never its recipe
 ---   npm      package.json scripts, with the package manager its lock file names
 ---            (pnpm, yarn, bun; `packageManager` first)
 ---   cargo    Cargo.toml: cargo build / test / run / check
 ---   just     justfile recipes, when `just` is installed; only in a trusted directory
 ---   go       go.mod: go build / test / vet ./...
 ---   pytest   pytest.ini, or a pytest section in pyproject.toml, tox.ini, setup.cfg
+---
+--- Every provider but project and user looks for its files in `dir` and then
+--- upward, up to the project root: the nearest directory holding a `.git`
+--- (never above the home directory, nor into `/`); the nearest directory
+--- holding its manifest (Makefile, package.json, Cargo.toml ...) is where its
+--- tasks run (their `cwd`) and, for make and just, what must be trusted.
 ---
 --- Reading files is quick and done at once; `make` and `just` run as proctor
 --- executions (their records deleted once read) and are parsed as their
@@ -40,6 +51,7 @@ H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 ---@field cwd string
 ---@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest"
 ---@field desc string|nil
+---@field more boolean|nil a file target of make: listed last, behind "more" in the picker
 
 --- The tasks of `dir`: what is known now, and whether that is everything.
 --- `cb(tasks)` runs (on the main loop) once every provider answered: at once
@@ -54,11 +66,7 @@ function M.list(dir, opts, cb)
   opts = { prompt = opts and opts.prompt, ask_dir = opts and opts.ask_dir }
   if opts.ask_dir == nil then opts.ask_dir = opts.prompt ~= false end
   dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
-  local per = H.cache[dir]
-  if not per then
-    per = {}
-    H.cache[dir] = per
-  end
+  local homes = {} -- provider name -> the directory its tasks come from
   local cfg = H.config()
   local waiting = 0
   local fire
@@ -68,8 +76,10 @@ function M.list(dir, opts, cb)
   end
   for _, p in ipairs(H.providers) do
     if cfg.discover[p.name] ~= false then
+      local home, files = H.where(dir, p)
+      homes[p.name] = home
+      local per = H.per(home)
       local e = per[p.name]
-      local files = H.files(dir, p)
       local stamp = H.stamp(files, e and e.extra)
       local stale = not e
         or (e.stamp ~= stamp and not e.pending)
@@ -79,7 +89,7 @@ function M.list(dir, opts, cb)
         e = e or {}
         per[p.name] = e
         e.stamp, e.pending, e.waiters = stamp, true, e.waiters or {}
-        H.refresh(dir, p, e, files, opts)
+        H.refresh(home, p, e, files, opts)
       end
       if e.pending then
         waiting = waiting + 1
@@ -90,7 +100,7 @@ function M.list(dir, opts, cb)
   local function collect()
     local out, seen = {}, {}
     for _, p in ipairs(H.providers) do
-      local e = per[p.name]
+      local e = homes[p.name] and H.cache[homes[p.name]][p.name]
       for _, t in ipairs(e and e.tasks or {}) do
         if not seen[t.name] then
           seen[t.name] = true
@@ -111,16 +121,22 @@ function M.list(dir, opts, cb)
 end
 
 --- The providers whose last answer for `dir` was empty because something
---- was not trusted (`{ "make" }`), in provider order.
+--- was not trusted (`{ "make" }`), in provider order, and the directory the
+--- first of them needs trusted (an upward-found Makefile: its directory).
 ---@param dir string absolute directory
----@return string[]
+---@return string[] names, string|nil where
 function M.untrusted(dir)
-  local per = H.cache[vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")] or {}
-  local out = {}
+  dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
+  local out, where = {}, nil
   for _, p in ipairs(H.providers) do
-    if per[p.name] and per[p.name].untrusted then out[#out + 1] = p.name end
+    local home = H.where(dir, p)
+    local e = H.cache[home] and H.cache[home][p.name]
+    if e and e.untrusted then
+      out[#out + 1] = p.name
+      if p.name ~= "project" then where = where or home end
+    end
   end
-  return out
+  return out, where
 end
 
 --- Forget what is cached (every directory, or one).
@@ -137,6 +153,43 @@ end
 function H.config()
   local c = require("proctor.config").get()
   return { discover = c.discover or {}, tasks = c.tasks or {}, defaults = c.task_defaults or {} }
+end
+
+-- The cache entries of the providers whose tasks come from `dir`.
+function H.per(dir)
+  local per = H.cache[dir]
+  if not per then
+    per = {}
+    H.cache[dir] = per
+  end
+  return per
+end
+
+-- The directories from `dir` up to the project root: the first holding a
+-- `.git`; never `/` or the home directory unless `dir` is one, never above it.
+function H.levels(dir)
+  local out, d = { dir }, dir
+  local home = uv.os_homedir()
+  while not H.exists(d .. "/.git") do
+    local parent = vim.fn.fnamemodify(d, ":h")
+    if d == home or parent == d or parent == "/" or parent == home then break end
+    d = parent
+    out[#out + 1] = d
+  end
+  return out
+end
+
+-- Where provider `p` takes its tasks from for `dir`, and its candidate files
+-- there: the nearest level holding one of its manifests, else `dir`.
+function H.where(dir, p)
+  if p.name ~= "project" and p.name ~= "user" then
+    for _, d in ipairs(H.levels(dir)) do
+      for _, f in ipairs(p.manifest or p.files or {}) do
+        if H.exists(d .. "/" .. f) then return d, H.files(d, p) end
+      end
+    end
+  end
+  return dir, H.files(dir, p)
 end
 
 -- Candidate files of provider `p` in `dir` (every one, present or not).
@@ -380,7 +433,6 @@ function H.make_line(st, l)
         local file, line = l:match("^#  recipe to execute %(from '(.-)', line (%d+)%):")
         if file then
           st.cur.file, st.cur.line = file, tonumber(line)
-          st.want_recipe = true
         end
       end
     end
@@ -393,13 +445,7 @@ function H.make_line(st, l)
     if g then st.goal = vim.trim(g) end
     return
   end
-  if l:sub(1, 1) == "\t" then
-    if st.want_recipe and st.cur then
-      st.cur.desc = vim.trim(l)
-      st.want_recipe = false
-    end
-    return
-  end
+  if l:sub(1, 1) == "\t" then return end -- a recipe: never shown
   if l == "" then
     st.cur = nil
     st.not_target = false
@@ -421,14 +467,33 @@ function H.make_line(st, l)
   st.targets[#st.targets + 1] = st.cur
 end
 
--- The default goal first, then in the order of the makefiles, then the rest by name.
+-- The default goal first, then what a user types (phony, described, a
+-- plain name that is no file), then file targets; each group in the order of
+-- the makefiles, then by name.
 function H.make_tasks(st, dir)
   local order = {}
   for i, f in ipairs(st.makefiles or {}) do
     order[f] = i
   end
+  local docs = H.make_docs(st.makefiles or {}, dir)
+  -- A makefile that declares .PHONY says what is no file: the rest is. One
+  -- that declares none: a plain name that is no file is what a user types.
+  local declares = false
+  for _, t in ipairs(st.targets) do
+    declares = declares or t.phony == true
+  end
+  for _, t in ipairs(st.targets) do
+    t.desc = docs[t.name]
+    t.more = not (
+      t.name == st.goal
+      or t.phony
+      or t.desc
+      or (not declares and not t.name:find("[/.]") and not H.exists(dir .. "/" .. t.name))
+    )
+  end
   table.sort(st.targets, function(a, b)
     if (a.name == st.goal) ~= (b.name == st.goal) then return a.name == st.goal end
+    if a.more ~= b.more then return not a.more end
     local fa, fb = a.file and order[a.file] or math.huge, b.file and order[b.file] or math.huge
     if fa ~= fb then return fa < fb end
     if (a.line or math.huge) ~= (b.line or math.huge) then
@@ -443,15 +508,37 @@ function H.make_tasks(st, dir)
       { "make", t.name },
       dir,
       "make",
-      t.desc or (t.phony and "(phony)" or nil),
-      { diagnostics = H.matcher("gcc") }
+      t.desc,
+      { diagnostics = H.matcher("gcc"), more = t.more or nil }
     )
   end
   return out
 end
 
+--- The `target: ## text` descriptions of the makefiles make read (`files`:
+--- MAKEFILE_LIST, relative to `dir`): target name -> text. Only read, never
+--- evaluated; a line of several targets describes each.
+---@return table<string, string>
+function H.make_docs(files, dir)
+  local docs = {}
+  for _, f in ipairs(files) do
+    local text = H.read(f:sub(1, 1) == "/" and f or (dir .. "/" .. f)) or ""
+    for line in text:gmatch("[^\n]+") do
+      local names, rest = line:match("^([^%s#:=][^#:=]*):([^=].*)$")
+      local doc = rest and rest:match("##%s*(.-)%s*$")
+      if doc and doc ~= "" then
+        for name in names:gmatch("%S+") do
+          docs[name] = docs[name] or doc
+        end
+      end
+    end
+  end
+  return docs
+end
+
 H.providers[#H.providers + 1] = {
   name = "npm",
+  manifest = { "package.json" },
   files = {
     "package.json",
     "package-lock.json",

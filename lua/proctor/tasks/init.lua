@@ -144,7 +144,7 @@ function M.run_task(task, opts, cb)
       spec[k] = v
     end
     spec.cwd = spec.cwd or opts.cwd
-    spec.desc, spec.source = nil, nil
+    spec.desc, spec.source, spec.more = nil, nil, nil
     local ex, err = require("proctor")._run(spec)
     if cb then cb(ex, err) end
     return ex, err
@@ -213,25 +213,7 @@ function M.pick(opts)
     ask_dir = false,
     callback = function(tasks)
       H.note_untrusted(H.dir(opts.cwd))
-      if #tasks == 0 then
-        util.notify(
-          "no tasks found in " .. (opts.cwd or vim.fn.getcwd()) .. " (:help proctor-tasks)",
-          vim.log.levels.WARN
-        )
-        return
-      end
-      vim.ui.select(tasks, {
-        prompt = "proctor task",
-        kind = "proctor_task",
-        format_item = function(t)
-          return t.name
-            .. (t.desc and ("  — " .. t.desc:gsub("\n", " ")) or "")
-            .. "  ["
-            .. t.source
-            .. "]"
-        end,
-      }, function(t)
-        if not t then return end
+      require("proctor.tasks.picker").select(tasks, H.dir(opts.cwd), function(t)
         local ex, err = M.run_task(t, opts.run)
         if not ex then
           util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", ""))
@@ -378,7 +360,8 @@ H.noted = {} -- directory -> true: the picker said why its make targets are miss
 -- Say once a session per directory which sources were left out because the
 -- directory is not trusted, and how to trust it.
 function H.note_untrusted(dir)
-  local left = require("proctor.tasks.discover").untrusted(dir)
+  local left, where = require("proctor.tasks.discover").untrusted(dir)
+  dir = where or dir -- an upward-found Makefile: its directory
   local probes = vim.tbl_filter(function(n) return n ~= "project" end, left)
   if #probes == 0 or H.noted[dir] then return end
   H.noted[dir] = true

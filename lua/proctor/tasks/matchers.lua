@@ -17,7 +17,15 @@
 ---
 --- Relative file names resolve against the execution's cwd (gcc: the
 --- directory make says it entered). `type` is "E", "W", "I" or "N".
---- Requiring this module has no side effects.
+---
+--- A compiler's `note:` about an error or warning (gcc, clang; an
+--- 'errorformat' entry whose text starts with "note:") is folded into the
+--- problem it follows: its text is added to the message ("note: …", with
+--- its place when that is elsewhere) and it is kept in `related`, so a note
+--- never shows as a problem of its own over the error it explains. The
+--- changed item is listed in `updated` (the consumer republishes it; it may
+--- have taken it already). At most NOTES_MAX notes are folded into one
+--- problem; the rest are counted. Requiring this module has no side effects.
 
 local M = {}
 local H = {}
@@ -31,6 +39,16 @@ local find, sub, byte, match = string.find, string.sub, string.byte, string.matc
 ---@field text string
 ---@field type string "E" | "W" | "I" | "N"
 ---@field code string|nil
+---@field related proctor.tasks.Related[]|nil the notes folded into it
+
+---@class proctor.tasks.Related
+---@field filename string absolute
+---@field lnum integer
+---@field col integer|nil
+---@field text string
+
+--- Notes folded into one problem (|proctor-limits|); further ones are only counted.
+M.NOTES_MAX = 10
 
 -- Built-in matchers ----------------------------------------------------------------
 --
@@ -87,6 +105,7 @@ H.defs.gcc = {
       type = t,
       code = code,
       base = st.dirs[#st.dirs],
+      note = kind == "note" or nil,
     }
   end,
 }
@@ -261,14 +280,26 @@ M.names = { "gcc", "clang", "rustc", "cargo", "go", "tsc", "eslint", "python", "
 ---@param cmd string|string[]
 ---@return string|nil
 function M.for_command(cmd)
+  local words = H.words(cmd)
+  local i = H.program_index(words)
+  local prog = words[i] and words[i]:match("([^/]+)$") or ""
+  return H.by_program[prog] or H.by_program[prog:gsub("[%d%.%-]+$", "")]
+end
+
+-- The words of a command (a shell string split at blanks).
+function H.words(cmd)
+  if type(cmd) == "table" then return cmd end
   local words = {}
-  if type(cmd) == "table" then
-    words = cmd
-  elseif type(cmd) == "string" then
+  if type(cmd) == "string" then
     for w in cmd:gmatch("%S+") do
       words[#words + 1] = w
     end
   end
+  return words
+end
+
+-- The index of the program among `words`: past VAR=value, env, npx, exec.
+function H.program_index(words)
   local i = 1
   while
     words[i]
@@ -281,9 +312,50 @@ function M.for_command(cmd)
   do
     i = i + 1
   end
-  local prog = words[i] and words[i]:match("([^/]+)$") or ""
-  return H.by_program[prog] or H.by_program[prog:gsub("[%d%.%-]+$", "")]
+  return i
 end
+
+--- The built-in matcher `:Proctor run {cmd}` gives a command on its own
+--- (|proctor-run-matcher|): only build and test tools, whose output is a log
+--- of problems (make, cc, cargo, go, tsc, eslint, pytest, `python -m pytest`
+--- ...); nil for anything else (a server, an editor, a shell).
+---@param cmd string|string[]
+---@return string|nil
+function M.for_run(cmd)
+  local words = H.words(cmd)
+  local i = H.program_index(words)
+  local prog = words[i] and words[i]:match("([^/]+)$") or ""
+  prog = H.by_program[prog] and prog or prog:gsub("[%d%.%-]+$", "")
+  if H.run_programs[prog] then return H.by_program[prog] end
+  if
+    (prog == "python" or prog == "python3")
+    and words[i + 1] == "-m"
+    and words[i + 2] == "pytest"
+  then
+    return "pytest"
+  end
+  return nil
+end
+
+-- Programs whose output `:Proctor run` matches without being asked.
+H.run_programs = {
+  make = true,
+  gmake = true,
+  cc = true,
+  gcc = true,
+  ["g++"] = true,
+  ["c++"] = true,
+  clang = true,
+  ["clang++"] = true,
+  ninja = true,
+  cmake = true,
+  cargo = true,
+  rustc = true,
+  go = true,
+  tsc = true,
+  eslint = true,
+  pytest = true,
+}
 
 H.by_program = {
   make = "gcc",
@@ -318,7 +390,7 @@ H.by_program = {
 ---@return table|nil matcher, string|nil err
 function M.new(spec, opts)
   local cwd = opts.cwd or vim.fn.getcwd()
-  local self = { items = {}, cwd = cwd, count = 0 }
+  local self = { items = {}, cwd = cwd, count = 0, updated = {} }
   if type(spec) ~= "string" or spec == "" then
     return nil, "a matcher must be a name or an 'errorformat'"
   end
@@ -504,9 +576,41 @@ function H.emit(self, st, got)
     it.base = nil
     it.lnum = tonumber(it.lnum) or 1
     it.col = tonumber(it.col)
-    self.count = self.count + 1
-    self.items[#self.items + 1] = it
+    H.add(self, it)
   end
+end
+
+-- Append item `it`, or fold it into the problem before it when it is a note about that one.
+function H.add(self, it)
+  local last = self.last
+  if it.note and last and (last.type == "E" or last.type == "W") then
+    local rel = last.related
+    if not rel then
+      rel = {}
+      last.related = rel
+      last.notes = 0
+    end
+    last.notes = last.notes + 1
+    if #rel < M.NOTES_MAX then
+      rel[#rel + 1] = { filename = it.filename, lnum = it.lnum, col = it.col, text = it.text }
+      local where = ""
+      if it.filename ~= last.filename or it.lnum ~= last.lnum then
+        local f = it.filename
+        if f:sub(1, #self.cwd + 1) == self.cwd .. "/" then f = f:sub(#self.cwd + 2) end
+        where = (" (%s:%d%s)"):format(f, it.lnum, it.col and (":" .. it.col) or "")
+      end
+      last.text = last.text .. "\nnote: " .. it.text .. where
+    elseif last.notes == M.NOTES_MAX + 1 then
+      last.text = last.text .. "\n…"
+    end
+    local up = self.updated
+    if not up[#up] or up[#up] ~= last then up[#up + 1] = last end
+    return
+  end
+  it.note = nil
+  self.last = it
+  self.count = self.count + 1
+  self.items[#self.items + 1] = it
 end
 
 -- An absolute, simplified path for `f` seen relative to `base`.
@@ -535,16 +639,23 @@ function H.Efm:feed(text)
   )
   for _, it in ipairs(res and res.items or {}) do
     if it.valid == 1 and it.bufnr > 0 then
-      self.count = self.count + 1
       local t = it.type ~= "" and it.type:upper() or "E"
-      self.items[#self.items + 1] = {
+      local msg = it.text
+      -- no %t: "%f:%l:%c:%m" leaves gcc's " error: ", " warning: ", " note: " in the
+      -- message; they say the type (a note is folded like the built-in matcher's)
+      local kind, rest = match(msg, "^%s*(%a[%a ]-): (.*)$")
+      if it.type == "" and kind and H.KIND[kind] then
+        t, msg = H.KIND[kind], rest
+      end
+      H.add(self, {
         filename = vim.api.nvim_buf_get_name(it.bufnr),
         lnum = math.max(it.lnum, 1),
         col = it.col > 0 and it.col or nil,
-        text = it.text,
+        text = msg,
         type = (t == "E" or t == "W" or t == "I" or t == "N") and t or "E",
         code = it.nr > 0 and tostring(it.nr) or nil,
-      }
+        note = it.type == "" and kind == "note" or nil,
+      })
     end
   end
 end

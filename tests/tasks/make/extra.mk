@@ -1,2 +1,2 @@
-docs:
+docs: ## build the docs
 	@echo "building the docs"
