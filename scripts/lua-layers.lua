@@ -16,7 +16,8 @@
 
 --- The floors, lowest first. A module may require its own floor and below.
 local FLOORS = {
-  { "proctor.compat", "proctor.util", "proctor.config", "proctor.types" },
+  -- tasks.matchers: the built-in problem matchers, a pure table (no require)
+  { "proctor.compat", "proctor.util", "proctor.config", "proctor.types", "proctor.tasks.matchers" },
   { "proctor.engine", "proctor.quit" }, -- quit: the guard the engine installs when it starts
   { "proctor" },
   {
