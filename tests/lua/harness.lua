@@ -11,8 +11,23 @@
 -- words (plain text). Inside a test, T.defer(fn) registers a cleanup that runs
 -- when the test ends, passed or failed (last registered first): processes,
 -- engines and directories a failing assertion would otherwise leave behind.
+-- TEST_TIMES=1 adds a line "TIME <ms> <name>" after each test (to find where
+-- a tier's time goes; tests/run shows it in the tier's block).
 
 local T = { passed = 0, failed = 0, out = io.stdout }
+
+local times = os.getenv("TEST_TIMES")
+if times == "" or times == "0" then times = nil end
+
+-- Milliseconds for TEST_TIMES: the core's monotonic clock once a spec has
+-- loaded it, Neovim's otherwise, seconds at worst.
+local function clock_ms()
+  local core = package.loaded["proctor.core"]
+  if type(core) == "table" and core.hrtime then return core.hrtime() / 1e6 end
+  local uv = rawget(_G, "vim") and (vim.uv or vim.loop)
+  if uv then return uv.hrtime() / 1e6 end
+  return os.time() * 1000
+end
 
 local only = os.getenv("PROCTOR_TEST")
 if only == "" then only = nil end
@@ -97,6 +112,7 @@ function T.test(name, fn)
   if not T.selected(name) then return end
   local outer = cleanups
   cleanups = {}
+  local t0 = times and clock_ms()
   local ok, err = xpcall(fn, debug.traceback)
   for i = #cleanups, 1, -1 do
     local cok, cerr = xpcall(cleanups[i], debug.traceback)
@@ -105,6 +121,7 @@ function T.test(name, fn)
     end
   end
   cleanups = outer
+  if times then T.say(("TIME %d %s"):format(math.floor(clock_ms() - t0), name)) end
   if ok then
     T.passed = T.passed + 1
     T.say("PASS " .. name)

@@ -56,8 +56,9 @@ return function(T, ctx)
     -- too big for exec: a clear spawn error, not a crash
     local huge = string.rep("z", 8388608)
     r = U.run(e, { cmd = { "true", huge } })
-    T.eq(r.final.state, "failed")
-    T.match(r.final.error, "Argument list too long")
+    local why = ("%s (%s)"):format(tostring(r.final.state), tostring(r.final.reason))
+    T.eq(r.final.state, "failed", why)
+    T.match(r.final.error, "Argument list too long", why)
     local id, msg, name = e:start { cmd = { "true", string.rep("w", 20971520) } }
     T.eq(id, nil)
     T.eq(name, "ETOOBIG")

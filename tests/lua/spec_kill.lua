@@ -302,7 +302,8 @@ return function(T, ctx)
     -- the end (canceling) or the exit came first (already_terminal). Never
     -- already_canceling, never not_found.
     local allowed = { canceling = true, already_terminal = true }
-    -- Batches of 20. Each execution is canceled at a point of its own
+    -- A window of 64 executions in flight (as many as run at once), refilled
+    -- as each is answered. Each execution is canceled at a point of its own
     -- lifecycle chosen by i % 4: at once (queued), when `starting` is seen,
     -- when `running` is seen (the exit may come any moment), or 2 ms after
     -- `running` — so the exit/cancel race is real whatever the machine's speed.
@@ -312,41 +313,42 @@ return function(T, ctx)
       T.ok(allowed[a], "bad answer " .. tostring(a))
       answers[id] = a
     end
+    local WINDOW = 64
+    local pending, npending = {}, 0 -- id -> mode, not answered yet
     local i = 0
-    while #ids < N do
-      local b = {}
-      for _ = 1, math.min(20, N - #ids) do
+    local stall = U.now() + 20000 -- no answer for this long: stop waiting for the rest
+    while (#ids < N or npending > 0) and U.now() < stall do
+      while #ids < N and npending < WINDOW do
         i = i + 1
         local id = assert(e2:start { cmd = { "true" } })
         ids[#ids + 1] = id
-        b[#b + 1] = { id = id, mode = i % 4 }
-        if i % 4 == 0 then cancel(id) end
-      end
-      local left = 0
-      for _, x in ipairs(b) do
-        if not answers[x.id] then left = left + 1 end
-      end
-      local deadline = U.now() + 20000
-      while left > 0 and U.now() < deadline do
-        for _, ev in ipairs(e2:wait(5, 65536)) do
-          if ev.type == "state" then
-            seen[ev.id] = seen[ev.id] or {}
-            seen[ev.id][ev.state] = U.now()
-            seen[ev.id].n = (seen[ev.id].n or 0) + (U.terminal[ev.state] and 1 or 0)
-            seen[ev.id].last = ev.state
-          end
+        if i % 4 == 0 then
+          cancel(id)
+        else
+          pending[id] = i % 4
+          npending = npending + 1
         end
-        for _, x in ipairs(b) do
-          local s = seen[x.id]
-          if not answers[x.id] and s then
-            local go = (x.mode == 1 and s.starting)
-              or (x.mode == 2 and s.running)
-              or (x.mode == 3 and s.running and U.now() - s.running >= 2)
-              or s.n == 1
-            if go then
-              cancel(x.id)
-              left = left - 1
-            end
+      end
+      for _, ev in ipairs(e2:wait(5, 65536)) do
+        if ev.type == "state" then
+          seen[ev.id] = seen[ev.id] or {}
+          seen[ev.id][ev.state] = U.now()
+          seen[ev.id].n = (seen[ev.id].n or 0) + (U.terminal[ev.state] and 1 or 0)
+          seen[ev.id].last = ev.state
+        end
+      end
+      for id, mode in pairs(pending) do
+        local s = seen[id]
+        if s then
+          local go = (mode == 1 and s.starting)
+            or (mode == 2 and s.running)
+            or (mode == 3 and s.running and U.now() - s.running >= 2)
+            or s.n == 1
+          if go then
+            cancel(id)
+            pending[id] = nil
+            npending = npending - 1
+            stall = U.now() + 20000
           end
         end
       end

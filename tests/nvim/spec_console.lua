@@ -4,7 +4,12 @@ return function(test, T, H)
   local p = require("proctor")
   local engine = require("proctor.engine")
 
-  local function close_others() vim.cmd("silent! only!") end
+  -- One window, showing no console: a test that failed half way may leave its
+  -- console current, and the next test's open() must not land in it.
+  local function close_others()
+    vim.cmd("silent! only!")
+    if vim.api.nvim_buf_get_name(0):find("^proctor://") then vim.cmd("enew") end
+  end
 
   -- Lines of the console minus the final "[proctor] …" line.
   local function body(buf)
@@ -52,7 +57,9 @@ return function(test, T, H)
   test("console: \\r progress updates redraw one line", function()
     close_others()
     local ex = p.run({
-      cmd = [[printf 'start\n'; for i in $(seq 1 50); do printf '\rprogress %3d%% [%-50s]' $((i*2)) $(printf '%*s' $i '' | tr ' ' '#'); done; printf '\ndone\n']],
+      -- the bar grows by one # a step: no subshell per step (100 forks took
+      -- more than the final line's wait on a loaded machine)
+      cmd = [[printf 'start\n'; b=; for i in $(seq 1 50); do b="$b#"; printf '\rprogress %3d%% [%-50s]' $((i*2)) "$b"; done; printf '\ndone\n']],
       pty = true,
     })
     local buf = ex:open()
@@ -141,13 +148,16 @@ return function(test, T, H)
 
   test("console: winbar/statusline shows id, label, state, elapsed, exit", function()
     close_others()
-    local ex = p.run({ cmd = "sleep 0.3; exit 2", label = "barred" })
+    -- it runs until the test has read the running bar (a fixed sleep could
+    -- end first on a loaded machine), then exits 2
+    local ex = p.run({ cmd = "read go; exit 2", label = "barred" })
     local buf, win = ex:open()
     H.wait(3000, function() return engine.state[ex.id] == "running" end)
     local bar = require("proctor.console").bar(win)
     T.match(bar, "^proctor #" .. ex.id .. " barred │ running [%d.]+ m?s$")
     local opt = vim.fn.exists("+winbar") == 1 and "winbar" or "statusline"
     T.match(require("proctor.compat").get_win_option(win, opt), "proctor%.console'%.bar%(%)")
+    T.eq(ex:input("go\n"), true)
     H.wait_final(buf)
     T.match(
       require("proctor.console").bar(win),
