@@ -9,6 +9,10 @@ package.path = root .. "/tests/lua/?.lua;" .. root .. "/tests/nvim/?.lua;" .. pa
 if os.getenv("PROCTOR_TEST_CORE_RTP") then
   vim.opt.rtp:prepend(os.getenv("PROCTOR_TEST_CORE_RTP"))
 end
+-- Headless Neovim writes its mode message ("-- (insert) --") to stdout with
+-- no newline: a PASS line printed after it would not start a line, and
+-- tests/run, which counts lines that start with PASS, would miss it.
+vim.o.showmode = false
 
 -- -u NONE loads no plugins: source ours the way a plugin manager would.
 vim.cmd("runtime plugin/proctor.lua")
