@@ -616,8 +616,27 @@ return function(test, T, H)
     end
   )
 
+  -- Write `path` from this editor (a buffer in no window: consoles keep theirs).
+  local function edit(path, text)
+    local buf = vim.fn.bufadd(path)
+    vim.fn.bufload(buf)
+    api.nvim_buf_set_lines(buf, 0, -1, false, { text })
+    api.nvim_buf_call(buf, function() vim.cmd("silent write") end)
+    return buf
+  end
+
+  -- The execution that replaced `id` in its task run.
+  local function successor(id)
+    H.wait(15000, function()
+      local i = tasks().info(id)
+      return i and i.next_id ~= nil
+    end, "a restart of #" .. id)
+    return tasks().info(id).next_id
+  end
+
   test(
-    "watch: a buffer write, an outside write, and a burst each make one restart in the same window",
+    "watch: an editor write and a burst of them each make one restart in the same window; "
+      .. "a write outside the editor does not; the bar and the list say watching",
     function()
       setup()
       local dir = project()
@@ -630,20 +649,20 @@ return function(test, T, H)
         open = { open = "split" },
         watch = { patterns = { "*.c", "*.h" }, debounce_ms = 100 },
       }))
-      local win = api.nvim_get_current_win()
       wait_state(ex.id, "running")
-      local function successor(id)
-        H.wait(15000, function()
-          local i = tasks().info(id)
-          return i and i.next_id ~= nil
-        end, "a restart of #" .. id)
-        return tasks().info(id).next_id
-      end
-      -- a buffer write (of a buffer in no window: the console keeps its window)
-      local src = vim.fn.bufadd(dir .. "/a.c")
-      vim.fn.bufload(src)
-      api.nvim_buf_set_lines(src, 0, -1, false, { "int a = 1;" })
-      api.nvim_buf_call(src, function() vim.cmd("silent write") end)
+      local win = require("proctor.console").windows(ex.id)[1]
+      T.ok(
+        require("proctor.console").bar(win):find("watching", 1, true),
+        "the bar: " .. require("proctor.console").bar(win)
+      )
+      local lbuf = require("proctor.list").open()
+      H.wait(
+        5000,
+        function() return H.has_line(lbuf, "^#" .. ex.id .. " .*%[watching%] watched") end,
+        "the list row says watching"
+      )
+      vim.cmd("close")
+      local src = edit(dir .. "/a.c", "int a = 1;")
       local id2 = successor(ex.id)
       eq(wait_state(ex.id, "canceled").reason, "canceled", "the old one canceled")
       eq(p().record(id2).prev_id, ex.id)
@@ -654,34 +673,114 @@ return function(test, T, H)
         id2,
         "the same window shows the new run"
       )
-      -- not matching: no restart
-      write(dir .. "/notes.txt", "y\n")
-      vim.wait(400)
-      eq(tasks().info(id2).next_id, nil, "notes.txt restarted it")
-      -- an outside write
+      -- not matching, and a write outside the editor: no restart
+      local other = edit(dir .. "/notes.txt", "y")
       write(dir .. "/b.h", "int b;\n")
-      local id3 = successor(id2)
-      wait_state(id3, "running")
+      vim.wait(400)
+      eq(tasks().info(id2).next_id, nil, "notes.txt or an outside write restarted it")
       -- a burst: five writes, one restart
       for i = 1, 5 do
-        write(dir .. "/a.c", "int a = " .. i .. ";\n")
-        vim.wait(10)
+        edit(dir .. "/a.c", "int a = " .. i .. ";")
       end
-      local id4 = successor(id3)
-      wait_state(id4, "running")
+      local id3 = successor(id2)
+      wait_state(id3, "running")
       vim.wait(600)
-      eq(tasks().info(id4).next_id, nil, "a burst made more than one restart")
-      eq(#tasks().info(id4).group_ids, 4)
-      -- :Proctor watch toggles it off: a change does nothing now
-      vim.cmd("Proctor watch " .. id4)
-      eq(tasks().info(id4).watching, false)
-      write(dir .. "/a.c", "int a = 9;\n")
+      eq(tasks().info(id3).next_id, nil, "a burst made more than one restart")
+      eq(#tasks().info(id3).group_ids, 3)
+      -- :Proctor watch {label} toggles it off: a change does nothing now
+      vim.cmd("Proctor watch watched")
+      eq(tasks().info(id3).watching, false)
+      T.ok(
+        not require("proctor.console").bar(win):find("watching", 1, true),
+        "the bar still says it"
+      )
+      edit(dir .. "/a.c", "int a = 9;")
       vim.wait(500)
-      eq(tasks().info(id4).next_id, nil)
-      p().cancel(id4)
-      wait_state(id4, "canceled")
+      eq(tasks().info(id3).next_id, nil)
+      p().cancel(id3)
+      wait_state(id3, "canceled")
       vim.cmd("silent! only")
       pcall(api.nvim_buf_delete, src, { force = true })
+      pcall(api.nvim_buf_delete, other, { force = true })
+    end
+  )
+
+  test(
+    "watch: a run never restarts on its own writes (fs = true too); two watched runs do not "
+      .. "restart each other; make all runs once per :w",
+    function()
+      setup()
+      local dir = project()
+      write(dir .. "/main.c", "int main(void) { return 0; }\n")
+      local git = vim.fn.executable("git") == 1
+      if git then
+        vim.fn.system({ "git", "-C", dir, "init", "-q" })
+        write(dir .. "/.gitignore", "*.log\n")
+      end
+      vim.fn.mkdir(dir .. "/build", "p")
+      -- two tasks that touch a file in the cwd and sleep: the bug restarted each in a loop
+      local a = assert(p().run({
+        cmd = "touch a.out; sleep 0.5; touch a.out; sleep 30",
+        cwd = dir,
+        pty = false,
+        name = "slow-a",
+        watch = { fs = true, debounce_ms = 50 },
+      }))
+      local b = assert(p().run({
+        cmd = "touch b.out; sleep 0.5; touch b.out; sleep 30",
+        cwd = dir,
+        pty = false,
+        name = "slow-b",
+        watch = { fs = true, debounce_ms = 50 },
+      }))
+      H.wait(
+        15000,
+        function()
+          return vim.fn.filereadable(dir .. "/a.out") == 1
+            and vim.fn.filereadable(dir .. "/b.out") == 1
+        end,
+        "both touched their files"
+      )
+      vim.wait(1500) -- the second touches, and the debounce after them
+      eq(#tasks().info(a.id).group_ids, 1, "slow-a restarted on a write made while it ran")
+      eq(#tasks().info(b.id).group_ids, 1, "slow-b restarted on a write made while it ran")
+      -- fs = true: a write outside the editor once nothing runs restarts it; a build
+      -- directory's or a git-ignored file's does not
+      p().cancel(a.id)
+      p().cancel(b.id)
+      wait_state(a.id, "canceled")
+      wait_state(b.id, "canceled")
+      write(dir .. "/build/x.c", "int x;\n")
+      if git then write(dir .. "/run.log", "x\n") end
+      vim.wait(500)
+      eq(
+        #tasks().info(a.id).group_ids,
+        1,
+        "a build directory's or an ignored file's write restarted it"
+      )
+      write(dir .. "/main.c", "int main(void) { return 1; }\n")
+      local a2 = successor(a.id)
+      wait_state(a2, "running")
+      -- :Proctor watch! stops every watch
+      vim.cmd("Proctor watch!")
+      eq(tasks().info(a2).watching, false)
+      eq(tasks().info(b.id).watching, false)
+      p().cancel(a2)
+      wait_state(a2, "canceled")
+      -- make all: one run per :w (its main.o is no change of the project)
+      write(dir .. "/Makefile", "all: main.o\nmain.o: main.c\n\tcp main.c main.o\n")
+      for _, w in ipairs({ true, { fs = true, debounce_ms = 50 } }) do
+        vim.fn.delete(dir .. "/main.o")
+        local m = assert(p().run({ cmd = "make all", cwd = dir, pty = false, watch = w }))
+        wait_state(m.id, "completed")
+        local src = edit(dir .. "/main.c", "int main(void) { return 2; }")
+        local m2 = successor(m.id)
+        wait_state(m2, "completed")
+        vim.wait(600)
+        eq(#tasks().info(m2).group_ids, 2, "make all ran more than once for one :w")
+        tasks().watch(m2, false)
+        pcall(api.nvim_buf_delete, src, { force = true })
+      end
     end
   )
 
