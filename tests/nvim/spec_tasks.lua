@@ -874,6 +874,45 @@ return function(test, T, H)
   )
 
   test(
+    "sequence: a failed sequence shows and focuses the failed step's console and names it",
+    function()
+      setup({
+        notify = "on_failure",
+        tasks = {
+          ci = { sequence = { "build", { parallel = { "test", "npm run lint" } }, "deploy" } },
+          build = { cmd = "true", pty = false },
+          ["npm run lint"] = { cmd = "echo lint error; exit 1", pty = false },
+          test = { cmd = "sleep 0.2", pty = false },
+          deploy = { cmd = "true", pty = false },
+        },
+      })
+      local dir = project()
+      H.clear_notes()
+      vim.cmd("silent! only")
+      vim.cmd("enew")
+      local src = api.nvim_get_current_win()
+      local c = assert(tasks().run_task("ci", { cwd = dir, set = { open = { open = "split" } } }))
+      local rec = assert(c:wait(20000))
+      eq(rec.state, "failed")
+      local lint = rec.steps[2][2]
+      eq(rec.failed_id, lint)
+      local cur = api.nvim_get_current_win()
+      T.ok(cur ~= src, "the cursor stayed where it was")
+      eq(
+        require("proctor.console").id_of_buf(api.nvim_win_get_buf(cur)),
+        lint,
+        "the current window shows the failed step"
+      )
+      H.wait(5000, function()
+        for _, t in ipairs(H.note_texts()) do
+          if t:find("ci failed at npm run lint: exit 1", 1, true) then return true end
+        end
+      end, "the message names the step: " .. table.concat(H.note_texts(), " | "))
+      vim.cmd("silent! only")
+    end
+  )
+
+  test(
     "sequence: a chain is a target: list keys act on its row, :Proctor cancel c<id>, completion",
     function()
       setup({
