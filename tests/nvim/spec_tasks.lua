@@ -989,6 +989,45 @@ return function(test, T, H)
     end
   )
 
+  -- The one restart policy: the same cases as the core's workers
+  -- (tests/lua/restart_policy.lua, tests/worker/spec_core.lua).
+  test("restart policy: the task layer gives the workers' answers", function()
+    setup()
+    local policy = require("restart_policy")
+    local decide = require("proctor.tasks.traits.restart").decide
+    for i, d in ipairs(policy.decisions) do
+      local o = vim.tbl_extend("force", policy.DEFAULTS, d[1])
+      local verdict, streak, delay = decide(o, d[2], d[3])
+      eq({ verdict, streak, delay }, { d[4], d[5], d[6] }, "decision " .. i)
+    end
+    local dir = project()
+    for _, case in ipairs(policy.cases) do
+      local spec = { cmd = case.script, cwd = dir, pty = false }
+      for k, v in pairs(case.opts) do
+        spec[k] = v
+      end
+      local ex = assert(p().run(spec))
+      local i
+      if case.at_least then
+        H.wait(20000, function()
+          i = tasks().info(ex.id)
+          return #i.group_ids >= case.at_least or i.state == "done"
+        end, case.name)
+        eq(i.state ~= "done", true, case.name .. ": it gave up")
+        p().cancel(i.group_ids[#i.group_ids])
+      else
+        local settled
+        tasks().when_settled(ex.id, function(ok, why) settled = { ok, why } end)
+        H.wait(20000, function()
+          i = tasks().info(ex.id)
+          return i.state == "done" and settled ~= nil
+        end, case.name)
+        eq(#i.group_ids, case.runs, case.name .. ": runs")
+        eq(settled[2] == "max_restarts", case.gives_up, case.name .. ": gave up")
+      end
+    end
+  end)
+
   test(
     "services: a crashing service restarts with backoff, each run linked to the one before",
     function()
