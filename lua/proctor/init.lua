@@ -775,6 +775,5 @@ function H.last_line(r)
 end
 
 M.Execution = Execution
-M._H = H
 
 return M

@@ -989,6 +989,41 @@ return function(test, T, H)
     end
   )
 
+  test("traits: a trait that raises is reported once and the run goes on", function()
+    setup({ notify = "never" })
+    local run = require("proctor.tasks.run")
+    package.loaded["proctor.tasks.traits.boom"] = {
+      on_start = function() error("boom on start") end,
+      on_end = function() error("boom on end") end,
+    }
+    table.insert(run.TRAITS, "boom")
+    T.defer(function()
+      table.remove(run.TRAITS)
+      package.loaded["proctor.tasks.traits.boom"] = nil
+    end)
+    H.clear_notes()
+    local dir = project()
+    for _ = 1, 2 do
+      local ex = assert(p().run({
+        cmd = "exit 1",
+        cwd = dir,
+        pty = false,
+        restart = "on-failure",
+        max_restarts = 1,
+        backoff_ms = 1,
+      }))
+      H.wait(10000, function()
+        local i = tasks().info(ex.id)
+        return i and #i.group_ids == 2 and i.state == "done"
+      end, "one restart, then giving up, despite the trait")
+    end
+    local n = 0
+    for _, t in ipairs(H.note_texts()) do
+      if t:find("boom on start", 1, true) then n = n + 1 end
+    end
+    eq(n, 1, "reports of the trait's error: " .. table.concat(H.note_texts(), " | "))
+  end)
+
   -- The one restart policy: the same cases as the core's workers
   -- (tests/lua/restart_policy.lua, tests/worker/spec_core.lua).
   test("restart policy: the task layer gives the workers' answers", function()

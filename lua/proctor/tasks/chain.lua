@@ -450,6 +450,5 @@ function H.cancel_action(c, force, opts)
 end
 
 M.Chain = Chain
-M._H = H
 
 return M

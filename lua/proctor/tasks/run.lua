@@ -55,10 +55,10 @@ TaskRun.__index = TaskRun
 H.next_gid = 0
 H.traits = nil -- the loaded traits: { { name, mod } }
 
---- The loaded traits, in M.TRAITS order.
+--- The loaded traits, in M.TRAITS order (loaded again when the list grew).
 ---@return { name: string, mod: table }[]
 function M.traits()
-  if not H.traits then
+  if not H.traits or #H.traits ~= #M.TRAITS then
     H.traits = {}
     for _, name in ipairs(M.TRAITS) do
       H.traits[#H.traits + 1] = { name = name, mod = require("proctor.tasks.traits." .. name) }
