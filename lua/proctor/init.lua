@@ -341,6 +341,7 @@ M.event = nil
 -- Helpers ------------------------------------------------------------------------
 
 H.text = {} -- id -> true: run{ text = true }, wait() adds code, stdout, stderr
+H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configured one
 H.ext, H.ext_order = {}, {} -- name -> extension of run() (M._extend)
 -- The extensions loaded on first run() (a deliberate lazy load of a higher floor).
 H.EXTENSIONS = { "proctor.tasks" }
@@ -355,7 +356,25 @@ function H.extend(hook, ...)
     end
   end
 end
-H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configured one
+
+-- The run filter: the first extension whose `run` takes the spec runs it
+-- (true, ex, err, name); false when none does.
+function H.filter(spec)
+  if not H.ext_loaded then
+    H.ext_loaded = true
+    for _, mod in ipairs(H.EXTENSIONS) do
+      require(mod)
+    end
+  end
+  for _, name in ipairs(H.ext_order) do
+    local run = H.ext[name].run
+    if run then
+      local mine, ex, err, ename = run(spec)
+      if mine then return true, ex, err, ename end
+    end
+  end
+  return false
+end
 
 -- What the fields of a run() spec must be: { check(v) -> ok, what it must be }.
 -- Checked here, so a wrong field reads like the rest of proctor's messages
@@ -464,19 +483,8 @@ function H.run(spec)
   end
   -- An extension's fields (task options: diagnostics, watch, after, ...): it
   -- runs the spec, calling _run() again without them.
-  if not H.ext_loaded then
-    H.ext_loaded = true
-    for _, mod in ipairs(H.EXTENSIONS) do
-      require(mod)
-    end
-  end
-  for _, name in ipairs(H.ext_order) do
-    local run = H.ext[name].run
-    if run then
-      local mine, ex, err, ename = run(spec)
-      if mine then return ex, err, ename end
-    end
-  end
+  local mine, fex, ferr, fname = H.filter(spec)
+  if mine then return fex, ferr, fname end
   local problem = H.check_spec(spec)
   if problem then return H.fail("EINVAL", problem) end
   local cfg = require("proctor.config").get().run

@@ -19,7 +19,8 @@
 ---
 --- What a run does besides this (restart policy, ready pattern, dependencies,
 --- diagnostics, watch) are traits: small files in tasks/traits/, each
---- `{ option, check, on_start, on_end }`, called in `M.TRAITS` order under pcall.
+--- `{ option, check, prepare, on_start, on_restart, on_stop, on_end }` (each
+--- optional), called in `M.TRAITS` order under pcall.
 --- This file names none of them. Requiring it has no side effects.
 
 local M = {}
@@ -42,8 +43,10 @@ M.TRAITS = { "after", "diagnostics", "ready", "restart", "watch" }
 ---@field ids integer[] its executions, oldest first
 ---@field current integer|nil the newest one
 ---@field status proctor.TaskRunStatus
----@field restarts integer executions started after the first
+---@field restarts integer executions the restart policy started
 ---@field ready table<integer, true> executions whose ready condition was met
+---@field ready_at table<integer, integer> when (wall clock, ms) each became ready
+---@field watching boolean a change restarts it (set by the watch trait)
 ---@field settled boolean|nil nil until it succeeded (true) or failed (false)
 ---@field settled_why string|nil
 ---@field waiters fun(ok: boolean, why: string|nil)[] called once when it settles
@@ -111,6 +114,8 @@ function M.new(spec, opts)
     restarts = 0,
     status = "running",
     ready = {},
+    ready_at = {},
+    watching = false,
     waiters = {},
     trait = {},
   }, TaskRun)
@@ -148,7 +153,6 @@ function TaskRun:start(first)
   local id = ex.id
   self.current = id
   self.ids[#self.ids + 1] = id
-  if not first then self.restarts = self.restarts + 1 end
   self.status = "running"
   self.settled = nil
   H.index(self, id)
@@ -242,7 +246,7 @@ function TaskRun:info(id)
     ready = self.ready[id] or nil,
     group_ids = vim.deepcopy(self.ids),
     state = self.status,
-    watching = self.trait.watch ~= nil and self.trait.watch.watcher ~= nil,
+    watching = self.watching,
   }
   for i, x in ipairs(self.ids) do
     if x == id then

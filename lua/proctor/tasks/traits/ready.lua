@@ -58,7 +58,6 @@ end
 function M.on_start(run, id)
   if not run.opts.ready then return end
   local re = vim.regex(M.ere(run.opts.ready.pattern))
-  run.ready_at = run.ready_at or {}
   local handle
   handle = require("proctor.tasks.reader").attach(id, {
     chunk = function(text)

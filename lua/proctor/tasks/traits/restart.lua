@@ -80,7 +80,7 @@ function M.on_end(run, id, ev)
   local rec = require("proctor").record(id)
   local healthy
   if o.ready then
-    local since = (run.ready_at or {})[id]
+    local since = run.ready_at[id]
     healthy = since ~= nil and ((rec and rec.ended_at) or util.now_ms()) - since >= healthy_ms
   else
     healthy = rec ~= nil and (rec.duration_ms or 0) >= healthy_ms

@@ -46,6 +46,7 @@ function M.set(run, on)
   if not on then
     if s.watcher then s.watcher.stop() end
     s.watcher = nil
+    run.watching = false
     H.watched[run] = nil
     return false
   end
@@ -62,6 +63,7 @@ function M.set(run, on)
   }, function(paths) run:restart(paths) end)
   if not watcher then return nil, err end
   s.watcher = watcher
+  run.watching = true
   H.watched[run] = true
   return true
 end
