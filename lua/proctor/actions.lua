@@ -409,6 +409,7 @@ A.watch = {
   run = function(id, opts)
     local text = vim.trim(opts and opts.text or "")
     if text ~= "" then id = H.watch_target(text) end
+    if id == nil and type(M.cursor_id()) == "number" then id = M.cursor_id() end
     if id == nil then return H.pick("watch", A.watch, opts) end
     H.known(id)
     local on, err = require("proctor.tasks").watch(id)

@@ -690,6 +690,12 @@ return function(test, T, H)
       -- :Proctor watch {label} toggles it off: a change does nothing now
       vim.cmd("Proctor watch watched")
       eq(tasks().info(id3).watching, false)
+      -- in its console, :Proctor watch toggles the console's run
+      api.nvim_set_current_win(win)
+      vim.cmd("Proctor watch")
+      eq(tasks().info(id3).watching, true, "the console's run")
+      vim.cmd("Proctor watch")
+      eq(tasks().info(id3).watching, false)
       T.ok(
         not require("proctor.console").bar(win):find("watching", 1, true),
         "the bar still says it"
