@@ -517,7 +517,10 @@ static int on_end(pr_exec_t *x) {
   }
   uint64_t now = uv_now(c->loop);
   if (restart && !w->restart_now) {
-    if (w->ready_at && now - w->ready_at >= w->spec.healthy_ms) w->streak = 0;
+    /* The restart policy (|proctor-restart-policy|, the same in the task layer): a success, or a
+     * process ready for healthy_ms, starts the count again; the limit is count >= max_restarts. */
+    if (x->verdict == PR_COMPLETED || (w->ready_at && now - w->ready_at >= w->spec.healthy_ms))
+      w->streak = 0;
     if (w->streak >= (uint32_t)w->spec.max_restarts) { /* fatal: the execution ends */
       set_state(x, PR_WS_FATAL);
       resolve_all(x, &w->unsent, PR_RS_WORKER_FATAL, "the worker reached its restart limit");

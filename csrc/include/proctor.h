@@ -131,11 +131,11 @@ typedef enum {
 typedef struct {
   pr_worker_protocol_t protocol;
   pr_worker_restart_t restart;
-  int32_t max_restarts;     /* restarts in a row before fatal; <0 = default 5 */
-  uint32_t backoff_ms;      /* first restart delay, doubled per restart in a row; default 100 */
-  uint32_t backoff_max_ms;  /* cap of the delay; default 30000 */
-  uint32_t healthy_ms;      /* ready this long: the restart count and delay reset; default 10000 */
-  int ready_message;        /* ready at the first protocol message (else at spawn) */
+  int32_t max_restarts;    /* restarts in a row before fatal; <0 = default 5 */
+  uint32_t backoff_ms;     /* first restart delay, doubled per restart in a row; default 100 */
+  uint32_t backoff_max_ms; /* cap of the delay; default 30000 */
+  uint32_t healthy_ms; /* ready this long (or a success): the restart count resets; default 10000 */
+  int ready_message;   /* ready at the first protocol message (else at spawn) */
   const char *ready_stderr; /* ready when a stderr line matches this POSIX ERE */
   uint32_t max_chunks;      /* undelivered chunk events per request; default 256 */
 } pr_worker_spec_t;

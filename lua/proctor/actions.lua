@@ -410,10 +410,20 @@ A.trust = {
 }
 
 A.watch = {
-  desc = "restart on change: turn watching on or off (|proctor-watch|)",
-  id = "required",
-  command = { args = "id" },
-  run = function(id)
+  desc = "restart on change: turn watching on or off (|proctor-watch|); watch!: stop every watch",
+  id = "optional",
+  command = {
+    args = "words",
+    bang = "unwatch",
+    complete = function(typed) return require("proctor.tasks").complete(typed) end,
+  },
+  -- opts.text: an id, a task's name or a label (default: the execution under the cursor)
+  run = function(id, opts)
+    local text = vim.trim(opts and opts.text or "")
+    if text ~= "" then id = H.watch_target(text) end
+    if id == nil and type(M.cursor_id()) == "number" then id = M.cursor_id() end
+    if id == nil then return H.pick("watch", A.watch, opts) end
+    H.known(id)
     local on, err = require("proctor.tasks").watch(id)
     if on == nil then die("watch: " .. tostring(err)) end
     util.notify(
@@ -422,6 +432,18 @@ A.watch = {
       vim.log.levels.INFO
     )
     return on
+  end,
+}
+
+A.unwatch = {
+  desc = "stop every watch (:Proctor watch!)",
+  run = function()
+    local n = require("proctor.tasks").unwatch_all()
+    util.notify(
+      n == 0 and "no watch to stop" or string.format("stopped %d watch%s", n, n == 1 and "" or "es"),
+      vim.log.levels.INFO
+    )
+    return n
   end,
 }
 
@@ -691,6 +713,17 @@ function H.task_run_opts(spec)
     set = { open = spec.open or false, label = spec.label, timeout_ms = spec.timeout_ms },
     default = { pty = spec.pty },
   }
+end
+
+-- The execution `:Proctor watch {text}` means: an id, the newest run of a
+-- task of that name, or the newest execution with that label.
+function H.watch_target(text)
+  local n = text:match("^#?(%d+)$")
+  if n then return tonumber(n) end
+  M.engine()
+  local id = require("proctor.tasks").id_of(text) or M.by_label(text)
+  if not id then die(string.format("watch: no task or execution named '%s'", text)) end
+  return id
 end
 
 -- Die unless the engine knows execution `id`.

@@ -170,12 +170,7 @@ function M.record(id)
   if not eng then return nil, err, "ENOENGINE" end
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   local rec, msg, name = eng:get(id)
-  -- Hook (tasks): the task run it belongs to, the execution it replaced.
-  local tasks = rec and package.loaded["proctor.tasks"]
-  local info = tasks and tasks.info(id)
-  if info then
-    rec.task, rec.prev_id = info.task, info.prev_id
-  end
+  if rec then H.extend("record", rec) end
   return rec, msg, name
 end
 
@@ -200,10 +195,26 @@ function M.cancel(id, force)
   if type(id) ~= "number" then return H.fail("EINVAL", "execution id must be a number") end
   local res = eng:cancel(id, force and true or false)
   if res == "canceling" or res == "already_canceling" then engine.canceling[id] = true end
-  -- Hook (tasks): a task run waiting to restart stops with it.
-  if package.loaded["proctor.tasks"] then require("proctor.tasks").on_cancel(id) end
+  H.extend("cancel", id, res)
   return res
 end
+
+--- Extend run() from a higher floor (|proctor-tasks| is one): `ext.run(spec)`
+--- returns true, ex, err, name for a spec it runs itself (it calls _run()
+--- without its own fields) or false; `ext.record(rec)` adds fields to a record
+--- of record(); `ext.cancel(id, result)` hears a cancel that went through;
+--- `ext.forget(id)` a deleted record. Each runs under pcall but `run`.
+---@private
+---@param name string a unique name (extending again replaces)
+---@param ext {run: fun(spec: table): (boolean, ...)|nil, record: fun(rec: table)|nil, cancel: fun(id: integer, res: string)|nil, forget: fun(id: integer)|nil}
+function M._extend(name, ext)
+  if not H.ext[name] then H.ext_order[#H.ext_order + 1] = name end
+  H.ext[name] = ext
+end
+
+--- Fire `User {pattern}` with `data` (0.7: in proctor.event).
+---@private
+function M._fire(pattern, data) H.fire(pattern, data) end
 
 --- The tasks of a directory: { { name, cmd, cwd, source, desc? }, ... } (|proctor.tasks()|).
 --- opts: cwd, callback(tasks) once every probe answered, prompt.
@@ -331,6 +342,39 @@ M.event = nil
 
 H.text = {} -- id -> true: run{ text = true }, wait() adds code, stdout, stderr
 H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configured one
+H.ext, H.ext_order = {}, {} -- name -> extension of run() (M._extend)
+-- The extensions loaded on first run() (a deliberate lazy load of a higher floor).
+H.EXTENSIONS = { "proctor.tasks" }
+
+-- Call hook `hook` of every extension (an error is reported, never raised).
+function H.extend(hook, ...)
+  for _, name in ipairs(H.ext_order) do
+    local fn = H.ext[name][hook]
+    if fn then
+      local ok, e = pcall(fn, ...)
+      if not ok then util.notify(string.format("%s (%s): %s", name, hook, tostring(e))) end
+    end
+  end
+end
+
+-- The run filter: the first extension whose `run` takes the spec runs it
+-- (true, ex, err, name); false when none does.
+function H.filter(spec)
+  if not H.ext_loaded then
+    H.ext_loaded = true
+    for _, mod in ipairs(H.EXTENSIONS) do
+      require(mod)
+    end
+  end
+  for _, name in ipairs(H.ext_order) do
+    local run = H.ext[name].run
+    if run then
+      local mine, ex, err, ename = run(spec)
+      if mine then return true, ex, err, ename end
+    end
+  end
+  return false
+end
 
 -- What the fields of a run() spec must be: { check(v) -> ok, what it must be }.
 -- Checked here, so a wrong field reads like the rest of proctor's messages
@@ -437,10 +481,10 @@ function H.run(spec)
   if type(spec) ~= "table" then
     return H.fail("EINVAL", "expects a table or a string, got " .. type(spec))
   end
-  -- Hook (tasks): a spec with task options (diagnostics, watch, after, restart,
-  -- ready, ...) is run by proctor.tasks, which calls run() again without them.
-  local tasks = require("proctor.tasks")
-  if tasks.wants(spec) then return tasks.run(spec) end
+  -- An extension's fields (task options: diagnostics, watch, after, ...): it
+  -- runs the spec, calling _run() again without them.
+  local mine, fex, ferr, fname = H.filter(spec)
+  if mine then return fex, ferr, fname end
   local problem = H.check_spec(spec)
   if problem then return H.fail("EINVAL", problem) end
   local cfg = require("proctor.config").get().run
@@ -562,8 +606,7 @@ end
 
 function H.forget(id)
   engine.forget(id)
-  -- Hook (tasks): its task-run links go too.
-  if package.loaded["proctor.tasks"] then require("proctor.tasks").forget(id) end
+  H.extend("forget", id)
   H.watch[id] = nil
   H.text[id], H.quiet[id] = nil, nil
   local ok, console = pcall(require, "proctor.console")
@@ -742,6 +785,5 @@ function H.last_line(r)
 end
 
 M.Execution = Execution
-M._H = H
 
 return M

@@ -84,15 +84,13 @@
 ---@field ready string|{pattern: string}|nil an ERE: a matching output line makes it ready
 ---@field sequence (string|proctor.TaskDef|{parallel: (string|proctor.TaskDef)[]})[]|nil
 
---- A task definition (setup{ tasks }, .proctor.lua): run{} fields and task options.
+--- A task definition (setup{ tasks }, .proctor.lua): run{} fields and task
+--- options. One that proctor.tasks() lists also has its name and source.
 ---@class proctor.TaskDef: proctor.RunSpec
 ---@field desc string|nil shown by the picker
-
---- A discovered or declared task (proctor.tasks()).
----@class proctor.Task: proctor.TaskDef
----@field name string what a user types (:Proctor task make build)
----@field source string "make", "npm", "cargo", "just", "go", "pytest", "project", "user"
----@field cwd string where it runs: the directory its source found its file in (maybe a parent)
+---@field source string|nil "make", "npm", "cargo", "just", "go", "pytest", "project", "user"
+---@field name string|nil what a user types (:Proctor task make build)
+---@field cwd string|nil where it runs: the directory its source found its file in (maybe a parent)
 ---@field more boolean|nil a file target of make: listed last, behind "more" in the picker
 
 --- Options of proctor.open() (|proctor.open()|).

@@ -196,6 +196,7 @@ function M.text_bar(rec)
   else
     state = util.describe_end(rec)
   end
+  if rec.watching then state = state .. " · watching" end
   return string.format(
     "proctor #%d %s │ text view │ %s │ R refresh · q close",
     rec.id,

@@ -273,14 +273,15 @@ return function(test, T, H)
       for _, d in ipairs({ "a", "b", "c", "a/x", "node_modules", "node_modules/pkg" }) do
         vim.fn.mkdir(dir .. "/" .. d, "p")
       end
-      local w =
-        assert(watch.start({ root = dir, patterns = { "*.c" }, max_dirs = 3 }, function() end))
+      local w = assert(
+        watch.start({ root = dir, patterns = { "*.c" }, max_dirs = 3, fs = true }, function() end)
+      )
       eq(w.dirs(), 3, "the bound")
       w.stop()
       local calls = {}
       w = assert(
         watch.start(
-          { root = dir, patterns = { "*.c" }, debounce_ms = 20 },
+          { root = dir, patterns = { "*.c" }, debounce_ms = 20, fs = true },
           function(paths) calls[#calls + 1] = paths end
         )
       )

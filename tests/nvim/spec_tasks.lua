@@ -614,8 +614,27 @@ return function(test, T, H)
     end
   )
 
+  -- Write `path` from this editor (a buffer in no window: consoles keep theirs).
+  local function edit(path, text)
+    local buf = vim.fn.bufadd(path)
+    vim.fn.bufload(buf)
+    api.nvim_buf_set_lines(buf, 0, -1, false, { text })
+    api.nvim_buf_call(buf, function() vim.cmd("silent write") end)
+    return buf
+  end
+
+  -- The execution that replaced `id` in its task run.
+  local function successor(id)
+    H.wait(15000, function()
+      local i = tasks().info(id)
+      return i and i.next_id ~= nil
+    end, "a restart of #" .. id)
+    return tasks().info(id).next_id
+  end
+
   test(
-    "watch: a buffer write, an outside write, and a burst each make one restart in the same window",
+    "watch: an editor write and a burst of them each make one restart in the same window; "
+      .. "a write outside the editor does not; the bar and the list say watching",
     function()
       setup()
       local dir = project()
@@ -628,20 +647,20 @@ return function(test, T, H)
         open = { open = "split" },
         watch = { patterns = { "*.c", "*.h" }, debounce_ms = 100 },
       }))
-      local win = api.nvim_get_current_win()
       wait_state(ex.id, "running")
-      local function successor(id)
-        H.wait(15000, function()
-          local i = tasks().info(id)
-          return i and i.next_id ~= nil
-        end, "a restart of #" .. id)
-        return tasks().info(id).next_id
-      end
-      -- a buffer write (of a buffer in no window: the console keeps its window)
-      local src = vim.fn.bufadd(dir .. "/a.c")
-      vim.fn.bufload(src)
-      api.nvim_buf_set_lines(src, 0, -1, false, { "int a = 1;" })
-      api.nvim_buf_call(src, function() vim.cmd("silent write") end)
+      local win = require("proctor.console").windows(ex.id)[1]
+      T.ok(
+        require("proctor.console").bar(win):find("watching", 1, true),
+        "the bar: " .. require("proctor.console").bar(win)
+      )
+      local lbuf = require("proctor.list").open()
+      H.wait(
+        5000,
+        function() return H.has_line(lbuf, "^#" .. ex.id .. " .*%[watching%] watched") end,
+        "the list row says watching"
+      )
+      vim.cmd("close")
+      local src = edit(dir .. "/a.c", "int a = 1;")
       local id2 = successor(ex.id)
       eq(wait_state(ex.id, "canceled").reason, "canceled", "the old one canceled")
       eq(p().record(id2).prev_id, ex.id)
@@ -652,34 +671,120 @@ return function(test, T, H)
         id2,
         "the same window shows the new run"
       )
-      -- not matching: no restart
-      write(dir .. "/notes.txt", "y\n")
-      vim.wait(400)
-      eq(tasks().info(id2).next_id, nil, "notes.txt restarted it")
-      -- an outside write
+      -- not matching, and a write outside the editor: no restart
+      local other = edit(dir .. "/notes.txt", "y")
       write(dir .. "/b.h", "int b;\n")
-      local id3 = successor(id2)
-      wait_state(id3, "running")
+      vim.wait(400)
+      eq(tasks().info(id2).next_id, nil, "notes.txt or an outside write restarted it")
       -- a burst: five writes, one restart
       for i = 1, 5 do
-        write(dir .. "/a.c", "int a = " .. i .. ";\n")
-        vim.wait(10)
+        edit(dir .. "/a.c", "int a = " .. i .. ";")
       end
-      local id4 = successor(id3)
-      wait_state(id4, "running")
+      local id3 = successor(id2)
+      wait_state(id3, "running")
       vim.wait(600)
-      eq(tasks().info(id4).next_id, nil, "a burst made more than one restart")
-      eq(#tasks().info(id4).group_ids, 4)
-      -- :Proctor watch toggles it off: a change does nothing now
-      vim.cmd("Proctor watch " .. id4)
-      eq(tasks().info(id4).watching, false)
-      write(dir .. "/a.c", "int a = 9;\n")
+      eq(tasks().info(id3).next_id, nil, "a burst made more than one restart")
+      eq(#tasks().info(id3).group_ids, 3)
+      -- :Proctor watch {label} toggles it off: a change does nothing now
+      vim.cmd("Proctor watch watched")
+      eq(tasks().info(id3).watching, false)
+      -- in its console, :Proctor watch toggles the console's run
+      api.nvim_set_current_win(win)
+      vim.cmd("Proctor watch")
+      eq(tasks().info(id3).watching, true, "the console's run")
+      vim.cmd("Proctor watch")
+      eq(tasks().info(id3).watching, false)
+      T.ok(
+        not require("proctor.console").bar(win):find("watching", 1, true),
+        "the bar still says it"
+      )
+      edit(dir .. "/a.c", "int a = 9;")
       vim.wait(500)
-      eq(tasks().info(id4).next_id, nil)
-      p().cancel(id4)
-      wait_state(id4, "canceled")
+      eq(tasks().info(id3).next_id, nil)
+      p().cancel(id3)
+      wait_state(id3, "canceled")
       vim.cmd("silent! only")
       pcall(api.nvim_buf_delete, src, { force = true })
+      pcall(api.nvim_buf_delete, other, { force = true })
+    end
+  )
+
+  test(
+    "watch: a run never restarts on its own writes (fs = true too); two watched runs do not "
+      .. "restart each other; make all runs once per :w",
+    function()
+      setup()
+      local dir = project()
+      write(dir .. "/main.c", "int main(void) { return 0; }\n")
+      local git = vim.fn.executable("git") == 1
+      if git then
+        vim.fn.system({ "git", "-C", dir, "init", "-q" })
+        write(dir .. "/.gitignore", "*.log\n")
+      end
+      vim.fn.mkdir(dir .. "/build", "p")
+      -- two tasks that touch a file in the cwd and sleep: the bug restarted each in a loop
+      local a = assert(p().run({
+        cmd = "touch a.out; sleep 0.5; touch a.out; sleep 30",
+        cwd = dir,
+        pty = false,
+        name = "slow-a",
+        watch = { fs = true, debounce_ms = 50 },
+      }))
+      local b = assert(p().run({
+        cmd = "touch b.out; sleep 0.5; touch b.out; sleep 30",
+        cwd = dir,
+        pty = false,
+        name = "slow-b",
+        watch = { fs = true, debounce_ms = 50 },
+      }))
+      H.wait(
+        15000,
+        function()
+          return vim.fn.filereadable(dir .. "/a.out") == 1
+            and vim.fn.filereadable(dir .. "/b.out") == 1
+        end,
+        "both touched their files"
+      )
+      vim.wait(1500) -- the second touches, and the debounce after them
+      eq(#tasks().info(a.id).group_ids, 1, "slow-a restarted on a write made while it ran")
+      eq(#tasks().info(b.id).group_ids, 1, "slow-b restarted on a write made while it ran")
+      -- fs = true: a write outside the editor once nothing runs restarts it; a build
+      -- directory's or a git-ignored file's does not
+      p().cancel(a.id)
+      p().cancel(b.id)
+      wait_state(a.id, "canceled")
+      wait_state(b.id, "canceled")
+      write(dir .. "/build/x.c", "int x;\n")
+      if git then write(dir .. "/run.log", "x\n") end
+      vim.wait(500)
+      eq(
+        #tasks().info(a.id).group_ids,
+        1,
+        "a build directory's or an ignored file's write restarted it"
+      )
+      write(dir .. "/main.c", "int main(void) { return 1; }\n")
+      local a2 = successor(a.id)
+      wait_state(a2, "running")
+      -- :Proctor watch! stops every watch
+      vim.cmd("Proctor watch!")
+      eq(tasks().info(a2).watching, false)
+      eq(tasks().info(b.id).watching, false)
+      p().cancel(a2)
+      wait_state(a2, "canceled")
+      -- make all: one run per :w (its main.o is no change of the project)
+      write(dir .. "/Makefile", "all: main.o\nmain.o: main.c\n\tcp main.c main.o\n")
+      for _, w in ipairs({ true, { fs = true, debounce_ms = 50 } }) do
+        vim.fn.delete(dir .. "/main.o")
+        local m = assert(p().run({ cmd = "make all", cwd = dir, pty = false, watch = w }))
+        wait_state(m.id, "completed")
+        local src = edit(dir .. "/main.c", "int main(void) { return 2; }")
+        local m2 = successor(m.id)
+        wait_state(m2, "completed")
+        vim.wait(600)
+        eq(#tasks().info(m2).group_ids, 2, "make all ran more than once for one :w")
+        tasks().watch(m2, false)
+        pcall(api.nvim_buf_delete, src, { force = true })
+      end
     end
   )
 
@@ -773,6 +878,45 @@ return function(test, T, H)
   )
 
   test(
+    "sequence: a failed sequence shows and focuses the failed step's console and names it",
+    function()
+      setup({
+        notify = "on_failure",
+        tasks = {
+          ci = { sequence = { "build", { parallel = { "test", "npm run lint" } }, "deploy" } },
+          build = { cmd = "true", pty = false },
+          ["npm run lint"] = { cmd = "echo lint error; exit 1", pty = false },
+          test = { cmd = "sleep 0.2", pty = false },
+          deploy = { cmd = "true", pty = false },
+        },
+      })
+      local dir = project()
+      H.clear_notes()
+      vim.cmd("silent! only")
+      vim.cmd("enew")
+      local src = api.nvim_get_current_win()
+      local c = assert(tasks().run_task("ci", { cwd = dir, set = { open = { open = "split" } } }))
+      local rec = assert(c:wait(20000))
+      eq(rec.state, "failed")
+      local lint = rec.steps[2][2]
+      eq(rec.failed_id, lint)
+      local cur = api.nvim_get_current_win()
+      T.ok(cur ~= src, "the cursor stayed where it was")
+      eq(
+        require("proctor.console").id_of_buf(api.nvim_win_get_buf(cur)),
+        lint,
+        "the current window shows the failed step"
+      )
+      H.wait(5000, function()
+        for _, t in ipairs(H.note_texts()) do
+          if t:find("ci failed at npm run lint: exit 1", 1, true) then return true end
+        end
+      end, "the message names the step: " .. table.concat(H.note_texts(), " | "))
+      vim.cmd("silent! only")
+    end
+  )
+
+  test(
     "sequence: a chain is a target: list keys act on its row, :Proctor cancel c<id>, completion",
     function()
       setup({
@@ -848,6 +992,80 @@ return function(test, T, H)
       T.match(H.notes[#H.notes].msg, "no execution labelled 'c999'")
     end
   )
+
+  test("traits: a trait that raises is reported once and the run goes on", function()
+    setup({ notify = "never" })
+    local run = require("proctor.tasks.run")
+    package.loaded["proctor.tasks.traits.boom"] = {
+      on_start = function() error("boom on start") end,
+      on_end = function() error("boom on end") end,
+    }
+    table.insert(run.TRAITS, "boom")
+    T.defer(function()
+      table.remove(run.TRAITS)
+      package.loaded["proctor.tasks.traits.boom"] = nil
+    end)
+    H.clear_notes()
+    local dir = project()
+    for _ = 1, 2 do
+      local ex = assert(p().run({
+        cmd = "exit 1",
+        cwd = dir,
+        pty = false,
+        restart = "on-failure",
+        max_restarts = 1,
+        backoff_ms = 1,
+      }))
+      H.wait(10000, function()
+        local i = tasks().info(ex.id)
+        return i and #i.group_ids == 2 and i.state == "done"
+      end, "one restart, then giving up, despite the trait")
+    end
+    local n = 0
+    for _, t in ipairs(H.note_texts()) do
+      if t:find("boom on start", 1, true) then n = n + 1 end
+    end
+    eq(n, 1, "reports of the trait's error: " .. table.concat(H.note_texts(), " | "))
+  end)
+
+  -- The one restart policy: the same cases as the core's workers
+  -- (tests/lua/restart_policy.lua, tests/worker/spec_core.lua).
+  test("restart policy: the task layer gives the workers' answers", function()
+    setup()
+    local policy = require("restart_policy")
+    local decide = require("proctor.tasks.traits.restart").decide
+    for i, d in ipairs(policy.decisions) do
+      local o = vim.tbl_extend("force", policy.DEFAULTS, d[1])
+      local verdict, streak, delay = decide(o, d[2], d[3])
+      eq({ verdict, streak, delay }, { d[4], d[5], d[6] }, "decision " .. i)
+    end
+    local dir = project()
+    for _, case in ipairs(policy.cases) do
+      local spec = { cmd = case.script, cwd = dir, pty = false }
+      for k, v in pairs(case.opts) do
+        spec[k] = v
+      end
+      local ex = assert(p().run(spec))
+      local i
+      if case.at_least then
+        H.wait(20000, function()
+          i = tasks().info(ex.id)
+          return #i.group_ids >= case.at_least or i.state == "done"
+        end, case.name)
+        eq(i.state ~= "done", true, case.name .. ": it gave up")
+        p().cancel(i.group_ids[#i.group_ids])
+      else
+        local settled
+        tasks().when_settled(ex.id, function(ok, why) settled = { ok, why } end)
+        H.wait(20000, function()
+          i = tasks().info(ex.id)
+          return i.state == "done" and settled ~= nil
+        end, case.name)
+        eq(#i.group_ids, case.runs, case.name .. ": runs")
+        eq(settled[2] == "max_restarts", case.gives_up, case.name .. ": gave up")
+      end
+    end
+  end)
 
   test(
     "services: a crashing service restarts with backoff, each run linked to the one before",

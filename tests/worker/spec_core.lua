@@ -423,6 +423,52 @@ T.test(
   end
 )
 
+-- The one restart policy: the same cases as the task layer's services
+-- (tests/lua/restart_policy.lua, tests/nvim/spec_tasks.lua).
+for _, case in ipairs(require("restart_policy").cases) do
+  T.test("restart policy: " .. case.name, function()
+    local eng = assert(core.new())
+    local worker = { protocol = "jsonl" }
+    for k, v in pairs(case.opts) do
+      worker[k] = v
+    end
+    local id = assert(eng:start { cmd = { "sh", "-c", case.script }, worker = worker })
+    local st
+    local h = {
+      state = function(ev)
+        if
+          ev.id == id
+          and ev.state ~= "running"
+          and ev.state ~= "starting"
+          and ev.state ~= "queued"
+        then
+          st = ev
+        end
+      end,
+    }
+    if case.at_least then
+      pump(
+        eng,
+        h,
+        function() return st or eng:get(id).worker_restarts >= case.at_least - 1 end,
+        20000
+      )
+      T.eq(st, nil, "it ended: " .. tostring(st and st.reason))
+      eng:cancel(id, true)
+    else
+      pump(eng, h, function() return st ~= nil end, 20000)
+      local r = eng:get(id)
+      T.eq(r.worker_restarts + 1, case.runs, "processes")
+      if case.gives_up then
+        T.eq(st.state .. "/" .. tostring(st.reason), "failed/worker_fatal")
+      else
+        T.eq(st.state, "completed")
+      end
+    end
+    eng:close()
+  end)
+end
+
 T.test(
   "garbage, invalid JSON and a 17 MiB line keep the engine alive and show in the console",
   function()

@@ -223,7 +223,7 @@ function M.bar(win)
   local id = ok and M.id_of_buf(buf)
   if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
   local eng = engine.current()
-  local rec = eng and (eng:get(id))
+  local rec = eng and (require("proctor").record(id)) -- with its task links
   if not rec then return "proctor #" .. id .. " (deleted)" end
   local text
   if vim.b[buf].proctor_view == "text" then
@@ -236,6 +236,7 @@ function M.bar(win)
       local el = util.elapsed_ms(rec)
       s = engine.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
     end
+    if rec.watching then s = s .. " · watching" end
     text = string.format("proctor #%d %s │ %s", id, util.first_line(util.title(rec)), s)
   end
   return (text:gsub("%%", "%%%%"))

@@ -203,6 +203,8 @@ function H.make_members(c, defs)
         return H.fail(c, nil, ("step %d: %s"):format(i, tostring(err)))
       end
       st.ids[k] = ex.id
+      c.member_names = c.member_names or {}
+      c.member_names[ex.id] = def.name or def.label or util.cmd_string(def.cmd)
       H.member_of = H.member_of or {}
       H.member_of[ex.id] = c
     end
@@ -279,12 +281,29 @@ function H.finish(c, state, reason)
     local ok, e = pcall(c.opts.on_exit, c:record())
     if not ok then util.notify("sequence on_exit: " .. tostring(e)) end
   end
+  if state == "failed" and c.failed_id then H.focus_failed(c) end
   if state == "failed" and require("proctor.config").get().notify ~= "never" then
-    util.notify(
-      ("chain %d %s failed%s"):format(c.id, c.name, reason and (": " .. reason) or ""),
-      vim.log.levels.ERROR
-    )
+    util.notify(H.failed_text(c), vim.log.levels.ERROR)
   end
+end
+
+-- "ci failed at npm run lint: exit 1" (a member failed), or why the chain
+-- failed before a member ran ("ci failed: no task named …").
+function H.failed_text(c)
+  local id = c.failed_id
+  local rec = id and require("proctor").record(id)
+  if not rec then return ("%s failed%s"):format(c.name, c.reason and (": " .. c.reason) or "") end
+  local what = util.state_text(rec):gsub("^failed: ", "")
+  return ("%s failed at %s: %s"):format(c.name, c.member_names[id] or util.title(rec), what)
+end
+
+-- A chain shown in a window (`open`) shows the failed member there and moves
+-- the cursor to it.
+function H.focus_failed(c)
+  if not c.shown then return end
+  if c.shown ~= c.failed_id then H.show(c, c.failed_id) end
+  local wins = require("proctor.console").windows(c.failed_id)
+  if wins[1] then pcall(vim.api.nvim_set_current_win, wins[1]) end
 end
 
 -- Show the console of `id` where the chain's previous member was shown (or open it).
@@ -431,6 +450,5 @@ function H.cancel_action(c, force, opts)
 end
 
 M.Chain = Chain
-M._H = H
 
 return M

@@ -45,7 +45,7 @@ local trust = require("proctor.tasks.trust")
 
 H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 
----@class proctor.Task
+---@class proctor.TaskDef
 ---@field name string what a user types (`make build`, `npm run lint`)
 ---@field cmd string|string[]
 ---@field cwd string
@@ -60,8 +60,8 @@ H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 ---@param opts {prompt: boolean|nil, ask_dir: boolean|nil}|nil prompt = false: never ask about
 --- .proctor.lua (completion); ask_dir = false: never ask whether the directory may be probed (the
 --- picker; default: as prompt)
----@param cb fun(tasks: proctor.Task[])|nil
----@return proctor.Task[] tasks, boolean complete
+---@param cb fun(tasks: proctor.TaskDef[])|nil
+---@return proctor.TaskDef[] tasks, boolean complete
 function M.list(dir, opts, cb)
   opts = { prompt = opts and opts.prompt, ask_dir = opts and opts.ask_dir }
   if opts.ask_dir == nil then opts.ask_dir = opts.prompt ~= false end

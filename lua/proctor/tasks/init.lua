@@ -8,54 +8,37 @@
 ---   require("proctor").run({ cmd = "make", diagnostics = "gcc", watch = { patterns = { "*.c" } } })
 ---   tasks.sequence({ "make build", { parallel = { "make lint", "make test" } } })
 ---
---- A run with task options is a *group*: the executions one task run makes
---- over time (a restart after a crash, a restart on change), each linked to
---- the one before (`prev_id`) and shown in the same console window.
+--- A run with task options is a task run (tasks/run.lua, `proctor.TaskRun`):
+--- the executions one task run makes over time, each linked to the one before
+--- (`prev_id`) and shown in the same console window. What it does besides
+--- running are traits (tasks/traits/*.lua: restart, ready, after, diagnostics,
+--- watch), each one file.
 ---
----   run{} ──► group ──► proctor.run(spec without task options, hold = `after` given)
----               │          ├─ diagnostics.attach   problems → vim.diagnostic, quickfix
----               │          ├─ ready pattern         reader → "ready" → waiters
----               │          └─ after                 dependencies settle → release | cancel
----               ├─ terminal state ──► restart policy (backoff) | pending change restart | settle
----               └─ watch ──► burst of changes ──► cancel (grace) ──► start again, same window
+---   proctor.run{} ──► run filter (M.filter) ──► TaskRun:start ──► proctor._run(spec without task options)
+---                                                   └─ traits' on_start: diagnostics, ready, after, watch
+---   engine event (terminal) ──► TaskRun:on_end ──► traits' on_end: restart (backoff) | settle
+---   watch: a change ──► TaskRun:restart ──► cancel (grace) ──► start again, same window
 ---
---- Requiring this module has no side effects.
+--- Requiring this module registers its extension of proctor.run() (task
+--- options, the task links of records) and nothing else.
 
 local M = {}
 local H = {}
 
-local api = vim.api
 local engine = require("proctor.engine")
 local util = require("proctor.util")
-local uv = require("proctor.compat").uv
+local TaskRun = require("proctor.tasks.run")
 
---- Fields of a task definition (and of proctor.run()) that this module handles;
---- every other field goes to proctor.run() as is.
-M.FIELDS = {
-  name = "string",
-  desc = "string",
-  source = "string",
-  diagnostics = "boolean,string",
-  quickfix = "string",
-  open_quickfix = "boolean",
-  watch = "boolean,table",
-  after = "table,string,number",
-  restart = "string",
-  max_restarts = "number",
-  backoff_ms = "number",
-  backoff_max_ms = "number",
-  healthy_ms = "number",
-  ready = "table,string",
-  sequence = "table",
-  max_problems = "number",
-}
+--- Fields of a task definition (and of proctor.run()) that this module
+--- handles: its own and every trait's (tasks/traits/*.lua `option`); every
+--- other field goes to proctor.run() as is.
+M.FIELDS = { name = "string", desc = "string", source = "string", sequence = "table" }
+for k, v in pairs(TaskRun.fields()) do
+  M.FIELDS[k] = v
+end
 
-H.by_id = {} -- execution id -> group
-H.by_name = {} -- task name -> its newest group
-H.prev = {} -- execution id -> the execution it replaced
-H.ready = {} -- execution id -> true once its ready pattern matched
-H.waiters = {} -- execution id (not in a group) -> { fn(ok) }
-H.next_gid = 0
+H.by_name = {} -- task name -> its newest run
+H.waiters = {} -- execution id (of no task run) -> { fn(ok) }
 H.hooked = false
 
 -- Public API ---------------------------------------------------------------------
@@ -64,7 +47,7 @@ H.hooked = false
 --- current directory), opts.callback(tasks) once every probe answered,
 --- opts.prompt = false never asks (neither about .proctor.lua nor whether an
 --- untrusted directory may be probed); opts.ask_dir = false only the latter.
----@return proctor.Task[] tasks, boolean complete
+---@return proctor.TaskDef[] tasks, boolean complete
 function M.list(opts)
   opts = opts or {}
   local dir = H.dir(opts.cwd)
@@ -94,6 +77,7 @@ function M.trust(dir)
 end
 
 --- Does `spec` use a task option (so proctor.run() hands it to M.run)?
+---@private
 function M.wants(spec)
   for k in pairs(spec) do
     if M.FIELDS[k] then return true end
@@ -101,7 +85,16 @@ function M.wants(spec)
   return false
 end
 
---- proctor.run() of a spec with task options: validate, then start the group.
+--- The run filter proctor.run() calls first: a spec with task options is
+--- run here (true, ex, err, name); any other is left to proctor.run() (false).
+---@private
+function M.filter(spec)
+  if not M.wants(spec) then return false end
+  return true, M.run(spec)
+end
+
+--- proctor.run() of a spec with task options: validate, then start the task run.
+---@private
 ---@return proctor.Execution|table|nil ex, string|nil err, string|nil name
 function M.run(spec)
   local base, opts, err = H.split(spec)
@@ -112,19 +105,10 @@ function M.run(spec)
       { name = opts.name, cwd = base.cwd, open = base.open }
     )
   end
-  -- a problem matcher (and a ready pattern) sees every byte: the child waits
-  -- for the editor instead of the ring dropping what a flood wrote while the
-  -- editor was busy, so a flood cannot lose the ready line
-  if (opts.diagnostics or opts.ready) and base.backpressure == nil then base.backpressure = true end
   H.hook()
-  local g = H.group(base, opts)
-  local ex, msg, ename = H.start(g, true)
-  if not ex then return nil, msg, ename end
-  if opts.watch then
-    local ok, werr = M.watch(ex.id, true)
-    if not ok then util.notify("watch: " .. tostring(werr)) end
-  end
-  return ex
+  local r = TaskRun.new(base, opts)
+  H.by_name[r.name] = r
+  return r:start(true)
 end
 
 --- Run a task by name (looked up in opts.cwd) or a task definition.
@@ -250,87 +234,46 @@ end
 ---@return boolean|nil watching, string|nil err
 function M.watch(id, on)
   H.hook()
-  local g = H.by_id[id] or H.adopt(id)
-  if not g then return nil, "no such execution " .. tostring(id) end
-  if on == nil then on = g.watcher == nil end
-  if not on then
-    if g.watcher then g.watcher.stop() end
-    g.watcher = nil
-    return false
-  end
-  if g.watcher then return true end
-  local w = type(g.opts.watch) == "table" and g.opts.watch or {}
-  local defaults = H.defaults()
-  local watcher, err = require("proctor.tasks.watch").start({
-    root = w.root or g.spec.cwd or H.record_cwd(g.current) or vim.fn.getcwd(),
-    patterns = w.patterns,
-    debounce_ms = w.debounce_ms or defaults.debounce_ms,
-    ignore = w.ignore,
-  }, function(paths) M.restart(g, paths) end)
-  if not watcher then return nil, err end
-  g.watcher = watcher
-  return true
+  local r = TaskRun.of(id) or H.adopt(id)
+  if not r then return nil, "no such execution " .. tostring(id) end
+  return require("proctor.tasks.traits.watch").set(r, on)
 end
 
---- Start the task run of group `g` again: cancel the live execution (normal
---- grace) and start a new one in the same console window once it ended.
-function M.restart(g, why)
-  if g.timer then g.timer:stop() end
-  g.changes = why
-  if g.current and not engine.is_done(g.current) then
-    if g.pending then return end -- a burst: one restart
-    g.pending = true
-    require("proctor").cancel(g.current)
-    return
-  end
-  g.settled = nil
-  H.start(g, false)
+--- Stop every watch (`:Proctor watch!`). Returns how many were stopped.
+---@return integer
+function M.unwatch_all() return require("proctor.tasks.traits.watch").stop_all() end
+
+--- The newest execution of the task run called `name` (a task's name or a
+--- label), live or not: what `:Proctor watch {name}` means.
+---@return integer|nil
+function M.id_of(name)
+  local r = H.by_name[name]
+  return r and r.current or nil
+end
+
+--- Start the task run of execution `id` again (|proctor-watch|).
+---@private
+function M.restart(id, why)
+  local r = TaskRun.of(id)
+  if r then r:restart(why) end
 end
 
 --- What the task layer knows of execution `id`: { task, prev_id, next_id,
---- ready, restarts, watching, group_ids }; nil for a plain execution.
+--- ready, restarts, watching, group_ids, state }; nil for a plain execution.
 function M.info(id)
-  local g = H.by_id[id]
-  local out = { prev_id = H.prev[id], ready = H.ready[id] or nil }
-  if not g then return out.prev_id and out or nil end
-  out.task, out.restarts, out.watching = g.name, g.restarts, g.watcher ~= nil
-  for i, x in ipairs(g.ids) do
-    if x == id then out.next_id = g.ids[i + 1] end
-  end
-  out.group_ids = vim.deepcopy(g.ids)
-  out.state = g.state
-  return out
+  local r = TaskRun.of(id)
+  return r and r:info(id) or nil
 end
 
 --- Records of chains (|proctor.sequence()|), oldest first.
 function M.chains() return require("proctor.tasks.chain").records() end
 
---- proctor.cancel() of `id` went through: a task run waiting to restart stops.
-function M.on_cancel(id)
-  local g = H.by_id[id]
-  if g and g.current == id and g.state == "backoff" then
-    g.timer:stop()
-    g.stopped = true
-    g.state = "stopped"
-    H.settle(g, false, "canceled")
-  elseif g and g.current == id then
-    g.stopped = not g.pending -- a user's cancel: no restart policy after it
-  end
-end
-
---- Execution `id` was deleted: forget what links it (not the task run it leads).
-function M.forget(id)
-  local g = H.by_id[id]
-  if g and g.current ~= id then H.by_id[id] = nil end
-  H.prev[id], H.ready[id], H.waiters[id] = nil, nil, nil
-end
-
 --- Wait until execution `id` (or its task run) succeeded -- completed, or ready
 --- when it has a ready pattern -- or failed: fn(ok, why) once.
 function M.when_settled(id, fn)
   H.hook()
-  local g = H.by_id[id]
-  if g then return H.on_settle(g, fn) end
+  local r = TaskRun.of(id)
+  if r then return r:on_settle(fn) end
   local rec = require("proctor").record(id)
   if not rec then return fn(false, "no such execution " .. tostring(id)) end
   if engine.TERMINAL[rec.state] then return fn(rec.state == "completed", rec.state) end
@@ -340,8 +283,8 @@ end
 
 --- The newest task run called `name` that is live or waiting to restart, as its current id.
 function M.live_id(name)
-  local g = H.by_name[name]
-  if g and g.state ~= "done" and g.state ~= "stopped" and g.current then return g.current end
+  local r = H.by_name[name]
+  if r and r:live() and r.current then return r.current end
   return nil
 end
 
@@ -374,10 +317,6 @@ function H.note_untrusted(dir)
   )
 end
 
--- The task options nobody set come from the config (its schema holds their
--- defaults; config.get() always has them merged in). Read-only.
-function H.defaults() return require("proctor.config").get().task_defaults end
-
 -- Split a spec into run{} fields and task options; validate the options.
 function H.split(spec)
   local base, opts = {}, {}
@@ -394,113 +333,14 @@ function H.split(spec)
     end
   end
   if opts.sequence then return base, opts end
-  local enum = {
-    quickfix = { "on_failure", "always", "never" },
-    restart = { "never", "on-failure", "always" },
-  }
-  for k, allowed in pairs(enum) do
-    if opts[k] ~= nil and not vim.tbl_contains(allowed, opts[k]) then
-      return nil,
-        nil,
-        ("'%s' must be one of %s, got %q"):format(k, table.concat(allowed, ", "), opts[k])
-    end
-  end
-  for _, k in ipairs({
-    "max_restarts",
-    "backoff_ms",
-    "backoff_max_ms",
-    "healthy_ms",
-    "max_problems",
-  }) do
-    local v = opts[k]
-    if v ~= nil and (v < 0 or v ~= math.floor(v)) then
-      return nil, nil, ("'%s' must be an integer >= 0"):format(k)
-    end
-  end
-  if type(opts.watch) == "table" then
-    local w = opts.watch
-    if w.patterns ~= nil and type(w.patterns) ~= "table" then
-      return nil, nil, "'watch.patterns' must be a list of globs"
-    end
-    if w.debounce_ms ~= nil and (type(w.debounce_ms) ~= "number" or w.debounce_ms < 0) then
-      return nil, nil, "'watch.debounce_ms' must be a number >= 0"
-    end
-  end
-  if opts.after ~= nil and type(opts.after) ~= "table" then opts.after = { opts.after } end
-  for _, a in ipairs(opts.after or {}) do
-    if type(a) ~= "string" and type(a) ~= "number" then
-      return nil, nil, "'after' entries must be task names or ids"
-    end
-  end
-  if type(opts.ready) == "string" then opts.ready = { pattern = opts.ready } end
-  if opts.ready then
-    if type(opts.ready.pattern) ~= "string" then
-      return nil, nil, "'ready' must be { pattern = \"ERE\" }"
-    end
-    local ok, re = pcall(vim.regex, M.ere(opts.ready.pattern))
-    if not ok then
-      return nil, nil, ("'ready.pattern' is not a valid pattern: %s"):format(tostring(re))
-    end
-  end
-  if opts.diagnostics and type(opts.diagnostics) == "string" then
-    local m, err = require("proctor.tasks.matchers").new(opts.diagnostics, { cwd = "/" })
-    if not m then return nil, nil, "diagnostics: " .. err end
-  end
+  local err = TaskRun.check(opts, base)
+  if err then return nil, nil, err end
   if base.cmd == nil then return nil, nil, "'cmd' is needed" end
   return base, opts
 end
 
---- An extended regular expression (POSIX ERE, as the core's patterns) as a
---- Vim regex: very magic, with the characters that are special only there escaped.
-function M.ere(pat)
-  local out, i, n, bracket = { "\\v" }, 1, #pat, false
-  while i <= n do
-    local c = pat:sub(i, i)
-    if c == "\\" then
-      out[#out + 1] = pat:sub(i, i + 1)
-      i = i + 1
-    elseif bracket then
-      out[#out + 1] = c
-      if c == "]" then bracket = false end
-    elseif c == "[" then
-      bracket = true
-      out[#out + 1] = c
-      if pat:sub(i + 1, i + 1) == "^" then
-        out[#out + 1] = "^"
-        i = i + 1
-      end
-      if pat:sub(i + 1, i + 1) == "]" then
-        out[#out + 1] = "]"
-        i = i + 1
-      end
-    elseif c:find("[<>=@%%~&]") then
-      out[#out + 1] = "\\" .. c
-    else
-      out[#out + 1] = c
-    end
-    i = i + 1
-  end
-  return table.concat(out)
-end
-
-function H.group(base, opts)
-  H.next_gid = H.next_gid + 1
-  local name = opts.name or base.label or util.cmd_string(base.cmd)
-  if base.label == nil and opts.name then base.label = opts.name end
-  local g = {
-    gid = H.next_gid,
-    name = name,
-    spec = base,
-    opts = opts,
-    ids = {},
-    restarts = 0,
-    streak = 0,
-    state = "running",
-    waiters = {},
-  }
-  H.by_name[name] = g
-  return g
-end
+--- An extended regular expression (POSIX ERE) as a Vim regex (tasks/traits/ready.lua).
+M.ere = require("proctor.tasks.traits.ready").ere
 
 -- Adopt a plain execution as a task run (`:Proctor watch` on it).
 function H.adopt(id)
@@ -510,155 +350,34 @@ function H.adopt(id)
   local spec = engine.specs[id] and vim.deepcopy(engine.specs[id])
     or { cmd = rec.cmd, cwd = rec.cwd, label = rec.label, pty = rec.pty }
   spec.open = nil
-  local g = H.group(spec, {})
-  g.current = id
-  g.ids = { id }
-  H.by_id[id] = g
-  if engine.TERMINAL[rec.state] then g.state = "done" end
-  return g
+  local r = TaskRun.new(spec, {})
+  H.by_name[r.name] = r
+  TaskRun.adopt(r, id)
+  if engine.TERMINAL[rec.state] then r.status = "done" end
+  return r
 end
 
--- Start the next execution of group `g` (first: the group's first one).
-function H.start(g, first)
-  local proctor = require("proctor")
-  local s = {}
-  for k, v in pairs(g.spec) do
-    s[k] = v
-  end
-  if first and g.opts.after then s.hold = true end
-  -- a restart: shown where the one before was (the pty sized from that window), else not opened
-  local rest = function() end
-  if not first then
-    s.open = nil
-    if g.current then
-      s.open, rest =
-        require("proctor.console").handover(g.current, { all_tabs = true, enter = false })
-    end
-  end
-  local ex, err, ename = proctor._run(s)
-  if not ex then
-    if not first then
-      util.notify(("task %s: could not start again: %s"):format(g.name, tostring(err)))
-      g.state = "done"
-      H.settle(g, false, "start failed")
-    end
-    return nil, err, ename
-  end
-  local id = ex.id
-  if g.current then H.prev[id] = g.current end
-  g.current = id
-  g.ids[#g.ids + 1] = id
-  g.pending = false
-  g.stopped = false
-  g.state = "running"
-  H.by_id[id] = g
-  rest(id)
-  if g.opts.diagnostics then H.diagnostics(g, id, s) end
-  if g.opts.ready then H.watch_ready(g, id) end
-  if first and g.opts.after then H.wait_deps(g, id, g.opts.after) end
-  return ex
-end
+-- The extension of proctor.run() (|proctor-tasks|): task options, the task
+-- links of a record, a user's cancel, a deleted record.
+H.extension = {
+  run = M.filter,
+  record = function(rec)
+    local r = TaskRun.of(rec.id)
+    if not r then return end
+    local i = r:info(rec.id)
+    rec.task, rec.prev_id, rec.watching = i.task, i.prev_id, i.watching or nil
+  end,
+  cancel = function(id)
+    local r = TaskRun.of(id)
+    if r then r:on_cancel(id) end
+  end,
+  forget = function(id)
+    TaskRun.forget(id)
+    H.waiters[id] = nil
+  end,
+}
 
-function H.record_cwd(id)
-  local rec = id and require("proctor").record(id)
-  return rec and rec.cwd or nil
-end
-
-function H.diagnostics(g, id, s)
-  local d = H.defaults()
-  local matcher = g.opts.diagnostics
-  if matcher == true then
-    matcher = require("proctor.tasks.matchers").for_command(s.cmd) or api.nvim_eval("&errorformat")
-  end
-  local ok, err = require("proctor.tasks.diagnostics").attach(id, {
-    name = g.name,
-    matcher = matcher,
-    cwd = H.record_cwd(id) or vim.fn.getcwd(),
-    quickfix = g.opts.quickfix or d.quickfix,
-    open_quickfix = g.opts.open_quickfix == nil and d.open_quickfix or g.opts.open_quickfix,
-    max_items = g.opts.max_problems or d.max_problems,
-  })
-  if not ok then util.notify(("task %s: diagnostics: %s"):format(g.name, err)) end
-end
-
--- Mark the execution ready when a line of its output matches the pattern.
-function H.watch_ready(g, id)
-  local re = vim.regex(M.ere(g.opts.ready.pattern))
-  local handle
-  handle = require("proctor.tasks.reader").attach(id, {
-    chunk = function(text)
-      if H.ready[id] then return end
-      for line in text:gmatch("([^\n]*)\n") do
-        if re:match_str(line) then
-          H.ready[id] = true
-          vim.schedule(function() handle.detach() end)
-          H.fire("ProctorTaskReady", { id = id, task = g.name })
-          if g.current == id then H.settle(g, true, "ready") end
-          return
-        end
-      end
-    end,
-  })
-end
-
--- Dependencies: release the held execution when all succeeded, else cancel it.
-function H.wait_deps(g, id, after)
-  local left = #after
-  local failed = false
-  local function one(dep, ok, why)
-    if failed then return end
-    if not ok then
-      failed = true
-      local eng = engine.current()
-      if eng then eng:cancel(id, { reason = "dependency_failed" }) end
-      util.notify(
-        ("#%d %s: dependency %s %s"):format(id, g.name, tostring(dep), why or "failed"),
-        vim.log.levels.WARN
-      )
-      return
-    end
-    left = left - 1
-    if left == 0 then
-      local eng = engine.current()
-      if eng then eng:release(id) end
-    end
-  end
-  if left == 0 then return one(nil, true) end
-  for _, dep in ipairs(after) do
-    if type(dep) == "number" then
-      M.when_settled(dep, function(ok, why) one("#" .. dep, ok, ok and nil or why) end)
-    else
-      local live = M.live_id(dep)
-      if live then
-        M.when_settled(live, function(ok, why) one(dep, ok, ok and nil or why) end)
-      else
-        M.run_task(dep, { cwd = g.spec.cwd, set = { open = false } }, function(ex, err)
-          if not ex then
-            return one(dep, false, "could not start: " .. tostring(err):gsub("^E%u+: ", ""))
-          end
-          M.when_settled(ex.id, function(ok, why) one(dep, ok, ok and nil or why) end)
-        end)
-      end
-    end
-  end
-end
-
-function H.on_settle(g, fn)
-  if g.settled ~= nil then return fn(g.settled, g.settled_why) end
-  table.insert(g.waiters, fn)
-end
-
-function H.settle(g, ok, why)
-  if g.settled ~= nil then return end
-  g.settled, g.settled_why = ok, why
-  local w = g.waiters
-  g.waiters = {}
-  for _, fn in ipairs(w) do
-    local okc, e = pcall(fn, ok, why)
-    if not okc then util.notify("task " .. g.name .. ": " .. tostring(e)) end
-  end
-end
-
+-- Follow the engine's events (once): endings of task runs, plain waiters.
 function H.hook()
   if H.hooked then return end
   H.hooked = true
@@ -671,74 +390,25 @@ function H.hook()
         pcall(fn, ev.state == "completed", ev.state)
       end
     end
-    local g = H.by_id[ev.id]
-    if g then H.ended(g, ev.id, ev) end
+    local r = TaskRun.of(ev.id)
+    if r then r:on_end(ev.id, ev) end
   end)
+  H.list_rows()
 end
 
--- An execution of group `g` ended.
-function H.ended(g, id, ev)
-  if id ~= g.current then return end
-  if g.pending then -- a change restart: start again in the same window
-    g.settled = nil
-    return H.start(g, false)
-  end
-  local policy = g.opts.restart or "never"
-  local ok = ev.state == "completed"
-  if ev.state == "canceled" then -- by the user, or its dependency failed: no restart policy
-    g.state = "stopped"
-    return H.settle(g, false, ev.reason or "canceled")
-  end
-  if ok then H.settle(g, true, "completed") end
-  local again = (policy == "always") or (policy == "on-failure" and not ok)
-  if not again or g.stopped then
-    g.state = "done"
-    if not ok then H.settle(g, false, ev.state) end
-    return
-  end
-  local d = H.defaults()
-  local rec = require("proctor").record(id)
-  local healthy = g.opts.healthy_ms or d.healthy_ms
-  -- A success, or a run that lasted healthy_ms, is not a failure in a row.
-  if ok or (rec and (rec.duration_ms or 0) >= healthy) then g.streak = 0 end
-  g.streak = g.streak + 1
-  local max = g.opts.max_restarts or d.max_restarts
-  if g.streak > max then
-    g.state = "done"
-    util.notify(
-      ("task %s: gave up after %d restarts in a row (#%d %s)"):format(
-        g.name,
-        max,
-        id,
-        util.describe_end(ev)
-      )
-    )
-    return H.settle(g, false, "max_restarts")
-  end
-  local delay = math.min(
-    (g.opts.backoff_ms or d.backoff_ms) * 2 ^ (g.streak - 1),
-    g.opts.backoff_max_ms or d.backoff_max_ms
-  )
-  g.state = "backoff"
-  g.restarts = g.restarts + 1
-  g.timer = g.timer or uv.new_timer()
-  g.timer:start(
-    math.floor(delay),
-    0,
-    vim.schedule_wrap(function()
-      if g.state ~= "backoff" or g.stopped then return end
-      H.start(g, false)
-    end)
-  )
+-- A watched execution's row in the list says so.
+function H.list_rows()
+  local ok, list = pcall(require, "proctor.list")
+  if not ok then return end
+  list.add_rows("tasks", {
+    rows = function() return {} end,
+    annotate = function(rec)
+      local i = M.info(rec.id)
+      return i and i.watching and i.next_id == nil and "[watching] " or nil
+    end,
+  })
 end
 
-function H.fire(pattern, data)
-  local opts = { pattern = pattern, modeline = false }
-  if require("proctor.compat").autocmd_data() then opts.data = data end
-  require("proctor").event = data
-  pcall(api.nvim_exec_autocmds, "User", opts)
-end
-
-M._H = H
+require("proctor")._extend("tasks", H.extension)
 
 return M

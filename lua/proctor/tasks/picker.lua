@@ -21,9 +21,9 @@ local util = require("proctor.util")
 --- Let the user pick one of `tasks` (|vim.ui.select()|); on_choice(task) when
 --- one was picked (not when the picker was left). No tasks: a warning saying
 --- where proctor looked.
----@param tasks proctor.Task[]
+---@param tasks proctor.TaskDef[]
 ---@param dir string the directory the tasks were listed for
----@param on_choice fun(task: proctor.Task)
+---@param on_choice fun(task: proctor.TaskDef)
 function M.select(tasks, dir, on_choice)
   if #tasks == 0 then
     util.notify(
@@ -69,7 +69,7 @@ end
 
 --- One line of the picker: "make test — run the tests  [make]", with where
 --- it runs when that is neither `dir` nor the prompt's `from`.
----@param t proctor.Task|{count: integer}
+---@param t proctor.TaskDef|{count: integer}
 ---@param dir string
 ---@param from string|nil
 ---@return string

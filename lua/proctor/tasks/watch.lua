@@ -4,15 +4,20 @@
 ---                          debounce_ms = 200 }, function(paths) ... end)
 ---   w.stop()
 ---
---- Two sources, debounced together (a write in Neovim is also seen on disk):
----   - |BufWritePost| of a buffer under `root` whose path matches;
----   - libuv fs events: one recursive watch where the platform has them
----     (macOS, Windows); on Linux (inotify is per directory) one watch per
----     directory under `root`, at most `max_dirs`, new directories added as
----     they appear, `ignore`d names (".git", "node_modules" …) skipped.
---- A pattern without "/" matches the file's name ("*.c"); one with "/"
---- matches the path relative to `root` ("src/**/*.h"). The callback runs on
---- the main loop `debounce_ms` after the last change of a burst.
+--- Two sources, debounced together:
+---   - |BufWritePost| of a buffer under `root` whose path matches (always);
+---   - with `fs = true`, libuv fs events: one recursive watch where the
+---     platform has them (macOS, Windows); on Linux (inotify is per directory)
+---     one watch per directory under `root`, at most `max_dirs`, new
+---     directories added as they appear. A change on disk is dropped when the
+---     file was written while `busy(mtime_ms)` says a run was going (a
+---     build's own outputs), before the last callback (seen already), when
+---     git ignores it (`git check-ignore`, where git is present), or when it is
+---     an editor's temporary file (4913, *.swp, *~).
+--- `ignore`d directory names (".git", "node_modules", "build" …) are skipped
+--- by both. A pattern without "/" matches the file's name ("*.c"); one with
+--- "/" matches the path relative to `root` ("src/**/*.h"). The callback runs
+--- on the main loop `debounce_ms` after the last change of a burst.
 --- Requiring this module has no side effects.
 
 local M = {}
@@ -21,7 +26,29 @@ local H = {}
 local api = vim.api
 local uv = require("proctor.compat").uv
 
-M.IGNORE = { ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "target", ".cache" }
+M.IGNORE = {
+  ".git",
+  ".hg",
+  ".svn",
+  "node_modules",
+  "__pycache__",
+  ".venv",
+  "venv",
+  "target",
+  ".cache",
+  "build",
+  "_build",
+  ".build",
+  "dist",
+  "out",
+  "zig-out",
+  ".zig-cache",
+  "CMakeFiles",
+  ".tox",
+  ".mypy_cache",
+  ".pytest_cache",
+  ".next",
+}
 M.MAX_DIRS = 2000
 
 H.next_id = 0
@@ -32,6 +59,8 @@ H.next_id = 0
 ---@field debounce_ms integer|nil default 200
 ---@field ignore string[]|nil directory names not watched (default M.IGNORE)
 ---@field max_dirs integer|nil
+---@field fs boolean|nil also changes on disk (default: only this editor's writes)
+---@field busy (fun(mtime_ms: integer): boolean)|nil was a run going then? (fs changes only)
 
 --- Start watching. Returns { stop = fn, dirs = n } or nil and a message.
 ---@param opts proctor.tasks.WatchOpts
@@ -49,6 +78,10 @@ function M.start(opts, cb)
     max_dirs = opts.max_dirs or M.MAX_DIRS,
     stopped = false,
     dirs = 0,
+    fs = opts.fs == true,
+    busy = opts.busy or function() return false end,
+    from_fs = {}, -- path -> true: pending because of a change on disk
+    flushed_at = 0, -- wall-clock ms of the last callback
   }
   for _, n in ipairs(opts.ignore or M.IGNORE) do
     w.ignore[n] = true
@@ -63,10 +96,10 @@ function M.start(opts, cb)
     callback = function(ev)
       local path =
         vim.fn.fnamemodify(ev.match ~= "" and ev.match or api.nvim_buf_get_name(ev.buf), ":p")
-      H.changed(w, path)
+      H.changed(w, path, false)
     end,
   })
-  if not H.watch_recursive(w) then H.watch_tree(w, root) end
+  if w.fs and not H.watch_recursive(w) then H.watch_tree(w, root) end
   return {
     stop = function() H.stop(w) end,
     dirs = function() return w.dirs end,
@@ -102,11 +135,14 @@ function H.matcher(patterns)
   end
 end
 
--- A change of absolute `path` (main loop or fast context).
-function H.changed(w, path)
+-- An editor's temporary files: Vim's write test (4913), swap and backup files.
+function H.junk(name) return name == "4913" or name:find("%.sw[a-p]$") or name:find("~$") end
+
+-- A change of absolute `path` (main loop or fast context); `fs`: seen on disk.
+function H.changed(w, path, fs)
   if w.stopped then return end
   if vim.in_fast_event() then
-    return vim.schedule(function() H.changed(w, path) end)
+    return vim.schedule(function() H.changed(w, path, fs) end)
   end
   if path:sub(1, #w.root + 1) ~= w.root .. "/" then return end
   local rel = path:sub(#w.root + 2)
@@ -114,6 +150,16 @@ function H.changed(w, path)
     if w.ignore[part] then return end
   end
   if not w.match(rel) then return end
+  if fs then
+    if H.junk(rel:match("[^/]+$") or rel) then return end
+    local st = uv.fs_stat(path)
+    local m = st and (st.mtime.sec * 1000 + math.floor((st.mtime.nsec or 0) / 1e6))
+      or require("proctor.util").now_ms()
+    if m <= w.flushed_at or w.busy(m) then return end
+    if not w.pending[path] then w.from_fs[path] = true end
+  else
+    w.from_fs[path] = nil
+  end
   w.pending[path] = true
   w.timer = w.timer or uv.new_timer()
   w.timer:stop()
@@ -122,13 +168,32 @@ function H.changed(w, path)
     0,
     vim.schedule_wrap(function()
       if w.stopped then return end
-      local paths = vim.tbl_keys(w.pending)
-      w.pending = {}
+      local paths = H.not_ignored(w, vim.tbl_keys(w.pending))
+      w.pending, w.from_fs = {}, {}
+      w.flushed_at = require("proctor.util").now_ms()
+      if #paths == 0 then return end
       table.sort(paths)
       local ok, e = pcall(w.cb, paths)
       if not ok then require("proctor.util").notify("watch: " .. tostring(e)) end
     end)
   )
+end
+
+-- `paths` without the changes on disk that git ignores (where git is present).
+function H.not_ignored(w, paths)
+  local fs = {}
+  for _, p in ipairs(paths) do
+    if w.from_fs[p] then fs[#fs + 1] = p end
+  end
+  if #fs == 0 or vim.fn.executable("git") ~= 1 then return paths end
+  local out = vim.fn.systemlist({ "git", "-C", w.root, "check-ignore", "--stdin" }, fs)
+  if vim.v.shell_error ~= 0 then return paths end -- 1: none ignored; 128: not a repository
+  local ignored = {}
+  for _, p in ipairs(out) do
+    ignored[vim.fn.fnamemodify(p, ":p")] = true
+    ignored[p] = true
+  end
+  return vim.tbl_filter(function(p) return not ignored[p] end, paths)
 end
 
 -- One recursive watch (not on Linux: libuv ignores the flag there).
@@ -137,7 +202,7 @@ function H.watch_recursive(w)
   local h = uv.new_fs_event()
   local ok = h
     and h:start(w.root, { recursive = true }, function(err, name)
-      if not err and name then H.changed(w, w.root .. "/" .. name) end
+      if not err and name then H.changed(w, w.root .. "/" .. name, true) end
     end)
   if not ok then
     if h then h:close() end
@@ -177,7 +242,7 @@ function H.watch_dir(w, dir)
       if st and st.type == "directory" then
         if not w.ignore[name] then H.watch_tree(w, path) end
       else
-        H.changed(w, path)
+        H.changed(w, path, true)
       end
     end)
   end)
