@@ -168,7 +168,9 @@ function H.remember(path, hash)
   t[path] = hash
   local file = H.file()
   vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
-  local tmp = file .. ".tmp"
+  -- a name of this editor's own: two editors trusting at once must not
+  -- write (and rename away) one shared temporary file
+  local tmp = string.format("%s.%d.tmp", file, vim.fn.getpid())
   local fd = assert(io.open(tmp, "w"))
   for p, h in pairs(t) do
     fd:write(h, " ", p, "\n")
