@@ -208,9 +208,7 @@ int pr_hist_write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
-int pr_hist_own(const pr_history_t *h, uint64_t id) {
-  return id / PR_HISTORY_SLOT_IDS == h->slot;
-}
+int pr_hist_own(const pr_history_t *h, uint64_t id) { return id / PR_HISTORY_SLOT_IDS == h->slot; }
 
 int pr_hist_add_entry(pr_history_t *h, uint64_t id, uint64_t off, uint32_t len, char kind) {
   if (h->nent == h->cap) {
@@ -331,7 +329,7 @@ static void run_job(void *sink, pr_job_t *job) {
     return;
   }
   if (append(h, job->data, job->len, job->id, kind) != 0) return;
-  if (kind == 'e') pr_hist_kill(h, job->id, 's');    /* superseded by the end */
+  if (kind == 'e') pr_hist_kill(h, job->id, 's'); /* superseded by the end */
   /* Our own record and this tombstone go; a tombstone for another editor's
    * record stays until that editor's file no longer holds it (history_load.c). */
   if (type == J_FORGET && pr_hist_own(h, job->id)) pr_hist_kill(h, job->id, 0);

@@ -57,8 +57,8 @@
 #include "store/journal.h"
 
 #define PR_HISTORY_DEFAULT_OUTPUT (64u << 10)
-#define PR_HISTORY_SLOTS 16                     /* editors sharing one history at once */
-#define PR_HISTORY_SLOT_IDS 1000000000ull       /* ids of one slot: k * this + 1 ... */
+#define PR_HISTORY_SLOTS 16               /* editors sharing one history at once */
+#define PR_HISTORY_SLOT_IDS 1000000000ull /* ids of one slot: k * this + 1 ... */
 
 typedef struct pr_history pr_history_t;
 

@@ -120,8 +120,8 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
   r->created_at = (uint64_t)get_int(m, pr_hist_key[PR_RF_CREATED_AT], 0);
   const msgpack_object *o = get(m, pr_hist_key[PR_RF_PTY]);
   r->pty = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
-  if ((o = get(m, pr_hist_key[PR_RF_ENV_KEYS])) && o->type == MSGPACK_OBJECT_BIN && o->via.bin.size &&
-      (r->env_keys = malloc(o->via.bin.size))) {
+  if ((o = get(m, pr_hist_key[PR_RF_ENV_KEYS])) && o->type == MSGPACK_OBJECT_BIN &&
+      o->via.bin.size && (r->env_keys = malloc(o->via.bin.size))) {
     memcpy(r->env_keys, o->via.bin.ptr, o->via.bin.size);
     r->env_keys_len = o->via.bin.size;
   }
@@ -247,7 +247,8 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
       }
       if (dmg->nbad++ == 0) dmg->first_bad = off;
       dmg->bad_bytes += at - off;
-      pr_hist_add_entry(h, 0, off, (uint32_t)(at - off), 'x'); /* dead: the next compaction drops it */
+      pr_hist_add_entry(h, 0, off, (uint32_t)(at - off),
+                        'x'); /* dead: the next compaction drops it */
       h->ent[h->nent - 1].dead = 1;
       h->dead += at - off;
       off = at;
@@ -337,7 +338,6 @@ static void warn_damage(pr_history_t *h, const damage_t *d, const char *copy, in
   pr_journal_warn(h->j, "history: %s: %s; every good record was loaded; %s", h->path, what, where);
 }
 
-
 /* The file cannot be used: history is off (0, *out NULL), with a warning. */
 static int give_up(pr_history_t *h, const char *why) {
   pr_journal_warn(h->j, "history: %s: %s; history is off for this engine", h->path, why);
@@ -416,8 +416,8 @@ static int has_end(const pr_history_t *o, uint64_t id) {
 static void load_other(pr_history_t *h, unsigned k, const char *path, loaded_t *ls, ids_t *tombs) {
   char *file = slot_file(path, k), why[64];
   struct stat st;
-  int fd = file && stat(file, &st) == 0 ? pr_journal_open_file(file, O_RDONLY, why, sizeof(why))
-                                        : -1;
+  int fd =
+      file && stat(file, &st) == 0 ? pr_journal_open_file(file, O_RDONLY, why, sizeof(why)) : -1;
   int live = fd >= 0 && slot_live(file);
   free(file);
   if (fd < 0) return;
