@@ -86,22 +86,38 @@ static void trim(pr_registry_t *r) {
   }
 }
 
+/* The terminal record that ended first (ties: the lower id), NULL when none.
+ * Not the lowest id: records loaded from other editors' history slots have
+ * ids of their own ranges (store/history.h), and the limit keeps the newest. */
+static pr_exec_t *oldest_ended(pr_registry_t *r) {
+  pr_exec_t *best = NULL;
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &r->order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (x->finished && (best == NULL || x->ended_at < best->ended_at)) best = x;
+  }
+  return best;
+}
+
 void pr_registry_prune(pr_registry_t *r) {
   if (r->ended_max && r->ended_bytes > r->ended_max) trim(r);
+  while (r->limit && r->nterminal > r->limit) {
+    pr_exec_t *x = oldest_ended(r);
+    if (x == NULL) break;
+    pr_registry_remove(r, x);
+  }
   uint64_t now = pr_now_ms(), age = r->age_ms;
+  if (!age) return;
   uint64_t next = UINT64_MAX; /* earliest expiry among the records kept */
   pr_queue_t *q = pr_queue_head(&r->order);
   while (q != &r->order) {
     pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
     q = q->next;
     if (!x->finished) continue;
-    int over = r->limit && r->nterminal > r->limit;
-    int old = age && x->ended_at + age <= now;
-    if (over || old) pr_registry_remove(r, x);
-    else if (!age) break; /* oldest first: nothing more is over the limit */
+    if (x->ended_at + age <= now) pr_registry_remove(r, x);
     else if (x->ended_at + age < next) next = x->ended_at + age;
   }
-  if (!age || r->xc->closing) return;
+  if (r->xc->closing) return;
   if (next == UINT64_MAX) {
     uv_timer_stop(&r->prune_timer);
     return;

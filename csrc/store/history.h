@@ -19,6 +19,21 @@
  * The record's keys in a frame come from one key table (hkey in history.c):
  * files written by every release load through it.
  *
+ * Slots: several editors share one history. Each engine takes the first
+ * free slot k (0 .. PR_HISTORY_SLOTS-1), the one whose "<slot file>.lock" it
+ * can flock: slot 0's file is the configured path (files of every earlier
+ * release are slot 0's), slot k's is "<path>.k". An engine writes only its
+ * own slot file, so no two writers ever share a file; the ids it hands out
+ * are k * PR_HISTORY_SLOT_IDS + n (slot 0: 1, 2, ...; slot 1: 1000000001,
+ * ...), so ids never collide. At load the other slots' files are read (never
+ * written, never repaired): their finished records are merged into the list
+ * (a start with no end is shown only when its editor is gone: host_lost; a
+ * live editor's running jobs are its own). Deleting another editor's record
+ * writes a tombstone ("d") in our own file; every engine applies every
+ * file's tombstones at load, drops the record from its own file, and a
+ * tombstone is kept (compaction copies it) until the file it points into no
+ * longer holds the record.
+ *
  * Load: an "s" with no "e" is an execution whose host died: it comes back
  * failed/host_lost (and an "e" saying so is appended). Damage in the middle
  * (a wrong checksum, or bytes that are no frame) is skipped up to the next
@@ -26,10 +41,12 @@
  * after it is cut off. Either way the file as it was is first copied to
  * "<file>.damaged-N", one warning is recorded, and the damaged stretches are
  * compacted away (no copy possible: the file is left as it is, the next load
- * skips the same damage). Retention (history_limit, history_age_ms) is
- * applied; forgotten records are dropped by a compaction (a rewrite to
- * "<file>.tmp", fdatasync, rename). A "<file>.lock" flock keeps a second
- * engine away from the same file (it runs without history, with a warning).
+ * skips the same damage). Another slot's file is only read: its damage is
+ * skipped the same way and left for its owner to repair. Retention
+ * (history_limit, history_age_ms) is applied to the merged records, newest
+ * ended kept; forgotten records of our slot are dropped by a compaction (a
+ * rewrite to "<file>.tmp", fdatasync, rename). When every slot is taken the
+ * engine runs without history, with a warning.
  */
 #ifndef PR_HISTORY_H
 #define PR_HISTORY_H
@@ -40,6 +57,8 @@
 #include "store/journal.h"
 
 #define PR_HISTORY_DEFAULT_OUTPUT (64u << 10)
+#define PR_HISTORY_SLOTS 16               /* editors sharing one history at once */
+#define PR_HISTORY_SLOT_IDS 1000000000ull /* ids of one slot: k * this + 1 ... */
 
 typedef struct pr_history pr_history_t;
 
@@ -57,11 +76,12 @@ typedef struct {
   pr_ring_t *rings[PR_NSTREAM];
 } pr_loaded_t;
 
-/* pr_history_open: lock and load `path`. Returns 0 with *out (NULL when the
- * file cannot be used: locked, not a history file, unreadable — a warning
- * says so), the records kept after retention in id order (*loaded, *nloaded:
- * take what you keep, then pr_history_loaded_free) and the next id to hand
- * out. Returns PR_ENOMEM (nothing to free). Host thread, before the engine
+/* pr_history_open: take the first free slot of the history at `path`, load
+ * its file and merge the other slots' records. Returns 0 with *out (NULL when
+ * no slot can be used: every slot locked, not a history file, unreadable — a
+ * warning says so), the records kept after retention in id order (*loaded,
+ * *nloaded: take what you keep, then pr_history_loaded_free) and the next id
+ * to hand out (in our slot's range). Returns PR_ENOMEM (nothing to free). Host thread, before the engine
  * and writer threads start; warnings and jobs go to `j`. */
 int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o,
                     pr_history_t **out, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);

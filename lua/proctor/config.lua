@@ -101,7 +101,7 @@ M.schema = {
   { key = "engine.output_limit", type = "number", default = 8 * 1024 * 1024, show = "8 * 1024 * 1024",
     check = H.int(1), description = "bytes kept per execution and stream (ring buffer)" },
   { key = "engine.history_limit", type = "number", default = 1000, check = H.int(0),
-    description = "finished executions kept in the registry" },
+    description = "finished executions kept (this editor's and the history's); 0: every one" },
   { key = "engine.max_running", type = "number|nil", default = nil, check = H.int(1),
     description = "at most this many run at once, the rest wait \"queued\" (nil: no cap)" },
   { key = "engine.max_queued", type = "number", default = 10000, check = H.int(1),
@@ -165,9 +165,9 @@ M.schema = {
     description = "... keeping this many bytes" },
 
   { key = "history", description = "|proctor-history|" },
-  { key = "history.enabled", type = "boolean", default = false,
+  { key = "history.enabled", type = "boolean", default = true,
     description = "keep finished executions (and the last output_bytes of each stream) in a file, "
-      .. "loaded again on the next start" },
+      .. "loaded again on the next start; shared by every editor (|proctor-history-editors|)" },
   { key = "history.file", type = "string|nil", default = nil,
     description = "nil: stdpath(\"state\")/proctor/history.mpk on every Neovim (0.7: the same "
       .. "$XDG_STATE_HOME/nvim); a file in stdpath(\"data\") is moved there" },

@@ -221,7 +221,7 @@ function Engine:closed() end
 
 ---@class proctor.Config.engine
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
----@field history_limit integer finished executions kept in the registry
+---@field history_limit integer finished executions kept (this editor's and the history's); 0: every one
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
 ---@field max_queued integer executions of this editor queued or held at once; more starts fail with EBUSY
 ---@field ended_output_max integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
@@ -255,7 +255,7 @@ function Engine:closed() end
 ---@field tail_bytes integer ... keeping this many bytes
 
 ---@class proctor.Config.history
----@field enabled boolean keep finished executions (and the last output_bytes of each stream) in a file, loaded again on the next start
+---@field enabled boolean keep finished executions (and the last output_bytes of each stream) in a file, loaded again on the next start; shared by every editor (proctor-history-editors)
 ---@field file string|nil nil: stdpath("state")/proctor/history.mpk on every Neovim (0.7: the same $XDG_STATE_HOME/nvim); a file in stdpath("data") is moved there
 ---@field output_bytes integer last bytes of each stream kept per execution
 
@@ -318,7 +318,7 @@ function Engine:closed() end
 
 ---@class proctor.SetupOpts.engine
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)
----@field history_limit? integer finished executions kept in the registry
+---@field history_limit? integer finished executions kept (this editor's and the history's); 0: every one
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
 ---@field max_queued? integer executions of this editor queued or held at once; more starts fail with EBUSY
 ---@field ended_output_max? integer output bytes kept by finished executions together; past it the oldest keep only their last 64 KiB a stream
@@ -352,7 +352,7 @@ function Engine:closed() end
 ---@field tail_bytes? integer ... keeping this many bytes
 
 ---@class proctor.SetupOpts.history
----@field enabled? boolean keep finished executions (and the last output_bytes of each stream) in a file, loaded again on the next start
+---@field enabled? boolean keep finished executions (and the last output_bytes of each stream) in a file, loaded again on the next start; shared by every editor (proctor-history-editors)
 ---@field file? string|nil nil: stdpath("state")/proctor/history.mpk on every Neovim (0.7: the same $XDG_STATE_HOME/nvim); a file in stdpath("data") is moved there
 ---@field output_bytes? integer last bytes of each stream kept per execution
 

@@ -402,17 +402,135 @@ return function(T, opts)
     end
   )
 
-  test("a second engine on the same file runs without history, with a warning", function()
-    local h = path()
-    local e1 = assert(core.new { history_file = h })
-    U.run(e1, { cmd = "true" })
-    local e2 = assert(core.new { history_file = h })
-    local w = e2:warnings()
-    T.eq(#w, 1)
-    T.match(w[1], "in use")
-    T.eq(#e2:list(), 0)
-    e2:close()
-    e1:close()
+  -- Several editors share one history: each engine takes a slot (its own
+  -- file), hands out ids of its own range, and reads the other slots at load.
+  local SLOT = 1000000000
+  local function has(list, id)
+    for _, r in ipairs(list) do
+      if r.id == id then return r end
+    end
+  end
+
+  test(
+    "two engines on one history: both record, ids never collide, each reads the other",
+    function()
+      local h = path()
+      local e1 = assert(core.new { history_file = h })
+      T.defer(function() e1:close() end)
+      local a1 = select(2, U.run(e1, { cmd = "echo one", label = "from-e1" }))
+      -- the writer thread appends the end frame (with the output tail) after the end
+      T.ok(
+        U.wait_until(function() return (U.read_file(h) or ""):find("one\n", 1, true) end, 10000),
+        "the end frame never reached the file"
+      )
+      local e2 = assert(core.new { history_file = h })
+      T.defer(function() e2:close() end)
+      T.eq(#e2:warnings(), 0, "the second engine has history too")
+      T.ok(has(e2:list(), a1), "the second engine lists the first one's run")
+      local b1 = select(2, U.run(e2, { cmd = "echo two", label = "from-e2" }))
+      T.eq(b1, SLOT + 1, "the second engine's first id")
+      local a2 = select(2, U.run(e1, { cmd = "echo three" }))
+      T.eq(a2, a1 + 1, "the first engine's ids go on in its own range")
+      for file, text in pairs({ [h] = "three\n", [h .. ".1"] = "two\n" }) do
+        T.ok(
+          U.wait_until(function() return (U.read_file(file) or ""):find(text, 1, true) end, 10000),
+          "an end frame never reached " .. file
+        )
+      end
+      -- a job still running in e1 is e1's: a third engine does not list it
+      local live = assert(e1:start { cmd = { "sleep", "100" }, label = "still-running" })
+      T.defer(function() e1:cancel(live, true) end)
+      U.wait_state(e1, live, "running")
+      T.ok(
+        U.wait_until(
+          function() return (U.read_file(h) or ""):find("still-running", 1, true) end,
+          10000
+        ),
+        "the running job's start frame never reached the file"
+      )
+      local e3 = assert(core.new { history_file = h })
+      T.eq(#e3:warnings(), 0)
+      local l3 = e3:list()
+      T.eq(ids(l3), table.concat({ a1, a2, b1 }, ","), "the third engine's list")
+      T.eq(has(l3, b1).label, "from-e2")
+      T.eq((e3:read(b1, "stdout")), "two\n")
+      T.eq(assert(e3:start { cmd = "true" }), 2 * SLOT + 1, "the third engine's first id")
+      e3:close()
+      T.ok(U.read_file(h .. ".1"), "slot 1's file")
+      T.ok(U.read_file(h .. ".2"), "slot 2's file")
+    end
+  )
+
+  test(
+    "a delete in one engine is seen by the others after a reload, and the file lets go",
+    function()
+      local h = path()
+      local e1 = assert(core.new { history_file = h })
+      T.defer(function() e1:close() end)
+      local e2 = assert(core.new { history_file = h })
+      local b1 = select(2, U.run(e2, { cmd = "echo two-kept-in-slot-one" }))
+      local b2 = select(2, U.run(e2, { cmd = "echo two-b" }))
+      e2:close()
+      -- e1 loaded before e2 ran: a new engine (slot 1 is free again) loads both
+      local e3 = assert(core.new { history_file = h })
+      T.ok(has(e3:list(), b1) and has(e3:list(), b2), "e3 lists slot 1's runs")
+      local own = select(2, U.run(e3, { cmd = "echo mine" }))
+      T.eq(own, b2 + 1, "slot 1's ids go on after a restart")
+      e3:close()
+      -- a third engine (slot 1 again) deletes... its own; a slot-2 engine deletes another's
+      local e4 = assert(core.new { history_file = h }) -- slot 1
+      local e5 = assert(core.new { history_file = h }) -- slot 2
+      T.eq(e5:delete(b1), "deleted")
+      e5:close()
+      local e6 = assert(core.new { history_file = h }) -- slot 2: the tombstone holds
+      T.eq(has(e6:list(), b1), nil, "a deleted record came back")
+      T.ok(has(e6:list(), b2), "only the deleted record is gone")
+      e6:close()
+      T.ok(has(e4:list(), b1), "a live engine keeps what it loaded")
+      e4:close()
+      local e7 = assert(core.new { history_file = h }) -- slot 1: applies slot 2's tombstone
+      T.eq(has(e7:list(), b1), nil, "the owner of the record sees the delete")
+      e7:close()
+      T.ok(
+        not U.read_file(h .. ".1"):find("two-kept-in-slot-one", 1, true),
+        "the owner's file still holds the deleted record"
+      )
+      T.ok(U.read_file(h .. ".1"):find("two-b", 1, true), "the owner's other record")
+      -- purge in one engine: every editor's ended records go
+      local e8 = assert(core.new { history_file = h })
+      T.ok(e8:purge() >= 2)
+      e8:close()
+      local e9 = assert(core.new { history_file = h })
+      T.eq(#e9:list(), 0, "after a purge: " .. ids(e9:list()))
+      e9:close()
+    end
+  )
+
+  test(
+    "another engine's torn file is read, never repaired, until its slot is taken again",
+    function()
+      local h = path()
+      local e1 = assert(core.new { history_file = h })
+      local e2 = assert(core.new { history_file = h })
+      local b1 = select(2, U.run(e2, { cmd = "echo before-the-tear" }))
+      e2:close()
+      e1:close()
+      -- a write cut short by a SIGKILL: half a frame at the end of slot 1's file
+      local torn = U.read_file(h .. ".1") .. "\x92\xce\x01\x02"
+      write(h .. ".1", torn)
+      local e3 = assert(core.new { history_file = h }) -- slot 0
+      T.eq(#e3:warnings(), 0, "another slot's damage is its owner's to report")
+      T.ok(has(e3:list(), b1), "the good records of a torn file are read")
+      T.eq(U.read_file(h .. ".1"), torn, "another engine's file was written to")
+      local e4 = assert(core.new { history_file = h }) -- slot 1: its owner repairs it
+      T.match(e4:warnings()[1] or "", "torn")
+      T.ok(has(e4:list(), b1))
+      e4:close()
+      e3:close()
+    end
+  )
+
+  test("a file that is no history is left alone", function()
     write(path("txt"), "")
     local other = dir .. "/not-history"
     write(other, "hello, world\n")

@@ -188,7 +188,16 @@ function M.child(opts)
   end
   if M.core_rtp then vim.list_extend(cmd, { "--cmd", "set rtp^=" .. M.core_rtp }) end
   if not opts.init then vim.list_extend(cmd, { "--cmd", "runtime plugin/proctor.lua" }) end
-  local job = vim.fn.jobstart(cmd, { rpc = true, env = opts.env })
+  -- A private state directory unless the test names one: the history (on by
+  -- default, shared by every editor of one state directory) of one child
+  -- never shows in another's list.
+  local env = vim.tbl_extend("force", {}, opts.env or {})
+  if env.XDG_STATE_HOME == nil then
+    env.XDG_STATE_HOME = vim.fn.tempname()
+    local state = env.XDG_STATE_HOME
+    require("harness").defer(function() vim.fn.delete(state, "rf") end)
+  end
+  local job = vim.fn.jobstart(cmd, { rpc = true, env = env })
   assert(job > 0, "could not start a child nvim")
   local c = { job = job, pid = vim.fn.jobpid(job) }
   -- stopped when the test ends, passed or failed (a failing assertion must

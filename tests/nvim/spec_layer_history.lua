@@ -4,6 +4,7 @@
 return function(test, T, H)
   local p = require("proctor")
   local engine = require("proctor.engine")
+  local uv = vim.uv or vim.loop
 
   test(
     "history: a restarted engine lists the earlier session, marked; info shows env keys, not values",
@@ -93,5 +94,156 @@ return function(test, T, H)
       b.lua("return (require('proctor.engine').current():read(...))", id, "stdout", 0, 4096)
     T.eq(out, "token=***\ndone\n")
     b.stop()
+  end)
+
+  -- Two editors at once on one state directory, with the defaults: history is
+  -- on, each editor takes a slot of it (ids 1, 2 ... and 1000000001 ...).
+  local SLOT = 1000000000
+  local function editors_env()
+    local state = vim.fn.tempname()
+    vim.fn.mkdir(state, "p")
+    return { XDG_STATE_HOME = state }
+  end
+  local function run_in(c, cmd, label)
+    local id = c.lua(
+      [[local ex = require("proctor").run({ cmd = ..., label = select(2, ...) })
+        assert(ex:wait(20000), "did not end")
+        return ex.id]],
+      cmd,
+      label
+    )
+    return id
+  end
+  local function file_has(file, text)
+    local f = io.open(file, "rb")
+    local s = f and f:read("*a") or ""
+    if f then f:close() end
+    return s:find(text, 1, true) ~= nil
+  end
+  local function ids_of(c)
+    return c.lua([[local v = {}
+      for _, r in ipairs(require("proctor").list()) do v[#v + 1] = r.id end
+      table.sort(v)
+      return v]])
+  end
+  local function has(v, id) return vim.tbl_contains(v, id) end
+
+  test("history: two editors at once both record, read each other, never share an id", function()
+    local env = editors_env()
+    local a = H.child({ env = env })
+    local b = H.child({ env = env })
+    a.lua([[require("proctor").setup({ notify = "never" })]])
+    b.lua([[require("proctor").setup({ notify = "never" })]])
+    local file = a.lua([[return require("proctor.engine").history_file()]])
+    local a1 = run_in(a, "echo from-a", "a-run")
+    T.eq(a1, 1, "the first editor's first run")
+    H.wait(10000, function() return file_has(file, "from-a\n") end, "a's end frame on disk")
+    local b1 = run_in(b, "echo from-b", "b-run")
+    T.eq(b1, SLOT + 1, "the second editor's first run")
+    T.ok(has(ids_of(b), a1), "b lists a's finished run at its start")
+    T.eq(table.concat(b.lua("return _G.notes"), " | "), "", "b was told")
+    local a2 = run_in(a, "echo from-a-again")
+    T.eq(a2, 2)
+    H.wait(10000, function() return file_has(file .. ".1", "from-b\n") end, "b's end frame")
+    -- a reload of a (a new Neovim: slot 0 again) lists both editors' runs
+    a.stop()
+    vim.wait(5000, function() return vim.fn.jobwait({ a.job }, 0)[1] ~= -1 end, 20)
+    local a_again = H.child({ env = env })
+    a_again.lua([[require("proctor").setup({ notify = "never" })]])
+    local v = ids_of(a_again)
+    T.eq(table.concat(v, ","), table.concat({ a1, a2, b1 }, ","), "the reloaded editor's list")
+    T.eq(
+      a_again.lua("return (require('proctor.engine').get():read(...))", b1, "stdout", 0, 100),
+      "from-b\n"
+    )
+    T.eq(run_in(a_again, "true"), a2 + 1, "ids go on in a's range")
+    -- delete from b: seen by a after a reload
+    T.eq(b.lua("return require('proctor').delete(...)", a1), "deleted")
+    H.wait(
+      10000,
+      function() return file_has(file .. ".1", "\xa1k\xa1d\xa3ids") end,
+      "b's tombstone"
+    )
+    a_again.stop()
+    vim.wait(5000, function() return vim.fn.jobwait({ a_again.job }, 0)[1] ~= -1 end, 20)
+    local a3 = H.child({ env = env })
+    a3.lua([[require("proctor").setup({ notify = "never" })]])
+    local v3 = ids_of(a3)
+    T.ok(not has(v3, a1), "a deleted run came back: " .. table.concat(v3, ","))
+    T.ok(has(v3, a2) and has(v3, b1), "the others stay: " .. table.concat(v3, ","))
+    a3.stop()
+    b.stop()
+  end)
+
+  test("history: a SIGKILLed editor's file (a torn write) is still read by the other", function()
+    local env = editors_env()
+    local a = H.child({ env = env })
+    local b = H.child({ env = env })
+    a.lua([[require("proctor").setup({ notify = "never" })]])
+    b.lua([[require("proctor").setup({ notify = "never" })]])
+    run_in(a, "true")
+    local file = a.lua([[return require("proctor.engine").history_file()]])
+    local b1 = run_in(b, "echo done-before-the-kill", "b-done")
+    local tag = "proctor-hist-" .. vim.fn.getpid() .. "-" .. tostring(uv.hrtime())
+    local live = b.lua(
+      [[return require("proctor").run({ cmd = { "sleep", "1000" }, label = "victim",
+        env = { PROCTOR_TEST_TAG = ... } }).id]],
+      tag
+    )
+    H.wait(
+      10000,
+      function()
+        return file_has(file .. ".1", "done-before-the-kill\n") and file_has(file .. ".1", "victim")
+      end,
+      "b's frames on disk"
+    )
+    uv.kill(b.pid, "sigkill")
+    vim.wait(5000, function() return vim.fn.jobwait({ b.job }, 0)[1] ~= -1 end, 20)
+    -- the write the kill cut short: half a frame at the end of b's file
+    local f = assert(io.open(file .. ".1", "ab"))
+    f:write("\x92\xce\x00\x01")
+    f:close()
+    a.stop() -- a again (slot 0): it reads b's slot, b's own repairs it
+    vim.wait(5000, function() return vim.fn.jobwait({ a.job }, 0)[1] ~= -1 end, 20)
+    local a2 = H.child({ env = env })
+    a2.lua([[require("proctor").setup({ notify = "never" })]])
+    local rec = a2.lua("return require('proctor').record(...)", b1)
+    T.ok(rec, "the killed editor's finished run is not listed")
+    T.eq(rec.state, "completed")
+    local lost = a2.lua("return require('proctor').record(...)", live)
+    T.ok(lost, "the killed editor's running job is not listed")
+    T.eq(lost.state, "failed")
+    T.eq(lost.reason, "host_lost")
+    T.eq(table.concat(a2.lua("return _G.notes"), " | "), "", "a was told about b's file")
+    -- b again: its slot, its file repaired, ids after the ones it had
+    local b2 = H.child({ env = env })
+    b2.lua([[require("proctor").setup({ notify = "never" })]])
+    T.eq(run_in(b2, "true"), live + 1, "ids after the killed editor's")
+    a2.stop()
+    b2.stop()
+  end)
+
+  test("history: a probe takes no id: after make's probe the first run is #1", function()
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    vim.fn.system({ "cp", "-r", H.root .. "/tests/tasks/make/.", dir })
+    local c = H.child()
+    c.lua(
+      [[local dir = ...
+      require("proctor").setup({ notify = "never" })
+      assert(require("proctor.tasks.trust").allow(dir, false))
+      vim.cmd("cd " .. vim.fn.fnameescape(dir))
+      _G.got = nil
+      require("proctor").tasks({ cwd = dir, callback = function(t) _G.got = t end })]],
+      dir
+    )
+    c.wait(20000, "_G.got ~= nil", "the make probe")
+    T.ok(
+      c.lua([[for _, t in ipairs(_G.got) do if t.name == "make all" then return true end end]]),
+      "the probe found no make targets"
+    )
+    c.cmd("Proctor run true")
+    T.eq(table.concat(ids_of(c), ","), "1", "the list after the first run")
+    c.stop()
   end)
 end

@@ -290,35 +290,48 @@ function H.matcher(name)
   return name
 end
 
--- Run `cmd` in `dir` as a proctor execution (a probe) and hand its stdout,
--- line by line, to on_line; on_end(ok) when it ended. Its record is deleted.
+-- Run `cmd` in `dir` (a probe: only in a trusted directory, see H.discover)
+-- and hand its stdout, line by line, to on_line; on_end(ok) when it ended.
+-- A probe is no proctor execution: it takes no id (the user's first run is #1)
+-- and leaves no record or history. Bounded: PROBE_TIMEOUT_MS, then it is
+-- stopped; past PROBE_MAX_BYTES of stdout it is stopped (what came is kept).
+H.PROBE_TIMEOUT_MS = 20000
+H.PROBE_MAX_BYTES = 8 * 1024 * 1024
 function H.probe(dir, label, cmd, on_line, on_end)
-  local proctor = require("proctor")
-  local ex, err = proctor._run({
-    cmd = cmd,
+  local partial, bytes, stopped, job = "", 0, false, nil
+  local timer = uv.new_timer()
+  local function stop()
+    stopped = true
+    pcall(vim.fn.jobstop, job)
+  end
+  local function lines(data)
+    if stopped then return end
+    data[1] = partial .. data[1]
+    partial = table.remove(data)
+    for _, l in ipairs(data) do
+      bytes = bytes + #l + 1
+      if bytes > H.PROBE_MAX_BYTES then return stop() end
+      on_line(l)
+    end
+    if #partial > H.PROBE_MAX_BYTES then stop() end
+  end
+  job = vim.fn.jobstart(cmd, {
     cwd = dir,
-    pty = false,
-    stdin = false,
-    label = label,
-    owner = "proctor",
     env = { LC_ALL = "C" },
-    timeout_ms = 20000,
-  })
-  if not ex then error(err, 0) end
-  require("proctor.tasks.reader").attach(ex.id, {
-    chunk = function(text, stream)
-      if stream ~= "stdout" then return end
-      for l in text:gmatch("([^\n]*)\n") do
-        on_line(l)
-      end
-    end,
-    finish = function(rec)
-      local okd = rec and rec.state == "completed"
-      vim.schedule(function() proctor.delete(ex.id) end)
-      on_end(okd, rec)
+    stdin = "null",
+    on_stdout = function(_, data) lines(data) end,
+    on_exit = function(_, code)
+      timer:stop()
+      timer:close()
+      on_end(code == 0 and not stopped)
     end,
   })
-  return ex.id
+  if job <= 0 then
+    timer:close()
+    error(("%s: cannot run %s"):format(label, tostring(cmd[1])), 0)
+  end
+  timer:start(H.PROBE_TIMEOUT_MS, 0, vim.schedule_wrap(stop))
+  return job
 end
 
 H.providers = {}
