@@ -35,7 +35,7 @@ local CMD, FINAL
 if WORKLOAD == "seq" then
   CMD, FINAL = "seq 1 3000000", "3000000"
 elseif WORKLOAD == "cr" then
-  CMD = "awk 'BEGIN { for (i = 1; i <= 200000; i++) printf \"\\r%d\", i; print \"\" }'"
+  CMD = 'awk \'BEGIN { for (i = 1; i <= 200000; i++) printf "\\r%d", i; print "" }\''
   FINAL = "200000"
 elseif WORKLOAD == "big" then
   local lines = math.floor(BYTES / 80)
