@@ -84,11 +84,13 @@ H.bars_scheduled = false
 H.MAKE_MS = 2
 -- Time one render tick may spend feeding terminals (ms); see H.render.
 H.RENDER_MS = 4
--- Lines given to the terminals per H.PACE_MS (Neovim copies a terminal's new
--- lines into its buffer on a 10 ms refresh: the cost of a refresh is the
--- lines sent since the last one).
+-- Lines given to the terminals per H.PACE_MS. A terminal costs about 15 us of
+-- the main thread per line (libvterm at the send, and Neovim's 10 ms refresh
+-- copying each new line into the buffer): 300 lines are about 4.5 ms of each
+-- 10 ms, whatever the line length. A flood of short lines skips to the tail
+-- (backlog_limit) sooner instead of holding the editor.
 H.PACE_MS = 10
-H.LINES_PER_PACE = 2000
+H.LINES_PER_PACE = 300
 H.pace_start, H.pace_lines = 0, 0
 -- Longest wait for a resized terminal to refresh (Neovim refreshes 10 ms after a change).
 H.SETTLE_MS = 100
