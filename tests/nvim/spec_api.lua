@@ -405,6 +405,8 @@ return function(test, T, H)
       local p = require("proctor")
       local console = require("proctor.console")
       local eng = require("proctor.engine").get()
+      local prev = api.nvim_get_current_buf() -- the consoles shown here leave the window as it was
+      T.defer(function() pcall(api.nvim_win_set_buf, 0, prev) end)
       local methods = getmetatable(eng).__index
       local calls, saved = {}, {}
       for _, m in ipairs({ "get", "read", "list" }) do
@@ -458,6 +460,8 @@ return function(test, T, H)
 
   test("run(): a spawn error is the execution's end (failed, spawn_error, the message)", function()
     local p = require("proctor")
+    local prev = api.nvim_get_current_buf()
+    T.defer(function() pcall(api.nvim_win_set_buf, 0, prev) end)
     local states = {}
     local ex = p.run({
       cmd = { "/nonexistent/proctor-test-program" },

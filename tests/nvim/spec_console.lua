@@ -90,6 +90,9 @@ return function(test, T, H)
         .. ": nothing lost, tail shown",
       function()
         close_others()
+        local prev = vim.api.nvim_get_current_buf()
+        T.defer(function() pcall(vim.api.nvim_win_set_buf, 0, prev) end)
+
         local n = 300000
         local total = 0
         for d = 1, 6 do -- bytes of `seq 1 n`: each number and its \n
