@@ -376,7 +376,7 @@ function H.drain()
   H.scheduled = false
   if not H.eng or H.closing then return end
   local max = require("proctor.config").get().events_per_tick
-  local _, more = H.drain_once(max)
+  local _, more = H.drain_once(max, H.DRAIN_MS)
   if more then
     H.scheduled = true
     H.timer:start(0, 0, function() vim.schedule(H.drain) end)
@@ -385,9 +385,15 @@ function H.drain()
   end
 end
 
+-- Time one drain tick may spend dispatching events (ms): the count bound
+-- (events_per_tick) alone lets a tick of many small events (short lines to a
+-- matcher, state changes of a fan-out) hold the main loop.
+H.DRAIN_MS = 4
+
 -- Pull up to `max` events from the core into the Lua queue and dispatch up to
--- `max` queued events. Returns the number dispatched and whether more remain.
-function H.drain_once(max)
+-- `max` queued events, for at most `ms` milliseconds when given (at least one
+-- event). Returns the number dispatched and whether more remain.
+function H.drain_once(max, ms)
   local eng = H.eng
   local want = max == math.huge and 65536 or max
   local max_bytes = require("proctor.config").get().output_max_bytes
@@ -396,8 +402,11 @@ function H.drain_once(max)
   -- reads a skipped range back from the ring (a call that waits for an engine
   -- thread busy with the flood).
   if H.floor > 0 and max_bytes > 0 and max_bytes < H.floor then max_bytes = H.floor end
-  local got
+  local got = 0
+  -- events left from a tick cut short by its time bound go first
+  local backlog = max ~= math.huge and H.qtail - H.qhead + 1 >= want
   repeat
+    if backlog then break end
     local evs = eng:poll(want, max_bytes) or {}
     got = #evs
     for i = 1, got do
@@ -406,12 +415,14 @@ function H.drain_once(max)
     end
   until got < want or max ~= math.huge
   local n = 0
+  local t0 = ms and uv.hrtime()
   while H.qhead <= H.qtail and n < max do
     local ev = H.queue[H.qhead]
     H.queue[H.qhead] = nil
     H.qhead = H.qhead + 1
     n = n + 1
     H.dispatch(ev)
+    if ms and (uv.hrtime() - t0) >= ms * 1e6 then break end
   end
   if H.qhead > H.qtail then
     H.queue, H.qhead, H.qtail = {}, 1, 0

@@ -555,7 +555,13 @@ function H.run(spec)
   if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
   H.text[id] = spec.text or nil
   if spec.notify ~= nil then H.quiet[id] = spec.notify end
-  if open then M.open(id, vim.tbl_extend("force", open, { window = window })) end
+  if open then
+    -- no wait for the engine thread: the console is made from what is known here
+    require("proctor.console").open_run(
+      { id = id, label = s.label, pty = s.pty and true or false },
+      vim.tbl_extend("force", open, { window = window })
+    )
+  end
   return ex
 end
 
@@ -632,13 +638,20 @@ function H.on_event(ev)
   end
   local terminal = engine.TERMINAL[ev.state]
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
+  -- The record is read (a call that waits for the engine thread) only when
+  -- someone gets it: a User autocmd, on_exit, the notification.
   local rec
+  local listen = vim.fn.exists("#User#ProctorStateChanged") == 1
   local eng = engine.current()
-  if eng then rec = (eng:get(id)) end
+  if eng and (listen or (terminal and H.wants_end(id, w))) then rec = (eng:get(id)) end
   rec = rec or vim.tbl_extend("force", {}, ev)
   -- The record as of this event (the core may already be further along).
   rec.state, rec.prev = ev.state, ev.prev
-  H.fire("ProctorStateChanged", rec)
+  if listen then
+    H.fire("ProctorStateChanged", rec)
+  else
+    M.event = rec
+  end
   if terminal then
     if w and w.cbs.on_exit then H.call(w.cbs.on_exit, "on_exit", id, w.exec, rec) end
     H.watch[id] = nil
@@ -658,6 +671,15 @@ function H.on_event(ev)
       H.ended[#H.ended + 1] = rec
     end
   end
+end
+
+-- Does the end of `id` (watched as `w`) need the whole record?
+function H.wants_end(id, w)
+  if w and w.cbs.on_exit then return true end
+  if vim.fn.exists("#User#ProctorExit") == 1 then return true end
+  local own = H.quiet[id]
+  if own == false then return false end
+  return (type(own) == "string" and own or require("proctor.config").get().notify) ~= "never"
 end
 
 function H.call(fn, what, id, ...)

@@ -396,4 +396,103 @@ return function(test, T, H)
     T.match(H.notes[1].msg, "\n  … and 15 more: :Proctor list$")
     p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
   end)
+  -- run() returns at once: nothing in it waits for the engine thread (eng:get,
+  -- eng:read and eng:list are calls that do); the consoles of runs started in
+  -- one loop are made on later ticks, and every byte still reaches them.
+  test(
+    "fan-out: run() in a loop waits for no engine answer; ids in order; consoles get every byte",
+    function()
+      local p = require("proctor")
+      local console = require("proctor.console")
+      local eng = require("proctor.engine").get()
+      local prev = api.nvim_get_current_buf() -- the consoles shown here leave the window as it was
+      T.defer(function() pcall(api.nvim_win_set_buf, 0, prev) end)
+      local methods = getmetatable(eng).__index
+      local calls, saved = {}, {}
+      for _, m in ipairs({ "get", "read", "list" }) do
+        saved[m] = methods[m]
+        methods[m] = function(...)
+          calls[#calls + 1] = m
+          return saved[m](...)
+        end
+      end
+      local exs = {}
+      local ok, err = pcall(function()
+        for i = 1, 100 do
+          exs[i] = p.run({
+            cmd = { "printf", "line-%s\\n", tostring(i) },
+            open = { open = "none" },
+            notify = false,
+          })
+        end
+      end)
+      for m, f in pairs(saved) do
+        methods[m] = f
+      end
+      T.ok(ok, tostring(err))
+      T.eq(table.concat(calls, ","), "", "calls that wait for the engine thread during the loop")
+      for i = 2, #exs do
+        T.ok(exs[i].id > exs[i - 1].id, "ids in order: " .. exs[i - 1].id .. ", " .. exs[i].id)
+      end
+      for i, ex in ipairs(exs) do
+        local rec = T.ok(ex:wait(30000))
+        T.eq(rec.state, "completed", "execution " .. i)
+      end
+      -- every console is made (on later ticks, or at once when asked for) and
+      -- renders its line when shown
+      H.wait(20000, function()
+        for _, ex in ipairs(exs) do
+          if not console._H.consoles[ex.id] then return false end
+        end
+        return true
+      end, "every console made")
+      for _, i in ipairs({ 1, 50, 100 }) do
+        local buf = p.open(exs[i].id, { open = "current" })
+        H.wait(10000, function()
+          for _, l in ipairs(H.lines(buf)) do
+            if l == "line-" .. i then return true end
+          end
+        end, "console " .. i .. " shows its line")
+      end
+      p.purge()
+    end
+  )
+
+  test("run(): a spawn error is the execution's end (failed, spawn_error, the message)", function()
+    local p = require("proctor")
+    local prev = api.nvim_get_current_buf()
+    T.defer(function() pcall(api.nvim_win_set_buf, 0, prev) end)
+    local states = {}
+    local ex = p.run({
+      cmd = { "/nonexistent/proctor-test-program" },
+      open = { open = "none" },
+      on_state = function(_, ev) states[#states + 1] = ev.state end,
+    })
+    T.ok(type(ex.id) == "number" and ex.id > 0, "an execution with its id at once")
+    local rec = T.ok(ex:wait(10000))
+    T.eq(rec.state, "failed")
+    T.eq(rec.reason, "spawn_error")
+    T.match(tostring(rec.error), "proctor%-test%-program")
+    T.eq(states[#states], "failed")
+    T.ok(not vim.tbl_contains(states, "running"), "never running: " .. table.concat(states, ","))
+    local buf = p.open(ex.id, { open = "current" })
+    H.wait(
+      10000,
+      function() return table.concat(H.lines(buf)):find("[proctor] failed: exec:", 1, true) ~= nil end,
+      "the console's final line"
+    )
+  end)
+
+  test("run() then cancel at once: canceled from queued or starting", function()
+    local p = require("proctor")
+    local exs = {}
+    for i = 1, 20 do
+      exs[i] = p.run({ cmd = { "sleep", "30" }, open = { open = "none" }, notify = false })
+      T.eq(exs[i]:cancel(), "canceling")
+    end
+    for i, ex in ipairs(exs) do
+      local rec = T.ok(ex:wait(20000))
+      T.eq(rec.state, "canceled", "execution " .. i)
+    end
+  end)
 end

@@ -88,6 +88,41 @@ return function(test, T, H)
     T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
   end)
 
+  -- Short lines in a flood: the render is bounded per tick by lines and time,
+  -- not only by bytes. The engine gets every byte; the console shows the tail.
+  for _, pty in ipairs({ false, true }) do
+    test(
+      "console: a flood of short lines (seq), "
+        .. (pty and "PTY" or "pipe")
+        .. ": nothing lost, tail shown",
+      function()
+        close_others()
+        local prev = vim.api.nvim_get_current_buf()
+        T.defer(function() pcall(vim.api.nvim_win_set_buf, 0, prev) end)
+
+        local n = 300000
+        local total = 0
+        for d = 1, 6 do -- bytes of `seq 1 n`: each number and its \n
+          local lo, hi = 10 ^ (d - 1), math.min(n, 10 ^ d - 1)
+          if lo <= n then total = total + (hi - lo + 1) * (d + 1) end
+        end
+        local ex = p.run({ cmd = "seq 1 " .. n, pty = pty, open = { open = "current" } })
+        local buf = vim.api.nvim_get_current_buf()
+        local rec = T.ok(ex:wait(60000))
+        T.eq(rec.state, "completed")
+        local stream = pty and "pty" or "stdout"
+        -- a PTY turns each \n into \r\n
+        T.eq(rec.bytes[stream], pty and total + n or total, "bytes the engine got")
+        H.wait(30000, function()
+          local l = body(buf)
+          for i = #l, math.max(1, #l - 5), -1 do
+            if l[i] == tostring(n) then return true end
+          end
+        end, "the last number shown")
+      end
+    )
+  end
+
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()
     local console = require("proctor.console")

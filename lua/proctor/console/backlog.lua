@@ -101,16 +101,22 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 
 --- Take what the terminal gets next: a line reporting skipped bytes (when
 --- any; `note(skipped)` makes its text), then at most `budget` bytes of the
---- backlog. With `crlf` a \n becomes \r\n (pipes: the terminal needs both).
---- Returns the text and the bytes of the backlog it used.
+--- backlog and, when `max_lines` is given, at most that many lines (a
+--- terminal's cost is per line as much as per byte: 16 KiB of `seq` is 2,300
+--- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
+--- needs both). Returns the text, the bytes of the backlog it used and (with
+--- `max_lines`) the lines in it.
 ---@param budget integer
 ---@param crlf boolean
 ---@param note fun(skipped: integer): string
----@return string text, integer taken
-function B:take(budget, crlf, note)
+---@param max_lines integer|nil
+---@return string text, integer taken, integer|nil lines
+function B:take(budget, crlf, note, max_lines)
   local parts = {}
+  local note_len = 0
   if self.skipped > 0 then
     parts[1] = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
+    note_len = #parts[1]
     self.skipped = 0
   end
   local taken, chunks, k = 0, self.chunks, 1
@@ -134,11 +140,28 @@ function B:take(budget, crlf, note)
     end
     self.chunks = rest
   end
-  self.n = self.n - taken
   local text = table.concat(parts)
+  local n
+  if max_lines then
+    -- cut after the max_lines-th line end of the backlog's bytes (the note excluded)
+    local pos = note_len
+    n = 0
+    while n < max_lines do
+      pos = text:find("\n", pos + 1, true)
+      if not pos then break end
+      n = n + 1
+    end
+    if pos and pos < #text then
+      local back = text:sub(pos + 1)
+      table.insert(self.chunks, 1, back)
+      taken = taken - #back
+      text = text:sub(1, pos)
+    end
+  end
+  self.n = self.n - taken
   if crlf then text = text:gsub("\n", "\r\n") end
   self:sent(text)
-  return text, taken
+  return text, taken, n
 end
 
 --- Note that `text` went to the terminal (typed echo too): where a line starts.

@@ -75,6 +75,23 @@ H.settle_timer = nil
 H.settling = false
 H.waiting = {} -- ids of held consoles with something to render
 H.hooked = false
+H.pending = {} ---@type table<integer, table> runs' consoles not made yet (see M.open_run)
+H.pending_order = {} -- their ids, oldest first
+H.making = false -- a tick that makes pending consoles is scheduled
+H.made = {} -- id -> true: a console buffer of this id was made in this Neovim
+H.bars_scheduled = false
+-- Time one tick may spend making the consoles of runs (ms); at least one is made per tick.
+H.MAKE_MS = 2
+-- Time one render tick may spend feeding terminals (ms); see H.render.
+H.RENDER_MS = 4
+-- Lines given to the terminals per H.PACE_MS. A terminal costs about 15 us of
+-- the main thread per line (libvterm at the send, and Neovim's 10 ms refresh
+-- copying each new line into the buffer): 300 lines are about 4.5 ms of each
+-- 10 ms, whatever the line length. A flood of short lines skips to the tail
+-- (backlog_limit) sooner instead of holding the editor.
+H.PACE_MS = 10
+H.LINES_PER_PACE = 300
+H.pace_start, H.pace_lines = 0, 0
 -- Longest wait for a resized terminal to refresh (Neovim refreshes 10 ms after a change).
 H.SETTLE_MS = 100
 
@@ -89,12 +106,14 @@ function M.open(id, opts)
   local eng, err = engine.get()
   if not eng then return nil, err end
   if type(id) ~= "number" then return nil, "EINVAL: execution id must be a number" end
-  local rec, msg = eng:get(id)
-  if not rec then return nil, msg end
-  H.hook()
   local made = opts.window and api.nvim_win_is_valid(opts.window.win) and opts.window or nil
   local c = H.consoles[id]
-  if not c or not api.nvim_buf_is_valid(c.buf) then
+  if H.pending[id] then
+    c = H.make(id, made and made.win)
+  elseif not c or not api.nvim_buf_is_valid(c.buf) then
+    local rec, msg = eng:get(id)
+    if not rec then return nil, msg end
+    H.hook()
     c = H.create(eng, rec, made and made.win)
   elseif made then
     made:cancel()
@@ -126,6 +145,37 @@ function M.open(id, opts)
   H.resize_all()
   if win and api.nvim_get_current_win() == win then H.start_insert(c) end
   return c.buf, win
+end
+
+--- The console of a run that just started (proctor.run{ open }), made without
+--- waiting for the engine thread: `rec` is what the host knows ({ id, label,
+--- pty }), and every byte is still to come, so nothing is read back from the
+--- ring buffer. Shown in a window (`opts.window`, or an `open` other than
+--- "none") it is made now; a hidden one is queued and made on a later tick, at
+--- most `H.MAKE_MS` of them per tick (100 runs in one loop return at once), its
+--- output kept meanwhile as a hidden console's is. M.get() and M.open() make a
+--- queued console at once.
+---@param rec {id: integer, label: string|nil, pty: boolean|nil}
+---@param opts proctor.OpenOpts
+---@return integer|nil buf, integer|string|nil win_or_err
+function M.open_run(rec, opts)
+  H.hook()
+  local c = {
+    id = rec.id,
+    pty = rec.pty,
+    label = rec.label,
+    backlog = Backlog.new(),
+    parked = true,
+  }
+  for _, s in ipairs(rec.pty and { "pty" } or { "stdout", "stderr" }) do
+    c.backlog:start(s, 0)
+  end
+  H.pending[rec.id] = c
+  local how = opts.open or require("proctor.config").get().console.open
+  if how ~= "none" or opts.window then return M.open(rec.id, opts) end
+  H.pending_order[#H.pending_order + 1] = rec.id
+  H.schedule_make()
+  return nil, nil
 end
 
 --- The execution whose console was opened last (what :Proctor toggle shows).
@@ -183,7 +233,10 @@ function M.window(opts) return window.placeholder(opts) end
 
 --- The console of `id`, if one exists.
 ---@return proctor.Console|nil
-function M.get(id) return H.consoles[id] end
+function M.get(id)
+  if H.pending[id] then return H.make(id) end
+  return H.consoles[id]
+end
 
 --- The execution id of a console (or text view) buffer, or nil.
 ---@param buf integer|nil default: the current buffer
@@ -200,6 +253,7 @@ end
 --- Remove the console of `id` (its buffer is wiped).
 ---@param id integer
 function M.forget(id)
+  H.pending[id] = nil
   local c = H.consoles[id]
   if not c then return end
   H.consoles[id] = nil
@@ -210,7 +264,7 @@ end
 ---@param id integer
 ---@return boolean
 function M.idle(id)
-  local c = H.consoles[id]
+  local c = H.consoles[id] or H.pending[id]
   return not c or (not c.backlog:pending() and (not c.ended or c.final_done))
 end
 
@@ -272,7 +326,7 @@ end
 -- Create the buffer and terminal for `rec` and queue the replay of its ring
 -- buffer. The terminal takes its size from `win` (default: the current window).
 -- Consoles are not listed (:ls and :bnext stay clean) and have filetype "proctor".
-function H.create(eng, rec, win)
+function H.create(eng, rec, win, stub)
   local id = rec.id
   local old = H.consoles[id]
   if old then M.forget(id) end
@@ -280,7 +334,7 @@ function H.create(eng, rec, win)
   local name = "proctor://" .. id
   if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
   -- a buffer left by an earlier console of this id (its terminal closed): wiped
-  for _, b in ipairs(api.nvim_list_bufs()) do
+  for _, b in ipairs(H.made[id] and api.nvim_list_bufs() or {}) do
     if
       b ~= buf
       and vim.b[b].proctor_id == id
@@ -293,13 +347,15 @@ function H.create(eng, rec, win)
   if not pcall(api.nvim_buf_set_name, buf, name) then
     pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf)
   end
+  H.made[id] = true
   local c = {
     id = id,
     buf = buf,
     pty = rec.pty,
-    backlog = Backlog.new(),
+    backlog = stub and stub.backlog or Backlog.new(),
     final_done = false,
     editor = editor.new(),
+    ended = stub and stub.ended,
   }
   win = win or api.nvim_get_current_win()
   api.nvim_win_call(win, function()
@@ -336,6 +392,11 @@ function H.create(eng, rec, win)
       end
     end,
   })
+  if stub then -- a run's console: its backlog holds every byte so far
+    H.mark(c)
+    H.ensure_ticker()
+    return c
+  end
   -- Replay the ring buffer: at most backlog_limit bytes per stream, the tail.
   local cfg = require("proctor.config").get().console
   local streams = rec.pty and { "pty" } or { "stdout", "stderr" }
@@ -386,6 +447,7 @@ function H.enqueue(c, data)
 end
 
 function H.mark(c)
+  if not c.buf then return end -- a run's console not made yet (H.pending)
   if not H.is_dirty[c.id] then
     H.is_dirty[c.id] = true
     H.dirty[#H.dirty + 1] = c.id
@@ -403,6 +465,20 @@ end
 function H.render()
   H.render_scheduled = false
   local budget = require("proctor.config").get().console.bytes_per_tick
+  -- Lines are bounded per terminal refresh (H.PACE_MS) and the tick by time:
+  -- a flood of short lines costs the terminal per line, not per byte.
+  local t0 = uv.hrtime()
+  local now = t0 / 1e6
+  if now - H.pace_start >= H.PACE_MS then
+    H.pace_start, H.pace_lines = now, 0
+  end
+  if H.pace_lines >= H.LINES_PER_PACE then
+    H.render_scheduled = true
+    if not H.timer then H.timer = uv.new_timer() end
+    local wait = math.max(1, math.ceil(H.pace_start + H.PACE_MS - now))
+    H.timer:start(wait, 0, function() vim.schedule(H.render) end)
+    return
+  end
   local list = H.dirty
   local again, rest = {}, {}
   local i = 1
@@ -421,8 +497,11 @@ function H.render()
     elseif wins and H.held(c, wins) then
       H.settle(id) -- the terminal is being resized: its refresh first (see the header)
     elseif wins then
-      if budget > 0 then
-        budget = budget - H.render_one(c, budget)
+      local late = (uv.hrtime() - t0) / 1e6 >= H.RENDER_MS
+      if budget > 0 and H.pace_lines < H.LINES_PER_PACE and not late then
+        local taken, lines = H.render_one(c, budget, H.LINES_PER_PACE - H.pace_lines)
+        budget = budget - taken
+        H.pace_lines = H.pace_lines + (lines or 0)
         if c.backlog:pending() or (c.ended and not c.final_done) then again[#again + 1] = id end
       else
         rest[#rest + 1] = id
@@ -503,13 +582,18 @@ function H.skip_note(id)
   end
 end
 
--- Render up to `budget` bytes of `c`; returns the bytes taken from the backlog.
-function H.render_one(c, budget)
-  local data, taken = c.backlog:take(budget, not c.pty, H.skip_note(c.id))
+-- Render up to `budget` bytes and `max_lines` lines of `c`; returns the bytes
+-- taken from the backlog and the lines sent.
+function H.render_one(c, budget, max_lines)
+  local data, taken, lines = c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines)
   local final = false
   if c.backlog.n == 0 and c.ended and not c.final_done then
     c.final_done = true
     final = true
+    if c.ended.type == "state" then -- the event: the record has the duration
+      local eng = engine.current()
+      c.ended = (eng and eng:get(c.id)) or c.ended
+    end
     if require("proctor.config").get().console.final_line then
       local color = c.ended.state == "completed" and "32"
         or (c.ended.state == "failed" and "31" or "33")
@@ -525,7 +609,7 @@ function H.render_one(c, budget)
   if final and api.nvim_get_current_buf() == c.buf and api.nvim_get_mode().mode == "t" then
     vim.cmd("stopinsert")
   end
-  return taken
+  return taken, lines
 end
 
 function H.send(c, data)
@@ -535,17 +619,26 @@ end
 
 function H.on_event(ev)
   local c = H.consoles[ev.id]
+  local stub = not c and H.pending[ev.id]
+  if stub then
+    if ev.type == "output" then
+      local data = stub.backlog:accept(ev.stream, ev.data, ev.offset)
+      if data then H.enqueue(stub, data) end
+    elseif engine.TERMINAL[ev.state] then
+      stub.ended = ev
+    end
+    return
+  end
   if not c then return end
   if ev.type == "output" then
     local data = c.backlog:accept(ev.stream, ev.data, ev.offset)
     if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
-    local eng = engine.current()
-    c.ended = (eng and eng:get(ev.id)) or ev
+    c.ended = ev -- the whole record is read when the final line is rendered
     H.mark(c)
-    H.redraw_bars()
+    H.schedule_bars()
   else
-    H.redraw_bars()
+    H.schedule_bars()
   end
 end
 
@@ -623,6 +716,59 @@ function H.before_command(line)
       pcall(vim.fn.chanclose, c.chan)
     end
   end
+end
+
+-- Make the queued console of run `id` (M.open_run) now, its terminal sized
+-- from `win` (default: the current window).
+function H.make(id, win)
+  local stub = H.pending[id]
+  H.pending[id] = nil
+  local eng = engine.current()
+  if not stub or not eng then return H.consoles[id] end
+  local c = H.create(eng, stub, win, stub)
+  c.parked = not win
+  return c
+end
+
+function H.schedule_make()
+  if H.making then return end
+  H.making = true
+  vim.schedule(H.make_some)
+end
+
+-- One tick of making queued consoles: for at most H.MAKE_MS (at least one).
+function H.make_some()
+  H.making = false
+  local t0 = uv.hrtime()
+  local order, i = H.pending_order, 1
+  while i <= #order do
+    local id = order[i]
+    i = i + 1
+    if H.pending[id] then
+      H.make(id)
+      if (uv.hrtime() - t0) / 1e6 >= H.MAKE_MS then break end
+    end
+  end
+  local rest = {}
+  for k = i, #order do
+    if H.pending[order[k]] then rest[#rest + 1] = order[k] end
+  end
+  H.pending_order = rest
+  if #rest > 0 then
+    H.making = true
+    if not H.make_timer then H.make_timer = uv.new_timer() end
+    H.make_timer:start(0, 0, function() vim.schedule(H.make_some) end)
+  end
+end
+
+-- Redraw the bars once this tick's events are handled (not once per event).
+function H.schedule_bars()
+  if H.bars_scheduled then return end
+  H.bars_scheduled = true
+  vim.schedule(function()
+    H.bars_scheduled = false
+    H.redraw_bars()
+  end)
 end
 
 function H.redraw_bars()

@@ -1,0 +1,178 @@
+-- bench/nvim/peers.lua — workload 10: proctor beside the plugins a user would
+-- pick instead, each through its own user path (never a re-implementation).
+--
+--   BENCH_WORKLOAD  fanout | seq | cr | big
+--   BENCH_VARIANT   proctor | proctor_pty | toggleterm | overseer | terminal
+--   BENCH_PEERS     the directory holding overseer.nvim/ and toggleterm.nvim/
+--                   (PROCTOR_BENCH_PEERS of bench/run)
+--   BENCH_N         fanout: runs started in one loop (100)
+--   BENCH_BYTES     big: bytes of 80-byte lines (100 MiB)
+--
+-- fanout  N short runs (`seq 1 200`) started in one Lua loop, each with a
+--         console/terminal buffer not shown: loop_ms is the time the loop held
+--         the main thread; the 10 ms timer probe runs until every one exited.
+-- seq     `seq 1 3000000` shown in the current window.
+-- cr      200,000 `\r` updates (awk) shown in the current window.
+-- big     `flood` BYTES shown in the current window.
+-- The shown ones are done when the exit is seen and the buffer shows the final
+-- value (the last number, the last line) within 10 s of it ("final shown").
+--   proctor      require("proctor").run{ open = ... } (a pipe; `big`, `seq`)
+--   proctor_pty  the same with pty = true
+--   toggleterm   require("toggleterm.terminal").Terminal:new{ cmd }:open()/spawn()
+--   overseer     require("overseer").new_task{ cmd }:start(), its buffer shown
+--   terminal     :terminal (termopen in a new buffer)
+
+local lib = dofile(os.getenv("BENCH_ROOT") .. "/bench/lib.lua")
+local api = vim.api
+
+local WORKLOAD = lib.param("BENCH_WORKLOAD", "seq")
+local VARIANT = lib.param("BENCH_VARIANT", "proctor")
+local PEERS = os.getenv("BENCH_PEERS") or ""
+local N = lib.param("BENCH_N", 100, true)
+local BYTES = lib.param("BENCH_BYTES", 100 * 2 ^ 20, true)
+
+local CMD, FINAL
+if WORKLOAD == "seq" then
+  CMD, FINAL = "seq 1 3000000", "3000000"
+elseif WORKLOAD == "cr" then
+  CMD = 'awk \'BEGIN { for (i = 1; i <= 200000; i++) printf "\\r%d", i; print "" }\''
+  FINAL = "200000"
+elseif WORKLOAD == "big" then
+  local lines = math.floor(BYTES / 80)
+  CMD = lib.bin("flood") .. " " .. tostring(lines * 80)
+  FINAL = string.format("%010d", lines - 1) .. string.rep(".", 69)
+else
+  CMD = "seq 1 200"
+  FINAL = "200"
+end
+
+local function peer(name)
+  local dir = PEERS .. "/" .. name
+  if PEERS == "" or vim.fn.isdirectory(dir) == 0 then return false end
+  vim.opt.runtimepath:prepend(dir)
+  return true
+end
+
+local function shows_final(buf)
+  if not api.nvim_buf_is_valid(buf) then return false end
+  for _, l in ipairs(api.nvim_buf_get_lines(buf, -200, -1, false)) do
+    if vim.trim(l) == FINAL then return true end
+  end
+  return false
+end
+
+-- Start one run of CMD; shown: in the current window. Calls exited() once.
+-- Returns a function giving its buffer (nil until there is one).
+local starters = {}
+
+function starters.proctor(shown, exited, pty)
+  local p = require("proctor")
+  local ex = p.run({
+    cmd = CMD,
+    pty = pty or nil,
+    notify = false,
+    open = { open = shown and "current" or "none" },
+    on_exit = function() exited() end,
+  })
+  return function()
+    local c = require("proctor.console")._H.consoles[ex.id]
+    return c and c.buf
+  end
+end
+
+function starters.proctor_pty(shown, exited) return starters.proctor(shown, exited, true) end
+
+function starters.toggleterm(shown, exited)
+  local Terminal = require("toggleterm.terminal").Terminal
+  local t = Terminal:new({
+    cmd = CMD,
+    hidden = true,
+    close_on_exit = false,
+    direction = "tab",
+    on_exit = function() exited() end,
+  })
+  if shown then
+    t:open()
+  else
+    t:spawn()
+  end
+  return function() return t.bufnr end
+end
+
+function starters.overseer(shown, exited)
+  local task = require("overseer").new_task({ cmd = CMD, components = { "default" } })
+  task:subscribe("on_complete", function()
+    exited()
+    return true
+  end)
+  task:start()
+  local buf = task:get_bufnr()
+  if shown and buf then api.nvim_win_set_buf(0, buf) end
+  return function() return task:get_bufnr() end
+end
+
+function starters.terminal(shown, exited)
+  local buf = api.nvim_create_buf(true, false)
+  local function go()
+    vim.fn.termopen(CMD, { on_exit = function() exited() end })
+  end
+  if shown then
+    api.nvim_win_set_buf(0, buf)
+    go()
+  else
+    api.nvim_buf_call(buf, go)
+  end
+  return function() return buf end
+end
+
+lib.nvim_main(function(finish)
+  if VARIANT == "toggleterm" then
+    if not peer("toggleterm.nvim") then return finish({ error = "absent: toggleterm.nvim" }) end
+    require("toggleterm").setup({})
+  elseif VARIANT == "overseer" then
+    if vim.fn.has("nvim-0.11") == 0 then return finish({ error = "overseer needs Neovim 0.11" }) end
+    if not peer("overseer.nvim") then return finish({ error = "absent: overseer.nvim" }) end
+    require("overseer").setup({})
+  elseif VARIANT:find("^proctor") then
+    require("proctor").setup({ notify = "never" })
+    require("proctor.engine").get() -- the engine starts before the clock
+    require("proctor.console") -- and its modules are loaded, as the peers' are by setup()
+  end
+  local start = starters[VARIANT]
+  local probe = lib.probe()
+  local t0 = lib.now_ms()
+  if WORKLOAD == "fanout" then
+    local left = N
+    local function exited() left = left - 1 end
+    for _ = 1, N do
+      start(false, exited)
+    end
+    local loop_ms = lib.now_ms() - t0
+    lib.wait_until(5, 120000, function()
+      if left > 0 then return false end
+      local p = probe.stop()
+      finish({ loop_ms = loop_ms, wall_ms = lib.now_ms() - t0, timer = p.timer, sched = p.sched })
+      return true
+    end, function() finish({ error = "not every run exited" }) end)
+    return
+  end
+  local ended
+  local buf_of = start(true, function() ended = ended or lib.now_ms() end)
+  lib.wait_until(5, 180000, function()
+    if not ended then return false end
+    local buf = buf_of()
+    local shown = buf and shows_final(buf)
+    if not shown and lib.now_ms() - ended < 10000 then return false end
+    local wall = lib.now_ms() - t0
+    local p = probe.stop()
+    finish({
+      wall_ms = wall,
+      exit_ms = ended - t0,
+      timer = p.timer,
+      sched = p.sched,
+      final_shown = shown and true or false,
+      lost = not shown,
+    })
+    return true
+  end, function() finish({ error = "no exit within 180 s" }) end)
+end)
