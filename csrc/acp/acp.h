@@ -32,14 +32,14 @@
 
 #define AC_VERSION "0.1.0"
 /* Bounds (doc/proctor.txt, *proctor-limits*). */
-#define AC_LINE_MAX (64u << 20)    /* bytes of one message, either way; longer: dropped */
-#define AC_QUEUE_HIGH (8u << 20)   /* bytes queued toward one side: stop reading the other */
-#define AC_PENDING_MAX 4096        /* requests in flight, each way */
-#define AC_OPS_MAX 1024            /* terminal requests in progress */
-#define AC_TERMS_MAX 4096          /* terminals remembered (live and released) */
+#define AC_LINE_MAX (64u << 20)      /* bytes of one message, either way; longer: dropped */
+#define AC_QUEUE_HIGH (8u << 20)     /* bytes queued toward one side: stop reading the other */
+#define AC_PENDING_MAX 4096          /* requests in flight, each way */
+#define AC_OPS_MAX 1024              /* terminal requests in progress */
+#define AC_TERMS_MAX 4096            /* terminals remembered (live and released) */
 #define AC_OUTPUT_DEFAULT (1u << 20) /* outputByteLimit when the agent gives none */
-#define AC_WINDOW_MAX (4u << 20)   /* most pty bytes one terminal/output reads */
-#define AC_AGENT_EXIT_MS 3000      /* after its stdin closed: the agent's time to exit */
+#define AC_WINDOW_MAX (4u << 20)     /* most pty bytes one terminal/output reads */
+#define AC_AGENT_EXIT_MS 3000        /* after its stdin closed: the agent's time to exit */
 
 /* JSON-RPC error codes. */
 #define AC_E_INVALID_PARAMS -32602
@@ -96,6 +96,8 @@ void ac_from_agent(const char *line, size_t len);
 void ac_relay_gone(int gone, const char *why);
 /* 1 once the client's initialize said it has no terminals (we serve them). */
 int ac_serving(void);
+/* --always: serve the agent's terminals even when the client has its own. */
+void ac_relay_always(void);
 /* The working directory of ACP session `sid` (session/new, session/load), or NULL. */
 const char *ac_session_cwd(const char *sid);
 /* Answer a request of side `to` (id copied): a result (consumed) or an error. */

@@ -120,9 +120,9 @@ static ssize_t write_some(ac_out_t *out, const char *p, size_t n) {
   if (out->kind == 0) {
     struct stat st;
     out->kind = fstat(out->fd, &st) != 0 ? 3
-                : S_ISSOCK(st.st_mode)    ? 1
-                : S_ISFIFO(st.st_mode)    ? 2
-                                          : 3;
+                : S_ISSOCK(st.st_mode)   ? 1
+                : S_ISFIFO(st.st_mode)   ? 2
+                                         : 3;
   }
   if (out->kind == 1) return send(out->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (out->kind == 2) {

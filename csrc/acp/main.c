@@ -3,7 +3,7 @@
  *
  * Thread: main (the only one, besides the embedded engine's own).
  *
- *   proctor-acp [--socket PATH | --embedded] [--] AGENT ARGS...
+ *   proctor-acp [--socket PATH | --embedded] [--always] [--] AGENT ARGS...
  *
  * Lifecycle: the agent starts as our child, in its own process group, its
  * stdin and stdout pipes to us, its stderr ours. Lines are relayed both ways
@@ -39,17 +39,19 @@ static pid_t agent = -1;
 static int agent_status = -1; /* waitpid status once reaped */
 
 static void usage(FILE *f) {
-  fputs("usage: proctor-acp [options] [--] AGENT [ARGS...]\n"
-        "An ACP proxy: runs AGENT (an ACP agent on stdio), relays every message between it and\n"
-        "the ACP client, and serves the agent's terminals as proctor executions when the client\n"
-        "has none (shown in the running editor's console).\n"
-        "  --socket PATH   use this proctor socket (default: $PROCTOR_SOCKET, else the running\n"
-        "                  editor's socket, else a private embedded engine)\n"
-        "  --embedded      never use an editor's socket: run a private engine\n"
-        "  --shepherd PATH embedded: the proctor-shepherd to use (default: next to proctor-acp)\n"
-        "  --version, --help\n"
-        "See :help proctor-acp-proxy.\n",
-        f);
+  fputs(
+      "usage: proctor-acp [options] [--] AGENT [ARGS...]\n"
+      "An ACP proxy: runs AGENT (an ACP agent on stdio), relays every message between it and\n"
+      "the ACP client, and serves the agent's terminals as proctor executions when the client\n"
+      "has none (shown in the running editor's console).\n"
+      "  --socket PATH   use this proctor socket (default: $PROCTOR_SOCKET, else the running\n"
+      "                  editor's socket, else a private embedded engine)\n"
+      "  --embedded      never use an editor's socket: run a private engine\n"
+      "  --always        serve the agent's terminals even when the client has its own\n"
+      "  --shepherd PATH embedded: the proctor-shepherd to use (default: next to proctor-acp)\n"
+      "  --version, --help\n"
+      "See :help proctor-acp-proxy.\n",
+      f);
 }
 
 static int parse_args(int argc, char **argv) {
@@ -69,6 +71,8 @@ static int parse_args(int argc, char **argv) {
       exit(0);
     } else if (strcmp(a, "--embedded") == 0) {
       mc_opts.embedded = 1;
+    } else if (strcmp(a, "--always") == 0) {
+      ac_relay_always();
     } else if ((strcmp(a, "--socket") == 0 || strcmp(a, "--shepherd") == 0) && i + 1 < argc) {
       if (a[2] == 's' && a[3] == 'o') mc_opts.socket = argv[++i];
       else mc_opts.shepherd = argv[++i];
@@ -175,7 +179,8 @@ int main(int argc, char **argv) {
   uint64_t agent_gone_at = 0, client_gone_at = 0;
   while (!agent_gone || (ac_out_queued(&ac_to[AC_CLIENT]) && !ac_to[AC_CLIENT].closed &&
                          mc_now_ms() - agent_gone_at < 1000)) {
-    if (!client_gone && (ac_from[AC_CLIENT].eof || mc_stop_requested() || ac_to[AC_CLIENT].closed)) {
+    if (!client_gone &&
+        (ac_from[AC_CLIENT].eof || mc_stop_requested() || ac_to[AC_CLIENT].closed)) {
       client_gone = 1;
       ac_relay_gone(AC_CLIENT, "proctor-acp: the client exited");
     }
@@ -248,8 +253,8 @@ int main(int argc, char **argv) {
   }
   if (ac_to[AC_AGENT].fd >= 0) close(ac_to[AC_AGENT].fd);
   reap(AC_AGENT_EXIT_MS);
-  mc_rpc_close();       /* the engine cancels the agent's terminals (kill_on_disconnect) */
-  mc_embedded_stop();   /* embedded: cancels everything and waits */
+  mc_rpc_close();     /* the engine cancels the agent's terminals (kill_on_disconnect) */
+  mc_embedded_stop(); /* embedded: cancels everything and waits */
   ac_term_free();
   ac_relay_free();
   for (int s = 0; s < 2; s++) {

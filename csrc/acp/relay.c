@@ -11,7 +11,8 @@
  *   - in the agent's session/update notifications, each {type:"terminal"}
  *     block becomes a text block ("running in proctor #12: make test"), as the
  *     client could not show it.
- * A client that advertised terminals gets everything untouched (we serve none).
+ * A client that advertised terminals gets everything untouched (we serve none),
+ * unless --always (ac_relay_always) says to serve them anyway.
  *
  * Every request gets exactly one answer: the requests each side sent and the
  * other has not answered are remembered (by id, at most AC_PENDING_MAX each
@@ -41,10 +42,13 @@ static pend_t *pending[2]; /* [s]: requests side s sent, not answered yet */
 static size_t npending[2];
 static sess_t *sessions;
 static size_t nsessions;
-static int serving; /* the client has no terminals: we serve them */
+static int serving;  /* the client has no terminals: we serve them */
 static int ended[2]; /* [s]: side s ended (its new requests are answered here, at once) */
 
+static int always; /* --always: serve terminals whatever the client has */
+
 int ac_serving(void) { return serving; }
+void ac_relay_always(void) { always = 1; }
 
 /* ---- answers ------------------------------------------------------------------------------------ */
 
@@ -176,12 +180,13 @@ static void on_initialize(cJSON *m, cJSON *params) {
     cJSON_DeleteItemFromObjectCaseSensitive(params, "clientCapabilities");
     caps = cJSON_AddObjectToObject(params, "clientCapabilities");
   }
-  serving = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(caps, "terminal"));
+  int has = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(caps, "terminal"));
+  serving = always || !has;
   if (serving) {
     cJSON_DeleteItemFromObjectCaseSensitive(caps, "terminal");
     cJSON_AddTrueToObject(caps, "terminal");
   }
-  mc_log("the client %s terminals: %s", serving ? "has no" : "has its own",
+  mc_log("the client %s terminals: %s", has ? "has its own" : "has no",
          serving ? "proctor serves the agent's" : "passing everything through");
   (void)m;
 }
@@ -289,8 +294,8 @@ void ac_from_agent(const char *line, size_t len) {
     if (serving && strcmp(method->valuestring, "session/update") == 0) {
       cJSON *params = cJSON_GetObjectItemCaseSensitive(m, "params");
       const char *sid = get_str(params, "sessionId");
-      changed = terminals_as_text(cJSON_GetObjectItemCaseSensitive(params, "update"),
-                                  sid ? sid : "") > 0;
+      changed =
+          terminals_as_text(cJSON_GetObjectItemCaseSensitive(params, "update"), sid ? sid : "") > 0;
     }
   } else if (id) { /* the agent's answer to a request of the client */
     pend_t *p = pend_take(AC_CLIENT, id);

@@ -33,11 +33,11 @@
 char ac_owner[MC_NAME_MAX + 1] = "proctor-acp";
 
 typedef struct term {
-  char *sid;      /* the ACP session */
-  uint64_t id;    /* the execution (terminalId) */
-  char *text;     /* the command, for ac_term_text */
-  size_t limit;   /* outputByteLimit */
-  int released;   /* terminal/release came: the id answers "released" */
+  char *sid;    /* the ACP session */
+  uint64_t id;  /* the execution (terminalId) */
+  char *text;   /* the command, for ac_term_text */
+  size_t limit; /* outputByteLimit */
+  int released; /* terminal/release came: the id answers "released" */
   struct term *next;
 } term_t;
 
@@ -50,8 +50,8 @@ typedef struct op {
   char *sid;     /* create: the session; else that of the terminal */
   uint64_t id;   /* the execution */
   size_t limit;
-  char *text;    /* create: the command */
-  cJSON *rec;    /* output: the record (owned) */
+  char *text; /* create: the command */
+  cJSON *rec; /* output: the record (owned) */
   uint64_t window;
   struct op *next;
 } op_t;
@@ -152,7 +152,9 @@ static int rpc(op_t *o, const char *method, cJSON *params, mc_rpc_cb cb) {
   if (rc == 0) return 0;
   char buf[512];
   snprintf(buf, sizeof(buf), "proctor is not reachable: %s",
-           rc == -2 ? mc_rpc_refused() : mc_rpc_lost()[0] ? mc_rpc_lost() : "not connected");
+           rc == -2           ? mc_rpc_refused()
+           : mc_rpc_lost()[0] ? mc_rpc_lost()
+                              : "not connected");
   op_fail(o, AC_E_INTERNAL, buf);
   return -1;
 }
@@ -512,8 +514,7 @@ void ac_term_request(const char *method, const cJSON *id, const cJSON *params) {
   if (t == NULL || t->released) {
     char m[400];
     if (t) snprintf(m, sizeof(m), "terminal %.100s was released", tj->valuestring);
-    else
-      snprintf(m, sizeof(m), "no terminal %.100s in session %.200s", tj->valuestring, sid);
+    else snprintf(m, sizeof(m), "no terminal %.100s in session %.200s", tj->valuestring, sid);
     cJSON *data = cJSON_CreateObject();
     cJSON_AddStringToObject(data, "sessionId", sid);
     cJSON_AddStringToObject(data, "terminalId", tj->valuestring);

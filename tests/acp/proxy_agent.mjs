@@ -174,10 +174,10 @@ const scenarios = {
   },
 
   async flood({ client, sessionId, req }) {
-    // 20,000 updates of 1 KiB toward the client, and 200 terminal requests at once
+    // 10,000 updates of 1 KiB toward the client, and 200 terminal requests at once
     const text = "x".repeat(1000);
     const sends = [];
-    for (let i = 0; i < 20000; i++)
+    for (let i = 0; i < 10000; i++)
       sends.push(client.notify("session/update", { sessionId, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: `FLOOD${i} ${text}` } } }));
     const { terminalId } = await req("terminal/create", { command: "echo flood" });
     await req("terminal/wait_for_exit", { terminalId });

@@ -14,7 +14,7 @@
 // Prints "PASS <tier>/<name>" / "FAIL <tier>/<name>: why" ($ACP_TIER, default
 // acp-proxy); exits non-zero when anything failed.
 import * as acp from "@agentclientprotocol/sdk";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -61,10 +61,10 @@ async function t(name, fn, timeoutMs = 90000) {
 }
 
 // One proxy with the agent behind it, and this client connected to it.
-function start({ terminal = false } = {}) {
-  const child = spawn(PROXY, ["--embedded", "--", process.execPath, AGENT], {
+function start({ terminal = false, args = ["--embedded"], env = {} } = {}) {
+  const child = spawn(PROXY, [...args, "--", process.execPath, AGENT], {
     stdio: ["pipe", "pipe", "inherit"],
-    env: { ...process.env, ACP_TMP: tmp, TMPDIR: tmp },
+    env: { ...process.env, ACP_TMP: tmp, TMPDIR: tmp, ...env },
   });
   const s = { child, lines: {}, updates: [], answers: new Map(), dupes: [], termReqs: [], flood: 0 };
   s.exit = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
@@ -121,7 +121,11 @@ function start({ terminal = false } = {}) {
 }
 
 // ---- a client without terminals, an agent that needs them ----
-{
+const MAIN = ["initialize_passes_through", "needs_terminals", "create_output_wait_release", "env_cwd_pager",
+  "default_cwd_is_the_sessions", "exit_codes_and_signals", "kill_tree_no_survivors", "release_running", "output_byte_limit",
+  "bad_params", "terminal_block_as_text", "terminal_block_became_text", "ids_scoped_per_session", "flood_agent_side",
+  "message_flood_both_ways", "no_terminal_request_reached_the_client", "every_request_answered_once", "client_closes_proxy_exits_0"];
+if (!ONLY || MAIN.some((n) => n.includes(ONLY))) {
   const s = start();
   let A, B;
   await t("initialize_passes_through", async () => {
@@ -147,10 +151,10 @@ function start({ terminal = false } = {}) {
   await t("message_flood_both_ways", async () => {
     const before = s.flood;
     const prompt = s.scenario(A, "flood", "flood_agent_side");
-    const modes = await Promise.all(Array.from({ length: 3000 }, (_, i) => s.cx.request("session/set_mode", { sessionId: A, modeId: `m${i}` })));
+    const modes = await Promise.all(Array.from({ length: 2000 }, (_, i) => s.cx.request("session/set_mode", { sessionId: A, modeId: `m${i}` })));
     await prompt;
-    assert(modes.length === 3000 && modes.every((m) => m && typeof m === "object"), "3,000 requests toward the agent, each answered");
-    await until("20,000 updates", () => s.flood - before === 20000, 30000);
+    assert(modes.length === 2000 && modes.every((m) => m && typeof m === "object"), "2,000 requests toward the agent, each answered");
+    await until("10,000 updates", () => s.flood - before === 10000, 30000);
   });
   await t("no_terminal_request_reached_the_client", async () => {
     assert(s.termReqs.length === 0, `the client got ${s.termReqs.join(", ")}`);
@@ -196,15 +200,66 @@ await t("client_exits_mid_run", async () => {
 // ---- a client with terminals: everything passes through ----
 await t("client_with_terminals_gets_everything_untouched", async () => {
   const s = start({ terminal: true });
+  const T0 = Date.now(); const lap = (w) => process.env.ACP_DEBUG && console.log(`# ${w} +${Date.now() - T0} ms`);
   await s.init();
   const sid = await s.session();
+  lap("session");
   await s.prompt(sid, "terminal_block_as_text");
+  lap("prompt");
   assert(s.termReqs.includes("terminal/create"), "the agent's terminal/create reached the client");
   const call = s.updates.find((u) => u.update.sessionUpdate === "tool_call");
   const c = call && call.update.content;
   assert(c && c.length === 1 && c[0].type === "terminal" && c[0].terminalId === "client-1" && Object.keys(c[0]).length === 2, `untouched: ${JSON.stringify(call && call.update.content)}`);
   s.child.stdin.end();
   await s.exit;
+  lap("exit");
+});
+
+// ---- --always: even a client with terminals gets the agent's runs in proctor ----
+await t("always_serves_even_a_client_with_terminals", async () => {
+  const s = start({ terminal: true, args: ["--embedded", "--always"] });
+  await s.init();
+  const sid = await s.session();
+  await s.scenario(sid, "needs_terminals", "always_needs_terminals");
+  await s.prompt(sid, "terminal_block_as_text");
+  assert(s.termReqs.length === 0, `no terminal request reached the client: ${s.termReqs}`);
+  const c = s.updates.find((u) => u.update.sessionUpdate === "tool_call").update.content[0];
+  assert(c.type === "content" && /^running in proctor #\d+/.test(c.content.text), `as text: ${JSON.stringify(c)}`);
+  s.child.stdin.end();
+  await s.exit;
+});
+
+// ---- the editor's engine: found by discovery, the runs in its list, canceled when the client goes ----
+await t("editor_mode_runs_show_in_the_editor", async () => {
+  const NVIM = process.env.NVIM || "nvim";
+  const run = fs.mkdtempSync(path.join(tmp, "nvrun-"));
+  const listen = path.join(run, "nvim.sock");
+  const env = { ...process.env, XDG_RUNTIME_DIR: run, XDG_STATE_HOME: path.join(run, "state"), XDG_DATA_HOME: path.join(run, "data") };
+  delete env.PROCTOR_SOCKET;
+  const lua = `local e = require("proctor.engine"); assert(e.get()); vim.fn.writefile({ e.current():address() }, "${run}/address")`;
+  const nvim = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen, "-c", `set rtp^=${root}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
+  const expr = (e) => {
+    const r = spawnSync(NVIM, ["--server", listen, "--remote-expr", `luaeval("vim.fn.json_encode(${e.replace(/"/g, '\\"')})")`], { env, timeout: 20000 });
+    const out = (r.stdout.toString() + r.stderr.toString()).trim();
+    try { return JSON.parse(out); } catch { throw new Error(`--remote-expr answered: ${out}`); }
+  };
+  try {
+    await until("Neovim's proctor socket", () => fs.existsSync(path.join(run, "address")), 30000);
+    const s = start({ args: [], env });
+    await s.init();
+    const sid = await s.session();
+    await s.prompt(sid, "terminal_block_as_text");
+    const text = s.updates.find((u) => u.update.sessionUpdate === "tool_call").update.content[0].content.text;
+    const id = Number(/#(\d+)/.exec(text)[1]);
+    const list = () => expr(`vim.tbl_map(function(r) return { id = r.id, owner = r.owner, label = r.label, state = r.state } end, require('proctor').list())`);
+    const mine = list().find((x) => x.id === id);
+    assert(mine && mine.owner === "acp node" && mine.label === `acp ${sid}` && mine.state === "running", `in the editor's list: ${JSON.stringify(mine)}`);
+    s.child.stdin.end(); // the client goes: the editor cancels the agent's run
+    await s.exit;
+    await until("canceled in the editor", () => { const x = list().find((r) => r.id === id); return x && x.state === "canceled"; }, 20000);
+  } finally {
+    nvim.kill("SIGKILL");
+  }
 });
 
 fs.rmSync(tmp, { recursive: true, force: true });
