@@ -244,7 +244,7 @@ await t("editor_mode_runs_show_in_the_editor", async () => {
     try { return JSON.parse(out); } catch { throw new Error(`--remote-expr answered: ${out}`); }
   };
   try {
-    await until("Neovim's proctor socket", () => fs.existsSync(path.join(run, "address")), 30000);
+    await until("Neovim's proctor socket", () => fs.existsSync(path.join(run, "address")) && fs.readFileSync(path.join(run, "address"), "utf8").trim(), 30000);
     const s = start({ args: [], env });
     await s.init();
     const sid = await s.session();

@@ -532,7 +532,8 @@ function startNvim() {
 await test("socket_mode_executions_live_in_the_editor", async () => {
   const nv = startNvim();
   const addrFile = path.join(nv.run, "address");
-  await until("Neovim's proctor socket", () => fs.existsSync(addrFile), 30000);
+  // (writefile() is not atomic: wait for the address itself, not the file)
+  await until("Neovim's proctor socket", () => fs.existsSync(addrFile) && fs.readFileSync(addrFile, "utf8").trim(), 30000);
   const sock = fs.readFileSync(addrFile, "utf8").trim();
   eq(path.dirname(sock), path.join(nv.run, "proctor"), "the editor's socket is in XDG_RUNTIME_DIR/proctor");
   // The editor is the Neovim named by $NVIM (tests/run runs the tier on each).
