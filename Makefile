@@ -59,8 +59,8 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
-        lua/proctor/proctor-mcp
-all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp and the help tags
+        lua/proctor/proctor-mcp lua/proctor/proctor-acp
+all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
 
 setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
@@ -137,6 +137,31 @@ $(BUILD)/rock/proctor/proctor-mcp: $(MCP_BIN)
 	@mkdir -p $(dir $@)
 	cp -f $< $@.tmp && mv -f $@.tmp $@
 
+# --- proctor-acp: the ACP proxy (csrc/acp/), on proctor-mcp's RPC client ----------------
+# It runs the real agent, relays its messages and serves its terminals as
+# proctor executions; see :help proctor-acp-proxy. It shares csrc/mcp/'s RPC
+# client, discovery, embedded engine, loop timers and log, not its tools.
+ACP_SRC        = $(wildcard csrc/acp/*.c) csrc/mcp/rpc.c csrc/mcp/connect.c csrc/mcp/discover.c \
+                 csrc/mcp/embedded.c csrc/mcp/loop.c csrc/mcp/log.c
+ACP_HDRS       = $(wildcard csrc/acp/*.h) $(MCP_HDRS)
+ACP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(ACP_SRC) $(ENGINE_SRC))
+ACP_BIN        = $(BUILD)/proctor-acp
+
+$(BUILD)/mcp/obj/acp/%.o: csrc/acp/%.c $(HDRS) $(ACP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
+
+$(ACP_BIN): $(ACP_OBJ)
+	$(CC) -pthread -o $@.tmp $(ACP_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl -lm
+	mv -f $@.tmp $@
+
+lua/proctor/proctor-acp: $(ACP_BIN)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/rock/proctor/proctor-acp: $(ACP_BIN)
+	@mkdir -p $(dir $@)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
 # --- tests ---------------------------------------------------------------------------
 # -DPR_DEBUG: a bug the core survives in release builds (a refused state
 # transition) stops a test build at once, loudly.
@@ -204,6 +229,15 @@ TEST_BINS += $(MCP_ASAN)
 $(MCP_ASAN): $(MCP_SRC) $(MCP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(MCP_SRC) $(ENGINE_SRC) \
+	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
+	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
+
+# proctor-acp under ASan/UBSan, beside proctor-mcp's: the acp tier runs its proxy tests on it.
+ACP_ASAN = $(BUILD)/mcp-asan/proctor-acp
+TEST_BINS += $(ACP_ASAN)
+$(ACP_ASAN): $(ACP_SRC) $(ACP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(ACP_SRC) $(ENGINE_SRC) \
 	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
 	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
 
@@ -280,7 +314,7 @@ $(BUILD)/rock/obj/%.o: csrc/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE_CFLAGS) -I$(LUA_INCDIR) -c $< -o $@
 
-rock: $(ROCK_OBJ) $(SHEPHERD) $(BUILD)/rock/proctor/proctor-mcp ## build the core, the shepherd and proctor-mcp for luarocks
+rock: $(ROCK_OBJ) $(SHEPHERD) $(BUILD)/rock/proctor/proctor-mcp $(BUILD)/rock/proctor/proctor-acp ## build the core, the shepherd, proctor-mcp and proctor-acp for luarocks
 	@mkdir -p $(BUILD)/rock/proctor
 	$(CC) -shared -pthread -o $(BUILD)/rock/proctor/core.so $(ROCK_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 	cp -f $(SHEPHERD) $(BUILD)/rock/proctor/proctor-shepherd
@@ -294,8 +328,9 @@ install-rock: ## install what `make rock` built and every lua/proctor/**.lua int
 	install -m 0755 $(BUILD)/rock/proctor/core.so "$(INST_LIBDIR)/proctor/core.so"
 	install -m 0755 $(BUILD)/rock/proctor/proctor-shepherd "$(INST_LIBDIR)/proctor/proctor-shepherd"
 	install -m 0755 $(BUILD)/rock/proctor/proctor-mcp "$(INST_LIBDIR)/proctor/proctor-mcp"
+	install -m 0755 $(BUILD)/rock/proctor/proctor-acp "$(INST_LIBDIR)/proctor/proctor-acp"
 	cd lua && find proctor -name '*.lua' -type f | while read -r f; do \
 	  install -D -m 0644 "$$f" "$(INST_LUADIR)/$$f" || exit 1; done
 
 clean: ## remove build outputs
-	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-mcp doc/tags
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-mcp lua/proctor/proctor-acp doc/tags

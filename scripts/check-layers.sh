@@ -13,6 +13,7 @@
 #                 header, base/, include/
 #      lua/       include/ only (the binding uses the public API)
 #      mcp/       base/, include/ (a program on the public API and the leaves)
+#      acp/       mcp/, base/, include/ (proctor-acp, on proctor-mcp's RPC client)
 #      shepherd/  base/wire.h, base/idmap.h, base/buf.h, base/pidfd.h (a separate program)
 #      csrc/*.c   anything: the top level wires the layers together
 #      tests/     include/ (the public and the test header) and their own files
@@ -51,6 +52,7 @@ allowed() { # allowed <file> <included path>: 0 when the include is allowed
   store) [[ $inc == engine/events.h || $inc == base/* || $inc == include/* ]] ;;
   lua) [[ $inc == include/* ]] ;;
   mcp) [[ $inc == base/* || $inc == include/* ]] ;;
+  acp) [[ $inc == mcp/* || $inc == base/* || $inc == include/* ]] ;;
   shepherd) [[ $inc == base/wire.h || $inc == base/idmap.h || $inc == base/buf.h || $inc == base/pidfd.h ]] ;;
   *) return 1 ;; # a folder nobody placed yet
   esac

@@ -85,7 +85,20 @@ void mc_call_fail(call_t *c, const char *fmt, ...) {
   mc_call_free(c);
 }
 
+/* The first result of an embedded engine also says, in its text, that the user
+ * cannot see the run (the agent can tell them; a line on stderr reaches nobody). */
+static const char embedded_note[] =
+    "Note: proctor-mcp found no running editor's proctor socket and runs this in its own "
+    "embedded engine: the user cannot see this run in their editor. To run commands where the "
+    "user sees them, start proctor in Neovim before the agent (any :Proctor command starts its "
+    "socket) or name the socket with --socket or $PROCTOR_SOCKET (:help proctor-mcp-mode).";
+
 void mc_call_done(call_t *c, cJSON *sc) {
+  static int told; /* the embedded note was given */
+  const char *mode = mc_connect_mode();
+  int note = !told && strcmp(mode, "embedded") == 0;
+  if (cJSON_IsObject(sc) && !cJSON_GetObjectItemCaseSensitive(sc, "mode"))
+    cJSON_AddStringToObject(sc, "mode", mode);
   mc_mask_json(sc);
   char *text = cJSON_PrintUnformatted(sc);
   if (text == NULL) {
@@ -94,7 +107,15 @@ void mc_call_done(call_t *c, cJSON *sc) {
     return;
   }
   cJSON *res = cJSON_CreateObject();
-  cJSON_AddItemToObject(res, "content", text_content(text));
+  cJSON *content = text_content(text);
+  if (note) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "type", "text");
+    cJSON_AddStringToObject(t, "text", embedded_note);
+    cJSON_AddItemToArray(content, t);
+    told = 1;
+  }
+  cJSON_AddItemToObject(res, "content", content);
   cJSON_AddItemToObject(res, "structuredContent", sc);
   free(text);
   mc_respond(c->req_id, res);

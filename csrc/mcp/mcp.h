@@ -122,8 +122,15 @@ int mc_send_closed(void);
 void mc_respond(const cJSON *id, cJSON *result);
 /* Send an error response (`id` copied; NULL: id null). */
 void mc_respond_error(const cJSON *id, int code, const char *message);
-/* Log a line to stderr, prefixed "proctor-mcp: ". */
+/* ---- log.c ---------------------------------------------------------------------------------- */
+
+/* The program name log lines start with ("proctor-mcp"; proctor-acp sets its own). */
+extern const char *mc_log_name;
+/* Log a line to stderr, prefixed "<mc_log_name>: ". */
 void mc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- send.c (continued) ---------------------------------------------------------------------- */
+
 /* The client's name (clientInfo.name), or "mcp-client". */
 const char *mc_client_name(void);
 /* Keep `name` (initialize's clientInfo.name) as the client's name: at most
@@ -191,6 +198,15 @@ int mc_embedded_fd(void);
 void mc_embedded_drain(void);
 /* Cancel everything, wait (bounded), remove the directory. */
 void mc_embedded_stop(void);
+
+/* ---- connect.c: the connection, made on first use ------------------------------------------ */
+
+/* Connect to proctor unless connected: the socket of mc_opts.socket, else
+ * (mc_opts.discover) the running editor's one (mc_discover), else a private
+ * embedded engine; `name` goes to `hello`. Returns 0, or -1 with why in `err`. */
+int mc_connect(const char *name, char *err, size_t errlen);
+/* "embedded" when the connection goes to our own engine, else "editor". */
+const char *mc_connect_mode(void);
 
 /* ---- tools.c (the tool files share call.h) -------------------------------------------------- */
 

@@ -32,7 +32,10 @@
   "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"bytes written to stdout (pty: the "    \
   "terminal)\"},"                                                                                  \
   "\"stderr_bytes\":{\"type\":\"integer\"},"                                                       \
-  "\"stdin_open\":{\"type\":\"boolean\"}"
+  "\"stdin_open\":{\"type\":\"boolean\"},"                                                         \
+  "\"mode\":{\"type\":\"string\",\"enum\":[\"editor\",\"embedded\"],\"description\":\"editor: "    \
+  "the run is in the user's editor; embedded: in proctor-mcp's own engine, not seen by the "       \
+  "user\"}"
 #define EXEC_REQUIRED "\"id\",\"state\",\"running\",\"exit_code\",\"signal\",\"command\",\"cwd\""
 
 /* Output tails of run and wait. */
@@ -43,7 +46,9 @@
   "\"stdout_skipped\":{\"type\":\"integer\",\"description\":\"bytes before the stdout tail (read " \
   "them "                                                                                          \
   "with output)\"},"                                                                               \
-  "\"stderr_skipped\":{\"type\":\"integer\"}"
+  "\"stderr_skipped\":{\"type\":\"integer\"},"                                                     \
+  "\"next\":{\"type\":\"string\",\"description\":\"while it runs: how to go on (wait, output, "    \
+  "cancel with its id)\"}"
 
 #define ID_PROP                                                                             \
   "\"id\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"execution id (from run or " \

@@ -32,15 +32,6 @@
 
 static char client_name[MC_NAME_MAX + 1] = "mcp-client";
 
-void mc_log(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("proctor-mcp: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
 const char *mc_client_name(void) { return client_name; }
 
 void mc_set_client_name(const char *name) {

@@ -95,6 +95,14 @@ static void tails_done(call_t *c) {
     snprintf(k, sizeof(k), "%s_skipped", names[i]);
     cJSON_AddNumberToObject(o, k, t ? mc_rec_num(t, "skipped", 0) : 0);
   }
+  if (!mc_rec_terminal(mc_rec_str(c->rec, "state"))) { /* the wait ended first: say how to go on */
+    char next[256];
+    snprintf(next, sizeof(next),
+             "still running (the wait ended, the command did not): call wait {id: %llu} to wait "
+             "more, output {id: %llu} to read it, cancel {id: %llu} to stop it",
+             (unsigned long long)c->id, (unsigned long long)c->id, (unsigned long long)c->id);
+    cJSON_AddStringToObject(o, "next", next);
+  }
   mc_call_done(c, o);
 }
 

@@ -31,8 +31,6 @@ static const char *const tool_names[] = {"run",    "start", "status", "list",
                                          "output", "input", "cancel", "wait"};
 static cJSON *tool_defs[MC_NTOOLS];
 
-static int ensure_connected(call_t *c);
-
 void mc_tools_call(const cJSON *id, const cJSON *params) {
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
   int tool = -1;
@@ -57,7 +55,7 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   const cJSON *tok = meta ? cJSON_GetObjectItemCaseSensitive(meta, "progressToken") : NULL;
   if (cJSON_IsString(tok) || cJSON_IsNumber(tok)) c->token = cJSON_Duplicate(tok, 1);
 
-  char err[512];
+  char err[1024];
   const cJSON *schema = cJSON_GetObjectItemCaseSensitive(tool_defs[tool], "inputSchema");
   if (!cJSON_IsObject(c->args)) {
     mc_call_fail(c, "invalid arguments: an object expected");
@@ -73,8 +71,9 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   if (c->tool == T_RUN || c->tool == T_START) {
     if ((spec = mc_start_spec(c)) == NULL) return;
   }
-  if (ensure_connected(c) != 0) {
+  if (mc_connect(mc_client_name(), err, sizeof(err)) != 0) {
     cJSON_Delete(spec);
+    mc_call_fail(c, "proctor is not reachable: %s", err);
     return;
   }
   cJSON *idj = cJSON_CreateNumber((double)c->id);
@@ -146,35 +145,4 @@ int mc_tools_init(void) {
     }
   }
   return 0;
-}
-
-/* ---- connection ------------------------------------------------------------------------------ */
-
-static int ensure_connected(call_t *c) {
-  if (mc_rpc_connected()) return 0;
-  char err[1024] = "";
-  const char *path = NULL;
-  char *found = NULL;
-  if (mc_opts.embedded) {
-    if (mc_embedded_start(&path, err, sizeof(err)) != 0) goto fail;
-  } else if (mc_opts.socket) {
-    path = mc_opts.socket;
-  } else {
-    char why[512];
-    if (mc_opts.discover) found = mc_discover(why, sizeof(why));
-    if (found) {
-      path = found;
-    } else {
-      if (mc_opts.discover) mc_log("%s: using an embedded engine", why);
-      if (mc_embedded_start(&path, err, sizeof(err)) != 0) goto fail;
-    }
-  }
-  if (mc_rpc_connect(path, mc_client_name(), err, sizeof(err)) != 0) goto fail;
-  mc_log("connected to %s as %s", path, mc_client_name());
-  free(found);
-  return 0;
-fail:
-  free(found);
-  mc_call_fail(c, "proctor is not reachable: %s", err);
-  return -1;
 }

@@ -115,6 +115,17 @@ await test("initialize_negotiates_the_latest_version", async () => {
   }
 });
 
+await test("every_result_says_its_mode_and_the_first_embedded_one_warns", async () => {
+  const M = await connect({ name: "mode-client" });
+  const r = await M.client.callTool({ name: "run", arguments: { command: "echo one" } });
+  eq(r.structuredContent.mode, "embedded", "mode of the first result");
+  assert(r.content.length === 2 && /the user cannot see this run/.test(r.content[1].text) && /proctor-mcp-mode/.test(r.content[1].text),
+    `the first embedded result says so in its text: ${JSON.stringify(r.content.slice(1))}`);
+  const l = await M.client.callTool({ name: "list", arguments: {} });
+  eq([l.structuredContent.mode, l.content.length], ["embedded", 1], "later results: the mode, no second note");
+  await M.client.close();
+});
+
 await test("tools_list_schemas_compile_and_annotations_are_honest", async () => {
   eq(E.tools.map((t) => t.name).sort(), [...TOOLS].sort(), "tool names");
   const ajv = new Ajv2020({ strict: true, allowUnionTypes: true });
@@ -185,11 +196,12 @@ await test("run_returns_the_id_when_still_running_then_wait", async () => {
   const go = path.join(fs.mkdtempSync(path.join(tmp, "go-")), "go");
   const r = await call(E, "run", { command: `echo started; while [ ! -e ${go} ]; do sleep 0.05; done; echo finished`, wait_ms: 100 });
   eq([r.running, r.state], [true, "running"], "still running");
+  assert(/call wait \{id: \d+\}/.test(r.next) && r.next.includes(`output {id: ${r.id}}`), `says how to go on: ${r.next}`);
   assert(["", "started\n"].includes(r.stdout), `the tail so far: ${JSON.stringify(r.stdout)}`);
   await until("started", async () => (await call(E, "output", { id: r.id })).data === "started\n");
   fs.writeFileSync(go, "");
   const w = await call(E, "wait", { id: r.id, timeout_ms: 30000 });
-  eq([w.running, w.exit_code, w.stdout], [false, 0, "started\nfinished\n"], "after wait");
+  eq([w.running, w.exit_code, w.stdout, w.next], [false, 0, "started\nfinished\n", undefined], "after wait");
 });
 
 await test("cancel_tool_kills_the_tree", async () => {
@@ -520,7 +532,8 @@ function startNvim() {
 await test("socket_mode_executions_live_in_the_editor", async () => {
   const nv = startNvim();
   const addrFile = path.join(nv.run, "address");
-  await until("Neovim's proctor socket", () => fs.existsSync(addrFile), 30000);
+  // (writefile() is not atomic: wait for the address itself, not the file)
+  await until("Neovim's proctor socket", () => fs.existsSync(addrFile) && fs.readFileSync(addrFile, "utf8").trim(), 30000);
   const sock = fs.readFileSync(addrFile, "utf8").trim();
   eq(path.dirname(sock), path.join(nv.run, "proctor"), "the editor's socket is in XDG_RUNTIME_DIR/proctor");
   // The editor is the Neovim named by $NVIM (tests/run runs the tier on each).
@@ -531,7 +544,7 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   // Discovery: no PROCTOR_SOCKET, the same XDG_RUNTIME_DIR.
   const S = await connect({ args: [], env: { ...nv.env }, name: "socket-client" });
   const r = await call(S, "run", { command: "echo from-mcp", label: "mcp-run" });
-  eq([r.state, r.stdout, r.owner], ["completed", "from-mcp\n", "socket-client"], "ran");
+  eq([r.state, r.stdout, r.owner, r.mode], ["completed", "from-mcp\n", "socket-client", "editor"], "ran, in the editor");
   assert(/connected to .*proctor\/\d+\.sock/.test(S.stderr()), `discovered the editor's socket: ${S.stderr()}`);
   const listed = nv.expr(`vim.tbl_map(function(r) return { id = r.id, owner = r.owner, label = r.label, state = r.state } end, require('proctor').list())`);
   const mine = listed.find((x) => x.id === r.id);
