@@ -24,7 +24,7 @@
 
 #include "base/idmap.h"
 #include "engine/secrets.h"
-#include "engine/supervisor.h"
+#include "engine/shepherd_link.h"
 
 #define DEF_MAX_RESTARTS 5
 #define DEF_BACKOFF 100

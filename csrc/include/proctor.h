@@ -283,14 +283,12 @@ int pr_engine_closed(const pr_engine_t *e);
  * PR_EBUSY when max_queued executions of the host are already queued or held. */
 int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
 
-/* pr_engine_cancel: request the end of an execution (force: SIGKILL now). */
-pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force);
-
-/* pr_engine_cancel_why: pr_engine_cancel recording `reason` (NULL: "canceled";
- * else pr_reason_valid, the caller checks: PR_CANCEL_NOT_FOUND otherwise) as
- * the execution's reason when this call decides its end. Host thread. */
-pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t session, int force,
-                                        const char *reason);
+/* pr_engine_cancel: request the end of an execution (force: SIGKILL now).
+ * `reason` is recorded as the execution's reason when this call decides its
+ * end: NULL means "canceled"; else it must pass pr_reason_valid (the caller
+ * checks: PR_CANCEL_NOT_FOUND otherwise). Host thread. */
+pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force,
+                                    const char *reason);
 
 /* pr_engine_release: let an execution started with `hold` take its turn (run
  * now, or wait in the queue for a slot under max_running). Returns 0,
@@ -341,11 +339,6 @@ int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, ui
  * string lives as long as the engine. */
 const char *pr_engine_address(const pr_engine_t *e);
 
-/* pr_engine_call: run fn(e, arg) on the engine thread and wait until it
- * returned (tests and the RPC fuzz harness use it to drive engine-thread code).
- * Returns 0, or PR_ECLOSED (fn did not run). */
-int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *arg);
-
 /* pr_engine_fd: an fd readable while events are pending (never closed before
  * pr_engine_free). */
 int pr_engine_fd(const pr_engine_t *e);
@@ -361,22 +354,29 @@ size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_b
  * (<0: forever). Returns 1 if events are pending, 0 on timeout. */
 int pr_engine_wait(pr_engine_t *e, int timeout_ms);
 
-/* pr_engine_request: send `payload` (JSON text, copied) to worker `id` as a new
- * request. Never blocks on the worker; the answer is one PR_EV_REPLY event for
- * *rid (after any PR_EV_CHUNK events), also for a refusal (PR_RS_REJECTED,
+/* Worker requests (doc *proctor-workers*). One verb set on every surface:
+ * request, cancel, restart of a worker — C pr_engine_worker_*, Lua
+ * eng:worker_*, RPC worker_*. Like every id call they take the caller's
+ * session: a worker or request of another session is "not found".
+ *
+ * pr_engine_worker_request: send `payload` (JSON text, copied) to worker `id`
+ * as a new request. Never blocks on the worker; the answer is one PR_EV_REPLY
+ * event for *rid (after any PR_EV_CHUNK events), also for a refusal
+ * (PR_RS_REJECTED: no such worker in `session`, not a worker, ended;
  * PR_RS_WORKER_FATAL). timeout_ms 0 = none. Returns 0 and *rid, PR_ECLOSED or
- * PR_ENOMEM. */
-int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
-                      uint64_t timeout_ms, uint64_t *rid);
+ * PR_ENOMEM. Host thread. */
+int pr_engine_worker_request(pr_engine_t *e, uint64_t id, uint64_t session, const char *payload,
+                             size_t len, uint64_t timeout_ms, uint64_t *rid);
 
-/* pr_engine_cancel_request: resolve request `rid` as canceled now (its
- * PR_EV_REPLY is queued before this returns) and tell the worker. Returns 0,
- * PR_ENOENT (unknown or already answered) or PR_ECLOSED. */
-int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid);
+/* pr_engine_worker_cancel: resolve request `rid` (of `session`; 0 = any) as
+ * canceled now (its PR_EV_REPLY is queued before this returns) and tell the
+ * worker. Returns 0, PR_ENOENT (unknown, another session's, or already
+ * answered) or PR_ECLOSED. Host thread. */
+int pr_engine_worker_cancel(pr_engine_t *e, uint64_t rid, uint64_t session);
 
 /* pr_engine_worker_restart: replace the worker process of `id` now (SIGTERM,
  * then a new spawn without backoff; not counted against max_restarts).
- * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. */
+ * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. Host thread. */
 int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
 
 /* pr_engine_warnings: take what the history and audit files reported so far

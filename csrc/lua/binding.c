@@ -318,7 +318,7 @@ static int l_cancel(lua_State *L) {
     else luaL_argerror(L, 3, "boolean or {force = boolean, reason = string} expected");
   }
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel_why(e, (uint64_t)id, 0, force, reason)));
+  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel(e, (uint64_t)id, 0, force, reason)));
   return 1;
 }
 
@@ -622,8 +622,12 @@ static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_
   return ws;
 }
 
-/* eng:request(id, payload[, {timeout_ms = N}]) -> rid | nil, msg, name */
-static int l_request(lua_State *L) {
+/* Worker requests: one verb set on every surface (request, cancel, restart;
+ * RPC worker_request, worker_cancel, worker_restart). The names of before
+ * (request, cancel_request, restart) stay as aliases (doc *proctor-workers*). */
+
+/* eng:worker_request(id, payload[, {timeout_ms = N}]) -> rid | nil, msg, name */
+static int l_worker_request(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   luaL_checkany(L, 3);
@@ -643,19 +647,19 @@ static int l_request(lua_State *L) {
     return fail(L, e == NULL ? PR_ECLOSED : PR_ENOMEM, NULL);
   }
   uint64_t rid;
-  int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, json, len, timeout, &rid);
+  int rc = pr_engine_worker_request(e, id > 0 ? (uint64_t)id : 0, 0, json, len, timeout, &rid);
   free(json);
   if (rc != 0) return fail(L, rc, NULL);
   lua_pushinteger(L, (lua_Integer)rid);
   return 1;
 }
 
-/* eng:cancel_request(rid) -> true | nil, msg, name */
-static int l_cancel_request(lua_State *L) {
+/* eng:worker_cancel(rid) -> true | nil, msg, name */
+static int l_worker_cancel(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer rid = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  int rc = rid > 0 ? pr_engine_cancel_request(e, (uint64_t)rid) : PR_ENOENT;
+  int rc = rid > 0 ? pr_engine_worker_cancel(e, (uint64_t)rid, 0) : PR_ENOENT;
   if (rc != 0) {
     char d[48];
     snprintf(d, sizeof(d), "(request %lld)", (long long)rid);
@@ -665,8 +669,8 @@ static int l_cancel_request(lua_State *L) {
   return 1;
 }
 
-/* eng:restart(id) -> true | nil, msg, name */
-static int l_restart(lua_State *L) {
+/* eng:worker_restart(id) -> true | nil, msg, name */
+static int l_worker_restart(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
@@ -693,9 +697,13 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"closed", l_closed},
                                           {"address", l_address},
                                           {"warnings", l_warnings},
-                                          {"request", l_request},
-                                          {"cancel_request", l_cancel_request},
-                                          {"restart", l_restart},
+                                          {"worker_request", l_worker_request},
+                                          {"worker_cancel", l_worker_cancel},
+                                          {"worker_restart", l_worker_restart},
+                                          /* the names of before, kept as aliases */
+                                          {"request", l_worker_request},
+                                          {"cancel_request", l_worker_cancel},
+                                          {"restart", l_worker_restart},
                                           {"release", l_release},
                                           {"hold_output", l_hold_output},
                                           {NULL, NULL}};

@@ -28,7 +28,7 @@ void pr_lua_push_json(lua_State *L, const char *text, size_t len);
 
 /* pr_lua_env_policy: the `secrets` (values and sources) and `env_allow` of
  * the start table at index t into s; what s points to stays anchored in
- * values left on the stack. Raises on a malformed value (envpol.c). */
+ * values left on the stack. Raises on a malformed value (env_policy.c). */
 void pr_lua_env_policy(lua_State *L, int t, pr_spec_t *s);
 
 #endif

@@ -1,4 +1,4 @@
-/* lua/envpol.c — a start spec's environment policy: `secrets` (values, or
+/* lua/env_policy.c — a start spec's environment policy: `secrets` (values, or
  * sources read at spawn time) and `env_allow` (doc/proctor.txt,
  * *proctor-secrets*).
  *
