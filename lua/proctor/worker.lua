@@ -39,14 +39,14 @@ function H.subscribe()
 end
 
 --- Start a worker. `spec` is a proctor.run()-style spec with a `worker` table
---- (defaults: protocol "jsonl", restart "on-failure").
+--- (the defaults are the core's, core.worker_fields: protocol "jsonl", restart "on-failure").
 ---@return proctor.Worker|nil worker, string|nil err
 function M.start(spec)
   local eng, err = require("proctor.engine").get()
   if not eng then return nil, err end
   H.subscribe()
   local s = vim.deepcopy(spec)
-  s.worker = s.worker or { protocol = "jsonl" }
+  s.worker = s.worker or true -- every default: PR_WORKER_FIELDS (core.worker_fields)
   s.owner = s.owner or "nvim"
   local id, msg = eng:start(s)
   if not id then return nil, msg end
