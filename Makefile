@@ -28,12 +28,12 @@ C_STD       = -std=c11 -D_GNU_SOURCE -Icsrc $(WARN)
 BASE_CFLAGS = $(C_STD) -fPIC -fvisibility=hidden -pthread
 TEST_CFLAGS = $(C_STD) -pthread
 
-BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/record.c csrc/base/buf.c \
+BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/spec_fill.c csrc/base/record.c csrc/base/buf.c \
              csrc/base/idmap.c csrc/base/locked.c csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c \
              csrc/base/ring.c csrc/base/wire.c
 # the engine thread: executions, streams, the shepherd link, commands, workers
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
-             csrc/engine/registry.c csrc/engine/supervisor.c csrc/engine/control.c csrc/engine/build.c \
+             csrc/engine/registry.c csrc/engine/shepherd_link.c csrc/engine/control.c csrc/engine/spec.c \
              csrc/engine/secrets.c csrc/engine/vault.c csrc/engine/keyring.c csrc/engine/worker.c \
              csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
 # the msgpack-rpc server, the durable files, and the file that wires them
@@ -41,7 +41,7 @@ ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/para
               csrc/rpc/pack.c
 ENGINE_SRC += csrc/store/journal.c csrc/store/frame.c csrc/store/history.c csrc/store/history_load.c csrc/store/audit.c
 ENGINE_SRC += csrc/proctor.c
-CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c csrc/lua/envpol.c csrc/lua/push.c csrc/lua/json.c
+CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c csrc/lua/spec.c csrc/lua/env_policy.c csrc/lua/push.c csrc/lua/json.c
 HDRS       = $(wildcard csrc/*/*.h)
 
 NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
@@ -201,7 +201,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_rpc.c $(ENGINE_SRC) $(HDRS)
 # output masker, with secrets set (no engine). tests/worker/run replays
 # tests/fuzz/corpus-worker/.
 FUZZ_WORKER_BIN = $(BUILD)/fuzz_worker
-FUZZ_WORKER_SRC = csrc/engine/wtest.c csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c csrc/engine/secrets.c \
+FUZZ_WORKER_SRC = tests/fuzz/wparse.c csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c csrc/engine/secrets.c \
                   csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c csrc/base/buf.c csrc/base/locked.c
 $(FUZZ_WORKER_BIN): tests/fuzz/fuzz_worker.c $(FUZZ_WORKER_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
@@ -272,7 +272,7 @@ check-layers: ## every #include and call in csrc/ goes down the layers (ARCHITEC
 callgraph: ## print the file call graph of csrc/, its circles, and the folder graph
 	@scripts/callgraph.sh
 
-doc: ## regenerate the parts of doc/proctor.txt and lua/proctor/types.lua made from the code (scripts/gendoc.lua)
+doc: $(NVIM_SO) ## regenerate the parts of doc/proctor.txt and lua/proctor/types.lua made from the code (scripts/gendoc.lua)
 	$(NVIM) --headless -u NONE -i NONE -n --cmd 'set rtp^=.' -c "lua dofile('scripts/gendoc.lua').write()" -c 'qa!'
 
 # Each tests/mutants/*.patch is a deliberate bug; tests/mutate applies each to

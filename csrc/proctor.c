@@ -9,7 +9,7 @@
  *   pr_engine_cancel ─► engine/control.c ─async─► pr_control_run ─► exec, registry, workers
  *   pr_engine_poll   ◄─ engine/hostq.c   ◄──────── listeners (engine/events.h):
  *                                                    host queue · RPC server · history · audit
- *                                          engine/supervisor.c ═══ proctor-shepherd
+ *                                          engine/shepherd_link.c ═══ proctor-shepherd
  *   journal writer thread (store/journal.c) ◄── history and audit jobs
  *
  * This is the only file that sees struct pr_engine and the only one that
@@ -27,7 +27,7 @@
 
 #include "engine/control.h"
 #include "engine/hostq.h"
-#include "engine/supervisor.h"
+#include "engine/shepherd_link.h"
 #include "include/proctor.h"
 #include "include/proctor_test.h"
 #include "rpc/rpc.h"
@@ -283,12 +283,8 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
   return pr_control_submit(&e->ctl, c);
 }
 
-pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force) {
-  return pr_engine_cancel_why(e, id, session, force, NULL);
-}
-
-pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t session, int force,
-                                        const char *reason) {
+pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force,
+                                    const char *reason) {
   if (reason && !pr_reason_valid(reason)) return PR_CANCEL_NOT_FOUND;
   pr_cmd_t c = {
       .type = PR_CMD_CANCEL, .sync = 1, .id = id, .session = session, .a = force, .data = reason};
@@ -364,8 +360,8 @@ int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, ui
   return rc;
 }
 
-int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
-                      uint64_t timeout_ms, uint64_t *rid) {
+int pr_engine_worker_request(pr_engine_t *e, uint64_t id, uint64_t session, const char *payload,
+                             size_t len, uint64_t timeout_ms, uint64_t *rid) {
   if (e->closed) return PR_ECLOSED;
   pr_cmd_t *c = malloc(sizeof(*c) + len + 1); /* the payload lives in the command */
   if (c == NULL) return PR_ENOMEM;
@@ -374,6 +370,7 @@ int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t l
   ((char *)(c + 1))[len] = 0;
   c->type = PR_CMD_WREQUEST;
   c->id = id;
+  c->session = session;
   c->data = (const char *)(c + 1);
   c->len = len;
   c->a = (int64_t)(timeout_ms > INT64_MAX ? INT64_MAX : timeout_ms);
@@ -381,8 +378,8 @@ int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t l
   return pr_control_submit(&e->ctl, c);
 }
 
-int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid) {
-  pr_cmd_t c = {.type = PR_CMD_WCANCEL, .u = rid};
+int pr_engine_worker_cancel(pr_engine_t *e, uint64_t rid, uint64_t session) {
+  pr_cmd_t c = {.type = PR_CMD_WCANCEL, .session = session, .u = rid};
   return simple(e, &c);
 }
 
@@ -406,22 +403,6 @@ int pr_engine_hold_output(pr_engine_t *e, uint64_t id, int on) {
   return pr_control_submit(&e->ctl, c);
 }
 
-typedef struct {
-  void (*fn)(pr_engine_t *, void *);
-  void *arg;
-} call_t;
-
-static void call(void *owner, void *arg) {
-  call_t *c = arg;
-  c->fn(owner, c->arg);
-}
-
-int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg) {
-  call_t k = {fn, arg};
-  pr_cmd_t c = {.type = PR_CMD_CALL, .fn = call, .out = &k};
-  return simple(e, &c);
-}
-
 /* ---- host thread: events and queries ------------------------------------------------- */
 
 int pr_engine_fd(const pr_engine_t *e) { return e->hq.wakefd; }
@@ -439,6 +420,22 @@ void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n) {
 }
 
 /* ---- test hooks (include/proctor_test.h) --------------------------------------------- */
+
+typedef struct {
+  void (*fn)(pr_engine_t *, void *);
+  void *arg;
+} call_t;
+
+static void call(void *owner, void *arg) {
+  call_t *c = arg;
+  c->fn(owner, c->arg);
+}
+
+int pr_test_call(pr_engine_t *e, void (*fn)(pr_engine_t *, void *), void *arg) {
+  call_t k = {fn, arg};
+  pr_cmd_t c = {.type = PR_CMD_CALL, .fn = call, .out = &k};
+  return simple(e, &c);
+}
 
 void pr_test_hold_events(pr_engine_t *e) { pr_hostq_hold(&e->hq); }
 

@@ -6,6 +6,11 @@
 --                         ──► doc/proctor.txt  key tables (*proctor-console-keys*,
 --                                              *proctor-list-keys*, *proctor-text-keys*)
 --                         ──► doc/proctor.txt  the table of actions (*proctor-actions*)
+--   core.spec_fields, core.worker_fields (PR_SPEC_FIELDS, PR_WORKER_FIELDS in
+--   csrc/include/proctor.h, the one description every reader of a start spec uses)
+--                         ──► doc/proctor.txt  the fields of a start spec
+--                                              (*proctor-core-start*) and of a
+--                                              worker (*proctor-workers*)
 --
 -- `make doc` writes them:
 --   nvim --headless -u NONE -i NONE -n --cmd 'set rtp^=.' -c "lua dofile('scripts/gendoc.lua').write()" -c 'qa!'
@@ -178,6 +183,46 @@ function G.actions_table()
   end, actions.names()))
 end
 
+--- What a field of the core's start spec (or worker table) is, for the help.
+---@param f table an entry of core.spec_fields / core.worker_fields
+---@return string
+local function field_text(f)
+  local what = {
+    boolean = "boolean",
+    integer = f.max and string.format("integer, at most %d", f.max) or "integer",
+    string = "string",
+    command = "string or list of strings",
+    env = "map NAME = value",
+    secrets = "map NAME = value or source, |proctor-secrets|",
+    names = "list of names",
+    worker = "true or map, |proctor-workers|",
+    enum = "string",
+    ready = "map",
+  }
+  local t = what[f.type] or f.type
+  if type(f.default) == "string" or (type(f.default) == "number" and f.default > 0) then
+    t = t
+      .. string.format(
+        "; default %s",
+        type(f.default) == "string" and ('"' .. f.default .. '"') or tostring(f.default)
+      )
+  end
+  local only = (f.lua and not f.rpc) and "; eng:start only"
+    or (f.rpc and not f.lua) and "; RPC only"
+    or ""
+  return f.help .. " (" .. t .. only .. ")"
+end
+
+--- The fields of a start spec (worker false) or of a worker table (true), as
+--- the help lists them: made from the core's own description.
+---@param worker boolean
+---@return string[]
+function G.spec_table(worker)
+  local core = require("proctor.core")
+  local fields = worker and core.worker_fields or core.spec_fields
+  return G.two_columns(vim.tbl_map(function(f) return { f.key, field_text(f) } end, fields))
+end
+
 --- The LuaCATS classes of the configuration, for lua/proctor/types.lua.
 ---@return string[]
 function G.types_block()
@@ -284,6 +329,20 @@ function G.generate()
   )
   doc = splice(doc, "%*proctor%-list%-keys%*$", "^$", G.key_table(cfg.keymaps.list), "list keys")
   doc = splice(doc, "binds keys to these names:$", "^$", G.actions_table(), "actions")
+  doc = splice(
+    doc,
+    "The fields %(from PR_SPEC_FIELDS%):$",
+    "^    Returns the id at once",
+    G.spec_table(false),
+    "start spec"
+  )
+  doc = splice(
+    doc,
+    "The fields %(from PR_WORKER_FIELDS%):$",
+    "^stdin is always a pipe",
+    G.spec_table(true),
+    "worker fields"
+  )
   if cfg.keymaps.text then
     doc =
       splice(doc, "%*proctor%-text%-keys%*$", "^$", G.key_table(cfg.keymaps.text), "text view keys")

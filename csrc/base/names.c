@@ -1,5 +1,6 @@
 /* base/names.c — the names every surface uses for states, streams, control
- * outcomes, worker states, reply statuses and signals (include/proctor.h).
+ * outcomes, worker states, the worker options' enums (protocol, restart), reply
+ * statuses and signals (include/proctor.h).
  *
  * Thread: any. Pure functions over static tables.
  */
@@ -16,6 +17,9 @@ static const char *const cancel_names[] = {"canceling", "already_canceling", "al
 static const char *const delete_names[] = {"deleted", "active_process_conflict", "not_found"};
 static const char *const ws_names[PR_NWS] = {"starting", "ready",   "busy",
                                              "backoff",  "stopped", "fatal"};
+/* indexed by pr_worker_protocol_t and pr_worker_restart_t */
+static const char *const protocol_names[] = {"jsonl", "msgpack-rpc"};
+static const char *const restart_names[] = {"never", "on-failure", "always"};
 static const char *const rs_names[PR_NRS] = {
     "ok", "error", "canceled", "timeout", "worker_exited", "worker_fatal", "rejected"};
 
@@ -55,6 +59,28 @@ int pr_reason_valid(const char *s) {
 
 const char *pr_worker_state_name(int ws) {
   return ws >= 0 && ws < PR_NWS ? ws_names[ws] : "unknown";
+}
+
+static int index_of(const char *const *v, int n, const char *name) {
+  for (int i = 0; name && i < n; i++)
+    if (strcmp(name, v[i]) == 0) return i;
+  return -1;
+}
+
+const char *pr_worker_protocol_name(int p) {
+  return p >= 0 && p <= PR_WP_MSGPACK ? protocol_names[p] : NULL;
+}
+
+int pr_worker_protocol_from_name(const char *name) {
+  return index_of(protocol_names, PR_WP_MSGPACK + 1, name);
+}
+
+const char *pr_worker_restart_name(int r) {
+  return r >= 0 && r <= PR_WR_ALWAYS ? restart_names[r] : NULL;
+}
+
+int pr_worker_restart_from_name(const char *name) {
+  return index_of(restart_names, PR_WR_ALWAYS + 1, name);
 }
 
 const char *pr_reply_status_name(int st) {

@@ -26,7 +26,7 @@
 #include "base/queue.h"
 #include "engine/exec.h"
 #include "engine/registry.h"
-#include "engine/supervisor.h"
+#include "engine/shepherd_link.h"
 #include "engine/vault.h"
 #include "include/proctor.h"
 
@@ -150,7 +150,7 @@ void pr_control_unadmit(pr_control_t *c, uint64_t session);
 uint64_t pr_control_next_id(pr_control_t *c);
 uint64_t pr_control_next_rid(pr_control_t *c);
 
-/* pr_exec_build (engine/build.c): validate `s` and build a new execution
+/* pr_exec_build (engine/spec.c): validate `s` and build a new execution
  * with its id, rings and spawn payload; `base_env` is the environment it
  * inherits unless s->clear_env (the host passes environ, the RPC server its
  * snapshot). Strings are copied. Any thread. Returns 0 and *out, or

@@ -32,7 +32,7 @@
 #include "base/locked.h"
 #include "base/pidfd.h"
 #include "engine/secrets.h"
-#include "engine/supervisor.h"
+#include "engine/shepherd_link.h"
 #include "engine/vault.h"
 
 static void finish(pr_exec_t *x);

@@ -1,7 +1,7 @@
 /* engine/exec.h — one execution: its record, its streams, its lifecycle.
  *
  * Thread: engine, every function, except pr_exec_alloc and pr_exec_free of
- * an execution no thread has seen yet (the host builds one, engine/build.c).
+ * an execution no thread has seen yet (the host builds one, engine/spec.c).
  *
  *   queued ─► starting ─► running ─► completed | failed | canceled | timed_out
  *      └────────┴──► canceled | failed          starting ─► timed_out: timeout_ms
@@ -82,7 +82,7 @@ typedef struct pr_exec_ops {
 /* What every execution of an engine shares. Owned by engine/control.c. */
 struct pr_exec_ctx {
   uv_loop_t *loop;
-  pr_sup_t *sup;              /* the shepherd link (engine/supervisor.h) */
+  pr_sup_t *sup;              /* the shepherd link (engine/shepherd_link.h) */
   pr_listeners_t *ls;         /* told every state change, output, worker event */
   struct pr_vault_eng *vault; /* where secrets from a store are read (engine/vault.h), or NULL */
   uint32_t drain_ms;          /* how long output may still arrive after exit */

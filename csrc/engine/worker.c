@@ -24,13 +24,10 @@
 
 #include "base/idmap.h"
 #include "engine/secrets.h"
-#include "engine/supervisor.h"
+#include "engine/shepherd_link.h"
 
-#define DEF_MAX_RESTARTS 5
-#define DEF_BACKOFF 100
-#define DEF_BACKOFF_MAX 30000
-#define DEF_HEALTHY 10000
-#define DEF_MAX_CHUNKS 256
+/* The defaults of a worker's options are PR_WORKER_DEFAULT_* (PR_WORKER_FIELDS,
+ * include/proctor.h): every surface documents and applies the same ones. */
 /* Requests pending per worker (written or not): more are rejected, EBUSY. The
  * encoded requests not written yet (the worker is not ready) hold at most
  * PR_PENDING_INPUT_MAX bytes. */
@@ -101,11 +98,11 @@ int pr_worker_new(const pr_worker_spec_t *s, pr_exec_t *x) {
   if (w == NULL) return PR_ENOMEM;
   w->spec = *s;
   w->spec.ready_stderr = NULL;
-  if (w->spec.max_restarts < 0) w->spec.max_restarts = DEF_MAX_RESTARTS;
-  if (!w->spec.backoff_ms) w->spec.backoff_ms = DEF_BACKOFF;
-  if (!w->spec.backoff_max_ms) w->spec.backoff_max_ms = DEF_BACKOFF_MAX;
-  if (!w->spec.healthy_ms) w->spec.healthy_ms = DEF_HEALTHY;
-  if (!w->spec.max_chunks) w->spec.max_chunks = DEF_MAX_CHUNKS;
+  if (w->spec.max_restarts < 0) w->spec.max_restarts = PR_WORKER_DEFAULT_MAX_RESTARTS;
+  if (!w->spec.backoff_ms) w->spec.backoff_ms = PR_WORKER_DEFAULT_BACKOFF_MS;
+  if (!w->spec.backoff_max_ms) w->spec.backoff_max_ms = PR_WORKER_DEFAULT_BACKOFF_MAX_MS;
+  if (!w->spec.healthy_ms) w->spec.healthy_ms = PR_WORKER_DEFAULT_HEALTHY_MS;
+  if (!w->spec.max_chunks) w->spec.max_chunks = PR_WORKER_DEFAULT_MAX_CHUNKS;
   pr_queue_init(&w->unsent);
   pr_queue_init(&w->inflight);
   w->state = PR_WS_STARTING;

@@ -195,6 +195,195 @@ typedef struct {
   size_t nsources;
 } pr_spec_t;
 
+/* ---- the start spec, described once (base/spec_fill.c; any thread) ----------------------- */
+
+/* The fields of a start spec, in the order the help lists them:
+ * X(NAME, key, TYPE, member, default, max, surfaces, help).
+ *
+ * `member` is where the value goes in a pr_spec_read_t; `default` is what it
+ * holds when the key is absent; `max` bounds UINT and GRACE; `surfaces` says
+ * which readers take the key (PR_SPEC_LUA: eng:start, PR_SPEC_RPC: the RPC
+ * `start`); `help` is the help's text (scripts/gendoc.lua writes
+ * *proctor-core-start* from it through core.spec_fields). pr_spec_fill reads
+ * every surface through this list; no surface keeps its own key list.
+ *
+ * Types: BOOL a boolean; UINT an integer in [0, max]; GRACE the same, absent
+ * -1 (the engine's default); STR a string without NUL bytes; CMD a non-empty
+ * string (/bin/sh -c) or a non-empty list of strings (argv); ENV a map NAME =
+ * value; SECRETS a map NAME = value or source; NAMES a list of variable names;
+ * WORKER true or a map of PR_WORKER_FIELDS. CMD, ENV, SECRETS and NAMES walk
+ * nested values and are read by the reader's own `structured` function. */
+#define PR_SPEC_LUA 1u
+#define PR_SPEC_RPC 2u
+#define PR_SPEC_ANY 3u
+#define PR_SPEC_FIELDS(X)                                                                      \
+  X(CMD, "cmd", CMD, spec.argv, 0, 0, PR_SPEC_ANY, "argv list, or a string run by /bin/sh -c") \
+  X(CWD, "cwd", STR, spec.cwd, 0, 0, PR_SPEC_ANY, "working directory (default: the host's)")   \
+  X(ENV, "env", ENV, spec.env, 0, 0, PR_SPEC_ANY,                                              \
+    "NAME = value (strings or integers) added to the environment")                             \
+  X(CLEAR_ENV, "clear_env", BOOL, spec.clear_env, 0, 0, PR_SPEC_ANY,                           \
+    "start from an empty environment instead of the host's")                                   \
+  X(PTY, "pty", BOOL, spec.pty, 0, 0, PR_SPEC_ANY, "one pseudo-terminal instead of pipes")     \
+  X(COLS, "cols", UINT, spec.cols, 0, 65535, PR_SPEC_ANY, "pty columns (0: 80)")               \
+  X(ROWS, "rows", UINT, spec.rows, 0, 65535, PR_SPEC_ANY, "pty rows (0: 24)")                  \
+  X(STDIN, "stdin", BOOL, spec.stdin_pipe, 0, 0, PR_SPEC_ANY,                                  \
+    "a pipe for input() (else /dev/null; a pty always has one)")                               \
+  X(TIMEOUT_MS, "timeout_ms", UINT, spec.timeout_ms, 0, (1ll << 50), PR_SPEC_ANY,              \
+    "milliseconds from `starting` (reading secrets and the spawn count, "                      \
+    "|proctor-limits|) to the kill ladder; 0: none")                                           \
+  X(KILL_GRACE_MS, "kill_grace_ms", GRACE, spec.kill_grace_ms, -1, 3600000, PR_SPEC_ANY,       \
+    "SIGTERM to SIGKILL, milliseconds (default: the engine's)")                                \
+  X(LABEL, "label", STR, spec.label, 0, 0, PR_SPEC_ANY, "a name to show")                      \
+  X(OWNER, "owner", STR, spec.owner, 0, 0, PR_SPEC_LUA,                                        \
+    "who started it (RPC: the client's name, from hello)")                                     \
+  X(BACKPRESSURE, "backpressure", BOOL, spec.backpressure, 0, 0, PR_SPEC_ANY,                  \
+    "pause the child instead of dropping output")                                              \
+  X(HOLD, "hold", BOOL, spec.hold, 0, 0, PR_SPEC_ANY,                                          \
+    "stay `queued` until eng:release() (how |proctor-tasks| dependencies wait)")               \
+  X(KILL_ON_DISCONNECT, "kill_on_disconnect", BOOL, kill_on_disconnect, 0, 0, PR_SPEC_RPC,     \
+    "cancel it when this RPC connection closes")                                               \
+  X(SECRETS, "secrets", SECRETS, spec.secrets, 0, 0, PR_SPEC_ANY,                              \
+    "NAME = value or source: in the child's environment only, masked in output")               \
+  X(ENV_ALLOW, "env_allow", NAMES, spec.env_allow, 0, 0, PR_SPEC_ANY,                          \
+    "inherit only these names from the base environment")                                      \
+  X(WORKER, "worker", WORKER, spec.worker, 0, 0, PR_SPEC_ANY,                                  \
+    "a supervised worker: true or its options (PR_WORKER_FIELDS)")
+
+/* The fields of a `worker` table, like PR_SPEC_FIELDS; `member` is in
+ * pr_worker_spec_t. ENUM: one of the names of base/names.c
+ * (pr_worker_protocol_name, pr_worker_restart_name); READY a map
+ * {message = boolean, stderr_pattern = string}. The defaults are the ones the
+ * engine applies (an absent or zero value, max_restarts < 0). */
+#define PR_WORKER_FIELDS(X)                                                                \
+  X(PROTOCOL, "protocol", ENUM, protocol, PR_WP_JSONL, 0, PR_SPEC_ANY,                     \
+    "\"jsonl\" or \"msgpack-rpc\"")                                                        \
+  X(RESTART, "restart", ENUM, restart, PR_WR_ON_FAILURE, 0, PR_SPEC_ANY,                   \
+    "\"never\", \"on-failure\" (a non-zero exit, a signal, a failed spawn) or \"always\"") \
+  X(MAX_RESTARTS, "max_restarts", UINT, max_restarts, 5, 1000000, PR_SPEC_ANY,             \
+    "restarts in a row before the worker is fatal")                                        \
+  X(BACKOFF_MS, "backoff_ms", UINT, backoff_ms, 100, 3600000, PR_SPEC_ANY,                 \
+    "first restart delay, doubled for each restart in a row")                              \
+  X(BACKOFF_MAX_MS, "backoff_max_ms", UINT, backoff_max_ms, 30000, 3600000, PR_SPEC_ANY,   \
+    "cap of the restart delay")                                                            \
+  X(HEALTHY_MS, "healthy_ms", UINT, healthy_ms, 10000, 86400000, PR_SPEC_ANY,              \
+    "ready this long, or a success: the restart count and delay reset "                  \
+    "(|proctor-restart-policy|)")                                  \
+  X(READY, "ready", READY, ready_message, 0, 0, PR_SPEC_ANY,                               \
+    "{message = true}: ready at the first message; {stderr_pattern = ERE}: at a matching " \
+    "stderr line; none: at spawn")                                                         \
+  X(MAX_CHUNKS, "max_chunks", UINT, max_chunks, 256, 1000000, PR_SPEC_ANY,                 \
+    "undelivered chunk events per request")
+
+typedef enum {
+#define X(NAME, key, type, member, def, max, surfaces, help) PR_SF_##NAME,
+  PR_SPEC_FIELDS(X)
+#undef X
+      PR_SF_COUNT
+} pr_spec_field_t;
+
+typedef enum {
+#define X(NAME, key, type, member, def, max, surfaces, help) PR_WF_##NAME,
+  PR_WORKER_FIELDS(X)
+#undef X
+      PR_WF_COUNT
+} pr_worker_field_t;
+
+/* The worker defaults, from PR_WORKER_FIELDS: PR_WORKER_DEFAULT_BACKOFF_MS ... */
+enum {
+#define X(NAME, key, type, member, def, max, surfaces, help) PR_WORKER_DEFAULT_##NAME = (def),
+  PR_WORKER_FIELDS(X)
+#undef X
+};
+
+typedef enum {
+  PR_ST_BOOL,
+  PR_ST_UINT,
+  PR_ST_GRACE,
+  PR_ST_STR,
+  PR_ST_CMD,
+  PR_ST_ENV,
+  PR_ST_SECRETS,
+  PR_ST_NAMES,
+  PR_ST_WORKER,
+  PR_ST_ENUM,
+  PR_ST_READY
+} pr_spec_type_t;
+
+/* One field of either list, as data (for the binding's core.spec_fields and
+ * the help). */
+typedef struct {
+  const char *key;
+  pr_spec_type_t type;
+  long long def, max;
+  unsigned surfaces;
+  const char *help;
+} pr_spec_field_info_t;
+
+/* pr_spec_fields / pr_worker_fields: the lists above, in order (*n of them). */
+const pr_spec_field_info_t *pr_spec_fields(size_t *n);
+const pr_spec_field_info_t *pr_worker_fields(size_t *n);
+/* pr_spec_type_name: "boolean", "integer", ... (the type's name in the help). */
+const char *pr_spec_type_name(pr_spec_type_t t);
+
+/* What a reader found at a key (pr_spec_reader_t.kind). */
+typedef enum {
+  PR_SV_NONE = 0, /* absent, or nil */
+  PR_SV_BOOL,
+  PR_SV_INT,    /* an integral number (a float that is exactly one counts) */
+  PR_SV_NUMBER, /* any other number */
+  PR_SV_STR,
+  PR_SV_LIST,
+  PR_SV_MAP,
+  PR_SV_OTHER
+} pr_spec_kind_t;
+
+/* A start spec being read: one reader per surface (the Lua table of
+ * eng:start in lua/binding.c, the msgpack map of RPC `start` in
+ * rpc/params.c). A map is whatever the reader says it is (`m`: a stack index,
+ * a msgpack_object); pr_spec_fill asks only for what the field lists name.
+ * Strings it returns live as long as the spec is used (anchored, or in the
+ * message's zone). */
+typedef struct pr_spec_reader pr_spec_reader_t;
+struct pr_spec_read;
+struct pr_spec_reader {
+  void *arg;        /* the reader's own state */
+  unsigned surface; /* PR_SPEC_LUA or PR_SPEC_RPC: the keys it takes */
+  const void *map;  /* the spec itself */
+  /* kind: what is at `key` in map m. boolean, integer: its value (kind BOOL,
+   * INT). string: a NUL-terminated copy of a STR, or NULL with *err PR_EINVAL
+   * (it holds a NUL byte) or PR_ENOMEM. sub: the MAP at `key`, for the same
+   * calls. unknown: the first key of m not among known[0..n), printable, in
+   * buf (len bytes), or NULL when every key is known. structured: read field
+   * `f` (CMD, ENV, SECRETS, NAMES) of the spec map into out->spec; 0, or an
+   * error with what was wrong in err (n bytes). A reader may also raise
+   * instead (Lua), since pr_spec_fill holds nothing to release. */
+  pr_spec_kind_t (*kind)(pr_spec_reader_t *r, const void *m, const char *key);
+  int (*boolean)(pr_spec_reader_t *r, const void *m, const char *key);
+  int64_t (*integer)(pr_spec_reader_t *r, const void *m, const char *key);
+  const char *(*string)(pr_spec_reader_t *r, const void *m, const char *key, int *err);
+  const void *(*sub)(pr_spec_reader_t *r, const void *m, const char *key);
+  const char *(*unknown)(pr_spec_reader_t *r, const void *m, const char *const *known, size_t n,
+                         char *buf, size_t len);
+  int (*structured)(pr_spec_reader_t *r, pr_spec_field_t f, struct pr_spec_read *out, char *err,
+                    size_t n);
+};
+
+/* What pr_spec_fill reads: the spec, its worker (spec.worker points at
+ * `worker` when there is one) and kill_on_disconnect (RPC). */
+typedef struct pr_spec_read {
+  pr_spec_t spec;
+  pr_worker_spec_t worker;
+  int kill_on_disconnect;
+} pr_spec_read_t;
+
+/* pr_spec_fill: read the start spec r->map through `r` into *out, every field
+ * of PR_SPEC_FIELDS that r->surface takes (absent: its default). Returns 0, or
+ * PR_EINVAL with what was wrong in err (n bytes; the field named, what it must
+ * be, what it was: "field 'cols' must be an integer in [0, 65535], got
+ * 70000"; never a string's value, which may be a secret), or PR_ENOMEM. The
+ * same bad spec gives the same text through every reader. Any thread. */
+int pr_spec_fill(pr_spec_reader_t *r, pr_spec_read_t *out, char *err, size_t n);
+
 /* A snapshot of one execution, owned by the caller (pr_record_free). */
 typedef struct {
   uint64_t id, session;
@@ -283,14 +472,12 @@ int pr_engine_closed(const pr_engine_t *e);
  * PR_EBUSY when max_queued executions of the host are already queued or held. */
 int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
 
-/* pr_engine_cancel: request the end of an execution (force: SIGKILL now). */
-pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force);
-
-/* pr_engine_cancel_why: pr_engine_cancel recording `reason` (NULL: "canceled";
- * else pr_reason_valid, the caller checks: PR_CANCEL_NOT_FOUND otherwise) as
- * the execution's reason when this call decides its end. Host thread. */
-pr_cancel_result_t pr_engine_cancel_why(pr_engine_t *e, uint64_t id, uint64_t session, int force,
-                                        const char *reason);
+/* pr_engine_cancel: request the end of an execution (force: SIGKILL now).
+ * `reason` is recorded as the execution's reason when this call decides its
+ * end: NULL means "canceled"; else it must pass pr_reason_valid (the caller
+ * checks: PR_CANCEL_NOT_FOUND otherwise). Host thread. */
+pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force,
+                                    const char *reason);
 
 /* pr_engine_release: let an execution started with `hold` take its turn (run
  * now, or wait in the queue for a slot under max_running). Returns 0,
@@ -341,11 +528,6 @@ int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, ui
  * string lives as long as the engine. */
 const char *pr_engine_address(const pr_engine_t *e);
 
-/* pr_engine_call: run fn(e, arg) on the engine thread and wait until it
- * returned (tests and the RPC fuzz harness use it to drive engine-thread code).
- * Returns 0, or PR_ECLOSED (fn did not run). */
-int pr_engine_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *arg);
-
 /* pr_engine_fd: an fd readable while events are pending (never closed before
  * pr_engine_free). */
 int pr_engine_fd(const pr_engine_t *e);
@@ -361,22 +543,29 @@ size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_b
  * (<0: forever). Returns 1 if events are pending, 0 on timeout. */
 int pr_engine_wait(pr_engine_t *e, int timeout_ms);
 
-/* pr_engine_request: send `payload` (JSON text, copied) to worker `id` as a new
- * request. Never blocks on the worker; the answer is one PR_EV_REPLY event for
- * *rid (after any PR_EV_CHUNK events), also for a refusal (PR_RS_REJECTED,
+/* Worker requests (doc *proctor-workers*). One verb set on every surface:
+ * request, cancel, restart of a worker — C pr_engine_worker_*, Lua
+ * eng:worker_*, RPC worker_*. Like every id call they take the caller's
+ * session: a worker or request of another session is "not found".
+ *
+ * pr_engine_worker_request: send `payload` (JSON text, copied) to worker `id`
+ * as a new request. Never blocks on the worker; the answer is one PR_EV_REPLY
+ * event for *rid (after any PR_EV_CHUNK events), also for a refusal
+ * (PR_RS_REJECTED: no such worker in `session`, not a worker, ended;
  * PR_RS_WORKER_FATAL). timeout_ms 0 = none. Returns 0 and *rid, PR_ECLOSED or
- * PR_ENOMEM. */
-int pr_engine_request(pr_engine_t *e, uint64_t id, const char *payload, size_t len,
-                      uint64_t timeout_ms, uint64_t *rid);
+ * PR_ENOMEM. Host thread. */
+int pr_engine_worker_request(pr_engine_t *e, uint64_t id, uint64_t session, const char *payload,
+                             size_t len, uint64_t timeout_ms, uint64_t *rid);
 
-/* pr_engine_cancel_request: resolve request `rid` as canceled now (its
- * PR_EV_REPLY is queued before this returns) and tell the worker. Returns 0,
- * PR_ENOENT (unknown or already answered) or PR_ECLOSED. */
-int pr_engine_cancel_request(pr_engine_t *e, uint64_t rid);
+/* pr_engine_worker_cancel: resolve request `rid` (of `session`; 0 = any) as
+ * canceled now (its PR_EV_REPLY is queued before this returns) and tell the
+ * worker. Returns 0, PR_ENOENT (unknown, another session's, or already
+ * answered) or PR_ECLOSED. Host thread. */
+int pr_engine_worker_cancel(pr_engine_t *e, uint64_t rid, uint64_t session);
 
 /* pr_engine_worker_restart: replace the worker process of `id` now (SIGTERM,
  * then a new spawn without backoff; not counted against max_restarts).
- * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. */
+ * Returns 0, PR_ENOENT, PR_ENOTWORKER, PR_ENOTRUNNING, PR_ECLOSED. Host thread. */
 int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
 
 /* pr_engine_warnings: take what the history and audit files reported so far
@@ -401,6 +590,12 @@ int pr_stream_from_name(const char *name); /* -1 if unknown */
 const char *pr_cancel_result_name(pr_cancel_result_t r);
 const char *pr_delete_result_name(pr_delete_result_t r);
 const char *pr_worker_state_name(int ws);
+/* The worker options' enums: "jsonl", "msgpack-rpc"; "never", "on-failure",
+ * "always". name: NULL when out of range; from_name: -1 when unknown. */
+const char *pr_worker_protocol_name(int p);
+int pr_worker_protocol_from_name(const char *name);
+const char *pr_worker_restart_name(int r);
+int pr_worker_restart_from_name(const char *name);
 const char *pr_reply_status_name(int st);
 /* pr_reason_valid: 1 if `s` may be a cancel reason: 1 to PR_REASON_MAX of a-z and '_'. */
 #define PR_REASON_MAX 32

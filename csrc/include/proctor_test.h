@@ -14,6 +14,11 @@
 #include "base/utf8.h"
 #include "include/proctor.h"
 
+/* pr_test_call: run fn(e, arg) on the engine thread and wait until it
+ * returned (the C tests and the RPC fuzz harness drive engine-thread code
+ * with it). Returns 0, or PR_ECLOSED (fn did not run). Host thread. */
+int pr_test_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *arg);
+
 /* pr_test_hold_events / pr_test_release_events: take and give back the lock
  * of the engine's event queue, so its thread blocks at its next event (a
  * stalled engine). Host thread. */
@@ -23,7 +28,7 @@ void pr_test_release_events(pr_engine_t *e);
 /* A session of the RPC server without a socket: its outgoing bytes go to
  * sink(arg, bytes, n) synchronously. pr_test_rpc_open creates a server
  * without a socket when the engine has none. All three on the engine thread
- * (inside pr_engine_call). open: NULL when out of memory; feed: 1 while the
+ * (inside pr_test_call). open: NULL when out of memory; feed: 1 while the
  * connection is open, 0 once the server closed it (close it still). */
 /* pr_test_hold_journal: keep the history writer thread busy until the engine
  * is closed, so every frame pushed meanwhile is still queued when close()
@@ -38,7 +43,7 @@ int pr_test_rpc_feed(pr_rpc_conn_t *c, const char *data, size_t len);
 void pr_test_rpc_close(pr_rpc_conn_t *c);
 
 /* The worker protocol parsers with the output masker, without an engine
- * (engine/wtest.c), for the worker fuzz target. pr_test_wparse_new: a JSON
+ * (tests/fuzz/wparse.c), for the worker fuzz target. pr_test_wparse_new: a JSON
  * lines (msgpack 0) or msgpack-rpc parser whose values are masked with
  * `secrets` ("K=V", as pr_spec_t.secrets); NULL when out of memory or when
  * the secrets are invalid. message() gets each message as the worker code

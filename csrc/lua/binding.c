@@ -197,100 +197,16 @@ static int l_new(lua_State *L) {
   return 1;
 }
 
-static const char *const start_keys[] = {
-    "cmd",          "cwd",    "env",        "clear_env",     "pty",   "cols",
-    "rows",         "stdin",  "timeout_ms", "kill_grace_ms", "label", "owner",
-    "backpressure", "worker", "secrets",    "env_allow",     "hold",  NULL};
-
-static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws);
-
 /* eng:start(spec) -> id | nil, msg, name */
 static int l_start(lua_State *L) {
   lengine_t *le = check_engine(L);
   luaL_checktype(L, 2, LUA_TTABLE);
-  check_table_keys(L, 2, start_keys);
-  pr_spec_t s = {0};
-  const char **argv = NULL, **env = NULL;
-  lua_getfield(L, 2, "cmd");
-  int ct = lua_type(L, -1);
-  if (ct == LUA_TSTRING) {
-    size_t n;
-    s.shell = lua_tolstring(L, -1, &n);
-    if (n == 0 || strlen(s.shell) != n)
-      luaL_argerror(L, 2, "'cmd' must be a non-empty string without NUL bytes");
-  } else if (ct == LUA_TTABLE) {
-    size_t n = pr_rawlen(L, -1);
-    if (n == 0) luaL_argerror(L, 2, "'cmd' list must not be empty");
-    if (n > 100000) luaL_argerror(L, 2, "'cmd' list is too long");
-    argv = lua_newuserdata(L, n * sizeof(char *)); /* freed by the GC, anchored on the stack */
-    for (size_t i = 0; i < n; i++) {
-      lua_rawgeti(L, -2, (int)i + 1);
-      size_t len;
-      if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-        luaL_argerror(L, 2, "'cmd' entries must be strings");
-      argv[i] = lua_tolstring(L, -1, &len);
-      if (strlen(argv[i]) != len) luaL_argerror(L, 2, "'cmd' entries must not contain NUL bytes");
-      lua_rawseti(L, -3, (int)i + 1); /* keep the (possibly converted) string anchored */
-    }
-    s.argv = argv;
-    s.argc = n;
-  } else {
-    return luaL_argerror(L, 2, "'cmd' must be a string (run by /bin/sh -c) or a list of strings");
-  }
-  /* stack: ... cmd [argv ud] — stays until return */
-  s.cwd = opt_str(L, 2, "cwd");
-  s.clear_env = opt_bool(L, 2, "clear_env", 0);
-  s.pty = opt_bool(L, 2, "pty", 0);
-  s.cols = (uint16_t)opt_nonneg(L, 2, "cols", 0, 65535);
-  s.rows = (uint16_t)opt_nonneg(L, 2, "rows", 0, 65535);
-  s.stdin_pipe = opt_bool(L, 2, "stdin", 0);
-  s.timeout_ms = (uint64_t)opt_nonneg(L, 2, "timeout_ms", 0, (lua_Integer)1 << 50);
-  s.kill_grace_ms = opt_nonneg(L, 2, "kill_grace_ms", -1, 3600000); /* -1: engine default */
-  s.backpressure = opt_bool(L, 2, "backpressure", 0);
-  s.hold = opt_bool(L, 2, "hold", 0);
-  s.label = opt_str(L, 2, "label");
-  s.owner = opt_str(L, 2, "owner");
-  pr_worker_spec_t ws;
-  s.worker = check_worker_spec(L, 2, &ws); /* strings stay anchored in the spec table */
-  lua_getfield(L, 2, "env");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) luaL_argerror(L, 2, "'env' must be a table of NAME = value");
-    int et = lua_gettop(L);
-    size_t n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, et) != 0) {
-      lua_pop(L, 1);
-      n++;
-    }
-    env = lua_newuserdata(L, (n ? n : 1) * sizeof(char *));
-    lua_newtable(L); /* anchors the "K=V" strings */
-    int anchor = lua_gettop(L);
-    size_t i = 0;
-    lua_pushnil(L);
-    while (lua_next(L, et) != 0) {
-      size_t kl, vl;
-      if (lua_type(L, -2) != LUA_TSTRING) luaL_argerror(L, 2, "'env' keys must be strings");
-      if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-        luaL_argerror(L, 2, "'env' values must be strings");
-      const char *k = lua_tolstring(L, -2, &kl);
-      lua_pushvalue(L, -1);
-      const char *v = lua_tolstring(L, -1, &vl);
-      lua_pop(L, 1);
-      if (kl == 0 || strlen(k) != kl || strchr(k, '=') || strlen(v) != vl)
-        luaL_argerror(L, 2, "'env' names must be non-empty without '=' or NUL; values without NUL");
-      lua_pushfstring(L, "%s=%s", k, v);
-      env[i] = lua_tostring(L, -1);
-      lua_rawseti(L, anchor, (int)i + 1);
-      i++;
-      lua_pop(L, 1);
-    }
-    s.env = env;
-    s.envc = i;
-  }
-  pr_lua_env_policy(L, 2, &s); /* secrets, env_allow (anchored on the stack) */
+  pr_spec_read_t sr;
+  int rc = pr_lua_read_spec(L, 2, &sr); /* raises on a bad spec */
+  if (rc != 0) return fail(L, rc, NULL);
   if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
   uint64_t id;
-  int rc = pr_engine_start(le->e, &s, &id);
+  rc = pr_engine_start(le->e, &sr.spec, &id);
   if (rc != 0)
     return fail(L, rc, rc == PR_EBUSY ? "(max_queued executions are queued or held)" : NULL);
   lua_pushinteger(L, (lua_Integer)id);
@@ -318,7 +234,7 @@ static int l_cancel(lua_State *L) {
     else luaL_argerror(L, 3, "boolean or {force = boolean, reason = string} expected");
   }
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel_why(e, (uint64_t)id, 0, force, reason)));
+  lua_pushstring(L, pr_cancel_result_name(pr_engine_cancel(e, (uint64_t)id, 0, force, reason)));
   return 1;
 }
 
@@ -576,54 +492,12 @@ static int l_hrtime(lua_State *L) {
 
 /* ---- supervised workers (doc/proctor.txt, *proctor-workers*) ----------------------- */
 
-static const pr_worker_spec_t *check_worker_spec(lua_State *L, int t, pr_worker_spec_t *ws) {
-  static const char *const keys[] = {"protocol",   "restart",        "max_restarts",
-                                     "backoff_ms", "backoff_max_ms", "healthy_ms",
-                                     "ready",      "max_chunks",     NULL};
-  static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
-  static const char *const restarts[] = {"never", "on-failure", "always", NULL};
-  memset(ws, 0, sizeof(*ws));
-  lua_getfield(L, t, "worker");
-  if (lua_isnil(L, -1) || (lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
-    lua_pop(L, 1);
-    return NULL;
-  }
-  ws->max_restarts = -1;
-  ws->restart = PR_WR_ON_FAILURE;
-  if (lua_isboolean(L, -1)) { /* worker = true: every default */
-    lua_pop(L, 1);
-    return ws;
-  }
-  if (!lua_istable(L, -1)) luaL_argerror(L, t, "'worker' must be a table (or true)");
-  int w = lua_gettop(L);
-  check_table_keys(L, w, keys);
-  const char *p = opt_str(L, w, "protocol"), *r = opt_str(L, w, "restart");
-  for (int i = 0; p && protos[i]; i++)
-    if (strcmp(p, protos[i]) == 0) ws->protocol = (pr_worker_protocol_t)i, p = NULL;
-  if (p) luaL_argerror(L, t, "worker.protocol must be \"jsonl\" or \"msgpack-rpc\"");
-  for (int i = 0; r && restarts[i]; i++)
-    if (strcmp(r, restarts[i]) == 0) ws->restart = (pr_worker_restart_t)i, r = NULL;
-  if (r) luaL_argerror(L, t, "worker.restart must be \"never\", \"on-failure\" or \"always\"");
-  ws->max_restarts = (int32_t)opt_nonneg(L, w, "max_restarts", -1, 1000000);
-  ws->backoff_ms = (uint32_t)opt_nonneg(L, w, "backoff_ms", 0, 3600000);
-  ws->backoff_max_ms = (uint32_t)opt_nonneg(L, w, "backoff_max_ms", 0, 3600000);
-  ws->healthy_ms = (uint32_t)opt_nonneg(L, w, "healthy_ms", 0, 86400000);
-  ws->max_chunks = (uint32_t)opt_nonneg(L, w, "max_chunks", 0, 1000000);
-  lua_getfield(L, w, "ready");
-  if (!lua_isnil(L, -1)) {
-    static const char *const rkeys[] = {"message", "stderr_pattern", NULL};
-    if (!lua_istable(L, -1)) luaL_argerror(L, t, "worker.ready must be a table");
-    int rt = lua_gettop(L);
-    check_table_keys(L, rt, rkeys);
-    ws->ready_message = opt_bool(L, rt, "message", 0);
-    ws->ready_stderr = opt_str(L, rt, "stderr_pattern"); /* anchored in the ready table */
-  }
-  lua_pop(L, 2); /* ready, worker: both stay referenced by the spec table */
-  return ws;
-}
+/* Worker requests: one verb set on every surface (request, cancel, restart;
+ * RPC worker_request, worker_cancel, worker_restart). The names of before
+ * (request, cancel_request, restart) stay as aliases (doc *proctor-workers*). */
 
-/* eng:request(id, payload[, {timeout_ms = N}]) -> rid | nil, msg, name */
-static int l_request(lua_State *L) {
+/* eng:worker_request(id, payload[, {timeout_ms = N}]) -> rid | nil, msg, name */
+static int l_worker_request(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   luaL_checkany(L, 3);
@@ -643,19 +517,19 @@ static int l_request(lua_State *L) {
     return fail(L, e == NULL ? PR_ECLOSED : PR_ENOMEM, NULL);
   }
   uint64_t rid;
-  int rc = pr_engine_request(e, id > 0 ? (uint64_t)id : 0, json, len, timeout, &rid);
+  int rc = pr_engine_worker_request(e, id > 0 ? (uint64_t)id : 0, 0, json, len, timeout, &rid);
   free(json);
   if (rc != 0) return fail(L, rc, NULL);
   lua_pushinteger(L, (lua_Integer)rid);
   return 1;
 }
 
-/* eng:cancel_request(rid) -> true | nil, msg, name */
-static int l_cancel_request(lua_State *L) {
+/* eng:worker_cancel(rid) -> true | nil, msg, name */
+static int l_worker_cancel(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer rid = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
-  int rc = rid > 0 ? pr_engine_cancel_request(e, (uint64_t)rid) : PR_ENOENT;
+  int rc = rid > 0 ? pr_engine_worker_cancel(e, (uint64_t)rid, 0) : PR_ENOENT;
   if (rc != 0) {
     char d[48];
     snprintf(d, sizeof(d), "(request %lld)", (long long)rid);
@@ -665,8 +539,8 @@ static int l_cancel_request(lua_State *L) {
   return 1;
 }
 
-/* eng:restart(id) -> true | nil, msg, name */
-static int l_restart(lua_State *L) {
+/* eng:worker_restart(id) -> true | nil, msg, name */
+static int l_worker_restart(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
@@ -693,9 +567,13 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"closed", l_closed},
                                           {"address", l_address},
                                           {"warnings", l_warnings},
-                                          {"request", l_request},
-                                          {"cancel_request", l_cancel_request},
-                                          {"restart", l_restart},
+                                          {"worker_request", l_worker_request},
+                                          {"worker_cancel", l_worker_cancel},
+                                          {"worker_restart", l_worker_restart},
+                                          /* the names of before, kept as aliases */
+                                          {"request", l_worker_request},
+                                          {"cancel_request", l_worker_cancel},
+                                          {"restart", l_worker_restart},
                                           {"release", l_release},
                                           {"hold_output", l_hold_output},
                                           {NULL, NULL}};
@@ -720,5 +598,9 @@ __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   lua_setfield(L, -2, "hrtime");
   lua_pushstring(L, PR_VERSION);
   lua_setfield(L, -2, "version");
+  pr_lua_push_fields(L, 0);
+  lua_setfield(L, -2, "spec_fields");
+  pr_lua_push_fields(L, 1);
+  lua_setfield(L, -2, "worker_fields");
   return 1;
 }

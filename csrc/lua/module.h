@@ -26,9 +26,22 @@ char *pr_lua_to_json(lua_State *L, int i, size_t *len, const char **err);
  * nil (json.c). */
 void pr_lua_push_json(lua_State *L, const char *text, size_t len);
 
-/* pr_lua_env_policy: the `secrets` (values and sources) and `env_allow` of
- * the start table at index t into s; what s points to stays anchored in
- * values left on the stack. Raises on a malformed value (envpol.c). */
-void pr_lua_env_policy(lua_State *L, int t, pr_spec_t *s);
+/* pr_lua_read_spec: the start table at index t through pr_spec_fill into
+ * *out (what it points to stays anchored in the table or on the stack until
+ * the caller returns). Raises on a bad spec (luaL_argerror: the field named,
+ * what it must be, what it was); returns 0 or PR_ENOMEM (spec.c). */
+int pr_lua_read_spec(lua_State *L, int t, pr_spec_read_t *out);
+
+/* pr_lua_push_fields: PR_SPEC_FIELDS (worker 0) or PR_WORKER_FIELDS (1) as a
+ * list of { key, type, default?, max?, values?, lua, rpc, help } (spec.c). */
+void pr_lua_push_fields(lua_State *L, int worker);
+
+/* pr_lua_secrets, pr_lua_env_allow: the `secrets` (values and sources; after
+ * `env`, which secrets' names must not repeat) and the `env_allow` of the
+ * start table at index t into s, for the Lua reader of pr_spec_fill; what s
+ * points to stays anchored in values left on the stack. Raise on a malformed
+ * value (env_policy.c). */
+void pr_lua_secrets(lua_State *L, int t, pr_spec_t *s);
+void pr_lua_env_allow(lua_State *L, int t, pr_spec_t *s);
 
 #endif

@@ -15,6 +15,7 @@
  * does.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -237,45 +238,108 @@ static int push(void *vec, size_t *n, size_t size, const void *item) {
   return 0;
 }
 
+/* The long options (getopt_long): one entry per option of usage(); `val` is
+ * what the switch below tells them apart by. */
+enum {
+  O_SOCKET = 256,
+  O_EMBEDDED,
+  O_NO_DISCOVER,
+  O_ALLOW_CWD,
+  O_DENY,
+  O_ALLOW,
+  O_ALLOW_ENV,
+  O_SECRET,
+  O_KILL_ON_EXIT,
+  O_SHEPHERD,
+  O_OUTPUT_LIMIT,
+  O_PROGRESS_MS,
+  O_VERSION
+};
+static const struct option longopts[] = {{"socket", required_argument, NULL, O_SOCKET},
+                                         {"embedded", no_argument, NULL, O_EMBEDDED},
+                                         {"no-discover", no_argument, NULL, O_NO_DISCOVER},
+                                         {"allow-cwd", required_argument, NULL, O_ALLOW_CWD},
+                                         {"deny", required_argument, NULL, O_DENY},
+                                         {"allow", required_argument, NULL, O_ALLOW},
+                                         {"allow-env", required_argument, NULL, O_ALLOW_ENV},
+                                         {"secret", required_argument, NULL, O_SECRET},
+                                         {"kill-on-exit", no_argument, NULL, O_KILL_ON_EXIT},
+                                         {"shepherd", required_argument, NULL, O_SHEPHERD},
+                                         {"output-limit", required_argument, NULL, O_OUTPUT_LIMIT},
+                                         {"progress-ms", required_argument, NULL, O_PROGRESS_MS},
+                                         {"version", no_argument, NULL, O_VERSION},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+
+/* --secret NAME[=VAR]: 0 (also when $VAR is unset: logged, left out) or -1. */
+static int add_secret(const char *v) {
+  mc_secret_t s;
+  char *name = strdup(v);
+  char *eq = name ? strchr(name, '=') : NULL;
+  if (name == NULL) return -1;
+  if (eq) *eq = 0;
+  const char *var = eq ? eq + 1 : name;
+  if (name[0] == 0 || var[0] == 0) {
+    mc_log("--secret %s: NAME or NAME=VAR expected", v);
+    free(name);
+    return -1;
+  }
+  s.name = name;
+  s.value = getenv(var);
+  if (s.value == NULL || s.value[0] == 0) {
+    mc_log("--secret %s: $%s is not set (or empty); the secret is left out", v, var);
+    free(name);
+    return 0;
+  }
+  if (strlen(s.value) > 4096) {
+    mc_log("--secret %s: the value is longer than 4096 bytes", v);
+    free(name);
+    return -1;
+  }
+  return push(&mc_opts.secrets, &mc_opts.n_secrets, sizeof(s), &s) || mc_mask_add(s.value) ? -1 : 0;
+}
+
+/* A number option's value into *n; -1 (logged) when it is not a number. */
+static int number(const char *opt, const char *v, unsigned long long *n) {
+  char *end;
+  *n = strtoull(v, &end, 10);
+  if (*end || end == v) {
+    mc_log("--%s %s: a number expected", opt, v);
+    return -1;
+  }
+  return 0;
+}
+
 static int parse_args(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = strcmp(a, "--socket") == 0 || strcmp(a, "--allow-cwd") == 0 ||
-                strcmp(a, "--deny") == 0 || strcmp(a, "--allow") == 0 ||
-                strcmp(a, "--allow-env") == 0 || strcmp(a, "--secret") == 0 ||
-                strcmp(a, "--shepherd") == 0 || strcmp(a, "--output-limit") == 0 ||
-                strcmp(a, "--progress-ms") == 0;
-    if (takes && v == NULL) {
-      mc_log("%s needs a value", a);
-      return -1;
-    }
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else if (strcmp(a, "--version") == 0) {
-      printf("proctor-mcp %s\n", MC_VERSION);
-      exit(0);
-    } else if (strcmp(a, "--embedded") == 0) {
-      mc_opts.embedded = 1;
-    } else if (strcmp(a, "--no-discover") == 0) {
-      mc_opts.discover = 0;
-    } else if (strcmp(a, "--kill-on-exit") == 0) {
-      mc_opts.kill_on_exit = 1;
-    } else if (strcmp(a, "--socket") == 0) {
-      mc_opts.socket = v;
-    } else if (strcmp(a, "--allow-cwd") == 0) {
+  int c, li = -1;
+  unsigned long long n;
+  opterr = 0; /* our own messages, through mc_log */
+  while ((c = getopt_long(argc, argv, ":h", longopts, &li)) != -1) {
+    const char *v = optarg;
+    switch (c) {
+    case 'h': usage(stdout); exit(0);
+    case O_VERSION: printf("proctor-mcp %s\n", MC_VERSION); exit(0);
+    case O_EMBEDDED: mc_opts.embedded = 1; break;
+    case O_NO_DISCOVER: mc_opts.discover = 0; break;
+    case O_KILL_ON_EXIT: mc_opts.kill_on_exit = 1; break;
+    case O_SOCKET: mc_opts.socket = v; break;
+    case O_SHEPHERD: mc_opts.shepherd = v; break;
+    case O_ALLOW_CWD: {
       char *real = realpath(v, NULL);
       if (real == NULL) {
         mc_log("--allow-cwd %s: %s", v, strerror(errno));
         return -1;
       }
       if (push(&mc_opts.allow_cwd, &mc_opts.n_allow_cwd, sizeof(char *), &real)) return -1;
-    } else if (strcmp(a, "--deny") == 0) {
+      break;
+    }
+    case O_DENY:
       if (push(&mc_opts.deny, &mc_opts.n_deny, sizeof(char *), &v)) return -1;
-    } else if (strcmp(a, "--allow") == 0) {
+      break;
+    case O_ALLOW:
       if (push(&mc_opts.allow, &mc_opts.n_allow, sizeof(char *), &v)) return -1;
-    } else if (strcmp(a, "--allow-env") == 0) {
+      break;
+    case O_ALLOW_ENV:
       if (mc_env_never(v)) {
         mc_log("--allow-env %s: %s can never be allowed (it chooses which code runs)", v, v);
         return -1;
@@ -285,45 +349,25 @@ static int parse_args(int argc, char **argv) {
         return -1;
       }
       if (push(&mc_opts.allow_env, &mc_opts.n_allow_env, sizeof(char *), &v)) return -1;
-    } else if (strcmp(a, "--secret") == 0) {
-      mc_secret_t s;
-      char *name = strdup(v);
-      char *eq = name ? strchr(name, '=') : NULL;
-      if (name == NULL) return -1;
-      if (eq) *eq = 0;
-      const char *var = eq ? eq + 1 : name;
-      if (name[0] == 0 || var[0] == 0) {
-        mc_log("--secret %s: NAME or NAME=VAR expected", v);
-        return -1;
-      }
-      s.name = name;
-      s.value = getenv(var);
-      if (s.value == NULL || s.value[0] == 0) {
-        mc_log("--secret %s: $%s is not set (or empty); the secret is left out", v, var);
-        continue;
-      }
-      if (strlen(s.value) > 4096) {
-        mc_log("--secret %s: the value is longer than 4096 bytes", v);
-        return -1;
-      }
-      if (push(&mc_opts.secrets, &mc_opts.n_secrets, sizeof(s), &s) || mc_mask_add(s.value))
-        return -1;
-    } else if (strcmp(a, "--shepherd") == 0) {
-      mc_opts.shepherd = v;
-    } else if (strcmp(a, "--output-limit") == 0 || strcmp(a, "--progress-ms") == 0) {
-      char *end;
-      unsigned long long n = strtoull(v, &end, 10);
-      if (*end || end == v) {
-        mc_log("%s %s: a number expected", a, v);
-        return -1;
-      }
-      if (a[2] == 'o') mc_opts.output_limit = n;
-      else mc_opts.progress_ms = n > 3600000 ? 3600000 : (uint32_t)n;
-    } else {
-      mc_log("unknown option %s (see --help)", a);
-      return -1;
+      break;
+    case O_SECRET:
+      if (add_secret(v)) return -1;
+      break;
+    case O_OUTPUT_LIMIT:
+      if (number("output-limit", v, &n)) return -1;
+      mc_opts.output_limit = n;
+      break;
+    case O_PROGRESS_MS:
+      if (number("progress-ms", v, &n)) return -1;
+      mc_opts.progress_ms = n > 3600000 ? 3600000 : (uint32_t)n;
+      break;
+    case ':': mc_log("%s needs a value", argv[optind - 1]); return -1;
+    default: mc_log("unknown option %s (see --help)", argv[optind - 1]); return -1;
     }
-    if (takes) i++;
+  }
+  if (optind < argc) {
+    mc_log("unknown option %s (see --help)", argv[optind]);
+    return -1;
   }
   if (mc_opts.n_allow_env && !mc_opts.n_allow)
     mc_log("--allow-env has no effect without --allow (env is not restricted)");

@@ -100,14 +100,13 @@ static int add_kod(pr_rpc_conn_t *c, uint64_t id) {
 
 /* start [spec] -> id */
 static int m_start(pr_rpc_req_t *q) {
-  const msgpack_object *sp;
+  const msgpack_object *sp = pr_rpc_arg(q, 0);
   int rc;
-  if ((rc = pr_rpc_arg_map(q, 0, "spec", pr_rpc_start_keys, &sp)) != 0) return rc;
-  if (sp == NULL) return pr_rpc_bad(q, 0, "spec", "map expected");
-  pr_spec_t s;
-  pr_worker_spec_t ws;
-  int kod;
-  if ((rc = pr_rpc_parse_spec(q, sp, &s, &ws, &kod)) != 0) return rc;
+  if (sp == NULL || sp->type != MSGPACK_OBJECT_MAP) return pr_rpc_bad(q, 0, "spec", "map expected");
+  pr_spec_read_t sr;
+  if ((rc = pr_rpc_read_spec(q, sp, &sr)) != 0) return rc;
+  pr_spec_t s = sr.spec; /* s.worker points into sr */
+  int kod = sr.kill_on_disconnect;
   s.session = q->c->session;
   s.owner = q->c->name;
   pr_exec_t *x;

@@ -161,24 +161,6 @@ int pr_rpc_fail_id(pr_rpc_req_t *q, int rc, uint64_t id) {
   return rc;
 }
 
-const char *const pr_rpc_start_keys[] = {
-    "cmd",       "cwd",          "env",   "clear_env",          "pty",
-    "cols",      "rows",         "stdin", "timeout_ms",         "kill_grace_ms",
-    "label",     "backpressure", "hold",  "kill_on_disconnect", "secrets",
-    "env_allow", "worker",       NULL};
-
-static int spec_bool(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int *out) {
-  const msgpack_object *v = pr_rpc_map_get(sp, key);
-  if (v == NULL) return 0;
-  if (v->type != MSGPACK_OBJECT_BOOLEAN) {
-    char w[64];
-    snprintf(w, sizeof(w), "field '%s' must be a boolean", key);
-    return pr_rpc_bad(q, 0, "spec", w);
-  }
-  *out = v->via.boolean;
-  return 0;
-}
-
 int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, int64_t hi,
                     int64_t *out) {
   const msgpack_object *v = pr_rpc_map_get(sp, key);
@@ -190,19 +172,6 @@ int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, 
     return pr_rpc_bad(q, 0, "spec", w);
   }
   *out = n;
-  return 0;
-}
-
-static int spec_str(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, const char **out) {
-  const msgpack_object *v = pr_rpc_map_get(sp, key);
-  if (v == NULL) return 0;
-  int err = 0;
-  if ((*out = pr_rpc_zstr(q, v, &err)) == NULL) {
-    if (err != PR_EINVAL) return err;
-    char w[96];
-    snprintf(w, sizeof(w), "field '%s' must be a string without NUL bytes", key);
-    return pr_rpc_bad(q, 0, "spec", w);
-  }
   return 0;
 }
 
@@ -310,128 +279,157 @@ static int kv_list(pr_rpc_req_t *q, const msgpack_object *m, const char *field,
   return 0;
 }
 
-/* The `worker` field of a start spec: true (every default) or a map like the
- * Lua core's (doc *proctor-workers*). */
-static int worker_spec(pr_rpc_req_t *q, const msgpack_object *w, pr_worker_spec_t *ws) {
-  static const char *const protos[] = {"jsonl", "msgpack-rpc", NULL};
-  static const char *const restarts[] = {"never", "on-failure", "always", NULL};
-  static const char *const keys[] = {"protocol",   "restart",        "max_restarts",
-                                     "backoff_ms", "backoff_max_ms", "healthy_ms",
-                                     "ready",      "max_chunks",     NULL};
-  memset(ws, 0, sizeof(*ws));
-  ws->max_restarts = -1;
-  ws->restart = PR_WR_ON_FAILURE;
-  if (w->type == MSGPACK_OBJECT_BOOLEAN) return 0;
-  if (w->type != MSGPACK_OBJECT_MAP)
-    return pr_rpc_bad(q, 0, "spec", "'worker' must be a map (or true)");
-  for (uint32_t i = 0; i < w->via.map.size; i++) {
-    int known = 0;
-    for (const char *const *k = keys; *k && !known; k++)
-      known = pr_mp_key_is(&w->via.map.ptr[i].key, *k);
-    if (!known) return pr_rpc_bad(q, 0, "spec", "unknown key in 'worker'");
+/* ---- the start spec: the msgpack reader of pr_spec_fill ------------------------------- */
+
+/* A map is a msgpack_object of type MAP; the spec's strings are copied into
+ * the request's zone. */
+#define RQ(r) ((pr_rpc_req_t *)(r)->arg)
+
+static pr_spec_kind_t mkind(pr_spec_reader_t *r, const void *m, const char *key) {
+  const msgpack_object *v = pr_rpc_map_get(m, key);
+  int64_t i;
+  if (v == NULL) return PR_SV_NONE;
+  switch (v->type) {
+  case MSGPACK_OBJECT_BOOLEAN: return PR_SV_BOOL;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT64: return pr_rpc_to_int(v, &i) ? PR_SV_INT : PR_SV_NUMBER;
+  case MSGPACK_OBJECT_STR:
+  case MSGPACK_OBJECT_BIN: return PR_SV_STR;
+  case MSGPACK_OBJECT_ARRAY: return PR_SV_LIST;
+  case MSGPACK_OBJECT_MAP: return PR_SV_MAP;
+  default: return PR_SV_OTHER;
   }
-  const char *p = NULL, *r = NULL;
-  int64_t mr = -1, bo = 0, bmax = 0, healthy = 0, chunks = 0;
-  int rc;
-  if ((rc = spec_str(q, w, "protocol", &p)) || (rc = spec_str(q, w, "restart", &r)) ||
-      (rc = pr_rpc_spec_int(q, w, "max_restarts", 1000000, &mr)) ||
-      (rc = pr_rpc_spec_int(q, w, "backoff_ms", 3600000, &bo)) ||
-      (rc = pr_rpc_spec_int(q, w, "backoff_max_ms", 3600000, &bmax)) ||
-      (rc = pr_rpc_spec_int(q, w, "healthy_ms", 86400000, &healthy)) ||
-      (rc = pr_rpc_spec_int(q, w, "max_chunks", 1000000, &chunks)))
-    return rc;
-  for (int i = 0; p && protos[i]; i++)
-    if (strcmp(p, protos[i]) == 0) ws->protocol = (pr_worker_protocol_t)i, p = NULL;
-  if (p) return pr_rpc_bad(q, 0, "spec", "worker.protocol must be \"jsonl\" or \"msgpack-rpc\"");
-  for (int i = 0; r && restarts[i]; i++)
-    if (strcmp(r, restarts[i]) == 0) ws->restart = (pr_worker_restart_t)i, r = NULL;
-  if (r)
-    return pr_rpc_bad(q, 0, "spec",
-                      "worker.restart must be \"never\", \"on-failure\" or \"always\"");
-  ws->max_restarts = (int32_t)mr;
-  ws->backoff_ms = (uint32_t)bo;
-  ws->backoff_max_ms = (uint32_t)bmax;
-  ws->healthy_ms = (uint32_t)healthy;
-  ws->max_chunks = (uint32_t)chunks;
-  const msgpack_object *ready = pr_rpc_map_get(w, "ready");
-  if (ready) {
-    if (ready->type != MSGPACK_OBJECT_MAP)
-      return pr_rpc_bad(q, 0, "spec", "worker.ready must be a map");
-    if ((rc = spec_bool(q, ready, "message", &ws->ready_message)) ||
-        (rc = spec_str(q, ready, "stderr_pattern", &ws->ready_stderr)))
-      return rc;
-  }
-  return 0;
 }
 
-/* The fields of a start spec `sp` into *s (strings in the request's zone;
- * the worker spec, when there is one, in *ws), and kill_on_disconnect. */
-int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, pr_worker_spec_t *ws,
-                      int *kod) {
-  int rc, err = 0;
-  memset(s, 0, sizeof(*s));
-  int64_t cols = 0, rows = 0, timeout = 0, grace = -1;
-  *kod = 0;
-  if ((rc = spec_str(q, sp, "cwd", &s->cwd)) || (rc = spec_str(q, sp, "label", &s->label)) ||
-      (rc = spec_bool(q, sp, "clear_env", &s->clear_env)) ||
-      (rc = spec_bool(q, sp, "pty", &s->pty)) || (rc = spec_bool(q, sp, "stdin", &s->stdin_pipe)) ||
-      (rc = spec_bool(q, sp, "backpressure", &s->backpressure)) ||
-      (rc = spec_bool(q, sp, "hold", &s->hold)) ||
-      (rc = spec_bool(q, sp, "kill_on_disconnect", kod)) ||
-      (rc = pr_rpc_spec_int(q, sp, "cols", 65535, &cols)) ||
-      (rc = pr_rpc_spec_int(q, sp, "rows", 65535, &rows)) ||
-      (rc = pr_rpc_spec_int(q, sp, "timeout_ms", (int64_t)1 << 50, &timeout)) ||
-      (rc = pr_rpc_spec_int(q, sp, "kill_grace_ms", 3600000, &grace)))
-    return rc;
-  s->cols = (uint16_t)cols;
-  s->rows = (uint16_t)rows;
-  s->timeout_ms = (uint64_t)timeout;
-  s->kill_grace_ms = grace;
+static int mboolean(pr_spec_reader_t *r, const void *m, const char *key) {
+  const msgpack_object *v = pr_rpc_map_get(m, key);
+  return v && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
+}
+
+static int64_t minteger(pr_spec_reader_t *r, const void *m, const char *key) {
+  int64_t i = 0;
+  const msgpack_object *v = pr_rpc_map_get(m, key);
+  if (v) pr_rpc_to_int(v, &i);
+  return i;
+}
+
+static const char *mstring(pr_spec_reader_t *r, const void *m, const char *key, int *err) {
+  const msgpack_object *v = pr_rpc_map_get(m, key);
+  return v ? pr_rpc_zstr(RQ(r), v, err) : NULL;
+}
+
+static const void *msub(pr_spec_reader_t *r, const void *m, const char *key) {
+  return pr_rpc_map_get(m, key);
+}
+
+static const char *munknown(pr_spec_reader_t *r, const void *m, const char *const *known, size_t nk,
+                            char *buf, size_t len) {
+  const msgpack_object *o = m;
+  for (uint32_t k = 0; k < o->via.map.size; k++) {
+    const msgpack_object *key = &o->via.map.ptr[k].key;
+    int ok = 0;
+    for (size_t i = 0; i < nk && !ok; i++) ok = pr_mp_key_is(key, known[i]);
+    if (!ok) return pr_rpc_key_text(key, buf, len);
+  }
+  return NULL;
+}
+
+/* cmd: a string for /bin/sh -c, or a non-empty list of strings. The texts
+ * are the Lua reader's (lua/spec.c). */
+static int mcmd(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, char *e, size_t n) {
   const msgpack_object *cmd = pr_rpc_map_get(sp, "cmd");
+  int err = PR_EINVAL;
   if (cmd && pr_rpc_is_bytes(cmd)) {
     if ((s->shell = pr_rpc_zstr(q, cmd, &err)) == NULL || s->shell[0] == 0)
       return err == PR_ENOMEM
                  ? err
-                 : pr_rpc_bad(q, 0, "spec", "'cmd' must be a non-empty string without NUL");
-  } else if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY && cmd->via.array.size > 0) {
-    uint32_t n = cmd->via.array.size;
-    const char **argv = q->zone ? msgpack_zone_malloc(q->zone, n * sizeof(char *)) : NULL;
+                 : (snprintf(e, n, "'cmd' must be a non-empty string without NUL bytes"),
+                    PR_EINVAL);
+    return 0;
+  }
+  if (cmd && cmd->type == MSGPACK_OBJECT_ARRAY) {
+    uint32_t k = cmd->via.array.size;
+    if (k == 0) return snprintf(e, n, "'cmd' list must not be empty"), PR_EINVAL;
+    const char **argv = q->zone ? msgpack_zone_malloc(q->zone, k * sizeof(char *)) : NULL;
     if (argv == NULL) return PR_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < k; i++)
       if ((argv[i] = pr_rpc_zstr(q, &cmd->via.array.ptr[i], &err)) == NULL)
         return err == PR_ENOMEM
                    ? err
-                   : pr_rpc_bad(q, 0, "spec", "'cmd' entries must be strings without NUL");
+                   : (snprintf(e, n, "'cmd' entries must be strings without NUL bytes"), PR_EINVAL);
     s->argv = argv;
-    s->argc = n;
-  } else {
-    return pr_rpc_bad(q, 0, "spec",
-                      "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
+    s->argc = k;
+    return 0;
   }
-  if ((rc = kv_list(q, pr_rpc_map_get(sp, "env"), "env", &s->env, &s->envc, NULL, NULL)) != 0 ||
-      (rc = kv_list(q, pr_rpc_map_get(sp, "secrets"), "secrets", &s->secrets, &s->nsecrets,
-                    &s->sources, &s->nsources)) != 0)
-    return rc;
-  if (pr_vault_check(s) != 0) return pr_rpc_bad(q, 0, "spec", bad_source);
-  const msgpack_object *allow = pr_rpc_map_get(sp, "env_allow");
-  if (allow) {
-    if (allow->type != MSGPACK_OBJECT_ARRAY)
-      return pr_rpc_bad(q, 0, "spec", "'env_allow' must be a list of variable names");
-    uint32_t n = allow->via.array.size;
-    const char **names = msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *));
-    if (names == NULL) return PR_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-      if ((names[i] = pr_rpc_zstr(q, &allow->via.array.ptr[i], &err)) == NULL || names[i][0] == 0 ||
-          strchr(names[i], '='))
-        return err == PR_ENOMEM ? err
-                                : pr_rpc_bad(q, 0, "spec", "'env_allow' entries must be names");
-    s->env_allow = names;
-    s->nallow = n;
-  }
-  const msgpack_object *wk = pr_rpc_map_get(sp, "worker");
-  if (wk && !(wk->type == MSGPACK_OBJECT_BOOLEAN && !wk->via.boolean)) {
-    if ((rc = worker_spec(q, wk, ws)) != 0) return rc;
-    s->worker = ws;
-  }
+  snprintf(e, n, "'cmd' must be a string (run by /bin/sh -c) or a non-empty list of strings");
+  return PR_EINVAL;
+}
+
+/* env_allow: a list of variable names. */
+static int mallow(pr_rpc_req_t *q, const msgpack_object *allow, pr_spec_t *s) {
+  int err = 0;
+  if (allow == NULL) return 0;
+  if (allow->type != MSGPACK_OBJECT_ARRAY)
+    return pr_rpc_bad(q, 0, "spec", "'env_allow' must be a list of names");
+  uint32_t n = allow->via.array.size;
+  const char **names = msgpack_zone_malloc(q->zone, (n ? n : 1) * sizeof(char *));
+  if (names == NULL) return PR_ENOMEM;
+  for (uint32_t i = 0; i < n; i++)
+    if ((names[i] = pr_rpc_zstr(q, &allow->via.array.ptr[i], &err)) == NULL || names[i][0] == 0 ||
+        strchr(names[i], '='))
+      return err == PR_ENOMEM
+                 ? err
+                 : pr_rpc_bad(q, 0, "spec",
+                              "'env_allow' entries must be non-empty names without '=' or NUL");
+  s->env_allow = names;
+  s->nallow = n;
   return 0;
+}
+
+/* The structured fields. Their own checks report through pr_rpc_bad (q->msg);
+ * what pr_spec_fill gets is the text after "bad argument #1 (spec): ". */
+static int mstructured(pr_spec_reader_t *r, pr_spec_field_t f, struct pr_spec_read *out, char *e,
+                       size_t n) {
+  pr_rpc_req_t *q = RQ(r);
+  const msgpack_object *sp = r->map;
+  pr_spec_t *s = &out->spec;
+  int rc = 0;
+  q->msg[0] = 0;
+  switch (f) {
+  case PR_SF_CMD: return mcmd(q, sp, s, e, n);
+  case PR_SF_ENV:
+    rc = kv_list(q, pr_rpc_map_get(sp, "env"), "env", &s->env, &s->envc, NULL, NULL);
+    break;
+  case PR_SF_SECRETS:
+    rc = kv_list(q, pr_rpc_map_get(sp, "secrets"), "secrets", &s->secrets, &s->nsecrets,
+                 &s->sources, &s->nsources);
+    if (rc == 0 && pr_vault_check(s) != 0) rc = pr_rpc_bad(q, 0, "spec", bad_source);
+    break;
+  case PR_SF_ENV_ALLOW: rc = mallow(q, pr_rpc_map_get(sp, "env_allow"), s); break;
+  default: break;
+  }
+  if (rc == PR_EINVAL) {
+    const char *what = strstr(q->msg, "(spec): ");
+    snprintf(e, n, "%s", what ? what + 8 : q->msg);
+  }
+  return rc;
+}
+
+int pr_rpc_read_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_read_t *out) {
+  pr_spec_reader_t r = {.arg = q,
+                        .surface = PR_SPEC_RPC,
+                        .map = sp,
+                        .kind = mkind,
+                        .boolean = mboolean,
+                        .integer = minteger,
+                        .string = mstring,
+                        .sub = msub,
+                        .unknown = munknown,
+                        .structured = mstructured};
+  char err[sizeof(q->msg) - 32]; /* room for "bad argument #1 (spec): " */
+  int rc = pr_spec_fill(&r, out, err, sizeof(err));
+  if (rc == PR_EINVAL) return pr_rpc_bad(q, 0, "spec", err);
+  return rc;
 }

@@ -59,10 +59,10 @@ int pr_rpc_spec_int(pr_rpc_req_t *q, const msgpack_object *sp, const char *key, 
 /* pr_rpc_key_text: a map key, printable, for an error message. */
 const char *pr_rpc_key_text(const msgpack_object *k, char *buf, size_t n);
 
-/* The keys a start spec may have, and the spec itself into *s (the worker
- * spec in *ws when there is one; *kod: kill_on_disconnect). */
-extern const char *const pr_rpc_start_keys[];
-int pr_rpc_parse_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_t *s, pr_worker_spec_t *ws,
-                      int *kod);
+/* pr_rpc_read_spec: the start spec map `sp` through pr_spec_fill into *out
+ * (strings in the request's zone). 0, PR_EINVAL with "bad argument #1 (spec):
+ * ..." in q->msg (the text the Lua core gives for the same spec), or
+ * PR_ENOMEM. */
+int pr_rpc_read_spec(pr_rpc_req_t *q, const msgpack_object *sp, pr_spec_read_t *out);
 
 #endif

@@ -377,9 +377,18 @@ function H.filter(spec)
 end
 
 -- What the fields of a run() spec must be: { check(v) -> ok, what it must be }.
--- Checked here, so a wrong field reads like the rest of proctor's messages
--- ("timeout_ms must be an integer (milliseconds), got "5s"").
-H.SPEC = {}
+-- The core's fields (keys, types, bounds) come from the core's own description
+-- of the start spec (core.spec_fields, made from PR_SPEC_FIELDS in the C
+-- header), the layer's own fields (callbacks, open, text, notify) are listed
+-- here. Checked here, so a wrong field reads like the rest of proctor's
+-- messages ("timeout_ms must be an integer (milliseconds), got "5s"").
+H.SPEC = nil -- made on first use (H.spec()), once the core is loaded
+H.CORE_KEYS = nil -- the core fields run() passes on, in the core's order
+
+-- The core's fields a run() spec does not take: a worker is started by
+-- proctor.worker() (|proctor-workers|), cmd is checked apart.
+H.NOT_RUN = { worker = true, cmd = true }
+
 do
   local function is(t)
     return function(v) return type(v) == t end
@@ -405,25 +414,24 @@ do
   local function notify(v)
     return type(v) == "boolean" or v == "never" or v == "on_failure" or v == "always"
   end
-  local bool = { is("boolean"), "a boolean" }
-  local ms = { int(0, 2 ^ 50), "an integer (milliseconds)" }
-  H.SPEC = {
-    cwd = { is("string"), "a directory (a string)" },
-    env = { env, "a table of NAME = value (strings or numbers)" },
-    clear_env = bool,
-    pty = bool,
-    stdin = bool,
-    backpressure = bool,
-    hold = bool,
-    text = bool,
-    cols = { int(1, 65535), "an integer (columns)" },
-    rows = { int(1, 65535), "an integer (rows)" },
-    timeout_ms = ms,
-    kill_grace_ms = ms,
-    label = { is("string"), "a string" },
-    owner = { is("string"), "a string" },
-    secrets = { is("table"), "a table of NAME = value or source" },
-    env_allow = { names, "a list of names" },
+  -- a core field's check, by the type core.spec_fields gives it
+  local BY_TYPE = {
+    boolean = function() return { is("boolean"), "a boolean" } end,
+    integer = function(f)
+      return {
+        int(0, f.max),
+        f.key:match("_ms$") and "an integer (milliseconds)"
+          or string.format("an integer in [0, %d]", f.max),
+      }
+    end,
+    string = function() return { is("string"), "a string" } end,
+    env = function() return { env, "a table of NAME = value (strings or numbers)" } end,
+    secrets = function() return { is("table"), "a table of NAME = value or source" } end,
+    names = function() return { names, "a list of names" } end,
+  }
+  -- the layer's own fields
+  local LAYER = {
+    text = { is("boolean"), "a boolean" },
     notify = { notify, 'a boolean or "never", "on_failure", "always"' },
     open = {
       function(v) return type(v) == "boolean" or type(v) == "table" end,
@@ -433,6 +441,24 @@ do
     on_state = { is("function"), "a function" },
     on_exit = { is("function"), "a function" },
   }
+
+  --- The checks of every field run() takes, or nil and why when the core
+  --- cannot be loaded (run() then fails to get an engine, with the same why).
+  ---@return table|nil spec, string|nil err
+  function H.spec()
+    if H.SPEC then return H.SPEC end
+    local core, err = engine.load_core()
+    if not core then return nil, err end
+    local spec, keys = vim.deepcopy(LAYER), {}
+    for _, f in ipairs(core.spec_fields) do
+      if f.lua and not H.NOT_RUN[f.key] then
+        spec[f.key] = assert(BY_TYPE[f.type], "a core field type run() does not know")(f)
+        keys[#keys + 1] = f.key
+      end
+    end
+    H.SPEC, H.CORE_KEYS = spec, keys
+    return spec
+  end
 end
 
 -- "5s" -> "\"5s\"", 3 -> "3", {} -> "table"
@@ -444,11 +470,13 @@ end
 
 -- The first problem of `spec` (a table), as a message, or nil.
 function H.check_spec(spec)
+  local SPEC = H.spec()
+  if not SPEC then return nil end -- no core: run() says so when it asks for the engine
   local keys = vim.tbl_keys(spec)
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   for _, k in ipairs(keys) do
     local v = spec[k]
-    local c = H.SPEC[k]
+    local c = SPEC[k]
     if k == "cmd" then
       if type(v) == "string" then
         if v:match("^%s*$") then return "cmd is empty" end
@@ -488,25 +516,8 @@ function H.run(spec)
   local problem = H.check_spec(spec)
   if problem then return H.fail("EINVAL", problem) end
   local cfg = require("proctor.config").get().run
-  local s = {}
-  for _, k in ipairs({
-    "cmd",
-    "cwd",
-    "env",
-    "clear_env",
-    "pty",
-    "cols",
-    "rows",
-    "stdin",
-    "timeout_ms",
-    "kill_grace_ms",
-    "label",
-    "owner",
-    "backpressure",
-    "secrets",
-    "env_allow",
-    "hold",
-  }) do
+  local s = { cmd = spec.cmd }
+  for _, k in ipairs(H.CORE_KEYS or {}) do
     s[k] = spec[k]
   end
   local cbs = {}

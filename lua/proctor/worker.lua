@@ -39,14 +39,14 @@ function H.subscribe()
 end
 
 --- Start a worker. `spec` is a proctor.run()-style spec with a `worker` table
---- (defaults: protocol "jsonl", restart "on-failure").
+--- (the defaults are the core's, core.worker_fields: protocol "jsonl", restart "on-failure").
 ---@return proctor.Worker|nil worker, string|nil err
 function M.start(spec)
   local eng, err = require("proctor.engine").get()
   if not eng then return nil, err end
   H.subscribe()
   local s = vim.deepcopy(spec)
-  s.worker = s.worker or { protocol = "jsonl" }
+  s.worker = s.worker or true -- every default: PR_WORKER_FIELDS (core.worker_fields)
   s.owner = s.owner or "nvim"
   local id, msg = eng:start(s)
   if not id then return nil, msg end
@@ -60,7 +60,7 @@ function Worker:request(payload, opts)
   opts = opts or {}
   local eng, err = require("proctor.engine").get()
   if not eng then return nil, err end
-  local rid, msg = eng:request(self.id, payload, { timeout_ms = opts.timeout_ms })
+  local rid, msg = eng:worker_request(self.id, payload, { timeout_ms = opts.timeout_ms })
   if not rid then return nil, msg end
   local p = { on_chunk = opts.on_chunk, on_reply = opts.on_reply }
   H.pending[rid] = p
@@ -71,7 +71,7 @@ function Worker:request(payload, opts)
     return p.reply ~= nil
   end, 1)
   if not ok then
-    eng:cancel_request(rid)
+    eng:worker_cancel(rid)
     return nil, "timeout: no reply within " .. opts.wait .. " ms"
   end
   return p.reply
@@ -81,14 +81,14 @@ end
 function Worker:cancel(rid)
   local eng, err = require("proctor.engine").get()
   if not eng then return nil, err end
-  return eng:cancel_request(rid)
+  return eng:worker_cancel(rid)
 end
 
 --- Replace the worker process now (no backoff, not counted against max_restarts).
 function Worker:restart()
   local eng, err = require("proctor.engine").get()
   if not eng then return nil, err end
-  return eng:restart(self.id)
+  return eng:worker_restart(self.id)
 end
 
 --- Stop the worker for good (cancels the execution).

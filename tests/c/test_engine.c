@@ -136,8 +136,8 @@ static void test_hold_release(void) {
   CHECK_OK(pr_engine_release(e, a, 0));
   int again = pr_engine_release(e, a, 0); /* not held any more, or already ended */
   CHECK(again == PR_EINVAL || again == PR_ENOTRUNNING);
-  CHECK_EQ(pr_engine_cancel_why(e, b, 0, 0, "Bad Reason"), PR_CANCEL_NOT_FOUND);
-  CHECK_EQ(pr_engine_cancel_why(e, b, 0, 0, "dependency_failed"), PR_CANCELING);
+  CHECK_EQ(pr_engine_cancel(e, b, 0, 0, "Bad Reason"), PR_CANCEL_NOT_FOUND);
+  CHECK_EQ(pr_engine_cancel(e, b, 0, 0, "dependency_failed"), PR_CANCELING);
   CHECK_ERR(pr_engine_release(e, b, 0), PR_ENOTRUNNING);
   CHECK_ERR(pr_engine_release(e, 999, 0), PR_ENOENT);
   CHECK_ERR(pr_engine_release(e, d, 0), PR_ENOTRUNNING);
@@ -268,7 +268,7 @@ static void test_cancel_races(void) {
   for (size_t i = 1; i <= n; i++) {
     CHECK_EQ(start_sh(e, "exit 0"), i);
     if (i % 2 == 0) usleep((useconds_t)(i % 7) * 100);
-    ans[i] = pr_engine_cancel(e, i, 0, 0);
+    ans[i] = pr_engine_cancel(e, i, 0, 0, NULL);
   }
   outcome_t *o = calloc(n + 1, sizeof(*o));
   int ok = drain(e, o, n, 0, 60000);

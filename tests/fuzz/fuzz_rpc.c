@@ -1,7 +1,7 @@
 /* fuzz_rpc.c — libFuzzer target over the RPC decoder and dispatcher.
  *
  * Thread: the fuzzer's thread submits each input to the engine thread with
- * pr_engine_call; there it is fed to a virtual connection (no socket) in
+ * pr_test_call; there it is fed to a virtual connection (no socket) in
  * chunks whose sizes come from the input, so framing resumes at every
  * possible cut. Every byte the server answers with must decode as complete
  * msgpack-rpc responses or notifications, or the run aborts.
@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (pr_engine_new(&o, &eng) != 0) abort();
   }
   input_t in = {d, n};
-  if (pr_engine_call(eng, run_one, &in) != 0) abort();
+  if (pr_test_call(eng, run_one, &in) != 0) abort();
   /* The host's event queue would grow forever: drain it like a host does. */
   pr_event_t *evs[256];
   size_t k;

@@ -359,6 +359,25 @@ await test("allow_env_admits_exactly_the_named_names", async () => {
   eq((await call(E, "run", { command: "echo \"$PAGER\"", env: { PAGER: "cat" } })).stdout, "cat\n", "no --allow: env is free");
 });
 
+await test("options_are_parsed_by_getopt_long", async () => {
+  // --name=value and --name value are the same option; a refused option is one line and exit 2.
+  const eqForm = spawnSync(MCP, ["--embedded", "--output-limit=abc"], { env: baseEnv(), input: "", timeout: 20000 });
+  eq(eqForm.status, 2, "--output-limit=abc: exit status");
+  assert(eqForm.stderr.toString().includes("--output-limit abc: a number expected"), `--output-limit=abc: ${eqForm.stderr}`);
+  for (const [args, want] of [[["--embedded", "--progress-ms"], "--progress-ms needs a value"],
+    [["--embedded", "--no-such-option"], "unknown option --no-such-option (see --help)"],
+    [["--embedded", "stray"], "unknown option stray (see --help)"]]) {
+    const x = spawnSync(MCP, args, { env: baseEnv(), input: "", timeout: 20000 });
+    eq(x.status, 2, `${args.join(" ")}: exit status`);
+    assert(x.stderr.toString().includes(want), `${args.join(" ")}: ${x.stderr}`);
+  }
+  const help = spawnSync(MCP, ["--help"], { env: baseEnv(), input: "", timeout: 20000 });
+  eq(help.status, 0, "--help: exit status");
+  assert(help.stdout.toString().startsWith("usage: proctor-mcp"), "--help prints the usage");
+  const fine = spawnSync(MCP, ["--embedded", "--progress-ms=250", "--allow-cwd=" + tmp], { env: baseEnv(), input: "", cwd: tmp, timeout: 20000 });
+  eq(fine.status, 0, `--progress-ms=250 --allow-cwd=DIR: exit status (${fine.stderr})`);
+});
+
 await test("allow_patterns_match_the_argv_of_the_args_form", async () => {
   const dir = fs.mkdtempSync(path.join(tmp, "argv-"));
   execFileSync("git", ["init", "-q", dir]);

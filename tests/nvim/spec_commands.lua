@@ -304,7 +304,7 @@ return function(test, T, H)
   end)
 
   test(
-    "the generated help (config block, key tables, actions) and types.lua match the code",
+    "the generated help (config block, key tables, actions, start spec fields) and types.lua match the code",
     function()
       local G = dofile(H.root .. "/scripts/gendoc.lua")
       local diffs = G.check()
@@ -336,6 +336,13 @@ return function(test, T, H)
       changed = G.check()
       cancel.desc = saved
       T.eq(#changed, 1, "the key tables differ")
+      -- the start spec's table is the core's own description (PR_SPEC_FIELDS)
+      local f = require("proctor.core").spec_fields[2]
+      saved = f.help
+      f.help = "changed"
+      changed = G.check()
+      f.help = saved
+      T.eq(#changed, 1, "the start spec's fields differ")
       T.eq(#G.check(), 0)
     end
   )

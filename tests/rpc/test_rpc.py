@@ -786,6 +786,53 @@ vim.cmd('qa!')
                      "delete deleted"], "nvim client saw %r" % lines)
 
 
+# Start specs both readers must refuse (JSON, so Neovim's Lua reads them too).
+BAD_SPECS = [
+    {}, {"cmd": []}, {"cmd": ""}, {"cmd": ["a", True]}, {"cmd": 5},
+    {"cmd": "x", "cwd": 1}, {"cmd": "x", "label": [1]}, {"cmd": "x", "env": "x"},
+    {"cmd": "x", "env": {"A=B": "x"}}, {"cmd": "x", "pty": "yes"}, {"cmd": "x", "hold": 1},
+    {"cmd": "x", "cols": -1}, {"cmd": "x", "cols": 70000}, {"cmd": "x", "timeout_ms": 1.5},
+    {"cmd": "x", "kill_grace_ms": "soon"}, {"cmd": "x", "stdn": True},
+    {"cmd": "x", "env_allow": ["A=B"]}, {"cmd": "x", "secrets": {"A": {"x": 1}}},
+    {"cmd": "x", "worker": 3}, {"cmd": "x", "worker": {"protocol": "xml"}},
+    {"cmd": "x", "worker": {"restart": "sometimes"}}, {"cmd": "x", "worker": {"bogus": 1}},
+    {"cmd": "x", "worker": {"max_restarts": -1}}, {"cmd": "x", "worker": {"backoff_ms": "1s"}},
+    {"cmd": "x", "worker": {"ready": {"x": 1}}}, {"cmd": "x", "worker": {"ready": {"message": "yes"}}},
+]
+
+
+@test
+def both_readers_refuse_alike(h):
+    """A bad start spec is refused with the same text by eng:start (the Lua
+    table reader) and by the RPC `start` (the msgpack map reader): both are
+    pr_spec_fill over PR_SPEC_FIELDS (tests/rpc/same_errors.lua)."""
+    import json
+    cases, out = os.path.join(h.dir, "bad-specs.json"), os.path.join(h.dir, "same-errors.out")
+    with open(cases, "w") as f:
+        json.dump(BAD_SPECS, f)
+    env = dict(os.environ, PROCTOR_CASES=cases, PROCTOR_OUT=out)
+    r = subprocess.run([NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-n", "--cmd", "set rtp^=" + ROOT,
+                        "-c", "luafile " + os.path.join(HERE, "same_errors.lua")],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    expect(os.path.exists(out), "nvim wrote nothing: %r %r" % (r.stdout[-300:], r.stderr[-300:]))
+    lua = open(out).read().splitlines()
+    expect(len(lua) == len(BAD_SPECS), "%d answers for %d specs" % (len(lua), len(BAD_SPECS)))
+    c = Client(h.path)
+    try:
+        for spec, lua_text in zip(BAD_SPECS, lua):
+            try:
+                c.request("start", spec)
+                rpc_text = "accepted"
+            except RpcError as e:
+                expect(e.name == "EINVAL", "%r: RPC error %s" % (spec, e.name))
+                rpc_text = str(e.err[1]).split("(spec): ", 1)[-1]
+            expect(lua_text != "accepted" and rpc_text != "accepted", "%r: %r, %r" % (spec, lua_text, rpc_text))
+            expect(lua_text == rpc_text, "%r: the Lua core says %r, RPC says %r" % (spec, lua_text, rpc_text))
+    finally:
+        c.close()
+    log("%d bad specs refused alike, e.g. %r" % (len(BAD_SPECS), lua[11]))
+
+
 @test
 def example_agent(h):
     env = dict(os.environ, PROCTOR_SOCKET=h.path)

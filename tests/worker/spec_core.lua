@@ -64,8 +64,9 @@ T.test("pipelined 10000 requests answered out of order reach their requests", fu
   local want, order = {}, {}
   local t0 = now_ms()
   for i = 1, 10000 do
-    local rid =
-      assert(eng:request(id, { op = "echo", value = { n = i, s = "v" .. i }, ms = (i * 7) % 4 }))
+    local rid = assert(
+      eng:worker_request(id, { op = "echo", value = { n = i, s = "v" .. i }, ms = (i * 7) % 4 })
+    )
     want[rid] = i
   end
   local got, bad = 0, 0
@@ -112,7 +113,7 @@ T.test("round trip of small requests (p50/p99, sequential)", function()
   local lat = {}
   for i = 1, 2000 do
     local t0 = core.hrtime()
-    local rid = eng:request(id, { op = "echo", value = i })
+    local rid = eng:worker_request(id, { op = "echo", value = i })
     local done = false
     pump(eng, {
       reply = function(ev)
@@ -146,8 +147,8 @@ end)
 T.test("chunks arrive in order and before the final reply", function()
   local eng = assert(core.new())
   local id = start_worker(eng)
-  local a = eng:request(id, { op = "stream", n = 200, value = "a" })
-  local b = eng:request(id, { op = "stream", n = 50, ms = 1, value = "b" })
+  local a = eng:worker_request(id, { op = "stream", n = 200, value = "a" })
+  local b = eng:worker_request(id, { op = "stream", n = 50, ms = 1, value = "b" })
   local chunks, replies = { [a] = {}, [b] = {} }, {}
   pump(eng, {
     chunk = function(ev)
@@ -177,7 +178,7 @@ T.test("cancel of one in-flight request resolves it canceled, once; the others c
   wait_state(eng, id, "ready")
   local rids = {}
   for i = 1, 5 do
-    rids[i] = eng:request(id, { op = "echo", value = i, ms = 300 })
+    rids[i] = eng:worker_request(id, { op = "echo", value = i, ms = 300 })
   end
   local replies, t_resolved = {}, nil
   local h = {
@@ -201,15 +202,15 @@ T.test("cancel of one in-flight request resolves it canceled, once; the others c
     end,
   }
   local t0 = now_ms()
-  T.eq(eng:cancel_request(rids[3]), true)
+  T.eq(eng:worker_cancel(rids[3]), true)
   pump(eng, h, function() return t_resolved ~= nil end, 10000)
   T.say(string.format("# cancel resolved after %.2f ms", t_resolved - t0))
-  local r, _, name = eng:cancel_request(rids[3])
+  local r, _, name = eng:worker_cancel(rids[3])
   T.eq(r, nil)
   T.eq(name, "ENOENT")
   -- A fence due after the canceled request's late answer: once its reply is
   -- here, a second reply for rids[3] would have come too.
-  rids.fence = eng:request(id, { op = "echo", value = "fence", ms = 300 })
+  rids.fence = eng:worker_request(id, { op = "echo", value = "fence", ms = 300 })
   pump(eng, h, function() return replies[rids.fence] end, 10000)
   for i = 1, 5 do
     T.eq(replies[rids[i]], 1, "replies for request " .. i)
@@ -217,7 +218,7 @@ T.test("cancel of one in-flight request resolves it canceled, once; the others c
   T.eq(replies[rids[3]], 1, "one reply for the canceled request")
   -- a canceled stream stops (the worker got the cancel message)
   local id2 = start_worker(eng)
-  local s = eng:request(id2, { op = "stream", n = 100000, ms = 1 })
+  local s = eng:worker_request(id2, { op = "stream", n = 100000, ms = 1 })
   local nchunks, sreply = 0, nil
   local hs = {
     chunk = function(ev)
@@ -228,13 +229,13 @@ T.test("cancel of one in-flight request resolves it canceled, once; the others c
     end,
   }
   pump(eng, hs, function() return nchunks >= 5 end)
-  eng:cancel_request(s)
+  eng:worker_cancel(s)
   pump(eng, hs, function() return sreply ~= nil end, 10000)
   T.eq(sreply.status, "canceled")
   -- no chunk of the canceled stream is delivered after its reply (a fence on
   -- the same worker: chunks it wrote before its answer to a later request
   -- have been seen by then)
-  local f2 = eng:request(id2, { op = "echo", value = "fence" })
+  local f2 = eng:worker_request(id2, { op = "echo", value = "fence" })
   local fenced, after = false, 0
   pump(eng, {
     chunk = function(ev)
@@ -252,10 +253,10 @@ T.test("request timeout resolves timeout, once: the worker's late answer is drop
   T.defer(function() eng:close() end)
   -- --ignore-cancel: the worker answers the timed-out request anyway, late
   local id = start_worker(eng, { "--ignore-cancel" })
-  local slow = eng:request(id, { op = "echo", value = 1, ms = 1000 }, { timeout_ms = 50 })
-  local fast = eng:request(id, { op = "echo", value = 2 }, { timeout_ms = 30000 })
+  local slow = eng:worker_request(id, { op = "echo", value = 1, ms = 1000 }, { timeout_ms = 50 })
+  local fast = eng:worker_request(id, { op = "echo", value = 2 }, { timeout_ms = 30000 })
   -- due after slow's late answer: once its reply is here, a second one for slow would be too
-  local fence = eng:request(id, { op = "echo", value = 3, ms = 1000 })
+  local fence = eng:worker_request(id, { op = "echo", value = 3, ms = 1000 })
   local rep, n = {}, {}
   pump(eng, {
     reply = function(ev)
@@ -282,8 +283,8 @@ T.test(
       { protocol = "jsonl", restart = "on-failure", backoff_ms = 200, max_restarts = 3 }
     )
     wait_state(eng, id, "ready")
-    local p1 = eng:request(id, { op = "echo", value = 1, ms = 5000 })
-    local p2 = eng:request(id, { op = "stream", n = 100, ms = 100 })
+    local p1 = eng:worker_request(id, { op = "echo", value = 1, ms = 5000 })
+    local p2 = eng:worker_request(id, { op = "stream", n = 100, ms = 100 })
     local rep, states, t_backoff, t_ready = {}, {}, nil, nil
     local h = {
       reply = function(ev) rep[ev.rid] = ev end,
@@ -327,20 +328,20 @@ T.test(
     local r = eng:get(id)
     T.eq(r.state, "running")
     T.eq(r.worker_restarts, 1)
-    local q = eng:request(id, { op = "echo", value = "again" })
+    local q = eng:worker_request(id, { op = "echo", value = "again" })
     pump(eng, h, function() return rep[q] end)
     T.eq(rep[q].result, "again")
     -- a crash through the protocol, backoff doubles (400 ms for the second in a row)
     t_backoff, t_ready = nil, nil
     local t_crash = now_ms()
-    local c = eng:request(id, { op = "crash" })
+    local c = eng:worker_request(id, { op = "crash" })
     pump(eng, h, function() return rep[c] and t_ready end, 5000)
     T.eq(rep[c].status, "worker_exited")
     T.ok(
       t_ready - t_crash >= 395,
       string.format("second backoff doubled (%.0f ms from the crash request)", t_ready - t_crash)
     )
-    eng:restart(id) -- restart(): no backoff, not counted in the streak
+    eng:worker_restart(id) -- restart(): no backoff, not counted in the streak
     t_backoff, t_ready = nil, nil
     pump(eng, h, function() return t_ready end, 5000)
     -- immediate: the next backoff in the streak would be 800 ms
@@ -365,7 +366,7 @@ T.test("crash-time restart figure: crash -> ready (backoff 1 ms)", function()
   local times = {}
   for _ = 1, 10 do
     local t0, ready = now_ms(), false
-    eng:request(id, { op = "crash" })
+    eng:worker_request(id, { op = "crash" })
     local went = false
     pump(eng, {
       worker = function(ev)
@@ -398,7 +399,7 @@ T.test(
       max_restarts = 3,
       ready = { message = true },
     })
-    local early = eng:request(id, { op = "echo", value = 1 })
+    local early = eng:worker_request(id, { op = "echo", value = 1 })
     local st, rep, ws = nil, {}, {}
     pump(eng, {
       state = function(ev)
@@ -414,7 +415,7 @@ T.test(
     T.eq(r.worker_state, "fatal")
     T.eq(r.worker_restarts, 3)
     local t0 = now_ms()
-    local late = eng:request(id, { op = "echo", value = 2 })
+    local late = eng:worker_request(id, { op = "echo", value = 2 })
     pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[late] end)
     T.ok(now_ms() - t0 < 5000, "fails at once (no restart to wait for)")
     T.eq(rep[late].status, "worker_fatal")
@@ -474,7 +475,7 @@ T.test(
   function()
     local eng = assert(core.new { output_limit = 64 << 20 })
     local id = start_worker(eng)
-    local g = eng:request(id, { op = "garbage" })
+    local g = eng:worker_request(id, { op = "garbage" })
     local rep = {}
     pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[g] end, 20000)
     T.eq(rep[g].result, "after garbage")
@@ -484,7 +485,7 @@ T.test(
     local r = eng:get(id)
     T.ok(r.bytes.stdout > 17 << 20, "the huge line was kept")
     T.ok(r.worker_stray >= 5, "stray lines counted: " .. r.worker_stray)
-    local q = eng:request(id, { op = "echo", value = "still here" })
+    local q = eng:worker_request(id, { op = "echo", value = "still here" })
     pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[q] end)
     T.eq(rep[q].result, "still here")
     T.eq(r.state, "running")
@@ -512,9 +513,9 @@ T.test("readiness: requests are held until the ready message / stderr pattern", 
   -- written at once and is waiting when it looks (the check can tell)
   local c = start_worker(eng, { "--start-delay", "200", "--early-check" })
   local ra, rb, rc =
-    eng:request(a, { op = "early" }),
-    eng:request(b, { op = "early" }),
-    eng:request(c, { op = "early" })
+    eng:worker_request(a, { op = "early" }),
+    eng:worker_request(b, { op = "early" }),
+    eng:worker_request(c, { op = "early" })
   local rep = {}
   pump(
     eng,
@@ -546,7 +547,7 @@ T.test("payload conversion: nested tables, integers, floats, strings with escape
     s = 'q"\\n\n\t\1x',
     empty = {},
   }
-  local rid = eng:request(id, { op = "echo", value = v })
+  local rid = eng:worker_request(id, { op = "echo", value = v })
   local rep
   pump(eng, {
     reply = function(ev)
@@ -562,7 +563,7 @@ T.test("payload conversion: nested tables, integers, floats, strings with escape
   T.eq(r.s, v.s)
   T.eq(type(r.empty), "table")
   T.ok(not pcall(eng.request, eng, id, { f = print }), "functions are refused")
-  local x = eng:request(99999, "x")
+  local x = eng:worker_request(99999, "x")
   local rx
   pump(eng, {
     reply = function(ev)
@@ -574,11 +575,29 @@ T.test("payload conversion: nested tables, integers, floats, strings with escape
   eng:close()
 end)
 
+T.test(
+  "one verb set: the names of before are aliases of worker_request, worker_cancel, worker_restart",
+  function()
+    local eng = assert(core.new())
+    T.eq(eng.request, eng.worker_request)
+    T.eq(eng.cancel_request, eng.worker_cancel)
+    T.eq(eng.restart, eng.worker_restart)
+    local id = start_worker(eng, {}, {})
+    wait_state(eng, id, "ready")
+    local rid = assert(eng:request(id, { op = "echo", value = "old name", ms = 5000 }))
+    T.eq(eng:cancel_request(rid), true)
+    local _, _, name = eng:worker_cancel(rid)
+    T.eq(name, "ENOENT")
+    T.eq(eng:restart(id), true)
+    eng:close()
+  end
+)
+
 T.test("cancel stops a worker for good; a plain execution is not a worker", function()
   local eng = assert(core.new())
   local id = start_worker(eng, {}, { restart = "always" })
   wait_state(eng, id, "ready")
-  local p = eng:request(id, { op = "echo", value = 1, ms = 5000 })
+  local p = eng:worker_request(id, { op = "echo", value = 1, ms = 5000 })
   T.eq(eng:cancel(id), "canceling")
   local st, rep, ws = nil, {}, nil
   pump(eng, {
@@ -591,7 +610,7 @@ T.test("cancel stops a worker for good; a plain execution is not a worker", func
   T.eq(rep[p].status, "worker_exited")
   T.eq(ws, "stopped")
   local plain = assert(eng:start { cmd = "sleep 5" })
-  local x = eng:request(plain, 1)
+  local x = eng:worker_request(plain, 1)
   local rx
   pump(eng, {
     reply = function(ev)
@@ -600,7 +619,7 @@ T.test("cancel stops a worker for good; a plain execution is not a worker", func
   }, function() return rx end)
   T.eq(rx.status, "rejected")
   T.ok(rx.error:find("ENOTWORKER"), rx.error)
-  local ok, _, name = eng:restart(plain)
+  local ok, _, name = eng:worker_restart(plain)
   T.eq(ok, nil)
   T.eq(name, "ENOTWORKER")
   eng:close()
@@ -611,14 +630,14 @@ T.test(
   function()
     local eng = assert(core.new())
     local id = start_worker(eng, {}, { max_chunks = 16 })
-    local big = eng:request(id, { op = "stream", n = 2000 })
+    local big = eng:worker_request(id, { op = "stream", n = 2000 })
     local rep
     -- do not poll while the worker streams
     local t0 = now_ms()
     while now_ms() - t0 < 800 do
     end
     local nchunks, missed = 0, 0
-    eng:request(id, { op = "stream", n = 10, ms = 1 })
+    eng:worker_request(id, { op = "stream", n = 10, ms = 1 })
     local on = 0
     pump(eng, {
       chunk = function(ev)
@@ -646,11 +665,11 @@ T.test("msgpack-rpc worker: requests, chunks as notifications, cancel, errors", 
     cmd = { PY, MPWORKER },
     worker = { protocol = "msgpack-rpc", ready = { message = true } },
   })
-  local a = eng:request(id, { method = "add", params = { 2, 40 } })
-  local b = eng:request(id, { method = "stream", params = { 5 } })
-  local c = eng:request(id, { method = "nope", params = {} })
-  local d = eng:request(id, { hello = "world" })
-  local slow = eng:request(id, { method = "sleep", params = { 5000 } })
+  local a = eng:worker_request(id, { method = "add", params = { 2, 40 } })
+  local b = eng:worker_request(id, { method = "stream", params = { 5 } })
+  local c = eng:worker_request(id, { method = "nope", params = {} })
+  local d = eng:worker_request(id, { hello = "world" })
+  local slow = eng:worker_request(id, { method = "sleep", params = { 5000 } })
   local rep, chunks = {}, {}
   pump(eng, {
     reply = function(ev) rep[ev.rid] = ev end,
@@ -663,10 +682,10 @@ T.test("msgpack-rpc worker: requests, chunks as notifications, cancel, errors", 
   T.eq(rep[c].ok, false)
   T.ok(rep[c].error:find("no method"), rep[c].error)
   T.eq(rep[d].result.hello, "world")
-  eng:cancel_request(slow)
+  eng:worker_cancel(slow)
   pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[slow] end)
   T.eq(rep[slow].status, "canceled")
-  local e2 = eng:request(id, { method = "cancelled_count", params = {} })
+  local e2 = eng:worker_request(id, { method = "cancelled_count", params = {} })
   pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[e2] end)
   T.eq(rep[e2].result, 1, "the worker saw the cancel notification")
   eng:close()
@@ -682,7 +701,7 @@ T.test(
     local big = string.rep("x", 1 << 20)
     local rids, rep, count = {}, {}, {}
     for i = 1, 24 do
-      rids[i] = assert(eng:request(id, { op = "echo", value = big }))
+      rids[i] = assert(eng:worker_request(id, { op = "echo", value = big }))
     end
     local function refused()
       local n = 0
@@ -730,7 +749,7 @@ T.test(
     local big = string.rep("y", 1 << 20)
     local rids, rep = {}, {}
     for i = 1, 20 do
-      rids[i] = assert(eng:request(id, { op = "echo", value = big }))
+      rids[i] = assert(eng:worker_request(id, { op = "echo", value = big }))
     end
     pump(
       eng,
@@ -773,10 +792,12 @@ T.test(
       worker = { protocol = "jsonl" },
       secrets = { TOKEN = JSECRET },
     })
-    local a =
-      eng:request(id, { op = "echo", value = { nested = { JSECRET, "x" .. JSECRET .. "y" } } })
-    local b = eng:request(id, { op = "stream", n = 2, value = JSECRET })
-    local c = eng:request(id, { op = "fail", message = "bad " .. JSECRET })
+    local a = eng:worker_request(
+      id,
+      { op = "echo", value = { nested = { JSECRET, "x" .. JSECRET .. "y" } } }
+    )
+    local b = eng:worker_request(id, { op = "stream", n = 2, value = JSECRET })
+    local c = eng:worker_request(id, { op = "fail", message = "bad " .. JSECRET })
     local rep, chunks = {}, {}
     pump(eng, {
       reply = function(ev) rep[ev.rid] = ev end,
@@ -803,9 +824,9 @@ T.test("msgpack worker: a secret in a reply is masked and the stream keeps its f
     worker = { protocol = "msgpack-rpc", ready = { message = true } },
     secrets = { TOKEN = JSECRET },
   })
-  local a = eng:request(id, { secret = JSECRET, list = { JSECRET } })
-  local b = eng:request(id, { method = "nope" .. JSECRET, params = {} })
-  local c = eng:request(id, { method = "add", params = { 2, 40 } })
+  local a = eng:worker_request(id, { secret = JSECRET, list = { JSECRET } })
+  local b = eng:worker_request(id, { method = "nope" .. JSECRET, params = {} })
+  local c = eng:worker_request(id, { method = "add", params = { 2, 40 } })
   local rep = {}
   pump(
     eng,

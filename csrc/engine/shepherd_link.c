@@ -1,4 +1,4 @@
-/* engine/supervisor.c — start the shepherd and speak the wire protocol with it.
+/* engine/shepherd_link.c — start the shepherd and speak the wire protocol with it.
  *
  * Thread: engine. The host never has a long-lived child: the shepherd is
  * started with posix_spawn (vfork-like, safe in a threaded host) and forks
@@ -15,7 +15,7 @@
  *   shutdown: SHUTDOWN, wait for EOF (bounded); no EOF → SIGKILL it, then the sweep
  */
 
-#include "engine/supervisor.h"
+#include "engine/shepherd_link.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-/* lua/envpol.c — a start spec's environment policy: `secrets` (values, or
+/* lua/env_policy.c — a start spec's environment policy: `secrets` (values, or
  * sources read at spawn time) and `env_allow` (doc/proctor.txt,
  * *proctor-secrets*).
  *
@@ -43,9 +43,9 @@ static const char **str_list(lua_State *L, int t, int at, int anchor, size_t *n,
  * { command = {"pass", "show", "x"} }: the table at index `at` into *src;
  * what must outlive the call is anchored in the table at `anchor`. */
 static void source(lua_State *L, int t, int at, int anchor, pr_secret_source_t *src) {
-  static const char bad[] =
-      "'secrets' sources are { store = \"secret-service\", attributes = "
-      "{ key = value, ... } } or { command = { argv... } }";
+  static const char bad[] = /* the RPC reader's text (rpc/params.c) */
+      "'secrets' sources are {store = \"secret-service\", attributes = {key = value, ...}} or "
+      "{command = [argv...]}";
   lua_pushnil(L);
   while (lua_next(L, at) != 0) {
     lua_pop(L, 1);
@@ -95,7 +95,7 @@ static void source(lua_State *L, int t, int at, int anchor, pr_secret_source_t *
   lua_pop(L, 3);
 }
 
-void pr_lua_env_policy(lua_State *L, int t, pr_spec_t *s) {
+void pr_lua_secrets(lua_State *L, int t, pr_spec_t *s) {
   lua_getfield(L, t, "secrets");
   if (!lua_isnil(L, -1)) {
     if (!lua_istable(L, -1)) luaL_argerror(L, t, "'secrets' must be a table of NAME = value");
@@ -139,6 +139,9 @@ void pr_lua_env_policy(lua_State *L, int t, pr_spec_t *s) {
     s->sources = src;
     s->nsources = ns;
   }
+}
+
+void pr_lua_env_allow(lua_State *L, int t, pr_spec_t *s) {
   lua_getfield(L, t, "env_allow");
   if (!lua_isnil(L, -1)) {
     if (!lua_istable(L, -1)) luaL_argerror(L, t, "'env_allow' must be a list of names");

@@ -1,4 +1,4 @@
-/* engine/wtest.c — the worker protocol parsers and the output masker, set up
+/* tests/fuzz/wparse.c — the worker protocol parsers and the output masker, set up
  * without an engine, for the worker fuzz target (tests/fuzz/fuzz_worker.c).
  * Declared in include/proctor_test.h; not part of any surface.
  *

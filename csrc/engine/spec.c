@@ -1,4 +1,4 @@
-/* engine/build.c — a start spec becomes an execution: validation, argv, the
+/* engine/spec.c — a start spec becomes an execution: validation, argv, the
  * child's environment, the spawn payload, rings, a worker's state.
  *
  * Thread: any. The host builds its starts on its own thread (where the

@@ -1,4 +1,4 @@
-/* engine/supervisor.h — the engine's side of the shepherd link.
+/* engine/shepherd_link.h — the engine's side of the shepherd link.
  *
  * Thread: engine (pr_sup_init/pr_sup_destroy also from the host thread
  * before the engine thread starts / after it ended).
@@ -7,8 +7,8 @@
  * failed, exited, the link lost) goes to the pr_sup_ops_t callbacks its
  * owner gave (engine/control.c, which finds the execution by job id).
  */
-#ifndef PR_SUPERVISOR_H
-#define PR_SUPERVISOR_H
+#ifndef PR_SHEPHERD_LINK_H
+#define PR_SHEPHERD_LINK_H
 
 #include <stddef.h>
 #include <stdint.h>
