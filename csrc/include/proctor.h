@@ -266,8 +266,8 @@ typedef struct {
   X(BACKOFF_MAX_MS, "backoff_max_ms", UINT, backoff_max_ms, 30000, 3600000, PR_SPEC_ANY,   \
     "cap of the restart delay")                                                            \
   X(HEALTHY_MS, "healthy_ms", UINT, healthy_ms, 10000, 86400000, PR_SPEC_ANY,              \
-    "ready this long, or a success: the restart count and delay reset "                  \
-    "(|proctor-restart-policy|)")                                  \
+    "ready this long, or a success: the restart count and delay reset "                    \
+    "(|proctor-restart-policy|)")                                                          \
   X(READY, "ready", READY, ready_message, 0, 0, PR_SPEC_ANY,                               \
     "{message = true}: ready at the first message; {stderr_pattern = ERE}: at a matching " \
     "stderr line; none: at spawn")                                                         \
