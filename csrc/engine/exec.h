@@ -8,7 +8,9 @@
  *                                                  counts from starting (secrets, spawn)
  *
  * transition() in exec.c is the only place a state changes; it rejects
- * anything not in that table and tells the listeners (engine/events.h). The
+ * anything not in that table and tells the listeners (engine/events.h). What
+ * each event does in each state and timer phase is the table of
+ * engine/lifecycle.h, which exec.c's handlers read. The
  * terminal state is decided by the first of {exit, cancel, timeout}
  * (x->verdict; a cancel while it drains after the leader's exit still wins,
  * since the execution has not ended) but only entered once the leader has exited AND every stream
@@ -34,6 +36,7 @@
 #include "base/ring.h"
 #include "base/wire.h"
 #include "engine/events.h"
+#include "engine/lifecycle.h"
 #include "include/proctor.h"
 
 typedef struct pr_sup pr_sup_t;
@@ -111,15 +114,21 @@ struct pr_exec {
   uint64_t timeout_ms; /* 0 = none; armed when it enters starting: the start-up counts */
   uint32_t grace_ms;
 
+  /* The lifecycle (engine/lifecycle.h: its row is a function of these): */
   pr_state_t state;
-  int verdict;     /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
-  int stopping;    /* kill ladder started (2 while starting: SIGKILL at once) */
-  int killed;      /* SIGKILL went to every process of the job (force, or the grace ended) */
-  int exited;      /* shepherd reported the leader's exit */
-  int empty;       /* shepherd reported no process of the job left (or it is lost) */
-  int finished;    /* terminal event emitted */
-  int interrupted; /* a ^C was written to its pty (the tty's SIGINT is the user's) */
-  int released;    /* RELEASE sent to the shepherd */
+  int verdict;      /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
+  pr_phase_t phase; /* what `timer` is armed for: timeout, kill grace, drain, or nothing */
+  pr_stop_t stop;   /* how far the kill ladder went */
+  /* ... and the facts it reads that are independent of them: */
+  int exited;      /* the shepherd reported the leader's exit (or there is no process) */
+  int empty;       /* the shepherd reported no process of the job left (or it is lost) */
+  int released;    /* RELEASE sent to the shepherd: the job is no longer ours to signal */
+  int respawning;  /* subtype: a replacement process was asked for; SPAWNED not seen yet */
+  int interrupted; /* a ^C was written to its pty (the tty's SIGINT is the user's): an exit
+                    * by SIGINT is a cancel */
+  int finished;    /* the terminal event was emitted: state is terminal from then on. Set by
+                    * finish() before it closes the handles, which is why it is a field and
+                    * not pr_state_terminal(state); the registry and the RPC read it */
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
@@ -131,7 +140,6 @@ struct pr_exec {
   uint64_t duration_ms;
   const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
   void *sub;                /* the subtype's state */
-  int respawning;           /* subtype: a replacement process was asked for; SPAWNED not seen yet */
 
   pr_stream_t streams[PR_NSTREAM];
   uv_pipe_t in;        /* stdin pipe, or a dup of the pty master used only for writing */
@@ -139,7 +147,7 @@ struct pr_exec {
   int in_closing;      /* close_stdin requested */
   pr_buf_t pending_in; /* input given while queued/starting, written once running;
                         * at most PR_PENDING_INPUT_MAX bytes */
-  uv_timer_t timer;    /* timeout, then kill grace, then drain: one phase at a time */
+  uv_timer_t timer;    /* timeout, then kill grace, then drain: one phase at a time (phase) */
   int timer_open;
   char *env_keys; /* keys the child got, NUL-separated (secrets.c), or NULL */
   size_t env_keys_len;
@@ -195,6 +203,14 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h);
 void pr_exec_on_empty(pr_exec_t *x);
 /* The shepherd died: kill what can still be reached safely, end x. */
 void pr_exec_on_supervisor_lost(pr_exec_t *x);
+
+/* pr_exec_row: where x is in the lifecycle table (engine/lifecycle.h), from
+ * its state, phase, verdict and facts. Every handler below reads its cell. */
+pr_row_t pr_exec_row(const pr_exec_t *x);
+
+/* pr_exec_on_timer: the callback of x's timer (t->data is x): a switch on
+ * x->phase, then the timer column of its row. */
+void pr_exec_on_timer(uv_timer_t *t);
 
 /* pr_exec_cancel: request the end, in any state before the terminal one
  * (draining included: the rest of the job gets the kill ladder); `reason`
