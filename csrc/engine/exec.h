@@ -99,13 +99,20 @@ struct pr_exec {
   pr_queue_t order; /* registry list, id order */
   pr_queue_t runq;  /* the scheduler's queue while queued */
   pr_exec_ctx_t *ctx;
-  uint64_t id, session;
-  char *label, *owner, *cwd, *shell;
-  char **argv; /* NULL-terminated, argc entries */
-  size_t argc;
+  /* id, session, label, owner, cwd, shell, argv (NULL-terminated, argc
+   * entries), pty, state, reason, error, exit_code, signal, pid, created_at,
+   * started_at, ended_at, duration_ms: what its record shows as it is
+   * (include/proctor.h PR_RECORD_CORE), copied as one struct, `rec`, by
+   * pr_exec_view and pr_exec_restore. */
+  union {
+    pr_record_core_t rec;
+    struct {
+      PR_RECORD_CORE
+    };
+  };
   char *spawn_msg; /* serialized spawn payload until sent (a worker keeps it), then NULL */
   size_t spawn_len;
-  int pty, stdin_pipe, backpressure;
+  int stdin_pipe, backpressure;
   int held;     /* queued but off the run queue until PR_CMD_RELEASE (spec.hold) */
   int out_held; /* the host's consumer is behind: its streams stay paused (pr_exec_hold_output) */
   int waiting; /* counted in its session's queued bound (engine/control.c) until it begins or ends */
@@ -114,30 +121,25 @@ struct pr_exec {
   uint64_t timeout_ms; /* 0 = none; armed when it enters starting: the start-up counts */
   uint32_t grace_ms;
 
-  /* The lifecycle (engine/lifecycle.h: its row is a function of these): */
-  pr_state_t state;
+  /* The lifecycle (engine/lifecycle.h: its row is a function of these and
+   * of `state`, in rec): */
   int verdict;      /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
   pr_phase_t phase; /* what `timer` is armed for: timeout, kill grace, drain, or nothing */
   pr_stop_t stop;   /* how far the kill ladder went */
   /* ... and the facts it reads that are independent of them: */
-  int exited;      /* the shepherd reported the leader's exit (or there is no process) */
-  int empty;       /* the shepherd reported no process of the job left (or it is lost) */
-  int released;    /* RELEASE sent to the shepherd: the job is no longer ours to signal */
-  int respawning;  /* subtype: a replacement process was asked for; SPAWNED not seen yet */
-  int interrupted; /* a ^C was written to its pty (the tty's SIGINT is the user's): an exit
+  int exited;              /* the shepherd reported the leader's exit (or there is no process) */
+  int empty;               /* the shepherd reported no process of the job left (or it is lost) */
+  int released;            /* RELEASE sent to the shepherd: the job is no longer ours to signal */
+  int respawning;          /* subtype: a replacement process was asked for; SPAWNED not seen yet */
+  int interrupted;         /* a ^C was written to its pty (the tty's SIGINT is the user's): an exit
                     * by SIGINT is a cancel */
-  int finished;    /* the terminal event was emitted: state is terminal from then on. Set by
+  int finished;            /* the terminal event was emitted: state is terminal from then on. Set by
                     * finish() before it closes the handles, which is why it is a field and
                     * not pr_state_terminal(state); the registry and the RPC read it */
-  char *reason, *error;
-  int exit_code, signal;
-  int64_t pid;
-  int pidfd;                                 /* -1 when none */
-  uint64_t created_at, started_at, ended_at; /* ms since the epoch */
-  uint64_t started_mono;                     /* uv_now at running, for duration */
+  int pidfd;               /* -1 when none */
+  uint64_t started_mono;   /* uv_now at running, for duration */
   uint64_t drain_deadline; /* uv_now after which draining stops, whatever arrives */
   uint64_t kill_deadline;  /* uv_now at which the grace ends (while stopping) */
-  uint64_t duration_ms;
   const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
   void *sub;                /* the subtype's state */
 
