@@ -69,6 +69,12 @@ static const pr_lc_rule_t *rule(const pr_exec_t *x, pr_lc_event_t ev) {
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+/* Stop the reads of x's secrets (engine/secret_source.c, through the reader). */
+static void stop_reads(pr_exec_t *x, int quiet) {
+  pr_secret_reader_t *r = x->ctx->source;
+  if (r) r->stop(r, x, quiet);
+}
+
 /* ---- transitions ----------------------------------------------------------- */
 
 static const unsigned char allowed[PR_NSTATE][PR_NSTATE] = {
@@ -140,9 +146,17 @@ static int decide(pr_exec_t *x, pr_state_t verdict, const char *reason) {
 
 /* ---- life -------------------------------------------------------------------- */
 
+/* The lifecycle as stream.c sees it (it never names exec.c). */
+static const pr_stream_up_t stream_up = {
+    .closed = pr_exec_handle_closed,
+    .more = pr_exec_drain_more,
+    .ended = pr_exec_maybe_finish,
+};
+
 pr_exec_t *pr_exec_alloc(void) {
   pr_exec_t *x = calloc(1, sizeof(*x));
   if (x == NULL) return NULL;
+  x->up = &stream_up;
   x->pidfd = -1;
   x->verdict = -1;
   x->exit_code = -1;
@@ -318,7 +332,7 @@ static void start_timeout(pr_exec_t *x) {
       snprintf(x->error, n, "timeout_ms (%llu ms) ran out before the process started",
                (unsigned long long)x->timeout_ms);
   }
-  if (src) pr_vault_stop(x, 0); /* pr_exec_vault_done follows and ends it */
+  if (src) stop_reads(x, 0); /* pr_exec_vault_done follows and ends it */
 }
 
 static void timer_start(pr_exec_t *x, pr_phase_t phase, uint64_t ms) {
@@ -368,7 +382,7 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
   case PR_A_KILL_ON_SPAWN: /* stopped as soon as the shepherd reports the spawn */
   case PR_A_ON_SPAWN:
     if (r->action == PR_A_KILL_ON_SPAWN) x->stop = PR_STOP_KILL_ON_SPAWN;
-    if (x->vault && pr_vault_busy(x->vault)) pr_vault_stop(x, 0); /* or its secrets are read */
+    if (x->vault && pr_vault_busy(x->vault)) stop_reads(x, 0); /* or its secrets are read */
     break;
   case PR_A_TERM: stop(x, 0); break; /* draining: the rest of the job gets the ladder */
   case PR_A_KILL:
@@ -406,8 +420,8 @@ static void spawn_now(pr_exec_t *x);
 void pr_exec_begin(pr_exec_t *x) {
   transition(x, PR_STARTING);
   if (x->timeout_ms) timer_start(x, PR_PHASE_TIMEOUT, x->timeout_ms); /* the start-up counts */
-  if (x->vault && !pr_vault_ready(x->vault) && x->ctx->vault) { /* secrets from a store first */
-    pr_vault_read(x, x->ctx->vault);
+  if (x->vault && !pr_vault_ready(x->vault) && x->ctx->source) { /* secrets from a store first */
+    x->ctx->source->read(x->ctx->source, x);
     return;
   }
   spawn_now(x);
@@ -674,7 +688,10 @@ static void finish(pr_exec_t *x) {
   pr_exec_ctx_t *c = x->ctx;
   if (x->finished) return;
   if (x->ops && x->ops->end && x->ops->end(x)) return; /* the worker restarts: still running */
-  if (x->vault) pr_vault_stop(x, 1);                   /* reads end now; the values are wiped */
+  if (x->vault) {                                      /* reads end now; the values are wiped */
+    stop_reads(x, 1);
+    pr_vault_wipe(x->vault);
+  }
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
   if (x->state == PR_RUNNING || x->pid > 0) release(x); /* a SPAWNED that lost its fds has a pid */

@@ -41,7 +41,6 @@
 
 typedef struct pr_sup pr_sup_t;
 typedef struct pr_exec_ctx pr_exec_ctx_t;
-struct pr_vault_eng;
 
 /* One output stream of an execution. */
 typedef struct {
@@ -82,12 +81,33 @@ typedef struct pr_exec_ops {
   void (*free)(void *sub);
 } pr_exec_ops_t;
 
+/* Who reads the secrets of x->vault (engine/vault.h) from their stores:
+ * engine/secret_source.c, above the execution, plugs in here. */
+typedef struct pr_secret_reader {
+  /* read every value of x->vault now (x is starting); the end is told once
+   * through pr_exec_vault_done, perhaps before this returns */
+  void (*read)(struct pr_secret_reader *r, pr_exec_t *x);
+  /* stop the reads of x. quiet = 0 (a cancel, a timeout): they end soon and
+   * pr_exec_vault_done follows; quiet = 1 (x ends now): at once, nothing is
+   * told, the values are wiped */
+  void (*stop)(struct pr_secret_reader *r, pr_exec_t *x, int quiet);
+} pr_secret_reader_t;
+
+/* What the streams (stream.c, below the lifecycle) tell the lifecycle
+ * (exec.c): stream.c reaches exec.c only through these, which pr_exec_alloc
+ * sets (x->up). */
+typedef struct pr_stream_up {
+  void (*closed)(uv_handle_t *h); /* uv_close callback of a handle x owns (h->data is x) */
+  void (*more)(pr_exec_t *x);     /* bytes arrived (after the exit: the idle window restarts) */
+  void (*ended)(pr_exec_t *x);    /* a stream reached EOF: perhaps the end */
+} pr_stream_up_t;
+
 /* What every execution of an engine shares. Owned by engine/control.c. */
 struct pr_exec_ctx {
   uv_loop_t *loop;
   pr_sup_t *sup;              /* the shepherd link (engine/supervisor.h) */
   pr_listeners_t *ls;         /* told every state change, output, worker event */
-  struct pr_vault_eng *vault; /* where secrets from a store are read (engine/vault.h), or NULL */
+  pr_secret_reader_t *source; /* reads the secrets of x->vault (engine/secret_source.h), or NULL */
   uint32_t drain_ms;          /* how long output may still arrive after exit */
   int closing;                /* the engine shuts down: no scheduling, no restarts */
   /* x entered its terminal state; was_active: it was starting or running */
@@ -140,6 +160,7 @@ struct pr_exec {
   uint64_t started_mono;   /* uv_now at running, for duration */
   uint64_t drain_deadline; /* uv_now after which draining stops, whatever arrives */
   uint64_t kill_deadline;  /* uv_now at which the grace ends (while stopping) */
+  const pr_stream_up_t *up; /* the lifecycle, as the streams see it (pr_exec_alloc) */
   const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
   void *sub;                /* the subtype's state */
 
@@ -205,6 +226,10 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h);
 void pr_exec_on_empty(pr_exec_t *x);
 /* The shepherd died: kill what can still be reached safely, end x. */
 void pr_exec_on_supervisor_lost(pr_exec_t *x);
+
+/* pr_exec_vault_done: the reads of x's secrets ended; why = NULL when every
+ * value was read, else "secret NAME: ..." (never a value). From the reader. */
+void pr_exec_vault_done(pr_exec_t *x, const char *why);
 
 /* pr_exec_row: where x is in the lifecycle table (engine/lifecycle.h), from
  * its state, phase, verdict and facts. Every handler below reads its cell. */
@@ -285,8 +310,8 @@ void pr_exec_open_input(pr_exec_t *x, int fd);              /* takes fd */
 void pr_exec_close_input(pr_exec_t *x);
 void pr_exec_flush_pending_input(pr_exec_t *x); /* needs state running */
 void pr_exec_drop_pending_input(pr_exec_t *x);
-void pr_exec_drain_more(pr_exec_t *x);   /* bytes came while draining */
-void pr_exec_maybe_finish(pr_exec_t *x); /* exited and every stream at EOF: end */
+void pr_exec_drain_more(pr_exec_t *x);   /* bytes came while draining (x->up->more) */
+void pr_exec_maybe_finish(pr_exec_t *x); /* exited and every stream at EOF: end (x->up->ended) */
 int pr_exec_all_eof(const pr_exec_t *x);
 
 #endif
