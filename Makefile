@@ -34,7 +34,7 @@ BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/spe
 # the engine thread: executions, streams, the shepherd link, commands, workers
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/shepherd_link.c csrc/engine/control.c csrc/engine/spec.c \
-             csrc/engine/secrets.c csrc/engine/vault.c csrc/engine/keyring.c csrc/engine/worker.c \
+             csrc/engine/secrets.c csrc/engine/vault.c csrc/engine/secret_source.c csrc/engine/keyring.c csrc/engine/worker.c \
              csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
 # the msgpack-rpc server, the durable files, and the file that wires them
 ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/params.c \
@@ -173,11 +173,11 @@ TSAN_FLAGS = -O1 -g -fsanitize=thread -DPR_DEBUG
 
 # The ASan build splits stdin writes into 4 KiB buffers (engine/stream.c PR_INPUT_CHUNK,
 # 1 GiB otherwise), so test_input_roundtrip checks the split path byte for byte.
-$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 $(TEST_CFLAGS) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
+$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
-$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
-	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
+$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)

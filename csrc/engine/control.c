@@ -115,9 +115,9 @@ static void ended(pr_exec_ctx_t *xc, pr_exec_t *x, int was_active) {
 /* ---- the shepherd's reports --------------------------------------------------------- */
 
 /* The execution of a shepherd job: one of the registry, or a hidden one
- * reading a secret (engine/vault.h). */
+ * reading a secret (engine/secret_source.h). */
 static pr_exec_t *job(pr_control_t *c, uint64_t id) {
-  pr_exec_t *x = pr_vault_job(&c->vault, id);
+  pr_exec_t *x = pr_source_job(&c->source, id);
   return x ? x : pr_registry_find(&c->reg, id, 0);
 }
 
@@ -440,8 +440,8 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->xc.ls = ls;
   c->xc.drain_ms = o->drain_ms ? o->drain_ms : PR_DEFAULT_DRAIN;
   c->xc.ended = ended;
-  c->xc.vault = &c->vault;
-  pr_vault_eng_init(&c->vault, &c->xc, o->secret_timeout_ms);
+  c->xc.source = &c->source.reader;
+  pr_source_init(&c->source, &c->xc, o->secret_timeout_ms);
   c->max_running = o->max_running;
   c->kill_grace_ms = o->kill_grace_ms ? o->kill_grace_ms : PR_DEFAULT_GRACE;
   c->output_limit = o->output_limit ? o->output_limit : PR_DEFAULT_OUTPUT_LIMIT;
@@ -469,7 +469,7 @@ void pr_control_close_handles(pr_control_t *c) {
 
 void pr_control_free_registry(pr_control_t *c) {
   pr_registry_destroy(&c->reg);
-  pr_vault_eng_destroy(&c->vault);
+  pr_source_destroy(&c->source);
   pr_idmap_destroy(&c->waiting);
 }
 

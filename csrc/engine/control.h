@@ -26,8 +26,8 @@
 #include "base/queue.h"
 #include "engine/exec.h"
 #include "engine/registry.h"
+#include "engine/secret_source.h"
 #include "engine/shepherd_link.h"
-#include "engine/vault.h"
 #include "include/proctor.h"
 
 /* A command. Synchronous commands live on the caller's stack and are
@@ -77,7 +77,7 @@ typedef struct pr_cmd {
 typedef struct pr_control {
   pr_exec_ctx_t xc;       /* what every execution sees */
   pr_registry_t reg;      /* every execution (engine/registry.h) */
-  pr_vault_eng_t vault;   /* hidden executions that read secrets (engine/vault.h) */
+  pr_source_t source;     /* reads secrets from their stores (engine/secret_source.h) */
   pr_queue_t queued;      /* FIFO of queued executions (pr_exec_t.runq) */
   uint32_t running;       /* starting + running */
   uint32_t max_running;   /* 0 = unlimited */

@@ -37,7 +37,8 @@
 
 static void finish(pr_exec_t *x);
 static void stop(pr_exec_t *x, int force);
-static void timer_start(pr_exec_t *x, uint64_t ms);
+static void timer_start(pr_exec_t *x, pr_phase_t phase, uint64_t ms);
+static void timer_stop(pr_exec_t *x);
 static int apply_size(pr_exec_t *x);
 static void start_drain(pr_exec_t *x);
 static void start_timeout(pr_exec_t *x);
@@ -45,9 +46,34 @@ static void start_timeout(pr_exec_t *x);
 /* Being stopped, and the job still has its grace: SIGTERM went to all of
  * it, the grace deadline has not passed, and some process of it is left.
  * The end waits (the timer is the grace timer meanwhile). */
-static int in_grace(const pr_exec_t *x) { return x->stopping == 1 && !x->killed && !x->empty; }
+static int in_grace(const pr_exec_t *x) { return x->phase == PR_PHASE_GRACE; }
+
+pr_row_t pr_exec_row(const pr_exec_t *x) {
+  if (x->finished) return PR_ROW_ENDED;
+  int starting = x->state == PR_STARTING || x->respawning;
+  if (x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) { /* being stopped */
+    if (x->phase == PR_PHASE_GRACE) return PR_ROW_GRACE;
+    if (x->exited) return PR_ROW_STOP_DRAIN;
+    return starting ? PR_ROW_STOP_SPAWN : PR_ROW_KILLED;
+  }
+  if (x->ops && x->exited && x->verdict < 0) return PR_ROW_PARKED;
+  if (x->exited && x->state == PR_RUNNING) return PR_ROW_DRAINING;
+  if (x->exited || x->verdict >= 0) return PR_ROW_FAILING;
+  if (x->state == PR_QUEUED) return PR_ROW_QUEUED;
+  return starting ? PR_ROW_STARTING : PR_ROW_RUNNING;
+}
+
+static const pr_lc_rule_t *rule(const pr_exec_t *x, pr_lc_event_t ev) {
+  return &pr_lifecycle[pr_exec_row(x)][ev];
+}
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Stop the reads of x's secrets (engine/secret_source.c, through the reader). */
+static void stop_reads(pr_exec_t *x, int quiet) {
+  pr_secret_reader_t *r = x->ctx->source;
+  if (r) r->stop(r, x, quiet);
+}
 
 /* ---- transitions ----------------------------------------------------------- */
 
@@ -120,9 +146,17 @@ static int decide(pr_exec_t *x, pr_state_t verdict, const char *reason) {
 
 /* ---- life -------------------------------------------------------------------- */
 
+/* The lifecycle as stream.c sees it (it never names exec.c). */
+static const pr_stream_up_t stream_up = {
+    .closed = pr_exec_handle_closed,
+    .more = pr_exec_drain_more,
+    .ended = pr_exec_maybe_finish,
+};
+
 pr_exec_t *pr_exec_alloc(void) {
   pr_exec_t *x = calloc(1, sizeof(*x));
   if (x == NULL) return NULL;
+  x->up = &stream_up;
   x->pidfd = -1;
   x->verdict = -1;
   x->exit_code = -1;
@@ -166,7 +200,7 @@ void pr_exec_drain_more(pr_exec_t *x) {
   if (!x->exited || x->finished || in_grace(x)) return;
   uint64_t now = uv_now(x->ctx->loop), at = now + x->ctx->drain_ms;
   if (at > x->drain_deadline) at = x->drain_deadline;
-  timer_start(x, at > now ? at - now : 0);
+  timer_start(x, PR_PHASE_DRAIN, at > now ? at - now : 0);
 }
 
 /* ---- timer: timeout → kill grace → drain ----------------------------------------- */
@@ -178,9 +212,12 @@ static void release(pr_exec_t *x) {
   x->released = 1;
 }
 
-/* SIGKILL to every process of the job (its reaper keeps killing what comes back). */
+/* SIGKILL to every process of the job (its reaper keeps killing what comes
+ * back). A grace it cuts short is over: its timer stops (the caller drains
+ * if the leader has exited). */
 static void kill_job(pr_exec_t *x) {
-  x->killed = 1;
+  x->stop = PR_STOP_KILL;
+  if (in_grace(x)) timer_stop(x);
   pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
 }
 
@@ -194,11 +231,71 @@ static void kill_leader_group(pr_exec_t *x) {
   syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
 }
 
-static void on_timer(uv_timer_t *t) {
-  pr_exec_t *x = (pr_exec_t *)t->data;
+/* The drain window passed (phase drain): read what came, end, or wait on. */
+static void drain_step(pr_exec_t *x) {
   uint32_t drain_ms = x->ctx->drain_ms;
+  /* Whatever still holds a pipe open is cut off ... except a stream paused by
+   * back-pressure: the bytes still in its pipe are owed to a consumer that
+   * asked to keep everything, so it is the consumer's pace that ends it. Not
+   * for ever, though: at the drain cap every process of the job is killed
+   * (RELEASE), so what is left in the pipe is finite and EOF comes once the
+   * consumer has taken it. */
+  uint64_t now = uv_now(x->ctx->loop);
+  /* A starved loop runs its timers before it polls: bytes that reached the
+   * kernel within the idle window may not have been seen yet. Take them
+   * first; if there were any, the idle window starts again, up to the
+   * drain cap. */
+  size_t late = 0;
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    pr_stream_t *s = &x->streams[i];
+    uv_os_fd_t fd;
+    if (s->open && !s->paused && uv_fileno((uv_handle_t *)&s->h, &fd) == 0)
+      late += pr_stream_read_ready(s, fd);
+  }
+  if (pr_exec_all_eof(x)) {
+    finish(x);
+    return;
+  }
+  if (late > 0 && now < x->drain_deadline) {
+    uint64_t left = x->drain_deadline - now;
+    timer_start(x, PR_PHASE_DRAIN, left < drain_ms ? left : drain_ms);
+    return;
+  }
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    if (x->streams[i].open && x->streams[i].paused) {
+      if (now >= x->drain_deadline) release(x); /* no writer is left after this */
+      timer_start(x, PR_PHASE_DRAIN, drain_ms);
+      return;
+    }
+  }
+  for (int i = 0; i < PR_NSTREAM; i++)
+    if (x->streams[i].ring) pr_stream_close(&x->streams[i]);
+  pr_exec_maybe_finish(x);
+}
+
+/* Decide what cell `r` says (engine/lifecycle.h); reason names the cause. */
+static void decide_by(pr_exec_t *x, const pr_lc_rule_t *r, const char *reason) {
+  switch ((pr_lc_verdict_t)r->verdict) {
+  case PR_V_CANCEL_OVER: /* the exit's verdict gives way */
+  case PR_V_CANCELED:
+    if (r->verdict == PR_V_CANCEL_OVER) x->verdict = -1;
+    decide(x, PR_CANCELED, reason);
+    break;
+  case PR_V_TIMED_OUT: decide(x, PR_TIMED_OUT, "timeout"); break;
+  case PR_V_KEEP:
+  case PR_V_EXIT:        /* pr_exec_on_exited decides from the status */
+  case PR_V_LOST: break; /* pr_exec_on_supervisor_lost */
+  }
+}
+
+void pr_exec_on_timer(uv_timer_t *t) {
+  pr_exec_t *x = (pr_exec_t *)t->data;
   if (x->finished) return;
-  if (in_grace(x)) { /* grace over: SIGKILL to what is left of the job */
+  const pr_lc_rule_t *r = rule(x, PR_LC_TIMER); /* the row, with the phase that fired */
+  pr_phase_t phase = x->phase;
+  x->phase = PR_PHASE_NONE; /* one shot: a phase that goes on arms it again */
+  switch (phase) {
+  case PR_PHASE_GRACE: /* KILL_GRACE: SIGKILL to what is left of the job */
     kill_job(x);
     /* The job's reaper does that, unless the job stopped it (SIGSTOP: same
      * uid): without EXITED the leader is not reaped, so its pid and group id
@@ -206,49 +303,14 @@ static void on_timer(uv_timer_t *t) {
      * shepherd kills a reaper that does not answer, and reports the exit. */
     if (!x->exited) kill_leader_group(x);
     if (x->exited) start_drain(x);
-    return;
-  }
-  if (x->exited) { /* drain deadline: whatever still holds a pipe open is cut off */
-    /* ... except a stream paused by back-pressure: the bytes still in its
-     * pipe are owed to a consumer that asked to keep everything, so it is
-     * the consumer's pace that ends it. Not for ever, though: at the drain
-     * cap every process of the job is killed (RELEASE), so what is left in
-     * the pipe is finite and EOF comes once the consumer has taken it. */
-    uint64_t now = uv_now(x->ctx->loop);
-    /* A starved loop runs its timers before it polls: bytes that reached the
-     * kernel within the idle window may not have been seen yet. Take them
-     * first; if there were any, the idle window starts again, up to the
-     * drain cap. */
-    size_t late = 0;
-    for (int i = 0; i < PR_NSTREAM; i++) {
-      pr_stream_t *s = &x->streams[i];
-      uv_os_fd_t fd;
-      if (s->open && !s->paused && uv_fileno((uv_handle_t *)&s->h, &fd) == 0)
-        late += pr_stream_read_ready(s, fd);
-    }
-    if (pr_exec_all_eof(x)) {
-      finish(x);
-      return;
-    }
-    if (late > 0 && now < x->drain_deadline) {
-      uint64_t left = x->drain_deadline - now;
-      timer_start(x, left < drain_ms ? left : drain_ms);
-      return;
-    }
-    for (int i = 0; i < PR_NSTREAM; i++) {
-      if (x->streams[i].open && x->streams[i].paused) {
-        if (now >= x->drain_deadline) release(x); /* no writer is left after this */
-        timer_start(x, drain_ms);
-        return;
-      }
-    }
-    for (int i = 0; i < PR_NSTREAM; i++)
-      if (x->streams[i].ring) pr_stream_close(&x->streams[i]);
-    pr_exec_maybe_finish(x);
-  } else if (x->state == PR_RUNNING) { /* timeout */
-    if (decide(x, PR_TIMED_OUT, "timeout")) stop(x, 0);
-  } else if (x->state == PR_STARTING) { /* timeout before it ran: see start_timeout */
-    start_timeout(x);
+    break;
+  case PR_PHASE_DRAIN: drain_step(x); break; /* DRAIN_STEP */
+  case PR_PHASE_TIMEOUT:
+    decide_by(x, r, "timeout");
+    if (r->action == PR_A_TERM) stop(x, 0);
+    else if (r->action == PR_A_T_START) start_timeout(x);
+    break;
+  case PR_PHASE_NONE: break;
   }
 }
 
@@ -256,9 +318,9 @@ static void on_timer(uv_timer_t *t) {
  * read from a store (a source that waits for a prompt or the network) and
  * the spawn. Secrets still being read: their reads are stopped (a command
  * source's job is killed) and x ends timed_out once they have ended. No
- * SPAWNED yet: it is stopped as soon as SPAWNED comes (or FAILED ends it). */
+ * SPAWNED yet: it is stopped as soon as SPAWNED comes (or FAILED ends it).
+ * The verdict is decided (timed_out). */
 static void start_timeout(pr_exec_t *x) {
-  if (!decide(x, PR_TIMED_OUT, "timeout")) return;
   const char *src = x->vault && pr_vault_busy(x->vault) ? pr_vault_pending(x->vault) : NULL;
   size_t n = (src ? strlen(src) : 0) + 96;
   free(x->error);
@@ -270,12 +332,18 @@ static void start_timeout(pr_exec_t *x) {
       snprintf(x->error, n, "timeout_ms (%llu ms) ran out before the process started",
                (unsigned long long)x->timeout_ms);
   }
-  if (src) pr_vault_stop(x, 0); /* pr_exec_vault_done follows and ends it */
+  if (src) stop_reads(x, 0); /* pr_exec_vault_done follows and ends it */
 }
 
-static void timer_start(pr_exec_t *x, uint64_t ms) {
+static void timer_start(pr_exec_t *x, pr_phase_t phase, uint64_t ms) {
   if (!x->timer_open) return;
-  uv_timer_start(&x->timer, on_timer, ms, 0);
+  x->phase = phase;
+  uv_timer_start(&x->timer, pr_exec_on_timer, ms, 0);
+}
+
+static void timer_stop(pr_exec_t *x) {
+  x->phase = PR_PHASE_NONE;
+  if (x->timer_open) uv_timer_stop(&x->timer);
 }
 
 /* ---- kill ladder ---------------------------------------------------------------- */
@@ -286,57 +354,43 @@ static void timer_start(pr_exec_t *x, uint64_t ms) {
  * job keeps it until it is gone (EMPTY) or the deadline passes. */
 static void stop(pr_exec_t *x, int force) {
   pr_sup_t *sup = x->ctx->sup;
-  if (x->state != PR_RUNNING || x->empty || x->killed || x->released) return; /* nothing to stop */
+  if (x->state != PR_RUNNING || x->empty || x->stop == PR_STOP_KILL || x->released)
+    return; /* nothing to stop */
   if (force) {
     int was = in_grace(x);
-    x->stopping = 1;
     kill_job(x);
     if (was && x->exited) start_drain(x); /* the grace timer was running: drain instead */
     return;
   }
-  if (x->stopping) return;
-  x->stopping = 1;
+  if (x->stop != PR_STOP_NONE) return;
+  x->stop = PR_STOP_TERM;
   if (x->pty) pr_sup_send(sup, PR_W_SIGNAL, 0, x->id, SIGHUP, 0, NULL, 0);
   pr_sup_send(sup, PR_W_SIGNAL, 0, x->id, SIGTERM, 0, NULL, 0);
   x->kill_deadline = uv_now(x->ctx->loop) + x->grace_ms;
-  timer_start(x, x->grace_ms);
+  timer_start(x, PR_PHASE_GRACE, x->grace_ms);
 }
 
+/* Each case is a cell of the cancel and force columns (engine/lifecycle.h). */
 pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
-  if (x->finished) return PR_ALREADY_TERMINAL;
-  if (x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) { /* being stopped */
-    if (force && x->state == PR_RUNNING) stop(x, 1);
-    return PR_ALREADY_CANCELING;
-  }
-  if (x->ops && x->exited && x->verdict < 0) { /* a worker between two processes */
-    decide(x, PR_CANCELED, reason);
-    finish(x);
-    return PR_CANCELING;
-  }
-  if (x->exited && x->state == PR_RUNNING) {
-    /* Draining: the leader is gone but the execution runs on while its
-     * output is read, and the rest of its job may hold a stream open. The
-     * exit did not end it: the cancel does (the leader's exit code stays in
-     * the record), and the rest of the job gets the kill ladder. */
-    x->verdict = -1;
-    decide(x, PR_CANCELED, reason);
-    stop(x, force);
-    return PR_CANCELING;
-  }
-  if (x->exited || x->verdict >= 0) return PR_ALREADY_TERMINAL; /* it has ended */
-  decide(x, PR_CANCELED, reason);
-  switch (x->respawning ? PR_STARTING : x->state) {
-  case PR_QUEUED:
-    pr_queue_remove(&x->runq);
+  const pr_lc_rule_t *r = rule(x, force ? PR_LC_FORCE : PR_LC_CANCEL);
+  decide_by(x, r, reason);
+  switch ((pr_lc_action_t)r->action) {
+  case PR_A_END: /* queued, or a worker between two processes */
+    if (x->state == PR_QUEUED) pr_queue_remove(&x->runq);
     finish(x);
     break;
-  case PR_STARTING: /* stopped as soon as the shepherd reports the spawn */
-    x->stopping = force ? 2 : 0;
-    if (x->vault && pr_vault_busy(x->vault)) pr_vault_stop(x, 0); /* or its secrets are read */
+  case PR_A_KILL_ON_SPAWN: /* stopped as soon as the shepherd reports the spawn */
+  case PR_A_ON_SPAWN:
+    if (r->action == PR_A_KILL_ON_SPAWN) x->stop = PR_STOP_KILL_ON_SPAWN;
+    if (x->vault && pr_vault_busy(x->vault)) stop_reads(x, 0); /* or its secrets are read */
     break;
-  default: stop(x, force); break;
+  case PR_A_TERM: stop(x, 0); break; /* draining: the rest of the job gets the ladder */
+  case PR_A_KILL:
+    if (x->state == PR_RUNNING) stop(x, 1);
+    break;
+  default: break;
   }
-  return PR_CANCELING;
+  return (pr_cancel_result_t)r->result;
 }
 
 /* ---- begin / spawn results ----------------------------------------------------------- */
@@ -365,9 +419,9 @@ static void spawn_now(pr_exec_t *x);
 
 void pr_exec_begin(pr_exec_t *x) {
   transition(x, PR_STARTING);
-  if (x->timeout_ms) timer_start(x, x->timeout_ms); /* from here: the start-up counts (on_timer) */
-  if (x->vault && !pr_vault_ready(x->vault) && x->ctx->vault) { /* secrets from a store first */
-    pr_vault_read(x, x->ctx->vault);
+  if (x->timeout_ms) timer_start(x, PR_PHASE_TIMEOUT, x->timeout_ms); /* the start-up counts */
+  if (x->vault && !pr_vault_ready(x->vault) && x->ctx->source) { /* secrets from a store first */
+    x->ctx->source->read(x->ctx->source, x);
     return;
   }
   spawn_now(x);
@@ -422,13 +476,15 @@ static void spawned_blind(pr_exec_t *x) {
       "EMFILE: the host had too few free file descriptors to take the process's "
       "streams; the process was killed");
   for (int i = 0; i < PR_NSTREAM; i++) x->streams[i].eof = 1;
-  x->stopping = 1;
   kill_job(x);
 }
 
+/* The spawned column: RUN, RUN_STOP (canceled or timed out while starting),
+ * or DROP (it cannot take a process: its descriptors are closed). */
 void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds) {
   int k = 0;
-  if (x == NULL || (x->state != PR_STARTING && !x->respawning)) { /* cannot happen; do not leak */
+  int act = x ? rule(x, PR_LC_SPAWNED)->action : PR_A_DROP;
+  if (act == PR_A_DROP) { /* cannot happen; do not leak */
     for (int i = 0; i < nfds; i++) close(fds[i]);
     return;
   }
@@ -463,9 +519,9 @@ void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds
   }
   pr_exec_flush_pending_input(x); /* needs state running */
   if (x->ops && x->ops->spawned) x->ops->spawned(x);
-  /* canceled, or timed out, while starting: stopped now. The timeout timer
-   * runs on from pr_exec_begin otherwise. */
-  if (x->verdict == PR_CANCELED || x->verdict == PR_TIMED_OUT) stop(x, x->stopping == 2);
+  /* RUN_STOP: canceled, or timed out, while starting: stopped now. RUN: the
+   * timeout timer runs on from pr_exec_begin. */
+  if (act == PR_A_RUN_STOP) stop(x, x->stop == PR_STOP_KILL_ON_SPAWN);
 }
 
 void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h) {
@@ -490,8 +546,12 @@ void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h) {
   finish(x);
 }
 
+/* The exit column: the exit decides (EXIT) unless a verdict was decided;
+ * then WAIT (the grace runs on) or DRAIN. */
 void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h) {
-  if (x == NULL || x->exited || x->finished) return;
+  if (x == NULL || x->exited) return; /* a repeated report */
+  const pr_lc_rule_t *r = rule(x, PR_LC_EXIT);
+  if (r->action == PR_A_NONE) return;
   x->exited = 1;
   if (h->flags & PR_WF_SIGNALED) {
     x->signal = (int)h->b;
@@ -503,19 +563,22 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h) {
       decide(x, PR_CANCELED, "interrupted"); /* a shell's way */
     decide(x, x->exit_code == 0 ? PR_COMPLETED : PR_FAILED, "exit");
   }
-  if (h->flags & PR_WF_EMPTY) x->empty = 1;
-  if (in_grace(x)) return; /* the rest of the job keeps its grace: the timer is its deadline */
-  if (x->timer_open) uv_timer_stop(&x->timer);
+  if (h->flags & PR_WF_EMPTY) x->empty = 1; /* and nothing of the job is left: no grace to wait */
+  if (r->action == PR_A_WAIT && !x->empty) return; /* the rest of the job keeps its grace */
+  timer_stop(x);
   start_drain(x);
 }
 
+/* The empty column: NOTE, or END_GRACE (the job ended within its grace: its
+ * timer stops, and the drain starts if the leader has exited). */
 void pr_exec_on_empty(pr_exec_t *x) {
-  if (x == NULL || x->finished || x->empty) return;
-  int was = in_grace(x);
+  if (x == NULL || x->empty) return; /* a repeated report */
+  const pr_lc_rule_t *r = rule(x, PR_LC_EMPTY);
+  if (r->action == PR_A_NONE) return;
   x->empty = 1;
-  if (was && x->exited) { /* the job ended within its grace */
-    if (x->timer_open) uv_timer_stop(&x->timer);
-    start_drain(x);
+  if (r->action == PR_A_END_GRACE) {
+    timer_stop(x);
+    if (x->exited) start_drain(x);
   }
 }
 
@@ -528,15 +591,17 @@ static void start_drain(pr_exec_t *x) {
   uint64_t cap = (uint64_t)drain_ms * 10;
   x->drain_deadline = uv_now(x->ctx->loop) + (cap > 5000 ? cap : 5000);
   if (pr_exec_all_eof(x)) finish(x);
-  else timer_start(x, drain_ms);
+  else timer_start(x, PR_PHASE_DRAIN, drain_ms);
 }
 
 /* The shepherd died: its jobs lost their parent. Kill what we can still
  * reach safely (the leader's group, only while its pidfd says it is alive,
- * i.e. its pid cannot have been reused) and end x. */
+ * i.e. its pid cannot have been reused) and end x (the lost column: LOST,
+ * or nothing for a queued or ended one). */
 void pr_exec_on_supervisor_lost(pr_exec_t *x) {
-  if (x->finished || x->state == PR_QUEUED) return;
+  if (rule(x, PR_LC_LOST)->action != PR_A_LOST) return;
   if (!x->exited) kill_leader_group(x);
+  timer_stop(x); /* no grace is left to wait for */
   x->exited = 1;
   x->empty = 1;    /* nobody will say more */
   x->released = 1; /* nobody to release it to */
@@ -578,7 +643,7 @@ int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
 /* ---- workers: one execution, several processes ------------------------------------ */
 
 void pr_exec_park(pr_exec_t *x) {
-  if (x->timer_open) uv_timer_stop(&x->timer);
+  timer_stop(x);
   release(x);
   x->exited = 1;
   x->respawning = 0;
@@ -591,8 +656,7 @@ void pr_exec_park(pr_exec_t *x) {
   x->verdict = -1;
   free(x->reason);
   x->reason = NULL;
-  x->stopping = 0;
-  x->killed = 0;
+  x->stop = PR_STOP_NONE;
   x->in_closing = 0;
   x->pid = 0;
 }
@@ -624,7 +688,10 @@ static void finish(pr_exec_t *x) {
   pr_exec_ctx_t *c = x->ctx;
   if (x->finished) return;
   if (x->ops && x->ops->end && x->ops->end(x)) return; /* the worker restarts: still running */
-  if (x->vault) pr_vault_stop(x, 1);                   /* reads end now; the values are wiped */
+  if (x->vault) {                                      /* reads end now; the values are wiped */
+    stop_reads(x, 1);
+    pr_vault_wipe(x->vault);
+  }
   x->finished = 1;
   int was_active = x->state == PR_STARTING || x->state == PR_RUNNING;
   if (x->state == PR_RUNNING || x->pid > 0) release(x); /* a SPAWNED that lost its fds has a pid */

@@ -8,7 +8,9 @@
  *                                                  counts from starting (secrets, spawn)
  *
  * transition() in exec.c is the only place a state changes; it rejects
- * anything not in that table and tells the listeners (engine/events.h). The
+ * anything not in that table and tells the listeners (engine/events.h). What
+ * each event does in each state and timer phase is the table of
+ * engine/lifecycle.h, which exec.c's handlers read. The
  * terminal state is decided by the first of {exit, cancel, timeout}
  * (x->verdict; a cancel while it drains after the leader's exit still wins,
  * since the execution has not ended) but only entered once the leader has exited AND every stream
@@ -34,11 +36,11 @@
 #include "base/ring.h"
 #include "base/wire.h"
 #include "engine/events.h"
+#include "engine/lifecycle.h"
 #include "include/proctor.h"
 
 typedef struct pr_sup pr_sup_t;
 typedef struct pr_exec_ctx pr_exec_ctx_t;
-struct pr_vault_eng;
 
 /* One output stream of an execution. */
 typedef struct {
@@ -79,12 +81,33 @@ typedef struct pr_exec_ops {
   void (*free)(void *sub);
 } pr_exec_ops_t;
 
+/* Who reads the secrets of x->vault (engine/vault.h) from their stores:
+ * engine/secret_source.c, above the execution, plugs in here. */
+typedef struct pr_secret_reader {
+  /* read every value of x->vault now (x is starting); the end is told once
+   * through pr_exec_vault_done, perhaps before this returns */
+  void (*read)(struct pr_secret_reader *r, pr_exec_t *x);
+  /* stop the reads of x. quiet = 0 (a cancel, a timeout): they end soon and
+   * pr_exec_vault_done follows; quiet = 1 (x ends now): at once, nothing is
+   * told, the values are wiped */
+  void (*stop)(struct pr_secret_reader *r, pr_exec_t *x, int quiet);
+} pr_secret_reader_t;
+
+/* What the streams (stream.c, below the lifecycle) tell the lifecycle
+ * (exec.c): stream.c reaches exec.c only through these, which pr_exec_alloc
+ * sets (x->up). */
+typedef struct pr_stream_up {
+  void (*closed)(uv_handle_t *h); /* uv_close callback of a handle x owns (h->data is x) */
+  void (*more)(pr_exec_t *x);     /* bytes arrived (after the exit: the idle window restarts) */
+  void (*ended)(pr_exec_t *x);    /* a stream reached EOF: perhaps the end */
+} pr_stream_up_t;
+
 /* What every execution of an engine shares. Owned by engine/control.c. */
 struct pr_exec_ctx {
   uv_loop_t *loop;
   pr_sup_t *sup;              /* the shepherd link (engine/shepherd_link.h) */
   pr_listeners_t *ls;         /* told every state change, output, worker event */
-  struct pr_vault_eng *vault; /* where secrets from a store are read (engine/vault.h), or NULL */
+  pr_secret_reader_t *source; /* reads the secrets of x->vault (engine/secret_source.h), or NULL */
   uint32_t drain_ms;          /* how long output may still arrive after exit */
   int closing;                /* the engine shuts down: no scheduling, no restarts */
   /* x entered its terminal state; was_active: it was starting or running */
@@ -96,13 +119,20 @@ struct pr_exec {
   pr_queue_t order; /* registry list, id order */
   pr_queue_t runq;  /* the scheduler's queue while queued */
   pr_exec_ctx_t *ctx;
-  uint64_t id, session;
-  char *label, *owner, *cwd, *shell;
-  char **argv; /* NULL-terminated, argc entries */
-  size_t argc;
+  /* id, session, label, owner, cwd, shell, argv (NULL-terminated, argc
+   * entries), pty, state, reason, error, exit_code, signal, pid, created_at,
+   * started_at, ended_at, duration_ms: what its record shows as it is
+   * (include/proctor.h PR_RECORD_CORE), copied as one struct, `rec`, by
+   * pr_exec_view and pr_exec_restore. */
+  union {
+    pr_record_core_t rec;
+    struct {
+      PR_RECORD_CORE
+    };
+  };
   char *spawn_msg; /* serialized spawn payload until sent (a worker keeps it), then NULL */
   size_t spawn_len;
-  int pty, stdin_pipe, backpressure;
+  int stdin_pipe, backpressure;
   int held;     /* queued but off the run queue until PR_CMD_RELEASE (spec.hold) */
   int out_held; /* the host's consumer is behind: its streams stay paused (pr_exec_hold_output) */
   int waiting; /* counted in its session's queued bound (engine/control.c) until it begins or ends */
@@ -111,27 +141,28 @@ struct pr_exec {
   uint64_t timeout_ms; /* 0 = none; armed when it enters starting: the start-up counts */
   uint32_t grace_ms;
 
-  pr_state_t state;
-  int verdict;     /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
-  int stopping;    /* kill ladder started (2 while starting: SIGKILL at once) */
-  int killed;      /* SIGKILL went to every process of the job (force, or the grace ended) */
-  int exited;      /* shepherd reported the leader's exit */
-  int empty;       /* shepherd reported no process of the job left (or it is lost) */
-  int finished;    /* terminal event emitted */
-  int interrupted; /* a ^C was written to its pty (the tty's SIGINT is the user's) */
-  int released;    /* RELEASE sent to the shepherd */
-  char *reason, *error;
-  int exit_code, signal;
-  int64_t pid;
-  int pidfd;                                 /* -1 when none */
-  uint64_t created_at, started_at, ended_at; /* ms since the epoch */
-  uint64_t started_mono;                     /* uv_now at running, for duration */
+  /* The lifecycle (engine/lifecycle.h: its row is a function of these and
+   * of `state`, in rec): */
+  int verdict;      /* terminal state decided by the first of exit/cancel/timeout; -1 = none */
+  pr_phase_t phase; /* what `timer` is armed for: timeout, kill grace, drain, or nothing */
+  pr_stop_t stop;   /* how far the kill ladder went */
+  /* ... and the facts it reads that are independent of them: */
+  int exited;              /* the shepherd reported the leader's exit (or there is no process) */
+  int empty;               /* the shepherd reported no process of the job left (or it is lost) */
+  int released;            /* RELEASE sent to the shepherd: the job is no longer ours to signal */
+  int respawning;          /* subtype: a replacement process was asked for; SPAWNED not seen yet */
+  int interrupted;         /* a ^C was written to its pty (the tty's SIGINT is the user's): an exit
+                    * by SIGINT is a cancel */
+  int finished;            /* the terminal event was emitted: state is terminal from then on. Set by
+                    * finish() before it closes the handles, which is why it is a field and
+                    * not pr_state_terminal(state); the registry and the RPC read it */
+  int pidfd;               /* -1 when none */
+  uint64_t started_mono;   /* uv_now at running, for duration */
   uint64_t drain_deadline; /* uv_now after which draining stops, whatever arrives */
   uint64_t kill_deadline;  /* uv_now at which the grace ends (while stopping) */
-  uint64_t duration_ms;
+  const pr_stream_up_t *up; /* the lifecycle, as the streams see it (pr_exec_alloc) */
   const pr_exec_ops_t *ops; /* a subtype (a worker), or NULL */
   void *sub;                /* the subtype's state */
-  int respawning;           /* subtype: a replacement process was asked for; SPAWNED not seen yet */
 
   pr_stream_t streams[PR_NSTREAM];
   uv_pipe_t in;        /* stdin pipe, or a dup of the pty master used only for writing */
@@ -139,7 +170,7 @@ struct pr_exec {
   int in_closing;      /* close_stdin requested */
   pr_buf_t pending_in; /* input given while queued/starting, written once running;
                         * at most PR_PENDING_INPUT_MAX bytes */
-  uv_timer_t timer;    /* timeout, then kill grace, then drain: one phase at a time */
+  uv_timer_t timer;    /* timeout, then kill grace, then drain: one phase at a time (phase) */
   int timer_open;
   char *env_keys; /* keys the child got, NUL-separated (secrets.c), or NULL */
   size_t env_keys_len;
@@ -195,6 +226,18 @@ void pr_exec_on_exited(pr_exec_t *x, const pr_wire_hdr_t *h);
 void pr_exec_on_empty(pr_exec_t *x);
 /* The shepherd died: kill what can still be reached safely, end x. */
 void pr_exec_on_supervisor_lost(pr_exec_t *x);
+
+/* pr_exec_vault_done: the reads of x's secrets ended; why = NULL when every
+ * value was read, else "secret NAME: ..." (never a value). From the reader. */
+void pr_exec_vault_done(pr_exec_t *x, const char *why);
+
+/* pr_exec_row: where x is in the lifecycle table (engine/lifecycle.h), from
+ * its state, phase, verdict and facts. Every handler below reads its cell. */
+pr_row_t pr_exec_row(const pr_exec_t *x);
+
+/* pr_exec_on_timer: the callback of x's timer (t->data is x): a switch on
+ * x->phase, then the timer column of its row. */
+void pr_exec_on_timer(uv_timer_t *t);
 
 /* pr_exec_cancel: request the end, in any state before the terminal one
  * (draining included: the rest of the job gets the kill ladder); `reason`
@@ -267,8 +310,8 @@ void pr_exec_open_input(pr_exec_t *x, int fd);              /* takes fd */
 void pr_exec_close_input(pr_exec_t *x);
 void pr_exec_flush_pending_input(pr_exec_t *x); /* needs state running */
 void pr_exec_drop_pending_input(pr_exec_t *x);
-void pr_exec_drain_more(pr_exec_t *x);   /* bytes came while draining */
-void pr_exec_maybe_finish(pr_exec_t *x); /* exited and every stream at EOF: end */
+void pr_exec_drain_more(pr_exec_t *x);   /* bytes came while draining (x->up->more) */
+void pr_exec_maybe_finish(pr_exec_t *x); /* exited and every stream at EOF: end (x->up->ended) */
 int pr_exec_all_eof(const pr_exec_t *x);
 
 #endif

@@ -14,24 +14,9 @@
 
 void pr_exec_view(const pr_exec_t *x, pr_record_t *r, int brief) {
   memset(r, 0, sizeof(*r));
-  r->id = x->id;
-  r->session = x->session;
-  r->label = x->label;
-  r->owner = x->owner;
-  r->cwd = x->cwd;
-  r->shell = x->shell;
-  r->argv = x->argv;
+  r->core = x->rec; /* the fields kept as they are shown; then what the view adds: */
   r->argc = x->argv ? x->argc : 0;
-  r->pty = x->pty;
-  r->state = x->state;
-  r->reason = x->finished ? x->reason : NULL; /* a verdict is not told before the end */
-  r->error = x->error;
-  r->exit_code = x->exit_code;
-  r->signal = x->signal;
-  r->pid = x->pid;
-  r->created_at = x->created_at;
-  r->started_at = x->started_at;
-  r->ended_at = x->ended_at;
+  if (!x->finished) r->reason = NULL; /* a verdict is not told before the end */
   r->duration_ms = x->finished       ? x->duration_ms
                    : x->started_mono ? uv_now(x->ctx->loop) - x->started_mono
                                      : 0;
@@ -78,25 +63,10 @@ pr_exec_t *pr_exec_restore(pr_exec_ctx_t *c, pr_record_t *r, pr_ring_t *const *r
   }
   x->ctx = c;
   x->finished = x->exited = x->released = x->previous_session = 1;
-  x->id = r->id;
-  x->session = r->session;
-  x->label = r->label;
-  x->owner = r->owner;
-  x->cwd = r->cwd;
-  x->shell = r->shell;
-  x->argv = r->argv;
+  x->rec = r->core; /* then what a restored execution keeps otherwise: */
   x->argc = r->argv ? r->argc : 0;
-  x->pty = r->pty;
-  x->state = r->state;
+  x->pid = 0; /* it has no process */
   x->verdict = (int)r->state;
-  x->reason = r->reason;
-  x->error = r->error;
-  x->exit_code = r->exit_code;
-  x->signal = r->signal;
-  x->created_at = r->created_at;
-  x->started_at = r->started_at;
-  x->ended_at = r->ended_at;
-  x->duration_ms = r->duration_ms;
   x->env_keys = r->env_keys;
   x->env_keys_len = r->env_keys ? r->env_keys_len : 0;
   free(r); /* its strings now belong to x */

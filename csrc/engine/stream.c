@@ -1,7 +1,8 @@
 /* engine/stream.c — an execution's byte streams: output read from pipes and
  * the pty master, input written to stdin, input kept until the process runs.
  *
- * Thread: engine.
+ * Thread: engine. Below the lifecycle: it tells exec.c (bytes, EOF, a
+ * closed handle) through x->up, never by name.
  *
  *   pipe / pty readable ─► read into ctx->readbuf ─► secrets mask ─► ring (bounded)
  *        ─► pr_notify_output (host queue marker, RPC subscriptions)
@@ -38,7 +39,7 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf);
 static int is_pty(const pr_stream_t *s) { return s == &s->exec->streams[PR_PTY]; }
 
 static void close_handle(uv_handle_t *h) {
-  if (!uv_is_closing(h)) uv_close(h, pr_exec_handle_closed);
+  if (!uv_is_closing(h)) uv_close(h, ((pr_exec_t *)h->data)->up->closed);
 }
 
 void pr_stream_close(pr_stream_t *s) {
@@ -110,7 +111,7 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
     if (nraw) pr_wipe((char *)raw, nraw);
     if (p == NULL) return; /* all held back (a possible start of a secret) */
   }
-  pr_exec_drain_more(x);
+  x->up->more(x);
   pr_ring_write(s->ring, p, n);
   pr_notify_output(x->ctx->ls, x, stream);
   if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
@@ -129,7 +130,7 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
   }
   /* UV_EOF (or an error) on a pipe: no writer is left. */
   pr_stream_close(s);
-  pr_exec_maybe_finish(s->exec);
+  s->exec->up->ended(s->exec);
 }
 
 /* Read what the kernel holds for `s` until EAGAIN, at most 64 reads so one
@@ -166,7 +167,7 @@ static void on_pty_poll(uv_poll_t *h, int status, int events) {
   uv_os_fd_t fd;
   if (status < 0 || uv_fileno((uv_handle_t *)h, &fd) != 0) pr_stream_close(s);
   else pr_stream_read_ready(s, fd);
-  if (!s->open) pr_exec_maybe_finish(s->exec);
+  if (!s->open) s->exec->up->ended(s->exec);
 }
 
 void pr_exec_resume(pr_exec_t *x) {

@@ -384,23 +384,39 @@ typedef struct pr_spec_read {
  * same bad spec gives the same text through every reader. Any thread. */
 int pr_spec_fill(pr_spec_reader_t *r, pr_spec_read_t *out, char *err, size_t n);
 
-/* A snapshot of one execution, owned by the caller (pr_record_free). */
-typedef struct {
-  uint64_t id, session;
-  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */
-  char **argv;                       /* argc strings */
-  size_t argc;
-  int pty;
-  pr_state_t state;
-  char *reason;  /* why it ended: exit, signal, canceled, timeout, spawn_error,
-                                        secret_unavailable, supervisor_lost, engine_closed;
-                                        NULL while live */
-  char *error;   /* human message for spawn errors etc., or NULL */
-  int exit_code; /* -1 when none */
-  int signal;    /* 0 when none */
-  int64_t pid;   /* 0 when not (or no longer) running */
-  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */
+/* The fields of a record an execution also keeps as they are: listed once,
+ * as the members of pr_record_core_t, of the record below and of the
+ * execution (engine/exec.h), which copy them in one assignment each way
+ * (engine/exec_record.c). */
+#define PR_RECORD_CORE                                                                     \
+  uint64_t id, session;                                                                    \
+  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */    \
+  char **argv;                       /* argc strings */                                    \
+  size_t argc;                                                                             \
+  int pty;                                                                                 \
+  pr_state_t state;                                                                        \
+  char *reason;  /* why it ended (pr_record_t below lists the reasons); NULL while live */ \
+  char *error;   /* human message for spawn errors etc., or NULL */                        \
+  int exit_code; /* -1 when none */                                                        \
+  int signal;    /* 0 when none */                                                         \
+  int64_t pid;   /* 0 when not (or no longer) running */                                   \
+  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */         \
   uint64_t duration_ms;
+
+typedef struct pr_record_core {
+  PR_RECORD_CORE
+} pr_record_core_t;
+
+/* A snapshot of one execution, owned by the caller (pr_record_free). Its
+ * reason is one of exit, signal, canceled, timeout, spawn_error,
+ * secret_unavailable, supervisor_lost, engine_closed. */
+typedef struct {
+  union {
+    pr_record_core_t core; /* the members of PR_RECORD_CORE, as one struct */
+    struct {
+      PR_RECORD_CORE
+    };
+  };
   int has_stream[PR_NSTREAM];
   uint64_t bytes[PR_NSTREAM];   /* bytes read per stream */
   uint64_t dropped[PR_NSTREAM]; /* bytes no longer retained per stream */

@@ -66,4 +66,20 @@ pr_test_wparse_t *pr_test_wparse_new(int msgpack, const char *const *secrets, si
 const char *pr_test_wparse_feed(pr_test_wparse_t *t, const char *p, size_t *n);
 void pr_test_wparse_free(pr_test_wparse_t *t);
 
+/* The execution lifecycle table (engine/lifecycle.h) through its real
+ * handlers, without an engine or a shepherd (engine/lctest.c, linked into the
+ * test binaries only). Rows and events are numbered as there (rows QUEUED,
+ * STARTING, RUNNING, STOP_SPAWN, GRACE, KILLED, STOP_DRAIN, DRAINING, PARKED,
+ * FAILING, ENDED; events cancel, force, exit, empty, timer, spawned, lost);
+ * pr_test_lc_size tells how many of each. pr_test_lc_fire builds an execution
+ * in `row` on a private loop, gives it event `ev` (an exit is status 3) and
+ * fills *out: the cancel result (-1 for other events), the verdict before and
+ * after (a pr_state_t, -1: none) and whether it ended. Returns 0, or -1 when
+ * the row could not be built (or out of memory). Any thread without an engine. */
+typedef struct {
+  int result, before, after, ended;
+} pr_test_lc_out_t;
+void pr_test_lc_size(int *rows, int *events);
+int pr_test_lc_fire(int row, int ev, pr_test_lc_out_t *out);
+
 #endif /* PR_PROCTOR_TEST_H */

@@ -661,8 +661,49 @@ static void test_secret_source_bounds(void) {
   CHECKF(sb == PR_TIMED_OUT, "bounded by timeout_ms: %s", pr_state_name(sb));
 }
 
+/* Every cell of the lifecycle table (engine/lifecycle.h): an execution
+ * built in each row gets each event through its real handler, and ends with
+ * the verdict, cancel answer and end this table (written from the header's)
+ * says. The verdict is a pr_state_t (-1: none); an exit is status 3. */
+static void test_lifecycle_table(void) {
+  enum { N = -1, C = PR_CANCELED, T = PR_TIMED_OUT, F = PR_FAILED, K = PR_COMPLETED };
+  enum { G = PR_CANCELING, AC = PR_ALREADY_CANCELING, AT = PR_ALREADY_TERMINAL, X = -1 };
+  static const char *rows[] = {"QUEUED",     "STARTING", "RUNNING", "STOP_SPAWN", "GRACE", "KILLED",
+                               "STOP_DRAIN", "DRAINING", "PARKED",  "FAILING",    "ENDED"};
+  static const char *events[] = {"cancel", "force", "exit", "empty", "timer", "spawned", "lost"};
+  /* {cancel result, verdict after, ended} for cancel, force, exit, empty, timer, spawned, lost */
+  static const int want[11][7][3] = {
+      {{G, C, 1}, {G, C, 1}, {X, N, 0}, {X, N, 0}, {X, N, 0}, {X, N, 0}, {X, N, 0}},
+      {{G, C, 0}, {G, C, 0}, {X, F, 1}, {X, N, 0}, {X, T, 0}, {X, N, 0}, {X, F, 1}},
+      {{G, C, 0}, {G, C, 0}, {X, F, 1}, {X, N, 0}, {X, T, 0}, {X, N, 0}, {X, F, 1}},
+      {{AC, C, 0}, {AC, C, 0}, {X, C, 1}, {X, C, 0}, {X, C, 0}, {X, C, 0}, {X, F, 1}},
+      {{AC, C, 0}, {AC, C, 0}, {X, C, 0}, {X, C, 0}, {X, C, 0}, {X, C, 0}, {X, F, 1}},
+      {{AC, T, 0}, {AC, T, 0}, {X, T, 1}, {X, T, 0}, {X, T, 0}, {X, T, 0}, {X, F, 1}},
+      {{AC, C, 0}, {AC, C, 0}, {X, C, 0}, {X, C, 0}, {X, C, 1}, {X, C, 0}, {X, F, 1}},
+      {{G, C, 0}, {G, C, 0}, {X, F, 0}, {X, F, 0}, {X, F, 1}, {X, F, 0}, {X, F, 1}},
+      {{G, C, 1}, {G, C, 1}, {X, N, 0}, {X, N, 0}, {X, N, 0}, {X, N, 0}, {X, F, 1}},
+      {{AT, F, 0}, {AT, F, 0}, {X, F, 1}, {X, F, 0}, {X, F, 0}, {X, F, 0}, {X, F, 1}},
+      {{AT, K, 1}, {AT, K, 1}, {X, K, 1}, {X, K, 1}, {X, K, 1}, {X, K, 1}, {X, K, 1}},
+  };
+  int nrow, nev;
+  pr_test_lc_size(&nrow, &nev);
+  CHECK_EQ(nrow, 11); /* a new row or event needs its line here */
+  CHECK_EQ(nev, 7);
+  for (int r = 0; r < nrow; r++) {
+    for (int ev = 0; ev < nev; ev++) {
+      pr_test_lc_out_t o;
+      CHECKF(pr_test_lc_fire(r, ev, &o) == 0, "row %s cannot be built", rows[r]);
+      const int *w = want[r][ev];
+      CHECKF(o.result == w[0] && o.after == w[1] && o.ended == w[2],
+             "%s x %s: result %d verdict %d ended %d, want %d %d %d", rows[r], events[ev], o.result,
+             o.after, o.ended, w[0], w[1], w[2]);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
+  RUN(test_lifecycle_table);
   RUN(test_lifecycle_and_output);
   RUN(test_sigchld_disposition_unchanged);
   RUN(test_host_waitpid_thread);
