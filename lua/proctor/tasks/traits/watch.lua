@@ -89,7 +89,10 @@ function M.busy(ms)
       local id = run.ids[i]
       local eng = engine.current()
       local rec = eng and eng:get(id)
-      local from = rec and (rec.started_at or rec.created_at)
+      -- from its creation, not its start: the engine stamps started_at when
+      -- the shepherd reports the spawn, and the process may have written by
+      -- then (a file's mtime is also the kernel's coarse clock, a tick behind)
+      local from = rec and (rec.created_at or rec.started_at)
       if from and ms >= from and (rec.ended_at == nil or ms <= rec.ended_at) then return true end
     end
   end
