@@ -85,16 +85,7 @@ static int parse_args(int argc, char **argv) {
     mc_log("no agent command (see --help)");
     return -1;
   }
-  if (mc_opts.socket == NULL && !mc_opts.embedded) {
-    const char *env = getenv("PROCTOR_SOCKET");
-    if (env && *env) mc_opts.socket = env;
-  }
-  char *cwd = realpath(".", NULL);
-  if (cwd == NULL) {
-    mc_log("cannot resolve the current directory: %s", strerror(errno));
-    return -1;
-  }
-  mc_opts.cwd = cwd;
+  if (mc_opts_finish() != 0) return -1;
   /* the owner proctor shows for the agent's runs: "acp <agent's program name>" */
   const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
   snprintf(ac_owner, sizeof(ac_owner), "acp %.100s", base);

@@ -5,12 +5,28 @@
  *
  * Thread: main.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mcp.h"
 
 static int embedded; /* the connection goes to our own engine */
+
+int mc_opts_finish(void) {
+  if (mc_opts.socket == NULL && !mc_opts.embedded) {
+    const char *env = getenv("PROCTOR_SOCKET");
+    if (env && *env) mc_opts.socket = env;
+  }
+  char *cwd = realpath(".", NULL);
+  if (cwd == NULL) {
+    mc_log("cannot resolve the current directory: %s", strerror(errno));
+    return -1;
+  }
+  mc_opts.cwd = cwd;
+  return 0;
+}
 
 int mc_connect(const char *name, char *err, size_t errlen) {
   if (mc_rpc_connected()) return 0;

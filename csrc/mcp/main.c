@@ -371,16 +371,7 @@ static int parse_args(int argc, char **argv) {
   }
   if (mc_opts.n_allow_env && !mc_opts.n_allow)
     mc_log("--allow-env has no effect without --allow (env is not restricted)");
-  if (mc_opts.socket == NULL && !mc_opts.embedded) {
-    const char *env = getenv("PROCTOR_SOCKET");
-    if (env && *env) mc_opts.socket = env;
-  }
-  char *cwd = realpath(".", NULL);
-  if (cwd == NULL) {
-    mc_log("cannot resolve the current directory: %s", strerror(errno));
-    return -1;
-  }
-  mc_opts.cwd = cwd;
+  if (mc_opts_finish() != 0) return -1;
   return 0;
 }
 

@@ -205,6 +205,12 @@ void mc_embedded_stop(void);
  * (mc_opts.discover) the running editor's one (mc_discover), else a private
  * embedded engine; `name` goes to `hello`. Returns 0, or -1 with why in `err`. */
 int mc_connect(const char *name, char *err, size_t errlen);
+
+/* mc_opts_finish: after the options were parsed, fill in what the
+ * environment gives: the socket from PROCTOR_SOCKET (unless --socket or
+ * --embedded), the current directory (realpath) as mc_opts.cwd. Returns 0, or
+ * -1 after logging why. Main thread, once. */
+int mc_opts_finish(void);
 /* "embedded" when the connection goes to our own engine, else "editor". */
 const char *mc_connect_mode(void);
 
