@@ -437,13 +437,15 @@ return function(T, ctx)
     T.eq(rec.cmd[1], "sh")
   end)
 
-  test("ids are never reused; history_limit prunes the oldest terminal records", function()
+  test("ids are never reused; history_limit prunes the records that ended first", function()
     local e2 = assert(core.new { history_limit = 5 })
     local ids = {}
+    -- one after the other, so that they end in id order: started together,
+    -- any 5 of the 12 may end last, and those are the ones kept
     for i = 1, 12 do
       ids[i] = assert(e2:start { cmd = { "true" } })
+      U.collect(e2, { ids[i] })
     end
-    U.collect(e2, ids)
     for i = 2, 12 do
       T.ok(ids[i] > ids[i - 1])
     end
@@ -453,6 +455,24 @@ return function(T, ctx)
     T.eq(e2:delete(ids[12]), "deleted")
     local n = assert(e2:start { cmd = { "true" } })
     T.ok(n > ids[12], "id reused after delete")
+    U.collect(e2, { n })
+    -- the record that ended first goes, not the lowest id: `a` starts first,
+    -- ends after five later ones, and is kept; the first of those five is not
+    local a = assert(e2:start { cmd = { "sh", "-c", "read x" }, stdin = true })
+    local later = {}
+    for i = 1, 5 do
+      later[i] = assert(e2:start { cmd = { "true" } })
+      U.collect(e2, { later[i] })
+    end
+    T.eq(e2:input(a, "go\n"), true)
+    U.collect(e2, { a })
+    local kept = {}
+    for _, r in ipairs(e2:list()) do
+      kept[r.id] = true
+    end
+    T.ok(kept[a], "the lowest id, which ended last, was pruned")
+    T.ok(not kept[later[1]], "the record that ended first was kept")
+    T.ok(kept[later[5]], "the newest ended record was pruned")
     e2:close()
   end)
 
