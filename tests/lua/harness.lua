@@ -98,8 +98,12 @@ local function fmt(v)
 end
 T.fmt = fmt
 
+--- Set by a runner whose output Neovim shares: its messages ("E211: …",
+--- "-- (insert) --") end with no newline, so every line starts a new one.
+T.fresh_line = false
+
 function T.say(s)
-  T.out:write(s, "\n")
+  T.out:write(T.fresh_line and "\n" or "", s, "\n")
   T.out:flush()
 end
 

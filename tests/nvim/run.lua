@@ -9,15 +9,18 @@ package.path = root .. "/tests/lua/?.lua;" .. root .. "/tests/nvim/?.lua;" .. pa
 if os.getenv("PROCTOR_TEST_CORE_RTP") then
   vim.opt.rtp:prepend(os.getenv("PROCTOR_TEST_CORE_RTP"))
 end
--- Headless Neovim writes its mode message ("-- (insert) --") to stdout with
--- no newline: a PASS line printed after it would not start a line, and
--- tests/run, which counts lines that start with PASS, would miss it.
+-- Headless Neovim writes its mode message ("-- (insert) --") and error
+-- messages ("E211: …") to stdout with no newline: a PASS line printed after
+-- one would not start a line, and tests/run, which counts lines that start
+-- with PASS, would miss it. No mode message, and every result line starts
+-- a line of its own (T.fresh_line; tests/run drops the empty lines).
 vim.o.showmode = false
 
 -- -u NONE loads no plugins: source ours the way a plugin manager would.
 vim.cmd("runtime plugin/proctor.lua")
 
 local T = require("harness")
+T.fresh_line = true
 local H = require("helpers")
 
 -- PROCTOR_TEST=word1,word2 runs only tests whose name contains one (the
