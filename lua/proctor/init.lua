@@ -203,10 +203,11 @@ end
 --- returns true, ex, err, name for a spec it runs itself (it calls _run()
 --- without its own fields) or false; `ext.record(rec)` adds fields to a record
 --- of record(); `ext.cancel(id, result)` hears a cancel that went through;
---- `ext.forget(id)` a deleted record. Each runs under pcall but `run`.
+--- `ext.forget(id)` a deleted record; `ext.summary(id)` a line for its ending
+--- notification, or nil. Each runs under pcall but `run`.
 ---@private
 ---@param name string a unique name (extending again replaces)
----@param ext {run: fun(spec: table): (boolean, ...)|nil, record: fun(rec: table)|nil, cancel: fun(id: integer, res: string)|nil, forget: fun(id: integer)|nil}
+---@param ext {run: fun(spec: table): (boolean, ...)|nil, record: fun(rec: table)|nil, cancel: fun(id: integer, res: string)|nil, forget: fun(id: integer)|nil, summary: fun(id: integer): string?}
 function M._extend(name, ext)
   if not H.ext[name] then H.ext_order[#H.ext_order + 1] = name end
   H.ext[name] = ext
@@ -355,6 +356,18 @@ function H.extend(hook, ...)
       if not ok then util.notify(string.format("%s (%s): %s", name, hook, tostring(e))) end
     end
   end
+end
+
+-- The first summary an extension gives of execution `id` (`ext.summary`), or nil.
+function H.summary(id)
+  for _, name in ipairs(H.ext_order) do
+    local fn = H.ext[name].summary
+    if fn then
+      local ok, text = pcall(fn, id)
+      if ok and text then return text end
+    end
+  end
+  return nil
 end
 
 -- The run filter: the first extension whose `run` takes the spec runs it
@@ -784,9 +797,9 @@ end
 function H.ended_line(r)
   local text =
     string.format("#%d %s %s", r.id, util.first_line(util.title(r)), util.describe_end(r))
-  -- Hook (tasks): the quickfix list it filled, as :make says it ("(1 of 3): …").
-  local diag = package.loaded["proctor.tasks.diagnostics"]
-  local last = diag and diag.summary(r.id) or H.last_line(r)
+  -- an extension's word on it first (tasks: the quickfix list it filled, as
+  -- :make says it, "(1 of 3): …"), else the last line of output
+  local last = H.summary(r.id) or H.last_line(r)
   if last then text = text .. " — " .. last end
   -- no hint when the console is on the screen already
   local console = package.loaded["proctor.console"]

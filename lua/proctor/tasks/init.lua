@@ -361,6 +361,11 @@ end
 -- links of a record, a user's cancel, a deleted record.
 H.extension = {
   run = M.filter,
+  -- the quickfix list a matcher filled (not loaded: no run had one)
+  summary = function(id)
+    local d = package.loaded["proctor.tasks.diagnostics"]
+    return d and d.summary(id) or nil
+  end,
   record = function(rec)
     local r = TaskRun.of(rec.id)
     if not r then return end
