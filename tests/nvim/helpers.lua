@@ -77,6 +77,24 @@ function M.wait_final(buf, ms)
   return final
 end
 
+-- What the console of `id` holds (for a failure message): its backlog and
+-- whether it ended and wrote its final line.
+function M.console_state(id)
+  local CH = require("proctor.console")._H
+  local c = CH.consoles[id] or CH.pending[id]
+  if not c then return "no console" end
+  local b = c.backlog
+  return {
+    n = b.n,
+    chunks = #b.chunks,
+    next = b.next,
+    skipped = b.skipped,
+    ended = c.ended and c.ended.state,
+    final_done = c.final_done,
+    parked = c.parked,
+  }
+end
+
 -- How a plain terminal renders `bytes` (the reference).
 function M.reference_render(bytes)
   local buf = vim.api.nvim_create_buf(false, true)
