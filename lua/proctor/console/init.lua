@@ -109,6 +109,10 @@ function M.open(id, opts)
   local made = opts.window and api.nvim_win_is_valid(opts.window.win) and opts.window or nil
   local c = H.consoles[id]
   if H.pending[id] then
+    -- Not made yet: its window first, then its terminal inside it, at the
+    -- window's size. Made elsewhere and shown here, the terminal would be
+    -- resized while output flows, which garbles it (see the header).
+    if not made then made = window.placeholder(opts) end
     c = H.make(id, made and made.win)
   elseif not c or not api.nvim_buf_is_valid(c.buf) then
     local rec, msg = eng:get(id)
