@@ -102,6 +102,8 @@ M.ORDER = {
   "run",
   "make",
   "task",
+  "build",
+  "test",
   "pick",
   "trust",
   "watch",
@@ -390,6 +392,24 @@ A.task = {
     return require("proctor.tasks").run_task(name, H.task_run_opts(H.task_spec()), function(ex, err)
       if not ex then util.notify("task: " .. strip(err)) end
     end)
+  end,
+}
+
+A.build = {
+  desc = "run the project's default build task (a tasks.json group, |proctor-vscode|)",
+  command = { args = "none" },
+  run = function()
+    M.engine()
+    require("proctor.tasks").run_group("build", { run = H.task_run_opts(H.task_spec()) })
+  end,
+}
+
+A.test = {
+  desc = "run the project's default test task (a tasks.json group, |proctor-vscode|)",
+  command = { args = "none" },
+  run = function()
+    M.engine()
+    require("proctor.tasks").run_group("test", { run = H.task_run_opts(H.task_spec()) })
   end,
 }
 
@@ -706,12 +726,13 @@ end
 
 -- How :Proctor run/task run a task (proctor.tasks.run_task's opts): the
 -- window, label and timeout asked for win; the pty of the command line only
--- where the task says none; names are looked up in -cwd.
+-- where the task says none, and no window where it says nothing (a tasks.json's
+-- `presentation` says); names are looked up in -cwd.
 function H.task_run_opts(spec)
   return {
     cwd = spec.cwd,
-    set = { open = spec.open or false, label = spec.label, timeout_ms = spec.timeout_ms },
-    default = { pty = spec.pty },
+    set = { open = spec.open or nil, label = spec.label, timeout_ms = spec.timeout_ms },
+    default = { pty = spec.pty, open = false },
   }
 end
 
