@@ -320,6 +320,7 @@ return function(test, T, H)
     )
     eq(groups([[^x(?:ab)+?(b*)$]], "xababb"), { "xababb", "b", "", "", "" })
     eq(groups([[(a)(?=b)]], "ab"), { "a", "a", "", "", "" })
+    eq(groups([[(a+?)(a*)]], "aaa"), { "aaa", "a", "aa", "", "" }, "lazy")
     eq(#vim.fn.matchlist("ABC", assert(J.translate("abc"))), 0, "case sensitive")
     eq(groups([[\{x}<=>@%~&]], "{x}<=>@%~&"), { "{x}<=>@%~&", "", "", "", "" })
     vim.o.ignorecase = saved
