@@ -129,6 +129,7 @@ return function(test, T, H)
       "build (pattern)",
       "tsc",
       "lint",
+      "tsc watch",
       "serve",
       "one",
       "two",
@@ -221,6 +222,22 @@ return function(test, T, H)
       { dir .. "/src/a.js", 7, 1, "W", "Missing semicolon" },
       { dir .. "/src/b.js", 2, 9, "E", "Unexpected var" },
     })
+  end)
+
+  test("vscode: $tsc-watch: a new compilation (its beginsPattern) replaces the problems", function()
+    setup()
+    local dir = project()
+    local ex = assert(run("tsc watch", dir))
+    ended(ex)
+    local items = qf_items()
+    eq(#items, 1, T.fmt(items))
+    eq({ items[1][1], items[1][2], items[1][3], items[1][4] }, { dir .. "/src/b.ts", 2, 7, "E" })
+    -- a.ts's problem, when it was published before the new compilation began, is gone
+    local buf = vim.fn.bufnr(dir .. "/src/a.ts")
+    if buf > 0 then
+      H.wait(10000, function() return #vim.diagnostic.get(buf) == 0 end, "a.ts's problem gone")
+    end
+    eq(#vim.diagnostic.get(vim.fn.bufnr(dir .. "/src/b.ts")), 1, "b.ts's problem")
   end)
 
   test("vscode: dependsOn: sequence runs in order, else the task runs after both", function()

@@ -129,8 +129,26 @@ function H.feed(run, text)
   local m = run.matcher
   local before = #m.items
   m:feed(text)
+  if m.cleared then -- a new cycle of a background task (tasks/vsmatcher.lua): replace
+    m.cleared = nil
+    H.restart(run)
+    before = 0
+  end
   H.take(run, before)
   H.refold(run)
+end
+
+-- Forget what was taken: every file published so far gets its problems again (none yet).
+function H.restart(run)
+  for file in pairs(run.by_file) do
+    run.by_file[file] = {}
+    if not run.dirty[file] then
+      run.dirty[file] = true
+      run.ndirty = run.ndirty + 1
+    end
+  end
+  run.entry, run.taken, run.dropped = {}, 0, 0
+  H.schedule(run, M.PUBLISH_MS)
 end
 
 -- Problems taken before that got notes since: their entries follow.

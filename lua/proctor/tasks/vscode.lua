@@ -711,7 +711,7 @@ function H.matchers(t, ctx)
   if type(pm) ~= "table" or pm.pattern ~= nil or pm.base ~= nil or pm.owner ~= nil then
     pm = { pm }
   end
-  local list, ends = {}, nil
+  local list, ends, begins = {}, nil, nil
   for i, m in ipairs(pm) do
     local where = #pm > 1 and ("problemMatcher[%d]"):format(i) or "problemMatcher"
     local def, bg
@@ -746,11 +746,14 @@ function H.matchers(t, ctx)
     if type(bg) == "table" and bg.beginsPattern ~= nil then
       local re, why = jsregex.translate(bg.beginsPattern)
       if not re then H.fail(("%s: background.beginsPattern: %s"):format(where, why)) end
+      begins = begins or re
     end
   end
   if #list == 0 then return nil end
-  if #list == 1 and type(list[1]) == "string" then return { diagnostics = list[1], ends = ends } end
-  return { diagnostics = { matchers = list }, ends = ends }
+  if #list == 1 and type(list[1]) == "string" and not begins then
+    return { diagnostics = list[1], ends = ends }
+  end
+  return { diagnostics = { matchers = list, begins = begins }, ends = ends }
 end
 
 H.PATTERN_FIELDS = {

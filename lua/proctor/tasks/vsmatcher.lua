@@ -10,6 +10,11 @@
 ---   m:feed("src/a.js\n  3:5  error  'x' is not defined\n")   -- whole lines
 ---   m.items  --> { { filename = "/src/app/src/a.js", lnum = 3, col = 5, text = ..., type = "W" } }
 ---
+--- `spec.begins` (a Vim regex, a background task's beginsPattern): a line
+--- that matches starts a new cycle (tsc --watch compiling again): the items
+--- found before it are dropped and `cleared` is set for the consumer, which
+--- replaces what it published.
+---
 --- The object has what tasks/diagnostics.lua reads of a matcher (`feed`,
 --- `finish`, `items`, `count`, `updated`). A built-in name is
 --- proctor.tasks.matchers' own matcher, its items moved into this list.
@@ -42,6 +47,11 @@ function M.new(spec, opts)
   if type(spec) ~= "table" or type(spec.matchers) ~= "table" then
     return nil, "a VS Code matcher needs { matchers = { ... } }"
   end
+  if spec.begins ~= nil then
+    local ok, re = pcall(vim.regex, spec.begins)
+    if not ok then return nil, ("begins %s: %s"):format(tostring(spec.begins), tostring(re)) end
+    self.begins = re
+  end
   for _, m in ipairs(spec.matchers) do
     if type(m) == "string" then
       local sub, err = require("proctor.tasks.matchers").new(m, { cwd = cwd })
@@ -63,6 +73,22 @@ end
 H.Matcher = {}
 
 function H.Matcher:feed(text)
+  if not self.begins then return H.feed(self, text) end
+  -- a line matching `begins` starts a new cycle: what was found before it is old
+  local from, pos, n = 1, 1, #text
+  while pos <= n do
+    local nl = text:find("\n", pos, true) or (n + 1)
+    if self.begins:match_str(text:sub(pos, nl - 1)) then
+      if pos > from then H.feed(self, text:sub(from, pos - 1)) end
+      from = pos
+      self.items, self.count, self.cleared = {}, 0, true
+    end
+    pos = nl + 1
+  end
+  if from <= n then H.feed(self, text:sub(from)) end
+end
+
+function H.feed(self, text)
   for _, p in ipairs(self.parts) do
     if p.builtin then
       p.builtin:feed(text)
