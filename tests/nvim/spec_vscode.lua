@@ -372,4 +372,103 @@ return function(test, T, H)
     eq(errs, {})
     eq(type(got), "table", "the callback ran")
   end)
+
+  test("vscode: the named matchers and inline fields read their tools' output", function()
+    local V = require("proctor.tasks.vscode")._H
+    local function items(pm, text)
+      local ok, m = pcall(V.matchers, { problemMatcher = pm }, { ws = "/ws", static = true })
+      if not ok then error(T.fmt(pm) .. ": " .. tostring(type(m) == "table" and m.msg or m), 0) end
+      local spec = type(m.diagnostics) == "string" and { matchers = { m.diagnostics } }
+        or m.diagnostics
+      local vm = assert(require("proctor.tasks.vsmatcher").new(spec, { cwd = "/ws/sub" }))
+      vm:feed(text)
+      vm:finish()
+      local out = {}
+      for _, it in ipairs(vm.items) do
+        out[#out + 1] = { it.filename, it.lnum, it.col or -1, it.type, it.text, it.code or "" }
+      end
+      return out
+    end
+    eq(
+      items(
+        "$eslint-stylish",
+        "/ws/src/a.js\n  3:5  error  'x' is not defined  no-undef\n  4:1  warning  Semi\n"
+      ),
+      {
+        { "/ws/src/a.js", 3, 5, "E", "'x' is not defined", "no-undef" },
+        { "/ws/src/a.js", 4, 1, "W", "Semi", "" },
+      }
+    )
+    eq(
+      items("$eslint-compact", "/ws/a.js: line 3, col 5, Error - Unexpected var. (no-var)\n"),
+      { { "/ws/a.js", 3, 5, "E", "Unexpected var.", "no-var" } }
+    )
+    eq(
+      items("$msCompile", "  2>/ws/a.cs(10,5,10,9): error CS1002: ; expected\n"),
+      { { "/ws/a.cs", 10, 5, "E", "; expected", "CS1002" } }
+    )
+    eq(
+      items("$lessc", "ParseError: Unrecognised input in /ws/a.less on line 3, column 5:\n"),
+      { { "/ws/a.less", 3, 5, "E", "ParseError: Unrecognised input", "" } }
+    )
+    eq(
+      items("$jshint", "a.js: line 3, col 5, Missing semicolon. (W033)\n"),
+      { { "/ws/a.js", 3, 5, "W", "Missing semicolon.", "033" } }
+    )
+    -- $go as is: proctor's go matcher, relative to where the task runs; its pattern (base): the workspace
+    eq(
+      items("$go", "./main.go:5:2: undefined: x\n"),
+      { { "/ws/sub/main.go", 5, 2, "E", "undefined: x", "" } }
+    )
+    eq(
+      items({ base = "$go" }, "./main.go:5:2: undefined: x\n"),
+      { { "/ws/main.go", 5, 2, "E", "undefined: x", "" } }
+    )
+    -- location with an end, a default severity, a whole-file pattern, fileLocation kinds
+    eq(
+      items({
+        severity = "warning",
+        fileLocation = "absolute",
+        pattern = { regexp = [[^(\S+) \((.*)\) (.*)$]], location = 2, message = 3 },
+      }, "x.c (4,2,6,1) odd\n/abs/y.c (7) odder\n"),
+      { { "/ws/sub/x.c", 4, 2, "W", "odd", "" }, { "/abs/y.c", 7, -1, "W", "odder", "" } }
+    )
+    eq(
+      items({
+        fileLocation = { "relative", "${workspaceFolder}/lib" },
+        pattern = { regexp = [[^BAD FILE (.*): (.*)$]], kind = "file", file = 1, message = 2 },
+      }, "BAD FILE m.lua: no module\n"),
+      { { "/ws/lib/m.lua", 1, -1, "E", "no module", "" } }
+    )
+    local ok, err = pcall(
+      V.matchers,
+      { problemMatcher = { pattern = { regexp = "^(x)$", line = 3 } } },
+      {
+        ws = "/ws",
+        static = true,
+      }
+    )
+    eq(ok, false)
+    T.match(err.msg, "'line' is group 3 but the regexp has 1")
+    ok, err = pcall(V.matchers, { problemMatcher = "$nope" }, { ws = "/ws", static = true })
+    T.match(err.msg, "unknown problem matcher '%$nope' %(known: %$eslint%-compact")
+  end)
+
+  test("vscode: shell, options.shell, options.cwd and quoting make the command", function()
+    local defs = assert(require("proctor.tasks.vscode").tasks(
+      "/ws",
+      [[{ "tasks": [
+        { "label": "a", "type": "shell", "command": "echo", "args": ["two words", { "value": "$HOME", "quoting": "weak" }, "plain"],
+          "options": { "cwd": "sub/../web", "shell": { "executable": "/bin/dash", "args": ["-e", "-c"] } } },
+        { "label": "b", "type": "npm", "script": "lint", "options": { "cwd": "${workspaceFolder}/pkg" } },
+        { "label": "c", "type": "gulp" },
+      ] }]]
+    ))
+    eq(defs[1].cmd, { "/bin/dash", "-e", "-c", [[echo 'two words' "\$HOME" plain]] })
+    eq(defs[1].cwd, "/ws/web")
+    eq({ defs[2].cmd, defs[2].cwd }, { { "npm", "run", "lint" }, "/ws/pkg" })
+    eq(defs[3].vscode.error, "type 'gulp' is not supported (shell, process, npm, typescript)")
+    local _, err = require("proctor.tasks.vscode").tasks("/ws", '{ "tasks": [ }')
+    eq(err, 'line 1: unexpected "}"')
+  end)
 end

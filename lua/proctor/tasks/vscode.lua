@@ -283,7 +283,7 @@ function H.command(t, ctx, cwd, ws)
     if not s then H.fail(("args[%d] must be a string"):format(i)) end
     args[i] = {
       value = H.subst(s, ctx, ("args[%d]"):format(i)),
-      quoting = type(a) == "table" and a.quoting,
+      quoting = type(a) == "table" and a.quoting or nil,
     }
   end
   if typ == "process" then
@@ -806,7 +806,10 @@ function H.compile(m, ctx, where)
         c[f] = p[js]
       end
       if c[f] and c[f] > groups then
-        H.fail(("%s: '%s' is group %d but the regexp has %d"):format(pw, js, c[f], groups))
+        if p[js] ~= nil then
+          H.fail(("%s: '%s' is group %d but the regexp has %d"):format(pw, js, c[f], groups))
+        end
+        c[f] = nil -- a default the regexp has no group for: VS Code leaves it empty
       end
       if c[f] then has[f] = true end
     end
