@@ -451,6 +451,7 @@ return function(test, T, H)
     eq(ok, false)
     T.match(err.msg, "'line' is group 3 but the regexp has 1")
     ok, err = pcall(V.matchers, { problemMatcher = "$nope" }, { ws = "/ws", static = true })
+    eq(ok, false)
     T.match(err.msg, "unknown problem matcher '%$nope' %(known: %$eslint%-compact")
   end)
 
