@@ -139,6 +139,8 @@ return function(test, T, H)
       "greet",
       "login",
       "here",
+      "shown",
+      "hidden",
       "bad regexp",
       "bad variable",
     })
@@ -320,6 +322,38 @@ return function(test, T, H)
       none, err = run("bad variable", dir)
       eq(none, nil)
       T.match(err, "task 'bad variable': args%[1%]: unknown variable %${config:editor%.tabSize}")
+    end
+  )
+
+  test(
+    "vscode: presentation: reveal always opens the console (focus false: the cursor stays), never none",
+    function()
+      setup()
+      local dir = project()
+      vim.cmd("cd " .. vim.fn.fnameescape(dir))
+      local function console_wins(name)
+        local n = 0
+        for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+          if
+            api.nvim_buf_get_name(api.nvim_win_get_buf(w)):find("^proctor://%d+/" .. name .. "$")
+          then
+            n = n + 1
+          end
+        end
+        return n
+      end
+      local here = api.nvim_get_current_win()
+      vim.cmd("Proctor task shown")
+      H.wait(20000, function() return console_wins("shown") == 1 end, "the console of shown")
+      eq(api.nvim_get_current_win(), here, "focus false: the cursor stays")
+      vim.cmd("only") -- an open console window shows the next run whatever it asks
+      local before = #p().list()
+      vim.cmd("Proctor task hidden")
+      H.wait(20000, function()
+        local l = p().list()
+        return #l > before and require("proctor.engine").TERMINAL[l[#l].state] ~= nil
+      end, "hidden to end")
+      eq(console_wins("hidden"), 0, "reveal never: no window")
     end
   )
 
