@@ -102,6 +102,8 @@ M.ORDER = {
   "run",
   "make",
   "task",
+  "build",
+  "test",
   "pick",
   "trust",
   "watch",
@@ -387,9 +389,31 @@ A.task = {
     if name == "" then return A.pick.run(nil, {}) end
     M.engine()
     -- the execution, or nil while discovery still probes (the task starts when it answers)
-    return require("proctor.tasks").run_task(name, H.task_run_opts(H.task_spec()), function(ex, err)
-      if not ex then util.notify("task: " .. strip(err)) end
-    end)
+    return require("proctor.tasks").run_task(
+      name,
+      H.task_run_opts(H.task_spec(), true),
+      function(ex, err)
+        if not ex then util.notify("task: " .. strip(err)) end
+      end
+    )
+  end,
+}
+
+A.build = {
+  desc = "run the project's default build task (a tasks.json group, |proctor-vscode|)",
+  command = { args = "none" },
+  run = function()
+    M.engine()
+    require("proctor.tasks").run_group("build", { run = H.task_run_opts(H.task_spec(), true) })
+  end,
+}
+
+A.test = {
+  desc = "run the project's default test task (a tasks.json group, |proctor-vscode|)",
+  command = { args = "none" },
+  run = function()
+    M.engine()
+    require("proctor.tasks").run_group("test", { run = H.task_run_opts(H.task_spec(), true) })
   end,
 }
 
@@ -706,12 +730,19 @@ end
 
 -- How :Proctor run/task run a task (proctor.tasks.run_task's opts): the
 -- window, label and timeout asked for win; the pty of the command line only
--- where the task says none; names are looked up in -cwd.
-function H.task_run_opts(spec)
+-- where the task says none; names are looked up in -cwd. `configured`: the
+-- window is only `command.open`'s default (:Proctor task, build, test), so a
+-- definition's `open` (a tasks.json's `presentation`) wins over it.
+function H.task_run_opts(spec, configured)
+  local open = spec.open or false
   return {
     cwd = spec.cwd,
-    set = { open = spec.open or false, label = spec.label, timeout_ms = spec.timeout_ms },
-    default = { pty = spec.pty },
+    set = {
+      open = not configured and open or nil,
+      label = spec.label,
+      timeout_ms = spec.timeout_ms,
+    },
+    default = { pty = spec.pty, open = configured and open or nil },
   }
 end
 

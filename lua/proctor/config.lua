@@ -225,6 +225,8 @@ M.schema = {
   { key = "discover.go", type = "boolean", default = true, description = "go build ./..., go test ./..." },
   { key = "discover.pytest", type = "boolean", default = true,
     description = "pytest (pyproject.toml, pytest.ini, tox.ini)" },
+  { key = "discover.vscode", type = "boolean", default = true,
+    description = ".vscode/tasks.json (only in a trusted directory, |proctor-vscode|)" },
   { key = "discover.project", type = "boolean", default = true,
     description = "the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)" },
   { key = "discover.project_file", type = "string", default = ".proctor.lua",

@@ -289,6 +289,7 @@ function Engine:closed() end
 ---@field just boolean justfile recipes (when just is installed)
 ---@field go boolean go build ./..., go test ./...
 ---@field pytest boolean pytest (pyproject.toml, pytest.ini, tox.ini)
+---@field vscode boolean .vscode/tasks.json (only in a trusted directory, proctor-vscode)
 ---@field project boolean the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)
 ---@field project_file string its name, looked up from the directory upwards
 
@@ -386,6 +387,7 @@ function Engine:closed() end
 ---@field just? boolean justfile recipes (when just is installed)
 ---@field go? boolean go build ./..., go test ./...
 ---@field pytest? boolean pytest (pyproject.toml, pytest.ini, tox.ini)
+---@field vscode? boolean .vscode/tasks.json (only in a trusted directory, proctor-vscode)
 ---@field project? boolean the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)
 ---@field project_file? string its name, looked up from the directory upwards
 

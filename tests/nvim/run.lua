@@ -46,6 +46,7 @@ local specs = T.discover(root .. "/tests/nvim", {
   last = {
     "spec_tasks",
     "spec_make",
+    "spec_vscode",
     "spec_audit",
     "spec_everyday",
     "spec_trust",

@@ -70,7 +70,8 @@ end
 ---@param opts {name: string, matcher: string, cwd: string, quickfix: string, open_quickfix: boolean, max_items: integer, on_done: function|nil}
 ---@return boolean|nil ok, string|nil err
 function M.attach(id, opts)
-  local matcher, err = require("proctor.tasks.matchers").new(opts.matcher, { cwd = opts.cwd })
+  local kind = type(opts.matcher) == "table" and "vsmatcher" or "matchers"
+  local matcher, err = require("proctor.tasks." .. kind).new(opts.matcher, { cwd = opts.cwd })
   if not matcher then return nil, err end
   local ns = M.namespace(opts.name)
   local old = H.latest[opts.name]
@@ -128,8 +129,26 @@ function H.feed(run, text)
   local m = run.matcher
   local before = #m.items
   m:feed(text)
+  if m.cleared then -- a new cycle of a background task (tasks/vsmatcher.lua): replace
+    m.cleared = nil
+    H.restart(run)
+    before = 0
+  end
   H.take(run, before)
   H.refold(run)
+end
+
+-- Forget what was taken: every file published so far gets its problems again (none yet).
+function H.restart(run)
+  for file in pairs(run.by_file) do
+    run.by_file[file] = {}
+    if not run.dirty[file] then
+      run.dirty[file] = true
+      run.ndirty = run.ndirty + 1
+    end
+  end
+  run.entry, run.taken, run.dropped = {}, 0, 0
+  H.schedule(run, M.PUBLISH_MS)
 end
 
 -- Problems taken before that got notes since: their entries follow.
@@ -174,6 +193,8 @@ function H.take(run, before)
     local d = {
       lnum = it.lnum - 1,
       col = it.col and it.col - 1 or 0,
+      end_lnum = it.end_lnum and it.end_lnum - 1 or nil,
+      end_col = it.end_col and it.end_col - 1 or nil,
       message = it.text,
       severity = H.SEVERITY[it.type] or 1,
       source = run.name,

@@ -20,6 +20,7 @@
 ---   just     justfile recipes, when `just` is installed; only in a trusted directory
 ---   go       go.mod: go build / test / vet ./...
 ---   pytest   pytest.ini, or a pytest section in pyproject.toml, tox.ini, setup.cfg
+---   vscode   .vscode/tasks.json (tasks/vscode.lua); only in a trusted directory
 ---
 --- Every provider but project and user looks for its files in `dir` and then
 --- upward, up to the project root: the nearest directory holding a `.git`
@@ -49,7 +50,7 @@ H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 ---@field name string what a user types (`make build`, `npm run lint`)
 ---@field cmd string|string[]
 ---@field cwd string
----@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest"
+---@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest" | "vscode"
 ---@field desc string|nil
 ---@field more boolean|nil a file target of make: listed last, behind "more" in the picker
 
@@ -100,7 +101,9 @@ function M.list(dir, opts, cb)
   local function collect()
     local out, seen = {}, {}
     for _, p in ipairs(H.providers) do
-      local e = homes[p.name] and H.cache[homes[p.name]][p.name]
+      -- the cache may have been dropped (M.invalidate) before a scheduled answer
+      local per = homes[p.name] and H.cache[homes[p.name]]
+      local e = per and per[p.name]
       for _, t in ipairs(e and e.tasks or {}) do
         if not seen[t.name] then
           seen[t.name] = true
@@ -137,6 +140,17 @@ function M.untrusted(dir)
     end
   end
   return out, where
+end
+
+--- Make definition `def` runnable: its source's `launch` (prompts, what is
+--- known only now) answers cb(def) or cb(nil, err); at once for a source without one.
+---@param def proctor.TaskDef
+---@param cb fun(def: table|nil, err: string|nil)
+function M.launch(def, cb)
+  for _, p in ipairs(H.providers) do
+    if p.name == def.source and p.launch then return p.launch(def, cb) end
+  end
+  return cb(def)
 end
 
 --- Forget what is cached (every directory, or one).
@@ -264,7 +278,10 @@ function H.refresh(dir, p, e, files, opts)
     return done({})
   end
   -- a probe that evaluates the project's files runs only in a trusted directory
-  if p.evaluates and not trust.dir(dir, { prompt = opts.ask_dir, why = p.evaluates }) then
+  if
+    p.evaluates
+    and not trust.dir(dir, { prompt = opts.ask_dir, why = p.evaluates, intro = p.intro })
+  then
     e.untrusted = true
     return done({})
   end
@@ -406,6 +423,8 @@ function H.definitions(defs, base, source, where)
   end)
   return out
 end
+
+H.providers[#H.providers + 1] = require("proctor.tasks.vscode").provider
 
 H.providers[#H.providers + 1] = {
   name = "make",

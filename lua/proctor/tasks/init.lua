@@ -119,6 +119,20 @@ end
 ---@return proctor.Execution|table|nil ex, string|nil err
 function M.run_task(task, opts, cb)
   opts = opts or {}
+  if type(task) == "table" and task.source then
+    -- its source makes it runnable first (a tasks.json: prompts, the current file)
+    local result, result_err
+    require("proctor.tasks.discover").launch(vim.deepcopy(task), function(def, err)
+      if not def then
+        result_err = "EINVAL: " .. tostring(err)
+        if cb then cb(nil, result_err) end
+        return
+      end
+      def.source = nil
+      result, result_err = M.run_task(def, opts, cb)
+    end)
+    return result, result_err
+  end
   if type(task) == "table" then
     local spec = vim.deepcopy(task)
     for k, v in pairs(opts.default or {}) do
@@ -159,7 +173,11 @@ function M.find(name, opts, cb)
     for _, t in ipairs(tasks) do
       if t.name == name then
         answered = true
-        cb(vim.deepcopy(t))
+        -- what runs it gets it runnable (a sequence runs what find() answers)
+        require("proctor.tasks.discover").launch(vim.deepcopy(t), function(def, err)
+          if def then def.source = nil end
+          cb(def, def == nil and err or nil)
+        end)
         return true
       end
     end
@@ -198,11 +216,50 @@ function M.pick(opts)
     callback = function(tasks)
       H.note_untrusted(H.dir(opts.cwd))
       require("proctor.tasks.picker").select(tasks, H.dir(opts.cwd), function(t)
-        local ex, err = M.run_task(t, opts.run)
-        if not ex then
-          util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", ""))
-        end
+        M.run_task(t, opts.run, function(ex, err)
+          if not ex then
+            util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", ""))
+          end
+        end)
       end)
+    end,
+  })
+end
+
+--- Run the directory's default task of group `kind` ("build" | "test": a
+--- tasks.json `group`, |proctor-vscode|): the one marked default, else the
+--- only one, else the user picks among them. opts.cwd, opts.run (options of
+--- |M.run_task()|). A warning when the directory has none.
+function M.run_group(kind, opts)
+  opts = opts or {}
+  local dir = H.dir(opts.cwd)
+  M.list({
+    cwd = opts.cwd,
+    ask_dir = false,
+    callback = function(tasks)
+      local of, default = {}, nil
+      for _, t in ipairs(tasks) do
+        if t.group == kind then
+          of[#of + 1] = t
+          default = default or (t.default and t) or nil
+        end
+      end
+      local function go(t)
+        M.run_task(t, opts.run, function(ex, err)
+          if not ex then
+            util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", ""))
+          end
+        end)
+      end
+      if default or #of == 1 then return go(default or of[1]) end
+      if #of == 0 then
+        H.note_untrusted(dir)
+        return util.notify(
+          ('no %s task in %s (a task of group "%s", |proctor-vscode|)'):format(kind, dir, kind),
+          vim.log.levels.WARN
+        )
+      end
+      require("proctor.tasks.picker").select(of, dir, go)
     end,
   })
 end

@@ -70,7 +70,8 @@ end
 --- project files? opts.prompt asks (once a session per directory) when it
 --- is not; opts.why says what the probe would do. Never raises.
 ---@param dir string absolute
----@param opts {prompt: boolean|nil, why: string|nil}|nil
+--- opts.intro: the question instead (a format with one %s, the directory).
+---@param opts {prompt: boolean|nil, why: string|nil, intro: string|nil}|nil
 ---@return boolean
 function M.dir(dir, opts)
   opts = opts or {}
@@ -79,10 +80,11 @@ function M.dir(dir, opts)
   if H.dir_known(real) then return true end
   if not opts.prompt or H.asked[real] then return false end
   H.asked[real] = true
-  local intro = (
-    "proctor: to list the tasks of %s it would run `%s`, which evaluates the project's build files: "
-    .. "they can run any command. Trust this directory?"
-  ):format(real, opts.why or "a probe")
+  local intro = opts.intro and opts.intro:format(real)
+    or (
+      "proctor: to list the tasks of %s it would run `%s`, which evaluates the project's build files: "
+      .. "they can run any command. Trust this directory?"
+    ):format(real, opts.why or "a probe")
   if compat.dir_trust() then
     local got = compat.secure_ask(real, { intro = intro })
     return got == true

@@ -5,7 +5,7 @@
 local M = {}
 
 M.option = {
-  diagnostics = "boolean,string",
+  diagnostics = "boolean,string,table", -- table: VS Code's matchers (tasks/vsmatcher.lua)
   quickfix = "string",
   open_quickfix = "boolean",
   max_problems = "number",
@@ -24,7 +24,10 @@ function M.check(opts)
   if v ~= nil and (v < 0 or v ~= math.floor(v)) then
     return "'max_problems' must be an integer >= 0"
   end
-  if type(opts.diagnostics) == "string" then
+  if type(opts.diagnostics) == "table" then
+    local m, err = require("proctor.tasks.vsmatcher").new(opts.diagnostics, { cwd = "/" })
+    if not m then return "diagnostics: " .. err end
+  elseif type(opts.diagnostics) == "string" then
     local m, err = require("proctor.tasks.matchers").new(opts.diagnostics, { cwd = "/" })
     if not m then return "diagnostics: " .. err end
   end

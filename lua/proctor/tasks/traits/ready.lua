@@ -1,4 +1,5 @@
---- proctor.tasks.traits.ready — `ready = { pattern = "ERE" }`: the run is
+--- proctor.tasks.traits.ready — `ready = { pattern = "ERE" }` (or `{ regex =
+--- "Vim regex" }`, what a tasks.json's endsPattern becomes): the run is
 --- ready (it settles, `after` releases its dependents, User ProctorTaskReady
 --- fires) when a line of its output matches (|proctor-services|).
 
@@ -44,8 +45,11 @@ end
 function M.check(opts)
   if type(opts.ready) == "string" then opts.ready = { pattern = opts.ready } end
   if not opts.ready then return end
-  if type(opts.ready.pattern) ~= "string" then return "'ready' must be { pattern = \"ERE\" }" end
-  local ok, re = pcall(vim.regex, M.ere(opts.ready.pattern))
+  local vre = opts.ready.regex
+  if type(vre) ~= "string" and type(opts.ready.pattern) ~= "string" then
+    return "'ready' must be { pattern = \"ERE\" }"
+  end
+  local ok, re = pcall(vim.regex, type(vre) == "string" and vre or M.ere(opts.ready.pattern))
   if not ok then return ("'ready.pattern' is not a valid pattern: %s"):format(tostring(re)) end
 end
 
@@ -57,7 +61,8 @@ end
 
 function M.on_start(run, id)
   if not run.opts.ready then return end
-  local re = vim.regex(M.ere(run.opts.ready.pattern))
+  local r = run.opts.ready
+  local re = vim.regex(type(r.regex) == "string" and r.regex or M.ere(r.pattern))
   local handle
   handle = require("proctor.tasks.reader").attach(id, {
     chunk = function(text)
