@@ -31,6 +31,10 @@
 local M = {}
 local H = {}
 
+local proctor = require("proctor")
+local engine = require("proctor.engine")
+local util = require("proctor.util")
+
 --- JSON-RPC error codes used in answers.
 M.codes = {
   invalid_params = -32602,
@@ -174,7 +178,7 @@ function H.guarded(method, fn)
       respond(nil, err)
     else
       -- the error came from respond itself: the request was answered; say so once
-      require("proctor.util").notify("acp: " .. err.message)
+      util.notify("acp: " .. err.message)
     end
   end
   return function(params, respond)
@@ -274,7 +278,6 @@ function H.create(self, p)
     end
   end
   local term = { session = p.sessionId, limit = limit or self.output_limit, waiters = {} }
-  local proctor = require("proctor")
   local ex, msg = proctor._run({
     cmd = cmd,
     cwd = cwd,
@@ -321,7 +324,7 @@ end
 
 -- The record now, from the core (nil, err when the execution is gone).
 function H.record(term)
-  local eng = require("proctor.engine").current()
+  local eng = engine.current()
   if not eng then return nil, H.err(M.codes.internal, "the proctor engine is closed") end
   local rec, msg = eng:get(term.id)
   if not rec then
@@ -345,7 +348,7 @@ end
 -- as valid UTF-8 (JSON needs it).
 function H.render(data)
   if data == "" then return "" end
-  local text = table.concat(require("proctor.util").plain_lines(data), "\n")
+  local text = table.concat(util.plain_lines(data), "\n")
   if data:find("\n$") then text = text .. "\n" end
   return H.utf8(text)
 end
@@ -410,7 +413,7 @@ end
 function H.output(self, term)
   local rec, err = H.record(term)
   if not rec then return nil, err end
-  local eng = require("proctor.engine").current()
+  local eng = engine.current()
   local total = rec.bytes and rec.bytes.pty or 0
   -- The limit is on the text (escapes removed, \r applied), which can be far
   -- shorter than the bytes: read a window of the newest bytes, and widen it
@@ -441,13 +444,13 @@ end
 
 function H.kill(self, term)
   local rec = H.record(term)
-  if rec and not TERMINAL[rec.state] then require("proctor").cancel(term.id) end
+  if rec and not TERMINAL[rec.state] then proctor.cancel(term.id) end
   return vim.empty_dict()
 end
 
 function H.release(self, term, p)
   local rec = H.record(term)
-  if rec and not TERMINAL[rec.state] then require("proctor").cancel(term.id) end
+  if rec and not TERMINAL[rec.state] then proctor.cancel(term.id) end
   self.sessions[p.sessionId][p.terminalId] = nil
   if next(self.sessions[p.sessionId]) == nil then self.sessions[p.sessionId] = nil end
   self.released[p.sessionId] = self.released[p.sessionId] or {}
@@ -470,7 +473,7 @@ function H.wait(term, respond)
     return
   end
   -- Synchronous form: process events until it ended (blocks the caller).
-  local r, msg = require("proctor").get(term.id)
+  local r, msg = proctor.get(term.id)
   if r then
     r, msg = r:wait()
   end
@@ -485,9 +488,7 @@ function H.exited(term, rec)
   term.waiters = {}
   for _, respond in ipairs(waiters) do
     local ok, e = pcall(respond, H.wait_result(rec))
-    if not ok then
-      require("proctor.util").notify("acp: a wait_for_exit answer failed: " .. tostring(e))
-    end
+    if not ok then util.notify("acp: a wait_for_exit answer failed: " .. tostring(e)) end
   end
 end
 

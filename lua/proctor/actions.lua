@@ -25,6 +25,13 @@
 local M = {}
 local H = {}
 
+local console = require("proctor.console")
+local list_view = require("proctor.list")
+local views = require("proctor.views")
+local window = require("proctor.console.window")
+local mcp = require("proctor.mcp")
+local proctor = require("proctor")
+local config = require("proctor.config")
 local util = require("proctor.util")
 local engine = require("proctor.engine")
 local die, check, strip = util.die, util.check, util.strip
@@ -96,39 +103,9 @@ function M.is_target(id) return type(id) == "table" and id.kind ~= nil end
 ---@return string
 function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) end
 
---- Action names in the order the help and the key lists show them; actions
---- not named here follow, by name.
-M.ORDER = {
-  "run",
-  "make",
-  "task",
-  "build",
-  "test",
-  "pick",
-  "trust",
-  "watch",
-  "list",
-  "open",
-  "open_split",
-  "open_vsplit",
-  "open_tab",
-  "open_float",
-  "toggle",
-  "input",
-  "cancel",
-  "kill",
-  "delete",
-  "purge",
-  "rerun",
-  "text",
-  "qf",
-  "info",
-  "mcp",
-  "filter",
-  "refresh",
-  "help",
-  "close",
-}
+--- Action names in the order the help and the key lists show them: config.ACTIONS,
+--- which config checks key maps against and which names every action.
+M.ORDER = config.ACTIONS
 
 --- Every action name, in M.ORDER's order.
 ---@return string[]
@@ -209,7 +186,7 @@ end
 function M.map_keys(buf, kind, get_id, opts)
   opts = opts or {}
   vim.b[buf].proctor_keymap = kind
-  local map = require("proctor.config").get().keymaps[kind] or {}
+  local map = config.get().keymaps[kind] or {}
   for _, b in ipairs(M.bindings(map)) do
     local lhs, rhs = b[1], b[2]
     local kopts = {
@@ -305,9 +282,7 @@ end
 --- The execution of the console, text view or list line under the cursor (a
 --- list line may hold a target of a kind instead).
 ---@return integer|proctor.Target|nil
-function M.cursor_id()
-  return require("proctor.console").id_of_buf(0) or require("proctor.list").id_under_cursor()
-end
+function M.cursor_id() return console.id_of_buf(0) or list_view.id_under_cursor() end
 
 --- The latest execution labelled `label` (nil: none).
 ---@param label string
@@ -332,6 +307,9 @@ function M.fits(a, rec)
   return true
 end
 
+-- The task layer (a higher floor), through the extension it registers with proctor.
+function H.tasks() return proctor._ext("tasks").api end
+
 --- The engine, or die with why it cannot start.
 ---@return proctor.Engine
 function M.engine()
@@ -348,7 +326,7 @@ A.run = {
   -- opts.spec: a proctor.run() spec; `cmd` is nil for `:Proctor run` alone: pick a task
   run = function(_, opts)
     if opts.spec.cmd == nil then return A.pick.run(nil, opts) end
-    local ex, err = require("proctor")._run(opts.spec)
+    local ex, err = proctor._run(opts.spec)
     if not ex then die("run: " .. strip(err)) end
     return ex
   end,
@@ -373,7 +351,7 @@ A.pick = {
       die("run: no such directory " .. spec.cwd)
     end
     M.engine()
-    require("proctor.tasks").pick({ cwd = spec.cwd, run = H.task_run_opts(spec) })
+    H.tasks().pick({ cwd = spec.cwd, run = H.task_run_opts(spec) })
     return nil
   end,
 }
@@ -382,20 +360,16 @@ A.task = {
   desc = "run a task by name (no name: pick one)",
   command = {
     args = "words",
-    complete = function(typed) return require("proctor.tasks").complete(typed) end,
+    complete = function(typed) return H.tasks().complete(typed) end,
   },
   run = function(_, opts)
     local name = vim.trim(opts.text or "")
     if name == "" then return A.pick.run(nil, {}) end
     M.engine()
     -- the execution, or nil while discovery still probes (the task starts when it answers)
-    return require("proctor.tasks").run_task(
-      name,
-      H.task_run_opts(H.task_spec(), true),
-      function(ex, err)
-        if not ex then util.notify("task: " .. strip(err)) end
-      end
-    )
+    return H.tasks().run_task(name, H.task_run_opts(H.task_spec(), true), function(ex, err)
+      if not ex then util.notify("task: " .. strip(err)) end
+    end)
   end,
 }
 
@@ -404,7 +378,7 @@ A.build = {
   command = { args = "none" },
   run = function()
     M.engine()
-    require("proctor.tasks").run_group("build", { run = H.task_run_opts(H.task_spec(), true) })
+    H.tasks().run_group("build", { run = H.task_run_opts(H.task_spec(), true) })
   end,
 }
 
@@ -413,7 +387,7 @@ A.test = {
   command = { args = "none" },
   run = function()
     M.engine()
-    require("proctor.tasks").run_group("test", { run = H.task_run_opts(H.task_spec(), true) })
+    H.tasks().run_group("test", { run = H.task_run_opts(H.task_spec(), true) })
   end,
 }
 
@@ -426,7 +400,7 @@ A.trust = {
   -- opts.text: the directory (default: the current one)
   run = function(_, opts)
     local text = vim.trim(opts.text or "")
-    local dir, err = require("proctor.tasks").trust(text ~= "" and text or nil)
+    local dir, err = H.tasks().trust(text ~= "" and text or nil)
     if not dir then die("trust: " .. strip(err)) end
     util.notify("trusted " .. dir .. ": :Proctor run lists its tasks", vim.log.levels.INFO)
     return dir
@@ -439,7 +413,7 @@ A.watch = {
   command = {
     args = "words",
     bang = "unwatch",
-    complete = function(typed) return require("proctor.tasks").complete(typed) end,
+    complete = function(typed) return H.tasks().complete(typed) end,
   },
   -- opts.text: an id, a task's name or a label (default: the execution under the cursor)
   run = function(id, opts)
@@ -448,7 +422,7 @@ A.watch = {
     if id == nil and type(M.cursor_id()) == "number" then id = M.cursor_id() end
     if id == nil then return H.pick("watch", A.watch, opts) end
     H.known(id)
-    local on, err = require("proctor.tasks").watch(id)
+    local on, err = H.tasks().watch(id)
     if on == nil then die("watch: " .. tostring(err)) end
     util.notify(
       on and string.format("watching: changes restart #%d", id)
@@ -462,7 +436,7 @@ A.watch = {
 A.unwatch = {
   desc = "stop every watch (:Proctor watch!)",
   run = function()
-    local n = require("proctor.tasks").unwatch_all()
+    local n = H.tasks().unwatch_all()
     util.notify(
       n == 0 and "no watch to stop" or string.format("stopped %d watch%s", n, n == 1 and "" or "es"),
       vim.log.levels.INFO
@@ -476,7 +450,7 @@ A.list = {
   command = { args = "filter" },
   run = function(_, opts)
     M.engine()
-    return require("proctor.list").open(opts.filter)
+    return list_view.open(opts.filter)
   end,
 }
 
@@ -485,9 +459,7 @@ A.open = {
   id = "required",
   command = { args = "id" },
   run = function(id, opts)
-    check(
-      require("proctor").open(id, opts.open and { open = opts.open, reuse = opts.reuse } or nil)
-    )
+    check(proctor.open(id, opts.open and { open = opts.open, reuse = opts.reuse } or nil))
     return id
   end,
 }
@@ -510,13 +482,12 @@ A.toggle = {
   id = "optional",
   command = { args = "id" },
   run = function(id)
-    local console = require("proctor.console")
     id = id or console.last()
     if not id then die("no console yet: :Proctor run {cmd} opens one") end
     local wins = console.windows(id)
     if #wins == 0 then return A.open.run(id, {}) end
     for _, w in ipairs(wins) do
-      require("proctor.console.window").close(w)
+      window.close(w)
     end
     return id
   end,
@@ -541,7 +512,7 @@ A.input = {
       end)
       return
     end
-    local ok, err, name = require("proctor").input(id, text .. "\n")
+    local ok, err, name = proctor.input(id, text .. "\n")
     if not ok then die("input: " .. H.input_error(id, err, name)) end
     return true
   end,
@@ -571,7 +542,7 @@ A.delete = {
   range = true,
   command = { args = "id" },
   run = function(id)
-    local res, err = require("proctor").delete(id)
+    local res, err = proctor.delete(id)
     if not res then die(strip(err)) end
     if res == "not_found" then die("no such execution " .. id) end
     if res == "active_process_conflict" then
@@ -590,7 +561,7 @@ A.purge = {
     M.engine()
     if opts.key then
       local n = 0
-      for _, r in ipairs(require("proctor").list()) do
+      for _, r in ipairs(proctor.list()) do
         if engine.TERMINAL[r.state] then n = n + 1 end
       end
       if n == 0 then
@@ -600,7 +571,7 @@ A.purge = {
       local q = string.format("Delete %d finished execution%s?", n, n == 1 and "" or "s")
       if vim.fn.confirm(q, "&Yes\n&No", 2) ~= 1 then return nil end
     end
-    local n, err = require("proctor").purge()
+    local n, err = proctor.purge()
     if not n then die(strip(err)) end
     util.notify(
       string.format("purged %d finished execution%s", n, n == 1 and "" or "s"),
@@ -616,7 +587,6 @@ A.rerun = {
   range = true,
   command = { args = "id" },
   run = function(id)
-    local console = require("proctor.console")
     local spec = engine.specs[id]
     local rec = M.engine():get(id)
     local new = {}
@@ -630,7 +600,7 @@ A.rerun = {
     -- the old console's windows show the new one
     local open, rest = console.handover(id)
     new.open = open or (spec == nil or spec.open or console.get(id) ~= nil) or nil
-    local ex, err = require("proctor")._run(new)
+    local ex, err = proctor._run(new)
     if not ex then die("rerun: " .. strip(err)) end
     rest(ex.id)
     return ex
@@ -642,7 +612,7 @@ A.text = {
   id = "required",
   command = { args = "id" },
   run = function(id)
-    check(require("proctor.views").text(id))
+    check(views.text(id))
     return id
   end,
 }
@@ -651,7 +621,7 @@ A.qf = {
   desc = "load the output into the quickfix list ('errorformat')",
   id = "required",
   command = { args = "id" },
-  run = function(id) return check(require("proctor.views").qf(id)) end,
+  run = function(id) return check(views.qf(id)) end,
 }
 
 A.info = {
@@ -659,7 +629,6 @@ A.info = {
   id = "optional",
   command = { args = "id" },
   run = function(id)
-    local views = require("proctor.views")
     local lines = id and views.execution_lines(id) or views.info_lines()
     vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
     return lines
@@ -670,33 +639,33 @@ A.mcp = {
   desc = "how to register proctor-mcp with agents",
   command = { args = "none" },
   run = function()
-    local _, lines = require("proctor.mcp").show()
+    local _, lines = mcp.show()
     return lines
   end,
 }
 
 A.filter = {
   desc = "next filter: all, running, failed, this session, each label, each owner",
-  run = function() return require("proctor.list").next_filter() end,
+  run = function() return list_view.next_filter() end,
 }
 
 A.refresh = {
   desc = "refresh",
   run = function()
     local id = vim.b.proctor_view == "text" and vim.b.proctor_id
-    if id then return require("proctor.views").refresh(id) end
-    return require("proctor.list").refresh()
+    if id then return views.refresh(id) end
+    return list_view.refresh()
   end,
 }
 
 A.help = {
   desc = "show these keys",
-  run = function() return require("proctor.views").keys(vim.b.proctor_keymap) end,
+  run = function() return views.keys(vim.b.proctor_keymap) end,
 }
 
 A.close = {
   desc = "close the window (the process keeps running)",
-  run = function() require("proctor.console.window").close(vim.api.nvim_get_current_win()) end,
+  run = function() window.close(vim.api.nvim_get_current_win()) end,
 }
 
 -- Helpers --------------------------------------------------------------------------
@@ -724,7 +693,7 @@ end
 
 -- The spec :Proctor task runs a task with: the defaults of :Proctor run.
 function H.task_spec()
-  local cfg = require("proctor.config").get().command
+  local cfg = config.get().command
   return { pty = cfg.pty, open = cfg.open or nil }
 end
 
@@ -752,7 +721,7 @@ function H.watch_target(text)
   local n = text:match("^#?(%d+)$")
   if n then return tonumber(n) end
   M.engine()
-  local id = require("proctor.tasks").id_of(text) or M.by_label(text)
+  local id = H.tasks().id_of(text) or M.by_label(text)
   if not id then die(string.format("watch: no task or execution named '%s'", text)) end
   return id
 end
@@ -800,7 +769,7 @@ function H.pick(name, a, opts)
 end
 
 function H.cancel(id, force, opts)
-  local res, err = require("proctor").cancel(id, force)
+  local res, err = proctor.cancel(id, force)
   if not res then die(strip(err)) end
   if res == "not_found" then die("no such execution " .. id) end
   if res == "already_terminal" then
@@ -840,5 +809,18 @@ function H.input_error(id, err, name)
 end
 
 M._H = H
+
+-- config.ACTIONS (which key maps are checked against) names every action and no other.
+for _, name in ipairs(config.ACTIONS) do
+  assert(A[name], "config.ACTIONS names " .. name .. ", which is no action")
+end
+for name in pairs(A) do
+  assert(
+    vim.tbl_contains(config.ACTIONS, name),
+    "action " .. name .. " is missing from config.ACTIONS"
+  )
+end
+
+proctor._extend("actions", { api = M }) -- the key maps of consoles, the list and the text view
 
 return M

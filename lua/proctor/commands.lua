@@ -22,6 +22,9 @@
 local M = {}
 local H = {}
 
+local list = require("proctor.list")
+local matchers = require("proctor.tasks.matchers")
+local config = require("proctor.config")
 local util = require("proctor.util")
 local engine = require("proctor.engine")
 local actions = require("proctor.actions")
@@ -160,7 +163,7 @@ end
 
 -- A filter of :Proctor list: all, running, failed, session, label=NAME, owner=NAME.
 function H.filter(arg)
-  local f = require("proctor.list").parse_filter(vim.trim(arg))
+  local f = list.parse_filter(vim.trim(arg))
   if not f then
     die(
       string.format(
@@ -180,9 +183,7 @@ function H.run_spec(rest)
   spec, rest, flags = H.options(rest, "run")
   -- no command: spec.cmd stays nil and the run action says what to do
   if rest ~= "" then spec.cmd = util.command_of(H.expand(rest)) end
-  if spec.cmd ~= nil and not flags.nodiag then
-    spec.diagnostics = require("proctor.tasks.matchers").for_run(spec.cmd)
-  end
+  if spec.cmd ~= nil and not flags.nodiag then spec.diagnostics = matchers.for_run(spec.cmd) end
   return spec
 end
 
@@ -203,7 +204,7 @@ function H.make_spec(rest)
   spec.cmd = util.command_of(H.expand(line, "make"))
   if not flags.nodiag then
     local efm = vim.api.nvim_eval("&errorformat")
-    spec.diagnostics = efm ~= "" and efm or require("proctor.tasks.matchers").for_command(spec.cmd)
+    spec.diagnostics = efm ~= "" and efm or matchers.for_command(spec.cmd)
     spec.quickfix = "always"
   end
   return spec
@@ -214,7 +215,7 @@ end
 function H.options(rest, sub)
   local spec = { label = nil }
   local flags = {}
-  local cfg = require("proctor.config").get().command
+  local cfg = config.get().command
   local open = cfg.open
   spec.pty = cfg.pty
   while true do
@@ -434,10 +435,7 @@ function H.complete(arglead, cmdline)
     return a.command.complete((cmdline:gsub("^%s*%S+%s+%S+%s*", "", 1)))
   end
   if kind == "filter" and n == 2 then
-    return vim.tbl_filter(
-      function(f) return vim.startswith(f, arglead) end,
-      require("proctor.list").filter_names()
-    )
+    return vim.tbl_filter(function(f) return vim.startswith(f, arglead) end, list.filter_names())
   end
   return {}
 end

@@ -86,11 +86,48 @@ H.what[H.tasks] = "a table of name = task definition (a table with cmd) or funct
 function H.keymap(lhs, rhs)
   if type(lhs) ~= "string" or lhs == "" then return false, "a table of key = action" end
   if rhs == false or type(rhs) == "function" then return true end
-  if type(rhs) == "string" and require("proctor.actions").actions[rhs] then return true end
-  return false,
-    "an action name ("
-      .. table.concat(require("proctor.actions").names(), ", ")
-      .. "), a function or false"
+  if type(rhs) == "string" and H.action_set[rhs] then return true end
+  return false, "an action name (" .. table.concat(M.ACTIONS, ", ") .. "), a function or false"
+end
+
+--- The name of every action (|proctor-actions|), in the order the help and the
+--- key lists show them. Key maps are checked against it here, below the module
+--- that defines the actions (actions.lua checks at load that the two agree).
+M.ACTIONS = {
+  "run",
+  "make",
+  "task",
+  "build",
+  "test",
+  "pick",
+  "trust",
+  "watch",
+  "list",
+  "open",
+  "open_split",
+  "open_vsplit",
+  "open_tab",
+  "open_float",
+  "toggle",
+  "input",
+  "cancel",
+  "kill",
+  "delete",
+  "purge",
+  "rerun",
+  "text",
+  "qf",
+  "info",
+  "mcp",
+  "filter",
+  "refresh",
+  "help",
+  "close",
+  "unwatch",
+}
+H.action_set = {}
+for _, name in ipairs(M.ACTIONS) do
+  H.action_set[name] = true
 end
 
 --stylua: ignore start

@@ -19,7 +19,10 @@
 local M = {}
 local H = {}
 
-local uv = require("proctor.compat").uv
+local quit = require("proctor.quit")
+local config = require("proctor.config")
+local compat = require("proctor.compat")
+local uv = compat.uv
 local util = require("proctor.util")
 
 --- Version of the C core this Lua layer is written for.
@@ -109,7 +112,7 @@ function M.get()
   end
   local core, err = M.load_core()
   if not core then return nil, err end
-  local c = require("proctor.config").get().engine
+  local c = config.get().engine
   local opts = {
     output_limit = c.output_limit,
     history_limit = c.history_limit,
@@ -122,7 +125,7 @@ function M.get()
     shepherd = c.shepherd,
   }
   opts.listen = M.socket_path()
-  local cfg = require("proctor.config").get()
+  local cfg = config.get()
   if cfg.history.enabled then
     local file = cfg.history.file or M.history_file()
     vim.fn.mkdir(vim.fn.fnamemodify(file, ":h"), "p")
@@ -158,7 +161,7 @@ function M.get()
     "VimLeavePre",
     { group = group, callback = function() M.shutdown() end }
   )
-  require("proctor.quit").hook(group, H.live)
+  quit.hook(group, H.live)
   -- Someone may have started executions before we watched (not possible today,
   -- but cheap): drain once.
   H.schedule()
@@ -171,7 +174,6 @@ end
 --- upgrade of Neovim (or of proctor) keeps the history.
 ---@return string
 function M.history_file()
-  local compat = require("proctor.compat")
   local file = compat.state_dir() .. "/proctor/history.mpk"
   local old = vim.fn.stdpath("data") .. "/proctor/history.mpk"
   if old ~= file and not uv.fs_stat(file) and uv.fs_stat(old) then
@@ -204,7 +206,7 @@ end
 --- core creates the last directory with mode 0700 and refuses one it does not own).
 ---@return string|nil
 function M.socket_path()
-  local r = require("proctor.config").get().rpc
+  local r = config.get().rpc
   if not r.enabled then return nil end
   if r.path then return r.path end
   local pid = vim.fn.getpid()
@@ -314,7 +316,7 @@ function M.shutdown()
       end
     end
   end
-  local grace = require("proctor.config").get().engine.kill_grace_ms
+  local grace = config.get().engine.kill_grace_ms
   local deadline = uv.hrtime() + (grace + 100) * 1e6
   while n > 0 do
     local left = math.floor((deadline - uv.hrtime()) / 1e6)
@@ -375,7 +377,7 @@ end
 function H.drain()
   H.scheduled = false
   if not H.eng or H.closing then return end
-  local max = require("proctor.config").get().events_per_tick
+  local max = config.get().events_per_tick
   local _, more = H.drain_once(max, H.DRAIN_MS)
   if more then
     H.scheduled = true
@@ -396,7 +398,7 @@ H.DRAIN_MS = 4
 function H.drain_once(max, ms)
   local eng = H.eng
   local want = max == math.huge and 65536 or max
-  local max_bytes = require("proctor.config").get().output_max_bytes
+  local max_bytes = config.get().output_max_bytes
   -- While a problem matcher or ready pattern follows an execution, polls hand
   -- over at least what it asked for (M.want_output) per stream, so it seldom
   -- reads a skipped range back from the ring (a call that waits for an engine

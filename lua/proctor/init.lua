@@ -15,6 +15,8 @@
 local M = {}
 local H = {}
 
+local config = require("proctor.config")
+local compat = require("proctor.compat")
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 
@@ -61,7 +63,7 @@ function Execution:wait(timeout_ms)
   local ok, why = vim.wait(timeout_ms or 2 ^ 31 - 1, function()
     engine.pump()
     if engine.is_done(id) then return true end
-    interrupted = require("proctor.compat").interrupted()
+    interrupted = compat.interrupted()
     return interrupted
   end, 5)
   if interrupted or not ok then
@@ -117,7 +119,6 @@ H.hooked = false
 ---@param opts proctor.SetupOpts|nil
 ---@return boolean ok, string|nil err
 function M.setup(opts)
-  local config = require("proctor.config")
   local ok, err, warnings = config.apply(opts)
   for _, w in ipairs(warnings) do
     util.notify("setup: " .. w, vim.log.levels.WARN)
@@ -213,22 +214,32 @@ function M._extend(name, ext)
   H.ext[name] = ext
 end
 
+--- The extension `name` (one of H.EXTENSIONS), its module loaded on first
+--- need: the functions it offers to lower floors are in its `api`.
+---@private
+---@param name string
+---@return table
+function M._ext(name)
+  if not H.ext[name] then require(H.EXTENSIONS[name]) end
+  return H.ext[name]
+end
+
 --- Fire `User {pattern}` with `data` (0.7: in proctor.event).
 ---@private
 function M._fire(pattern, data) H.fire(pattern, data) end
 
 --- The tasks of a directory: { { name, cmd, cwd, source, desc? }, ... } (|proctor.tasks()|).
 --- opts: cwd, callback(tasks) once every probe answered, prompt.
-function M.tasks(opts) return require("proctor.tasks").list(opts) end
+function M.tasks(opts) return M._ext("tasks").api.list(opts) end
 
 --- Trust directory `dir` (default: the current one): task discovery may
 --- evaluate its build files (make, just) and read its .proctor.lua (|proctor.trust()|).
 ---@param dir string|nil
 ---@return string|nil dir, string|nil err
-function M.trust(dir) return require("proctor.tasks").trust(dir) end
+function M.trust(dir) return M._ext("tasks").api.trust(dir) end
 
 --- Run task names or definitions one after the other as one chain (|proctor.sequence()|).
-function M.sequence(steps, opts) return require("proctor.tasks").sequence(steps, opts) end
+function M.sequence(steps, opts) return M._ext("tasks").api.sequence(steps, opts) end
 
 --- Delete a finished execution's record (and its console buffer).
 ---@param id integer
@@ -292,7 +303,7 @@ function M.open(id, opts)
   local eng, err = H.engine()
   if not eng then return nil, err end
   H.hook()
-  return require("proctor.console").open(id, opts)
+  return M._ext("console").api.open(id, opts)
 end
 
 --- Counts per state: { queued, starting, running, completed, failed, canceled, timed_out, total }.
@@ -318,7 +329,7 @@ end
 --- Start a supervised worker (:help proctor-workers): returns an object with
 --- request(payload, opts), cancel(rid), restart(), stop(), record().
 ---@return proctor.Worker|nil, string|nil
-function M.worker(spec) return require("proctor.worker").start(spec) end
+function M.worker(spec) return M._ext("worker").api.start(spec) end
 
 --- A short string for 'statusline': "⏵2 ✓5 ✗1" style, ASCII: "proctor: 2 running, 5 ok, 1 failed".
 --- Empty when nothing ran yet.
@@ -344,8 +355,17 @@ M.event = nil
 H.text = {} -- id -> true: run{ text = true }, wait() adds code, stdout, stderr
 H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configured one
 H.ext, H.ext_order = {}, {} -- name -> extension of run() (M._extend)
--- The extensions loaded on first run() (a deliberate lazy load of a higher floor).
-H.EXTENSIONS = { "proctor.tasks" }
+-- The extensions: modules of higher floors that register through M._extend,
+-- loaded by name on first need (M._ext), so that requiring proctor stays
+-- cheap and this floor never requires a higher one. RUN_EXTENSIONS are loaded
+-- on the first run(): their run filter must see every spec.
+H.EXTENSIONS = {
+  actions = "proctor.actions",
+  console = "proctor.console",
+  tasks = "proctor.tasks",
+  worker = "proctor.worker",
+}
+H.RUN_EXTENSIONS = { "tasks" }
 
 -- Call hook `hook` of every extension (an error is reported, never raised).
 function H.extend(hook, ...)
@@ -375,8 +395,8 @@ end
 function H.filter(spec)
   if not H.ext_loaded then
     H.ext_loaded = true
-    for _, mod in ipairs(H.EXTENSIONS) do
-      require(mod)
+    for _, name in ipairs(H.RUN_EXTENSIONS) do
+      M._ext(name)
     end
   end
   for _, name in ipairs(H.ext_order) do
@@ -528,7 +548,7 @@ function H.run(spec)
   if mine then return fex, ferr, fname end
   local problem = H.check_spec(spec)
   if problem then return H.fail("EINVAL", problem) end
-  local cfg = require("proctor.config").get().run
+  local cfg = config.get().run
   local s = { cmd = spec.cmd }
   for _, k in ipairs(H.CORE_KEYS or {}) do
     s[k] = spec[k]
@@ -558,10 +578,10 @@ function H.run(spec)
   H.hook()
   local open = spec.open and (type(spec.open) == "table" and spec.open or {}) or nil
   -- The console's window is made first: a pty gets its text area from the first byte.
-  local made, window = pcall(function() return open and require("proctor.console").window(open) end)
+  local made, window = pcall(function() return open and M._ext("console").api.window(open) end)
   window = made and window or nil -- no room for it now: M.open below says why
   if window and s.pty then
-    local cols, rows = require("proctor.compat").text_size(window.win)
+    local cols, rows = compat.text_size(window.win)
     if spec.cols == nil and cols > 0 then s.cols = cols end
     if spec.rows == nil and rows > 0 then s.rows = rows end
   end
@@ -581,7 +601,7 @@ function H.run(spec)
   if spec.notify ~= nil then H.quiet[id] = spec.notify end
   if open then
     -- no wait for the engine thread: the console is made from what is known here
-    require("proctor.console").open_run(
+    M._ext("console").api.open_run(
       { id = id, label = s.label, pty = s.pty and true or false },
       vim.tbl_extend("force", open, { window = window })
     )
@@ -594,7 +614,7 @@ end
 -- Neovim inside would load this Neovim's runtime), NVIM = this Neovim's server.
 -- `s` itself is not changed: rerun takes the environment of its own time.
 function H.terminal_env(s)
-  local t = require("proctor.compat").terminal_env()
+  local t = compat.terminal_env()
   local out = vim.tbl_extend("force", {}, s)
   if not s.clear_env then
     local drop = {}
@@ -639,8 +659,6 @@ function H.forget(id)
   H.extend("forget", id)
   H.watch[id] = nil
   H.text[id], H.quiet[id] = nil, nil
-  local ok, console = pcall(require, "proctor.console")
-  if ok then console.forget(id) end
 end
 
 -- Register the subscribers once.
@@ -680,7 +698,7 @@ function H.on_event(ev)
     if w and w.cbs.on_exit then H.call(w.cbs.on_exit, "on_exit", id, w.exec, rec) end
     H.watch[id] = nil
     H.fire("ProctorExit", rec)
-    local mode = require("proctor.config").get().notify
+    local mode = config.get().notify
     local own = H.quiet[id] -- run{ notify = } (a task's too)
     H.quiet[id] = nil
     if own == false then
@@ -703,7 +721,7 @@ function H.wants_end(id, w)
   if vim.fn.exists("#User#ProctorExit") == 1 then return true end
   local own = H.quiet[id]
   if own == false then return false end
-  return (type(own) == "string" and own or require("proctor.config").get().notify) ~= "never"
+  return (type(own) == "string" and own or config.get().notify) ~= "never"
 end
 
 function H.call(fn, what, id, ...)
@@ -716,7 +734,7 @@ end
 function H.fire(pattern, rec)
   M.event = rec
   local opts = { pattern = pattern, modeline = false }
-  if require("proctor.compat").autocmd_data() then opts.data = rec end
+  if compat.autocmd_data() then opts.data = rec end
   local ok, e = pcall(vim.api.nvim_exec_autocmds, "User", opts)
   if not ok then util.notify("User " .. pattern .. " autocmd failed: " .. tostring(e)) end
 end
@@ -727,7 +745,7 @@ end
 function H.on_batch()
   if #H.ended == H.told_upto then return end
   H.told_upto = #H.ended
-  local uv = require("proctor.compat").uv
+  local uv = compat.uv
   local now = uv.now()
   if not H.notify_timer then
     H.notify_timer = uv.new_timer()
@@ -802,8 +820,8 @@ function H.ended_line(r)
   local last = H.summary(r.id) or H.last_line(r)
   if last then text = text .. " — " .. last end
   -- no hint when the console is on the screen already
-  local console = package.loaded["proctor.console"]
-  if console and #console.windows(r.id) > 0 then return text end
+  local console = H.ext.console
+  if console and #console.api.windows(r.id) > 0 then return text end
   return text .. " · :Proctor open " .. r.id
 end
 

@@ -16,6 +16,8 @@ local M = {}
 local H = {}
 
 local api = vim.api
+local proctor = require("proctor")
+local config = require("proctor.config")
 local compat = require("proctor.compat")
 local uv = compat.uv
 local engine = require("proctor.engine")
@@ -406,8 +408,8 @@ end
 
 -- The first key bound to action `name` in the list's key map (or ":Proctor …").
 function H.key_for(name)
-  local map = require("proctor.config").get().keymaps.list
-  for _, b in ipairs(require("proctor.actions").bindings(map)) do
+  local map = config.get().keymaps.list
+  for _, b in ipairs(proctor._ext("actions").api.bindings(map)) do
     if b[2] == name then return b[1] end
   end
   return "(no key)"
@@ -437,7 +439,7 @@ function H.create()
   vim.bo[buf].swapfile = false
   vim.bo[buf].filetype = "proctor-list"
   vim.bo[buf].modifiable = false
-  require("proctor.actions").map_keys(buf, "list", M.id_under_cursor, {
+  proctor._ext("actions").api.map_keys(buf, "list", M.id_under_cursor, {
     range = M.ids_of_lines,
     need_id = "no execution on this line",
     after = H.after,
@@ -493,7 +495,7 @@ end
 
 function H.set_timer(on)
   if on and not H.timer then
-    local ms = require("proctor.config").get().list.refresh_ms
+    local ms = config.get().list.refresh_ms
     H.timer = uv.new_timer()
     H.timer:start(ms, ms, vim.schedule_wrap(function() M.refresh() end))
   elseif not on and H.timer then

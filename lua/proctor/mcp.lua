@@ -4,10 +4,12 @@
 
 local M = {}
 
+local engine = require("proctor.engine")
+
 --- Path of the proctor-mcp program built by `make` (next to the core).
 ---@return string
 function M.binary()
-  local root = require("proctor.engine").root() or "."
+  local root = engine.root() or "."
   return root .. "/lua/proctor/proctor-mcp"
 end
 
@@ -53,7 +55,6 @@ end
 --- `:Proctor mcp`: start the engine (so its socket exists) and show the snippets
 --- in a scratch buffer `proctor://mcp`.
 function M.show()
-  local engine = require("proctor.engine")
   local eng = engine.get()
   local socket = eng and eng.address and eng:address() or nil
   local lines = M.snippet_lines(M.binary(), socket)

@@ -24,6 +24,9 @@
 local M = {}
 local H = {}
 
+local util = require("proctor.util")
+local config = require("proctor.config")
+
 local api = vim.api
 
 H.cmdline = nil -- the Ex command line being executed (typed or from a mapping)
@@ -67,7 +70,7 @@ end
 
 --- ExitPre: ask when live executions would be canceled; refuse the quit on "No".
 function M.on_exit_pre()
-  if not require("proctor.config").get().confirm_quit then return end
+  if not config.get().confirm_quit then return end
   local live = M.live()
   if #live == 0 or H.forced() or not H.interactive() then return end
   local q = #live == 1 and "1 execution is running: cancel it and quit?"
@@ -112,7 +115,7 @@ function H.refuse()
     api.nvim_win_close(old, true)
   end
   vim.cmd("redraw")
-  require("proctor.util").notify(
+  util.notify(
     "not quitting: executions are running (:Proctor list; :qa! cancels them and quits)",
     vim.log.levels.WARN
   )

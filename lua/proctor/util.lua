@@ -3,6 +3,8 @@
 
 local M = {}
 
+local compat = require("proctor.compat")
+
 --- Show one `(proctor) …` message. `level` defaults to ERROR.
 ---@param msg string
 ---@param level integer|nil a vim.log.levels value
@@ -69,7 +71,7 @@ end
 --- Milliseconds since the epoch, like the core's timestamps.
 ---@return integer
 function M.now_ms()
-  local sec, usec = require("proctor.compat").uv.gettimeofday()
+  local sec, usec = compat.uv.gettimeofday()
   return sec * 1000 + math.floor(usec / 1000)
 end
 

@@ -9,6 +9,9 @@ local H = {}
 
 local api = vim.api
 
+local window = require("proctor.console.window")
+local proctor = require("proctor")
+local config = require("proctor.config")
 local util = require("proctor.util")
 local engine = require("proctor.engine")
 local compat = require("proctor.compat")
@@ -18,8 +21,8 @@ local compat = require("proctor.compat")
 ---@param id integer
 ---@return string[]
 function M.execution_lines(id)
-  require("proctor.actions").engine()
-  local rec = util.check(require("proctor").record(id)) -- with its task links
+  proctor._ext("actions").api.engine()
+  local rec = util.check(proctor.record(id)) -- with its task links
   local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
   local function add(k, v)
     if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end
@@ -59,14 +62,14 @@ end
 ---@return string[]
 function M.info_lines()
   local lines = { "proctor" }
-  local c = require("proctor.config").get()
+  local c = config.get()
   local core, err = engine.load_core()
   lines[#lines + 1] = "  core:      "
     .. (core and ("proctor.core " .. core.version) or ("not loaded: " .. err))
   lines[#lines + 1] = "  lua layer: needs core " .. engine.core_version
   local eng = engine.current()
   if eng then
-    local s = require("proctor").status()
+    local s = proctor.status()
     lines[#lines + 1] = string.format(
       "  engine:    running; %d executions (%d live, %d completed, %d failed, %d canceled, %d timed out)",
       s.total,
@@ -151,7 +154,7 @@ function M.text(id, opts)
     api.nvim_buf_set_var(buf, "proctor_id", id)
     api.nvim_buf_set_var(buf, "proctor_view", "text")
     vim.bo[buf].filetype = "proctor-text"
-    require("proctor.actions").map_keys(buf, "text", function() return id end)
+    proctor._ext("actions").api.map_keys(buf, "text", function() return id end)
     H.texts[id] = buf
     api.nvim_create_autocmd("BufWipeout", {
       buffer = buf,
@@ -163,11 +166,9 @@ function M.text(id, opts)
   end
   H.fill(buf, lines)
   opts = opts or {}
-  local win = require("proctor.console.window").show(
-    buf,
-    { how = opts.open, size = opts.size, enter = true, reuse = opts.reuse }
-  )
-  require("proctor.console.window").follow(win, buf)
+  local win =
+    window.show(buf, { how = opts.open, size = opts.size, enter = true, reuse = opts.reuse })
+  window.follow(win, buf)
   return buf, win
 end
 
@@ -210,12 +211,12 @@ end
 ---@param kind string|nil
 ---@return integer|nil win
 function M.keys(kind)
-  local map = kind and require("proctor.config").get().keymaps[kind]
+  local map = kind and config.get().keymaps[kind]
   if not map then
     util.notify("no proctor keys here", vim.log.levels.WARN)
     return nil
   end
-  local rows, w = require("proctor.actions").key_rows(map)
+  local rows, w = proctor._ext("actions").api.key_rows(map)
   local lines, width = {}, 20
   for _, r in ipairs(rows) do
     local l = " "

@@ -13,6 +13,9 @@
 local M = {}
 local H = {}
 
+local proctor = require("proctor")
+local engine = require("proctor.engine")
+
 H.pending = {} -- rid -> { on_chunk, on_reply, reply }
 H.subscribed = false
 
@@ -24,7 +27,7 @@ Worker.__index = Worker
 function H.subscribe()
   if H.subscribed then return end
   H.subscribed = true
-  require("proctor.engine").subscribe("worker", function(ev)
+  engine.subscribe("worker", function(ev)
     if ev.type ~= "chunk" and ev.type ~= "reply" then return end
     local p = H.pending[ev.rid]
     if not p then return end
@@ -42,7 +45,7 @@ end
 --- (the defaults are the core's, core.worker_fields: protocol "jsonl", restart "on-failure").
 ---@return proctor.Worker|nil worker, string|nil err
 function M.start(spec)
-  local eng, err = require("proctor.engine").get()
+  local eng, err = engine.get()
   if not eng then return nil, err end
   H.subscribe()
   local s = vim.deepcopy(spec)
@@ -58,14 +61,13 @@ end
 ---@return integer|table|nil rid_or_reply, string|nil err
 function Worker:request(payload, opts)
   opts = opts or {}
-  local eng, err = require("proctor.engine").get()
+  local eng, err = engine.get()
   if not eng then return nil, err end
   local rid, msg = eng:worker_request(self.id, payload, { timeout_ms = opts.timeout_ms })
   if not rid then return nil, msg end
   local p = { on_chunk = opts.on_chunk, on_reply = opts.on_reply }
   H.pending[rid] = p
   if not opts.wait then return rid end
-  local engine = require("proctor.engine")
   local ok = vim.wait(opts.wait, function()
     engine.pump()
     return p.reply ~= nil
@@ -79,30 +81,32 @@ end
 
 --- Cancel request `rid`: its reply (status "canceled") is dispatched at once.
 function Worker:cancel(rid)
-  local eng, err = require("proctor.engine").get()
+  local eng, err = engine.get()
   if not eng then return nil, err end
   return eng:worker_cancel(rid)
 end
 
 --- Replace the worker process now (no backoff, not counted against max_restarts).
 function Worker:restart()
-  local eng, err = require("proctor.engine").get()
+  local eng, err = engine.get()
   if not eng then return nil, err end
   return eng:worker_restart(self.id)
 end
 
 --- Stop the worker for good (cancels the execution).
 function Worker:stop()
-  local eng, err = require("proctor.engine").get()
+  local eng, err = engine.get()
   if not eng then return nil, err end
   return eng:cancel(self.id)
 end
 
 --- The execution record (worker_state, worker_restarts, ...).
 function Worker:record()
-  local eng, err = require("proctor.engine").get()
+  local eng, err = engine.get()
   if not eng then return nil, err end
   return eng:get(self.id)
 end
+
+proctor._extend("worker", { api = M }) -- proctor.worker()
 
 return M

@@ -42,6 +42,9 @@ local M = {}
 local H = {}
 
 local api = vim.api
+local views = require("proctor.views")
+local proctor = require("proctor")
+local config = require("proctor.config")
 local compat = require("proctor.compat")
 local uv = compat.uv
 local engine = require("proctor.engine")
@@ -138,7 +141,7 @@ function M.open(id, opts)
     window.set_bar(win)
     window.follow(win, c.buf)
   else
-    local how = opts.open or require("proctor.config").get().console.open
+    local how = opts.open or config.get().console.open
     if how == "none" then return c.buf, nil end
     win = window.show(
       c.buf,
@@ -175,7 +178,7 @@ function M.open_run(rec, opts)
     c.backlog:start(s, 0)
   end
   H.pending[rec.id] = c
-  local how = opts.open or require("proctor.config").get().console.open
+  local how = opts.open or config.get().console.open
   if how ~= "none" or opts.window then return M.open(rec.id, opts) end
   H.pending_order[#H.pending_order + 1] = rec.id
   H.schedule_make()
@@ -281,11 +284,11 @@ function M.bar(win)
   local id = ok and M.id_of_buf(buf)
   if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
   local eng = engine.current()
-  local rec = eng and (require("proctor").record(id)) -- with its task links
+  local rec = eng and (proctor.record(id)) -- with its task links
   if not rec then return "proctor #" .. id .. " (deleted)" end
   local text
   if vim.b[buf].proctor_view == "text" then
-    text = require("proctor.views").text_bar(rec)
+    text = views.text_bar(rec)
   else
     local s
     if engine.TERMINAL[rec.state] then
@@ -390,7 +393,7 @@ function H.create(eng, rec, win, stub)
     callback = function()
       if c.parked then -- shown again: render what waited (its tail)
         c.parked = false
-        local tail = require("proctor.config").get().console.tail_bytes
+        local tail = config.get().console.tail_bytes
         if c.backlog.n > tail then c.backlog:trim(tail) end
         H.mark(c)
       end
@@ -402,7 +405,7 @@ function H.create(eng, rec, win, stub)
     return c
   end
   -- Replay the ring buffer: at most backlog_limit bytes per stream, the tail.
-  local cfg = require("proctor.config").get().console
+  local cfg = config.get().console
   local streams = rec.pty and { "pty" } or { "stdout", "stderr" }
   for _, s in ipairs(streams) do
     local total = rec.bytes and rec.bytes[s] or 0
@@ -427,7 +430,7 @@ end
 -- The cursor went into console `c` (the current window): Terminal mode when
 -- `console.start_insert` says so and the process can still read what is typed.
 function H.start_insert(c)
-  local want = require("proctor.config").get().console.start_insert
+  local want = config.get().console.start_insert
   if want == nil then want = c.pty end
   local state = engine.state[c.id]
   if not want or c.ended or (state and engine.TERMINAL[state]) then return end
@@ -436,14 +439,14 @@ end
 
 -- Normal-mode keys of a console (setup{ keymaps = { console } }).
 function H.keymaps(c)
-  require("proctor.actions").map_keys(c.buf, "console", function() return c.id end)
+  proctor._ext("actions").api.map_keys(c.buf, "console", function() return c.id end)
 end
 
 -- Queue `data` for rendering. Past backlog_limit only the tail is kept; a
 -- parked console (no window shows it) keeps at most twice tail_bytes: that is
 -- all it will render when shown, so 200 hidden consoles cost 200 small tails.
 function H.enqueue(c, data)
-  local cfg = require("proctor.config").get().console
+  local cfg = config.get().console
   local limit = cfg.backlog_limit
   if c.parked then limit = math.min(limit, 2 * cfg.tail_bytes) end
   c.backlog:push(data, limit, cfg.tail_bytes)
@@ -468,7 +471,7 @@ end
 -- One render tick: hand at most bytes_per_tick bytes to the terminals.
 function H.render()
   H.render_scheduled = false
-  local budget = require("proctor.config").get().console.bytes_per_tick
+  local budget = config.get().console.bytes_per_tick
   -- Lines are bounded per terminal refresh (H.PACE_MS) and the tick by time:
   -- a flood of short lines costs the terminal per line, not per byte.
   local t0 = uv.hrtime()
@@ -496,7 +499,7 @@ function H.render()
       -- hidden console only keeps its (bounded) backlog; BufWinEnter resumes it.
       -- What arrived before this tick saw it hidden is bounded here too.
       c.parked = true
-      local tail = require("proctor.config").get().console.tail_bytes
+      local tail = config.get().console.tail_bytes
       if c.backlog.n > 2 * tail then c.backlog:trim(tail) end
     elseif wins and H.held(c, wins) then
       H.settle(id) -- the terminal is being resized: its refresh first (see the header)
@@ -598,7 +601,7 @@ function H.render_one(c, budget, max_lines)
       local eng = engine.current()
       c.ended = (eng and eng:get(c.id)) or c.ended
     end
-    if require("proctor.config").get().console.final_line then
+    if config.get().console.final_line then
       local color = c.ended.state == "completed" and "32"
         or (c.ended.state == "failed" and "31" or "33")
       data = data
@@ -653,7 +656,6 @@ function H.on_input(c, data)
     vim.schedule(function() H.on_input(c, data) end)
     return
   end
-  local proctor = require("proctor")
   if c.ended then return end
   if c.pty then
     -- ^C: the tty sends SIGINT; the core records a death by it as the user's
@@ -836,5 +838,8 @@ function H.resize_all()
 end
 
 M._H = H
+
+-- proctor.open(), run{ open }; a deleted record's console goes
+proctor._extend("console", { api = M, forget = M.forget })
 
 return M

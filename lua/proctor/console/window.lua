@@ -19,6 +19,7 @@ local M = {}
 local H = {}
 
 local api = vim.api
+local config = require("proctor.config")
 local compat = require("proctor.compat")
 
 --- The bar of a console window: the text of proctor.console.bar().
@@ -32,7 +33,7 @@ function M.bar_option() return compat.has_winbar() and "winbar" or "statusline" 
 --- buffer: a console, a text view, or a run's placeholder).
 ---@param win integer
 function M.set_bar(win)
-  if not require("proctor.config").get().console.bar then return end
+  if not config.get().console.bar then return end
   if not H.ours(api.nvim_win_get_buf(win)) then return end
   compat.set_win_option(win, M.bar_option(), M.BAR)
 end
@@ -57,7 +58,7 @@ function M.follow(win, buf) pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_l
 ---@return integer win, integer|nil prev_buf, string|nil prev_bar
 function M.show(buf, opts)
   opts = opts or {}
-  local cfg = require("proctor.config").get().console
+  local cfg = config.get().console
   local how = opts.how or cfg.open
   local enter = opts.enter
   if enter == nil then enter = M.enter_default(opts.kind or "open", how) end
@@ -107,7 +108,7 @@ end
 ---@param how string "split" | "vsplit" | "tab" | "float" | "current"
 ---@return boolean
 function M.enter_default(kind, how)
-  local cfg = require("proctor.config").get().console.enter
+  local cfg = config.get().console.enter
   if cfg ~= nil then return cfg end
   if kind == "open" then return true end
   return how ~= "split" and how ~= "vsplit"
@@ -158,7 +159,7 @@ end
 ---@return proctor.Window|nil
 function M.placeholder(opts)
   opts = opts or {}
-  local cfg = require("proctor.config").get().console
+  local cfg = config.get().console
   if (opts.open or cfg.open) == "none" then return nil end
   local ph = api.nvim_create_buf(false, true)
   vim.bo[ph].bufhidden = "wipe"

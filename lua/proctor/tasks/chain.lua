@@ -19,6 +19,11 @@
 local M = {}
 local H = {}
 
+local console = require("proctor.console")
+local list = require("proctor.list")
+local actions = require("proctor.actions")
+local proctor = require("proctor")
+local config = require("proctor.config")
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 
@@ -129,7 +134,7 @@ function Chain:cancel(force)
   for i, st in ipairs(self.steps) do
     for _, id in ipairs(st.ids) do
       if i == self.step then
-        require("proctor").cancel(id, force)
+        proctor.cancel(id, force)
       elseif i > self.step and eng then
         eng:cancel(id, { reason = "skipped" })
       end
@@ -196,7 +201,7 @@ function H.make_members(c, defs)
       spec.hold = true
       spec.open = nil
       spec.cwd = spec.cwd or c.cwd
-      local ex, err = require("proctor")._run(spec)
+      local ex, err = proctor._run(spec)
       if not ex then
         c.state = "running"
         c.step = i
@@ -282,7 +287,7 @@ function H.finish(c, state, reason)
     if not ok then util.notify("sequence on_exit: " .. tostring(e)) end
   end
   if state == "failed" and c.failed_id then H.focus_failed(c) end
-  if state == "failed" and require("proctor.config").get().notify ~= "never" then
+  if state == "failed" and config.get().notify ~= "never" then
     util.notify(H.failed_text(c), vim.log.levels.ERROR)
   end
 end
@@ -291,7 +296,7 @@ end
 -- failed before a member ran ("ci failed: no task named …").
 function H.failed_text(c)
   local id = c.failed_id
-  local rec = id and require("proctor").record(id)
+  local rec = id and proctor.record(id)
   if not rec then return ("%s failed%s"):format(c.name, c.reason and (": " .. c.reason) or "") end
   local what = util.state_text(rec):gsub("^failed: ", "")
   return ("%s failed at %s: %s"):format(c.name, c.member_names[id] or util.title(rec), what)
@@ -302,7 +307,7 @@ end
 function H.focus_failed(c)
   if not c.shown then return end
   if c.shown ~= c.failed_id then H.show(c, c.failed_id) end
-  local wins = require("proctor.console").windows(c.failed_id)
+  local wins = console.windows(c.failed_id)
   if wins[1] then pcall(vim.api.nvim_set_current_win, wins[1]) end
 end
 
@@ -310,20 +315,19 @@ end
 function H.show(c, id)
   local open, rest
   if c.shown then
-    open, rest = require("proctor.console").handover(c.shown, { all_tabs = true, enter = false })
+    open, rest = console.handover(c.shown, { all_tabs = true, enter = false })
   end
   if open then
-    pcall(require("proctor").open, id, open)
+    pcall(proctor.open, id, open)
     rest(id)
   else
-    pcall(require("proctor").open, id, type(c.opts.open) == "table" and c.opts.open or nil)
+    pcall(proctor.open, id, type(c.opts.open) == "table" and c.opts.open or nil)
   end
   c.shown = id
 end
 
 function H.refresh_list()
-  local ok, list = pcall(require, "proctor.list")
-  if ok and list.refresh then pcall(list.refresh) end
+  if list.refresh then pcall(list.refresh) end
 end
 
 --- The chain an execution belongs to, if any.
@@ -367,7 +371,6 @@ end
 function H.register()
   if H.registered then return end
   H.registered = true
-  local actions = require("proctor.actions")
   local function chain_of(t)
     local c = H.chains[t.id]
     if not c then util.die("no such chain " .. t.word) end
@@ -401,7 +404,7 @@ function H.register()
       end,
     },
   })
-  require("proctor.list").add_rows("chain", {
+  list.add_rows("chain", {
     rows = function()
       local rows = {}
       for i = #H.order, 1, -1 do

@@ -25,7 +25,12 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local uv = require("proctor.compat").uv
+local matchers = require("proctor.tasks.matchers")
+local vsmatcher = require("proctor.tasks.vsmatcher")
+local reader = require("proctor.tasks.reader")
+local config = require("proctor.config")
+local compat = require("proctor.compat")
+local uv = compat.uv
 local util = require("proctor.util")
 
 M.PUBLISH_MS = 150
@@ -70,8 +75,8 @@ end
 ---@param opts {name: string, matcher: string, cwd: string, quickfix: string, open_quickfix: boolean, max_items: integer, on_done: function|nil}
 ---@return boolean|nil ok, string|nil err
 function M.attach(id, opts)
-  local kind = type(opts.matcher) == "table" and "vsmatcher" or "matchers"
-  local matcher, err = require("proctor.tasks." .. kind).new(opts.matcher, { cwd = opts.cwd })
+  local kind = type(opts.matcher) == "table" and vsmatcher or matchers
+  local matcher, err = kind.new(opts.matcher, { cwd = opts.cwd })
   if not matcher then return nil, err end
   local ns = M.namespace(opts.name)
   local old = H.latest[opts.name]
@@ -99,7 +104,7 @@ function M.attach(id, opts)
   }
   H.runs[id] = run
   H.latest[opts.name] = run
-  run.reader = require("proctor.tasks.reader").attach(id, {
+  run.reader = reader.attach(id, {
     chunk = function(text) H.feed(run, text) end,
     missed = function(n) run.missed = run.missed + n end,
     finish = function(rec) H.finish(run, rec) end,
@@ -343,7 +348,7 @@ function H.tell(run, items)
     run.summary = vim.fn.strcharpart(run.summary, 0, M.SUMMARY_MAX - 1) .. "…"
   end
   local rec = run.ended
-  local mode = require("proctor.config").get().notify
+  local mode = config.get().notify
   local failed = rec.state == "failed" or rec.state == "timed_out"
   if mode == "never" or mode == "always" or (mode == "on_failure" and failed) then return end
   vim.notify(("(proctor) #%d %s: %s"):format(run.id, run.name, run.summary), vim.log.levels.INFO)

@@ -41,7 +41,10 @@
 local M = {}
 local H = {}
 
-local uv = require("proctor.compat").uv
+local util = require("proctor.util")
+local config = require("proctor.config")
+local compat = require("proctor.compat")
+local uv = compat.uv
 local trust = require("proctor.tasks.trust")
 
 H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
@@ -165,7 +168,7 @@ end
 -- Helpers ------------------------------------------------------------------------
 
 function H.config()
-  local c = require("proctor.config").get()
+  local c = config.get()
   return { discover = c.discover or {}, tasks = c.tasks or {}, defaults = c.task_defaults or {} }
 end
 
@@ -287,7 +290,7 @@ function H.refresh(dir, p, e, files, opts)
   end
   local ok, err = pcall(p.run, dir, present, done, e, opts)
   if not ok then
-    require("proctor.util").notify(("tasks: %s: %s"):format(p.name, tostring(err)))
+    util.notify(("tasks: %s: %s"):format(p.name, tostring(err)))
     done({})
   end
 end

@@ -25,6 +25,14 @@
 local M = {}
 local H = {}
 
+local discover = require("proctor.tasks.discover")
+local trust = require("proctor.tasks.trust")
+local chain = require("proctor.tasks.chain")
+local picker = require("proctor.tasks.picker")
+local watch_trait = require("proctor.tasks.traits.watch")
+local list = require("proctor.list")
+local proctor = require("proctor")
+local config = require("proctor.config")
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 local TaskRun = require("proctor.tasks.run")
@@ -51,11 +59,8 @@ H.hooked = false
 function M.list(opts)
   opts = opts or {}
   local dir = H.dir(opts.cwd)
-  local tasks, complete = require("proctor.tasks.discover").list(
-    dir,
-    { prompt = opts.prompt, ask_dir = opts.ask_dir },
-    opts.callback
-  )
+  local tasks, complete =
+    discover.list(dir, { prompt = opts.prompt, ask_dir = opts.ask_dir }, opts.callback)
   return vim.deepcopy(tasks), complete
 end
 
@@ -66,10 +71,9 @@ end
 ---@return string|nil dir, string|nil err
 function M.trust(dir)
   local path = H.dir(dir)
-  local name = (require("proctor.config").get().discover or {}).project_file
-  local real, err = require("proctor.tasks.trust").allow(path, name)
+  local name = (config.get().discover or {}).project_file
+  local real, err = trust.allow(path, name)
   if not real then return nil, err end
-  local discover = require("proctor.tasks.discover")
   discover.invalidate(path)
   discover.invalidate(real)
   H.noted[path], H.noted[real] = nil, nil
@@ -100,10 +104,7 @@ function M.run(spec)
   local base, opts, err = H.split(spec)
   if not base then return H.fail(err) end
   if opts.sequence then
-    return require("proctor.tasks.chain").sequence(
-      opts.sequence,
-      { name = opts.name, cwd = base.cwd, open = base.open }
-    )
+    return chain.sequence(opts.sequence, { name = opts.name, cwd = base.cwd, open = base.open })
   end
   H.hook()
   local r = TaskRun.new(base, opts)
@@ -122,7 +123,7 @@ function M.run_task(task, opts, cb)
   if type(task) == "table" and task.source then
     -- its source makes it runnable first (a tasks.json: prompts, the current file)
     local result, result_err
-    require("proctor.tasks.discover").launch(vim.deepcopy(task), function(def, err)
+    discover.launch(vim.deepcopy(task), function(def, err)
       if not def then
         result_err = "EINVAL: " .. tostring(err)
         if cb then cb(nil, result_err) end
@@ -143,7 +144,7 @@ function M.run_task(task, opts, cb)
     end
     spec.cwd = spec.cwd or opts.cwd
     spec.desc, spec.source, spec.more = nil, nil, nil
-    local ex, err = require("proctor")._run(spec)
+    local ex, err = proctor._run(spec)
     if cb then cb(ex, err) end
     return ex, err
   end
@@ -174,7 +175,7 @@ function M.find(name, opts, cb)
       if t.name == name then
         answered = true
         -- what runs it gets it runnable (a sequence runs what find() answers)
-        require("proctor.tasks.discover").launch(vim.deepcopy(t), function(def, err)
+        discover.launch(vim.deepcopy(t), function(def, err)
           if def then def.source = nil end
           cb(def, def == nil and err or nil)
         end)
@@ -204,7 +205,7 @@ function M.find(name, opts, cb)
 end
 
 --- Run steps one after the other as one chain (|proctor.sequence()|).
-function M.sequence(steps, opts) return require("proctor.tasks.chain").sequence(steps, opts) end
+function M.sequence(steps, opts) return chain.sequence(steps, opts) end
 
 --- Pick a task with |vim.ui.select()| and run it (`:Proctor run` without a command).
 --- opts.cwd, opts.run (options of |M.run_task()| for the chosen task).
@@ -215,7 +216,7 @@ function M.pick(opts)
     ask_dir = false,
     callback = function(tasks)
       H.note_untrusted(H.dir(opts.cwd))
-      require("proctor.tasks.picker").select(tasks, H.dir(opts.cwd), function(t)
+      picker.select(tasks, H.dir(opts.cwd), function(t)
         M.run_task(t, opts.run, function(ex, err)
           if not ex then
             util.notify("task " .. t.name .. ": " .. tostring(err):gsub("^E%u+: ", ""))
@@ -259,7 +260,7 @@ function M.run_group(kind, opts)
           vim.log.levels.WARN
         )
       end
-      require("proctor.tasks.picker").select(of, dir, go)
+      picker.select(of, dir, go)
     end,
   })
 end
@@ -293,12 +294,12 @@ function M.watch(id, on)
   H.hook()
   local r = TaskRun.of(id) or H.adopt(id)
   if not r then return nil, "no such execution " .. tostring(id) end
-  return require("proctor.tasks.traits.watch").set(r, on)
+  return watch_trait.set(r, on)
 end
 
 --- Stop every watch (`:Proctor watch!`). Returns how many were stopped.
 ---@return integer
-function M.unwatch_all() return require("proctor.tasks.traits.watch").stop_all() end
+function M.unwatch_all() return watch_trait.stop_all() end
 
 --- The newest execution of the task run called `name` (a task's name or a
 --- label), live or not: what `:Proctor watch {name}` means.
@@ -323,7 +324,7 @@ function M.info(id)
 end
 
 --- Records of chains (|proctor.sequence()|), oldest first.
-function M.chains() return require("proctor.tasks.chain").records() end
+function M.chains() return chain.records() end
 
 --- Wait until execution `id` (or its task run) succeeded -- completed, or ready
 --- when it has a ready pattern -- or failed: fn(ok, why) once.
@@ -331,7 +332,7 @@ function M.when_settled(id, fn)
   H.hook()
   local r = TaskRun.of(id)
   if r then return r:on_settle(fn) end
-  local rec = require("proctor").record(id)
+  local rec = proctor.record(id)
   if not rec then return fn(false, "no such execution " .. tostring(id)) end
   if engine.TERMINAL[rec.state] then return fn(rec.state == "completed", rec.state) end
   H.waiters[id] = H.waiters[id] or {}
@@ -360,7 +361,7 @@ H.noted = {} -- directory -> true: the picker said why its make targets are miss
 -- Say once a session per directory which sources were left out because the
 -- directory is not trusted, and how to trust it.
 function H.note_untrusted(dir)
-  local left, where = require("proctor.tasks.discover").untrusted(dir)
+  local left, where = discover.untrusted(dir)
   dir = where or dir -- an upward-found Makefile: its directory
   local probes = vim.tbl_filter(function(n) return n ~= "project" end, left)
   if #probes == 0 or H.noted[dir] then return end
@@ -417,6 +418,7 @@ end
 -- The extension of proctor.run() (|proctor-tasks|): task options, the task
 -- links of a record, a user's cancel, a deleted record.
 H.extension = {
+  api = M, -- proctor.tasks(), trust(), sequence() and the task actions (proctor._ext)
   run = M.filter,
   -- the quickfix list a matcher filled (not loaded: no run had one)
   summary = function(id)
@@ -460,8 +462,6 @@ end
 
 -- A watched execution's row in the list says so.
 function H.list_rows()
-  local ok, list = pcall(require, "proctor.list")
-  if not ok then return end
   list.add_rows("tasks", {
     rows = function() return {} end,
     annotate = function(rec)
@@ -471,6 +471,6 @@ function H.list_rows()
   })
 end
 
-require("proctor")._extend("tasks", H.extension)
+proctor._extend("tasks", H.extension)
 
 return M

@@ -27,8 +27,11 @@
 local M = {}
 local H = {}
 
+local util = require("proctor.util")
+local config = require("proctor.config")
+local compat = require("proctor.compat")
 local engine = require("proctor.engine")
-local uv = require("proctor.compat").uv
+local uv = compat.uv
 
 --- Bytes handed to the consumers at a time.
 M.SLICE = 65536
@@ -76,7 +79,7 @@ function M.attach(id, consumer)
       { id = id, off = {}, partial = {}, consumers = {}, items = {}, head = 1, tail = 0, bytes = 0 }
     H.readers[id] = r
     H.count = H.count + 1
-    engine.want_output("tasks.reader", require("proctor.config").get().engine.output_limit)
+    engine.want_output("tasks.reader", config.get().engine.output_limit)
     -- An execution that already ended (or has output): its ring from offset 0.
     if engine.state[id] and engine.state[id] ~= "queued" and engine.state[id] ~= "starting" then
       H.catch_up(r)
@@ -345,9 +348,7 @@ function H.each(r, what, a, b)
       local ok, err = pcall(fn, a, b)
       if not ok then
         e.gone = true
-        require("proctor.util").notify(
-          ("task output consumer of execution %d failed: %s"):format(r.id, tostring(err))
-        )
+        util.notify(("task output consumer of execution %d failed: %s"):format(r.id, tostring(err)))
       end
     end
   end

@@ -26,6 +26,8 @@
 local M = {}
 local H = {}
 
+local console = require("proctor.console")
+local proctor = require("proctor")
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 
@@ -127,7 +129,6 @@ end
 ---@param first boolean
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
 function TaskRun:start(first)
-  local proctor = require("proctor")
   local s = {}
   for k, v in pairs(self.spec) do
     s[k] = v
@@ -136,8 +137,7 @@ function TaskRun:start(first)
   if not first then
     s.open = nil
     if self.current then
-      s.open, rest =
-        require("proctor.console").handover(self.current, { all_tabs = true, enter = false })
+      s.open, rest = console.handover(self.current, { all_tabs = true, enter = false })
     end
   end
   self:each("prepare", s, first)
@@ -170,7 +170,7 @@ function TaskRun:restart(why)
   if self.current and not engine.is_done(self.current) then
     if self.status == "restart_pending" then return end -- a burst: one restart
     self.status = "restart_pending"
-    require("proctor").cancel(self.current)
+    proctor.cancel(self.current)
     return
   end
   self:start(false)

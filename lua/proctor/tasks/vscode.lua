@@ -19,6 +19,8 @@ local H = {}
 
 local jsonc = require("proctor.tasks.jsonc")
 local jsregex = require("proctor.tasks.jsregex")
+local util = require("proctor.util")
+local uv = require("proctor.compat").uv
 
 M.FILE = ".vscode/tasks.json"
 
@@ -399,7 +401,7 @@ function H.var(var, ctx, where)
   end
   if var == "workspaceFolderBasename" then return vim.fn.fnamemodify(ws, ":t") end
   if var == "pathSeparator" or var == "/" then return "/" end
-  if var == "userHome" then return (vim.uv or vim.loop).os_homedir() end
+  if var == "userHome" then return uv.os_homedir() end
   local env = var:match("^env:(.+)$")
   if env then return os.getenv(env) or "" end
   local id = var:match("^input:(.+)$")
@@ -547,7 +549,7 @@ function H.ask_one(inp, done, name)
     }, function(it) done(it and it.value or nil) end)
   end
   vim.schedule(function() done(nil) end)
-  require("proctor.util").notify(
+  util.notify(
     ("task '%s': input '%s': type '%s' is not supported (promptString, pickString)"):format(
       name,
       tostring(inp.id),

@@ -31,7 +31,8 @@
 local M = {}
 local H = {}
 
-local uv = vim.uv or vim.loop
+local matchers = require("proctor.tasks.matchers")
+local uv = require("proctor.compat").uv
 
 H.FIELDS = { "file", "location", "line", "column", "end_line", "end_column", "severity", "code" }
 
@@ -54,7 +55,7 @@ function M.new(spec, opts)
   end
   for _, m in ipairs(spec.matchers) do
     if type(m) == "string" then
-      local sub, err = require("proctor.tasks.matchers").new(m, { cwd = cwd })
+      local sub, err = matchers.new(m, { cwd = cwd })
       if not sub then return nil, err end
       self.parts[#self.parts + 1] = { builtin = sub, taken = 0 }
     elseif type(m) == "table" and type(m.patterns) == "table" and #m.patterns > 0 then

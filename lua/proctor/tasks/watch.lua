@@ -24,7 +24,9 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local uv = require("proctor.compat").uv
+local util = require("proctor.util")
+local compat = require("proctor.compat")
+local uv = compat.uv
 
 M.IGNORE = {
   ".git",
@@ -153,8 +155,7 @@ function H.changed(w, path, fs)
   if fs then
     if H.junk(rel:match("[^/]+$") or rel) then return end
     local st = uv.fs_stat(path)
-    local m = st and (st.mtime.sec * 1000 + math.floor((st.mtime.nsec or 0) / 1e6))
-      or require("proctor.util").now_ms()
+    local m = st and (st.mtime.sec * 1000 + math.floor((st.mtime.nsec or 0) / 1e6)) or util.now_ms()
     if m <= w.flushed_at or w.busy(m) then return end
     if not w.pending[path] then w.from_fs[path] = true end
   else
@@ -170,11 +171,11 @@ function H.changed(w, path, fs)
       if w.stopped then return end
       local paths = H.not_ignored(w, vim.tbl_keys(w.pending))
       w.pending, w.from_fs = {}, {}
-      w.flushed_at = require("proctor.util").now_ms()
+      w.flushed_at = util.now_ms()
       if #paths == 0 then return end
       table.sort(paths)
       local ok, e = pcall(w.cb, paths)
-      if not ok then require("proctor.util").notify("watch: " .. tostring(e)) end
+      if not ok then util.notify("watch: " .. tostring(e)) end
     end)
   )
 end

@@ -4,6 +4,13 @@
 
 local M = {}
 
+local matchers = require("proctor.tasks.matchers")
+local vsmatcher = require("proctor.tasks.vsmatcher")
+local diagnostics = require("proctor.tasks.diagnostics")
+local proctor = require("proctor")
+local util = require("proctor.util")
+local config = require("proctor.config")
+
 M.option = {
   diagnostics = "boolean,string,table", -- table: VS Code's matchers (tasks/vsmatcher.lua)
   quickfix = "string",
@@ -25,10 +32,10 @@ function M.check(opts)
     return "'max_problems' must be an integer >= 0"
   end
   if type(opts.diagnostics) == "table" then
-    local m, err = require("proctor.tasks.vsmatcher").new(opts.diagnostics, { cwd = "/" })
+    local m, err = vsmatcher.new(opts.diagnostics, { cwd = "/" })
     if not m then return "diagnostics: " .. err end
   elseif type(opts.diagnostics) == "string" then
-    local m, err = require("proctor.tasks.matchers").new(opts.diagnostics, { cwd = "/" })
+    local m, err = matchers.new(opts.diagnostics, { cwd = "/" })
     if not m then return "diagnostics: " .. err end
   end
 end
@@ -41,15 +48,14 @@ end
 
 function M.on_start(run, id, _, s)
   if not run.opts.diagnostics then return end
-  local d = require("proctor.config").get().task_defaults
+  local d = config.get().task_defaults
   local o = run.opts
   local matcher = o.diagnostics
   if matcher == true then
-    matcher = require("proctor.tasks.matchers").for_command(s.cmd)
-      or vim.api.nvim_eval("&errorformat")
+    matcher = matchers.for_command(s.cmd) or vim.api.nvim_eval("&errorformat")
   end
-  local rec = require("proctor").record(id)
-  local ok, err = require("proctor.tasks.diagnostics").attach(id, {
+  local rec = proctor.record(id)
+  local ok, err = diagnostics.attach(id, {
     name = run.name,
     matcher = matcher,
     cwd = rec and rec.cwd or vim.fn.getcwd(),
@@ -57,9 +63,7 @@ function M.on_start(run, id, _, s)
     open_quickfix = o.open_quickfix == nil and d.open_quickfix or o.open_quickfix,
     max_items = o.max_problems or d.max_problems,
   })
-  if not ok then
-    require("proctor.util").notify(("task %s: diagnostics: %s"):format(run.name, err))
-  end
+  if not ok then util.notify(("task %s: diagnostics: %s"):format(run.name, err)) end
 end
 
 return M

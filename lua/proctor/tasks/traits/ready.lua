@@ -5,6 +5,10 @@
 
 local M = {}
 
+local reader = require("proctor.tasks.reader")
+local proctor = require("proctor")
+local util = require("proctor.util")
+
 M.option = { ready = "table,string" }
 
 --- An extended regular expression (POSIX ERE, as the core's patterns) as a
@@ -64,15 +68,15 @@ function M.on_start(run, id)
   local r = run.opts.ready
   local re = vim.regex(type(r.regex) == "string" and r.regex or M.ere(r.pattern))
   local handle
-  handle = require("proctor.tasks.reader").attach(id, {
+  handle = reader.attach(id, {
     chunk = function(text)
       if run.ready[id] then return end
       for line in text:gmatch("([^\n]*)\n") do
         if re:match_str(line) then
           run.ready[id] = true
-          run.ready_at[id] = require("proctor.util").now_ms()
+          run.ready_at[id] = util.now_ms()
           vim.schedule(function() handle.detach() end)
-          require("proctor")._fire("ProctorTaskReady", { id = id, task = run.name })
+          proctor._fire("ProctorTaskReady", { id = id, task = run.name })
           if run.current == id then run:settle(true, "ready") end
           return
         end

@@ -11,8 +11,11 @@
 
 local M = {}
 
+local proctor = require("proctor")
+local config = require("proctor.config")
+local compat = require("proctor.compat")
 local util = require("proctor.util")
-local uv = require("proctor.compat").uv
+local uv = compat.uv
 
 M.option = {
   restart = "string",
@@ -67,7 +70,7 @@ M.on_stop = M.on_restart
 function M.on_end(run, id, ev)
   if run.status == "stopped" then return end
   local s = run.trait.restart
-  local d = require("proctor.config").get().task_defaults
+  local d = config.get().task_defaults
   local o = run.opts
   local p = {
     restart = o.restart or "never",
@@ -77,7 +80,7 @@ function M.on_end(run, id, ev)
   }
   local healthy_ms = o.healthy_ms or d.healthy_ms
   -- healthy from the moment it was ready; a run without a ready pattern is ready when it starts
-  local rec = require("proctor").record(id)
+  local rec = proctor.record(id)
   local healthy
   if o.ready then
     local since = run.ready_at[id]

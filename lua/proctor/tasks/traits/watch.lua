@@ -9,6 +9,10 @@
 local M = {}
 local H = {}
 
+local files = require("proctor.tasks.watch")
+local proctor = require("proctor")
+local util = require("proctor.util")
+local config = require("proctor.config")
 local engine = require("proctor.engine")
 
 M.option = { watch = "boolean,table" }
@@ -30,7 +34,7 @@ end
 function M.on_start(run, _, first)
   if first and run.opts.watch then
     local ok, err = M.set(run, true)
-    if not ok then require("proctor.util").notify("watch: " .. tostring(err)) end
+    if not ok then util.notify("watch: " .. tostring(err)) end
   end
 end
 
@@ -52,11 +56,11 @@ function M.set(run, on)
   end
   if s.watcher then return true end
   local w = type(run.opts.watch) == "table" and run.opts.watch or {}
-  local rec = run.current and require("proctor").record(run.current)
-  local watcher, err = require("proctor.tasks.watch").start({
+  local rec = run.current and proctor.record(run.current)
+  local watcher, err = files.start({
     root = w.root or run.spec.cwd or (rec and rec.cwd) or vim.fn.getcwd(),
     patterns = w.patterns,
-    debounce_ms = w.debounce_ms or require("proctor.config").get().task_defaults.debounce_ms,
+    debounce_ms = w.debounce_ms or config.get().task_defaults.debounce_ms,
     ignore = w.ignore,
     fs = w.fs,
     busy = M.busy,
