@@ -20,7 +20,13 @@
 ---   just     justfile recipes, when `just` is installed; only in a trusted directory
 ---   go       go.mod: go build / test / vet ./...
 ---   pytest   pytest.ini, or a pytest section in pyproject.toml, tox.ini, setup.cfg
+---   deno, mise, composer, tox, taskfile: each a file of its own under
+---            tasks/sources/ (`{ name, files, needs, evaluates, run }`), silent
+---            when its program is not installed
 ---
+--- Each provider's last answer says why it found what it found (M.report:
+--- `:checkhealth proctor`): not installed, nothing to read, untrusted, an
+--- error (with its file and line), or how many tasks.
 --- Every provider but project and user looks for its files in `dir` and then
 --- upward, up to the project root: the nearest directory holding a `.git`
 --- (never above the home directory, nor into `/`); the nearest directory
@@ -42,6 +48,7 @@ local H = {}
 
 local uv = require("proctor.compat").uv
 local trust = require("proctor.tasks.trust")
+local task_params = require("proctor.tasks.params")
 
 H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 
@@ -49,7 +56,7 @@ H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 ---@field name string what a user types (`make build`, `npm run lint`)
 ---@field cmd string|string[]
 ---@field cwd string
----@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest"
+---@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest" | "deno" | "mise" | "composer" | "tox" | "taskfile"
 ---@field desc string|nil
 ---@field more boolean|nil a file target of make: listed last, behind "more" in the picker
 
@@ -84,7 +91,7 @@ function M.list(dir, opts, cb)
       local stale = not e
         or (e.stamp ~= stamp and not e.pending)
         or (p.always and not e.pending)
-        or (e.untrusted and not e.pending)
+        or ((e.untrusted or e.partial) and not e.pending)
       if stale then
         e = e or {}
         per[p.name] = e
@@ -137,6 +144,46 @@ function M.untrusted(dir)
     end
   end
   return out, where
+end
+
+--- What each source found for `dir` when it was last asked (M.list first):
+--- one entry a source, in order: { name, state, count, home, detail }, state
+--- "off" (setup{ discover }), "none" (no file of it here or above; detail:
+--- the files), "not_installed" (detail: the program), "untrusted" (detail:
+--- the directory), "error" (detail: the message, with file and line),
+--- "pending" (a probe runs), "found" (count tasks; detail: a note, such as
+--- why only a part was read), "unknown" (never asked).
+---@param dir string absolute directory
+---@return {name: string, state: string, count: integer, home: string, detail: string|nil}[]
+function M.report(dir)
+  dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
+  local cfg = H.config()
+  local out = {}
+  for _, p in ipairs(H.providers) do
+    local home = H.where(dir, p)
+    local e = H.cache[home] and H.cache[home][p.name]
+    local r = { name = p.name, home = home, count = e and e.tasks and #e.tasks or 0 }
+    if cfg.discover[p.name] == false then
+      r.state = "off"
+    elseif not e then
+      r.state = "unknown"
+    elseif e.pending then
+      r.state = "pending"
+    elseif e.why == "error" then
+      r.state, r.detail = "error", e.error
+    elseif e.why == "not_installed" then
+      r.state, r.detail = "not_installed", p.needs
+    elseif e.why == "none" then
+      r.state = "none"
+      r.detail = table.concat(p.files or p.manifest or {}, ", ")
+    elseif e.untrusted and r.count == 0 then
+      r.state, r.detail = "untrusted", p.name == "project" and H.files(dir, p)[1] or home
+    else
+      r.state, r.detail = "found", e.note
+    end
+    out[#out + 1] = r
+  end
+  return out
 end
 
 --- Forget what is cached (every directory, or one).
@@ -259,8 +306,13 @@ function H.refresh(dir, p, e, files, opts)
       fn()
     end
   end
-  e.untrusted = false
-  if (#present == 0 and p.name ~= "user") or (p.needs and vim.fn.executable(p.needs) == 0) then
+  e.name, e.untrusted, e.partial, e.why, e.note, e.error = p.name, false, false, nil, nil, nil
+  if #present == 0 and p.name ~= "user" then
+    e.why = "none"
+    return done({})
+  end
+  if p.needs and vim.fn.executable(p.needs) == 0 then
+    e.why = "not_installed"
     return done({})
   end
   -- a probe that evaluates the project's files runs only in a trusted directory
@@ -268,12 +320,40 @@ function H.refresh(dir, p, e, files, opts)
     e.untrusted = true
     return done({})
   end
-  local ok, err = pcall(p.run, dir, present, done, e, opts)
-  if not ok then
-    require("proctor.util").notify(("tasks: %s: %s"):format(p.name, tostring(err)))
-    done({})
-  end
+  local ok, err = pcall(p.run, dir, present, done, e, opts, H.kit)
+  if not ok then H.kit.fail(e, err, done) end
 end
+
+-- What a provider in a file of its own (tasks/sources/*.lua) is given: its
+-- run(dir, present, done, e, opts, kit) gets this as `kit`.
+H.kit = {
+  read = function(f) return H.read(f) end,
+  exists = function(f) return H.exists(f) end,
+  task = function(...) return H.task(...) end,
+  probe = function(...) return H.probe(...) end,
+  matcher = function(name) return H.matcher(name) end,
+  -- may probes evaluate the files of `dir` (asks as opts.ask_dir says)?
+  trusted = function(dir, opts, why) return trust.dir(dir, { prompt = opts.ask_dir, why = why }) end,
+  -- a provider failed (a parse error "FILE:LINE: what"): said once, kept for :checkhealth
+  fail = function(e, err, done)
+    e.why, e.error = "error", tostring(err)
+    require("proctor.util").notify(("tasks: %s: %s"):format(e.name, tostring(err)))
+    done({})
+  end,
+  -- where `"name":` first appears in JSON text `src` (to keep a file's order)
+  order = function(src, name) return src:find('"' .. vim.pesc(name) .. '"%s*:') or math.huge end,
+  -- tasks with `order`, sorted by it (then by name), without it
+  sorted = function(list)
+    table.sort(list, function(a, b)
+      if a.order ~= b.order then return a.order < b.order end
+      return a.name < b.name
+    end)
+    for _, t in ipairs(list) do
+      t.order = nil
+    end
+    return list
+  end,
+}
 
 -- A task definition from a provider.
 function H.task(name, cmd, dir, source, desc, extra)
@@ -387,7 +467,14 @@ function H.definitions(defs, base, source, where)
     end
     local t = vim.deepcopy(def)
     t.name, t.source = name, source
-    if type(t.cwd) == "string" then
+    if t.params ~= nil then
+      local perr = task_params.declare(t)
+      if perr then error(("%s: task '%s': %s"):format(where, name, perr), 0) end
+    end
+    if type(t.cwd) == "string" and t.params and t.cwd:find("${param:", 1, true) then
+      -- substituted at launch (tasks/params.lua): only made absolute here
+      if not t.cwd:find("^[/~]") then t.cwd = base .. "/" .. t.cwd end
+    elseif type(t.cwd) == "string" then
       local c = vim.fn.expand(t.cwd)
       if c:sub(1, 1) ~= "/" then c = base .. "/" .. c end
       t.cwd = (vim.fn.fnamemodify(c, ":p"):gsub("(.)/$", "%1"))
@@ -705,6 +792,11 @@ H.providers[#H.providers + 1] = {
     done({ H.task("pytest", cmd, dir, "pytest", nil, { diagnostics = H.matcher("pytest") }) })
   end,
 }
+
+-- The sources in files of their own, after the built-in ones.
+for _, name in ipairs({ "deno", "mise", "composer", "tox", "taskfile" }) do
+  H.providers[#H.providers + 1] = require("proctor.tasks.sources." .. name)
+end
 
 M._H = H
 
