@@ -152,9 +152,10 @@ end
 --- the files), "not_installed" (detail: the program), "untrusted" (detail:
 --- the directory), "error" (detail: the message, with file and line),
 --- "pending" (a probe runs), "found" (count tasks; detail: a note, such as
---- why only a part was read), "unknown" (never asked).
+--- why only a part was read), "unknown" (never asked); `files`: those of
+--- its files that exist (relative to `home`).
 ---@param dir string absolute directory
----@return {name: string, state: string, count: integer, home: string, detail: string|nil}[]
+---@return {name: string, state: string, count: integer, home: string, files: string[], detail: string|nil}[]
 function M.report(dir)
   dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
   local cfg = H.config()
@@ -162,7 +163,13 @@ function M.report(dir)
   for _, p in ipairs(H.providers) do
     local home = H.where(dir, p)
     local e = H.cache[home] and H.cache[home][p.name]
-    local r = { name = p.name, home = home, count = e and e.tasks and #e.tasks or 0 }
+    local r = { name = p.name, home = home, count = e and e.tasks and #e.tasks or 0, files = {} }
+    for _, f in ipairs(p.name ~= "user" and H.files(home, p) or {}) do
+      if H.exists(f) then
+        r.files[#r.files + 1] = p.name == "project" and vim.fn.fnamemodify(f, ":~")
+          or f:sub(#home + 2)
+      end
+    end
     if cfg.discover[p.name] == false then
       r.state = "off"
     elseif not e then
@@ -175,7 +182,8 @@ function M.report(dir)
       r.state, r.detail = "not_installed", p.needs
     elseif e.why == "none" then
       r.state = "none"
-      r.detail = table.concat(p.files or p.manifest or {}, ", ")
+      r.detail = p.name == "project" and (cfg.discover.project_file or ".proctor.lua")
+        or table.concat(p.manifest or p.files or {}, ", ")
     elseif e.untrusted and r.count == 0 then
       r.state, r.detail = "untrusted", p.name == "project" and H.files(dir, p)[1] or home
     else
