@@ -223,6 +223,8 @@ function M.tasks(r, dir)
       )
     elseif s.state == "error" then
       r.error(("%s: %s"):format(n, s.detail))
+    elseif s.state == "unknown" then
+      r.info(("%s: not asked (no answer yet)"):format(n))
     elseif s.state == "pending" then
       r.info(("%s: still probing after %d ms"):format(n, M.TASKS_WAIT_MS))
     elseif s.count > 0 then
