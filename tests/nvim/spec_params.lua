@@ -140,6 +140,29 @@ return function(test, T, H)
       )
       -- another task of the same project keeps its own values
       eq(params.last(params.key({ cwd = dir, name = "opt" })).who, nil)
+      -- the bound: past MAX_TASKS tasks, the oldest go
+      local file = require("proctor.compat").state_dir() .. "/proctor/params"
+      local saved, max = slurp(file), params.MAX_TASKS
+      params.MAX_TASKS = 3
+      local ok2, err2 = pcall(function()
+        params._H.save({
+          a = { at = 1, values = { v = "a" } },
+          b = { at = 2, values = { v = "b" } },
+          c = { at = 3, values = { v = "c" } },
+        })
+        params.remember("d", { v = "d" })
+        params._H.memory = {}
+        eq(
+          { params.last("a").v, params.last("b").v, params.last("c").v, params.last("d").v },
+          { nil, "b", "c", "d" },
+          "the oldest went"
+        )
+      end)
+      params.MAX_TASKS = max
+      local f = assert(io.open(file, "w"))
+      f:write(saved)
+      f:close()
+      if not ok2 then error(err2, 0) end
     end)
     params._H.memory = memory
     if not ok then error(err, 0) end

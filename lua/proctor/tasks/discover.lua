@@ -185,7 +185,7 @@ function M.report(dir)
       r.detail = p.name == "project" and (cfg.discover.project_file or ".proctor.lua")
         or table.concat(p.manifest or p.files or {}, ", ")
     elseif e.untrusted and r.count == 0 then
-      r.state, r.detail = "untrusted", p.name == "project" and H.files(dir, p)[1] or home
+      r.state, r.detail = "untrusted", p.name == "project" and H.nearest(dir, p) or home
     else
       r.state, r.detail = "found", e.note
     end
@@ -265,6 +265,14 @@ function H.files(dir, p)
     out[i] = dir .. "/" .. f
   end
   return out
+end
+
+-- The nearest of provider `p`'s files that exists (the project file found upward).
+function H.nearest(dir, p)
+  for _, f in ipairs(H.files(dir, p)) do
+    if H.exists(f) then return f end
+  end
+  return nil
 end
 
 -- One string that changes when any of the files changes, appears or goes.
