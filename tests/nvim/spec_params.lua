@@ -197,6 +197,12 @@ return function(test, T, H)
     local _, r5, n5 = launch(dir, "plain x=1", {})
     eq(r5, nil)
     T.match(n5, "task plain has no parameters")
+    -- the picker names a task's parameters
+    local fmt = require("proctor.tasks.picker").format
+    eq(
+      fmt({ name = "greet", source = "project", cwd = dir, params = { who = {}, out = {} } }, dir),
+      "greet {out who}  [project]"
+    )
     -- completion offers the parameters after the name
     vim.cmd("cd " .. vim.fn.fnameescape(dir))
     local comp = vim.fn.getcompletion("Proctor task greet who=x m", "cmdline")
