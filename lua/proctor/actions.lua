@@ -362,12 +362,15 @@ A.task = {
     args = "words",
     complete = function(typed) return H.tasks().complete(typed) end,
   },
+  -- opts.text: the task's name, then `key=value` words: its parameters (nothing is asked)
   run = function(_, opts)
-    local name = vim.trim(opts.text or "")
+    local name, values = H.task_words(opts.text or "")
     if name == "" then return A.pick.run(nil, {}) end
     M.engine()
+    local o = H.task_run_opts(H.task_spec(), true)
+    o.params = values
     -- the execution, or nil while discovery still probes (the task starts when it answers)
-    return H.tasks().run_task(name, H.task_run_opts(H.task_spec(), true), function(ex, err)
+    return H.tasks().run_task(name, o, function(ex, err)
       if not ex then util.notify("task: " .. strip(err)) end
     end)
   end,
@@ -689,6 +692,45 @@ function H.run_target(name, t, opts)
     )
   end
   return fn(t, opts)
+end
+
+-- `:Proctor task {name} [key=value ...]`: the name, and the trailing
+-- `key=value` words as { key = value } (nil when none). A value may be
+-- quoted ('a b' or "a b"); a name keeps its single spaces ("make build").
+function H.task_words(text)
+  local words, i = {}, 1
+  text = vim.trim(text)
+  while i <= #text do
+    local s = text:find("%S", i)
+    if not s then break end
+    local w, j = {}, s
+    while j <= #text and not text:sub(j, j):find("%s") do
+      local q = text:sub(j, j)
+      if q == "'" or q == '"' then
+        local e = text:find(q, j + 1, true)
+        if not e then die("task: an unclosed " .. q .. " in: " .. text) end
+        w[#w + 1] = text:sub(j + 1, e - 1)
+        j = e + 1
+      else
+        w[#w + 1] = q
+        j = j + 1
+      end
+    end
+    words[#words + 1] = { text = table.concat(w), raw = text:sub(s, j - 1) }
+    i = j
+  end
+  local values, n = nil, #words
+  while n > 1 and words[n].raw:find("^[%a_][%w_]*=") do
+    local k, v = words[n].text:match("^([%a_][%w_]*)=(.*)$")
+    values = values or {}
+    if values[k] == nil then values[k] = v end
+    n = n - 1
+  end
+  local name = {}
+  for k = 1, n do
+    name[k] = words[k].raw
+  end
+  return table.concat(name, " "), values
 end
 
 -- The spec :Proctor task runs a task with: the defaults of :Proctor run.

@@ -3,8 +3,10 @@
 --- Checks: the C core loads (and if not, why and what to run), its version
 --- matches this Lua layer, the shepherd starts (a real execution runs), the
 --- Neovim version is supported, the RPC socket and its directory are usable, and
---- proctor-mcp is built (`:Proctor mcp` shows how to register it), and which
---- task sources work here (make, just, how .proctor.lua is trusted).
+--- proctor-mcp is built (`:Proctor mcp` shows how to register it), and, for
+--- the current directory, what each task source found and why a source found
+--- nothing (turned off, no file, not installed, not trusted, a parse error
+--- with its line); how .proctor.lua is trusted.
 --- Reports through proctor.compat.health(): vim.health.start/ok/... where they
 --- exist (no deprecation warning on 0.10+), else the older reporters.
 
@@ -12,6 +14,10 @@ local M = {}
 
 local compat = require("proctor.compat")
 local uv = compat.uv
+
+--- How long `:checkhealth proctor` waits for the task probes of the
+--- current directory (|proctor-limits|).
+M.TASKS_WAIT_MS = 10000
 
 --- `:checkhealth proctor`.
 function M.check()
@@ -176,23 +182,74 @@ function M.check()
     "ACP clients: require('proctor.acp').terminal({ owner = ..., open = ... }) (:help proctor-acp)"
   )
 
-  r.start("proctor: tasks")
-  local d = require("proctor.config").get().discover or {}
-  for _, prog in ipairs({ { "make", "Makefile targets" }, { "just", "justfile recipes" } }) do
-    if d[prog[1]] == false then
-      r.info(prog[2] .. ": off (setup{ discover = { " .. prog[1] .. " = false } })")
-    elseif vim.fn.executable(prog[1]) == 1 then
-      r.ok(prog[2] .. " are discovered (" .. vim.fn.exepath(prog[1]) .. ")")
-    else
-      r.info(prog[1] .. " is not installed: no " .. prog[2])
-    end
-  end
+  M.tasks(r, vim.fn.getcwd())
   if compat.secure_read() then
     r.ok(".proctor.lua is read once trusted through vim.secure.read()")
   else
     r.ok(
       ".proctor.lua is read once trusted through proctor's prompt (this Neovim has no vim.secure)"
     )
+  end
+end
+
+--- The task sources of `dir`, one line each (discovery runs first, never
+--- asking: probes only where trusted, waited for up to M.TASKS_WAIT_MS).
+---@private
+function M.tasks(r, dir)
+  r.start("proctor: tasks of " .. vim.fn.fnamemodify(dir, ":~"))
+  local discover = require("proctor.tasks.discover")
+  local done = false
+  local ok, err = pcall(
+    discover.list,
+    dir,
+    { prompt = false, ask_dir = false },
+    function() done = true end
+  )
+  if not ok then return r.error("task discovery failed: " .. tostring(err)) end
+  vim.wait(M.TASKS_WAIT_MS, function() return done end, 20)
+  for _, s in ipairs(discover.report(dir)) do
+    local n = s.name
+    local from = s.home ~= dir and (" in " .. vim.fn.fnamemodify(s.home, ":~")) or ""
+    if s.state == "off" then
+      r.info(("%s: off (setup{ discover = { %s = false } })"):format(n, n))
+    elseif s.state == "none" then
+      r.info(("%s: no %s here or above"):format(n, s.detail))
+    elseif s.state == "not_installed" then
+      r.info(("%s: %s is not installed (its tasks are not listed)"):format(n, s.detail))
+    elseif s.state == "untrusted" then
+      r.warn(
+        ("%s: %s is not trusted: its tasks are not listed"):format(n, s.detail),
+        { ":Proctor trust " .. vim.fn.fnameescape(s.home) .. " (|proctor-trust|)" }
+      )
+    elseif s.state == "error" then
+      r.error(("%s: %s"):format(n, s.detail))
+    elseif s.state == "unknown" then
+      r.info(("%s: not asked (no answer yet)"):format(n))
+    elseif s.state == "pending" then
+      r.info(("%s: still probing after %d ms"):format(n, M.TASKS_WAIT_MS))
+    elseif s.count > 0 then
+      local files = #s.files > 0 and (" (" .. table.concat(s.files, ", ") .. from .. ")") or ""
+      r.ok(
+        ("%s: %d task%s%s%s"):format(
+          n,
+          s.count,
+          s.count == 1 and "" or "s",
+          files,
+          s.detail and ("; " .. s.detail) or ""
+        )
+      )
+    elseif n == "user" then
+      r.info("user: no tasks (setup{ tasks })")
+    else
+      r.info(
+        ("%s: no tasks in %s%s%s"):format(
+          n,
+          #s.files > 0 and table.concat(s.files, ", ") or "its files",
+          from,
+          s.detail and ("; " .. s.detail) or ""
+        )
+      )
+    end
   end
 end
 

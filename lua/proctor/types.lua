@@ -290,6 +290,11 @@ function Engine:closed() end
 ---@field go boolean go build ./..., go test ./...
 ---@field pytest boolean pytest (pyproject.toml, pytest.ini, tox.ini)
 ---@field vscode boolean .vscode/tasks.json (only in a trusted directory, proctor-vscode)
+---@field deno boolean deno.json(c) tasks (when deno is installed)
+---@field mise boolean mise tasks (when mise is installed; `mise tasks ls` only in a trusted directory)
+---@field composer boolean composer.json scripts (when composer is installed)
+---@field tox boolean tox environments (when tox is installed; `tox -l` only in a trusted directory)
+---@field taskfile boolean Taskfile.yml tasks (when go-task is installed; only in a trusted directory)
 ---@field project boolean the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)
 ---@field project_file string its name, looked up from the directory upwards
 
@@ -388,6 +393,11 @@ function Engine:closed() end
 ---@field go? boolean go build ./..., go test ./...
 ---@field pytest? boolean pytest (pyproject.toml, pytest.ini, tox.ini)
 ---@field vscode? boolean .vscode/tasks.json (only in a trusted directory, proctor-vscode)
+---@field deno? boolean deno.json(c) tasks (when deno is installed)
+---@field mise? boolean mise tasks (when mise is installed; `mise tasks ls` only in a trusted directory)
+---@field composer? boolean composer.json scripts (when composer is installed)
+---@field tox? boolean tox environments (when tox is installed; `tox -l` only in a trusted directory)
+---@field taskfile? boolean Taskfile.yml tasks (when go-task is installed; only in a trusted directory)
 ---@field project? boolean the project file (read once trusted: vim.secure.read on 0.9+, else a prompt)
 ---@field project_file? string its name, looked up from the directory upwards
 

@@ -21,7 +21,13 @@
 ---   go       go.mod: go build / test / vet ./...
 ---   pytest   pytest.ini, or a pytest section in pyproject.toml, tox.ini, setup.cfg
 ---   vscode   .vscode/tasks.json (tasks/vscode.lua); only in a trusted directory
+---   deno, mise, composer, tox, taskfile: each a file of its own under
+---            tasks/sources/ (`{ name, files, needs, evaluates, run }`), silent
+---            when its program is not installed
 ---
+--- Each provider's last answer says why it found what it found (M.report:
+--- `:checkhealth proctor`): not installed, nothing to read, untrusted, an
+--- error (with its file and line), or how many tasks.
 --- Every provider but project and user looks for its files in `dir` and then
 --- upward, up to the project root: the nearest directory holding a `.git`
 --- (never above the home directory, nor into `/`); the nearest directory
@@ -46,6 +52,7 @@ local config = require("proctor.config")
 local compat = require("proctor.compat")
 local uv = compat.uv
 local trust = require("proctor.tasks.trust")
+local task_params = require("proctor.tasks.params")
 
 H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 
@@ -53,7 +60,7 @@ H.cache = {} -- dir -> provider name -> { tasks, stamp, pending, waiters }
 ---@field name string what a user types (`make build`, `npm run lint`)
 ---@field cmd string|string[]
 ---@field cwd string
----@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest" | "vscode"
+---@field source string "project" | "user" | "make" | "npm" | "cargo" | "just" | "go" | "pytest" | "vscode" | "deno" | "mise" | "composer" | "tox" | "taskfile"
 ---@field desc string|nil
 ---@field more boolean|nil a file target of make: listed last, behind "more" in the picker
 
@@ -88,7 +95,7 @@ function M.list(dir, opts, cb)
       local stale = not e
         or (e.stamp ~= stamp and not e.pending)
         or (p.always and not e.pending)
-        or (e.untrusted and not e.pending)
+        or ((e.untrusted or e.partial) and not e.pending)
       if stale then
         e = e or {}
         per[p.name] = e
@@ -154,6 +161,54 @@ function M.launch(def, cb)
     if p.name == def.source and p.launch then return p.launch(def, cb) end
   end
   return cb(def)
+end
+
+--- What each source found for `dir` when it was last asked (M.list first):
+--- one entry a source, in order: { name, state, count, home, detail }, state
+--- "off" (setup{ discover }), "none" (no file of it here or above; detail:
+--- the files), "not_installed" (detail: the program), "untrusted" (detail:
+--- the directory), "error" (detail: the message, with file and line),
+--- "pending" (a probe runs), "found" (count tasks; detail: a note, such as
+--- why only a part was read), "unknown" (never asked); `files`: those of
+--- its files that exist (relative to `home`).
+---@param dir string absolute directory
+---@return {name: string, state: string, count: integer, home: string, files: string[], detail: string|nil}[]
+function M.report(dir)
+  dir = vim.fn.fnamemodify(dir, ":p"):gsub("(.)/$", "%1")
+  local cfg = H.config()
+  local out = {}
+  for _, p in ipairs(H.providers) do
+    local home = H.where(dir, p)
+    local e = H.cache[home] and H.cache[home][p.name]
+    local r = { name = p.name, home = home, count = e and e.tasks and #e.tasks or 0, files = {} }
+    for _, f in ipairs(p.name ~= "user" and H.files(home, p) or {}) do
+      if H.exists(f) then
+        r.files[#r.files + 1] = p.name == "project" and vim.fn.fnamemodify(f, ":~")
+          or f:sub(#home + 2)
+      end
+    end
+    if cfg.discover[p.name] == false then
+      r.state = "off"
+    elseif not e then
+      r.state = "unknown"
+    elseif e.pending then
+      r.state = "pending"
+    elseif e.why == "error" then
+      r.state, r.detail = "error", e.error
+    elseif e.why == "not_installed" then
+      r.state, r.detail = "not_installed", p.needs
+    elseif e.why == "none" then
+      r.state = "none"
+      r.detail = p.name == "project" and (cfg.discover.project_file or ".proctor.lua")
+        or table.concat(p.manifest or p.files or {}, ", ")
+    elseif e.untrusted and r.count == 0 then
+      r.state, r.detail = "untrusted", p.name == "project" and H.nearest(dir, p) or home
+    else
+      r.state, r.detail = "found", e.note
+    end
+    out[#out + 1] = r
+  end
+  return out
 end
 
 --- Forget what is cached (every directory, or one).
@@ -229,6 +284,14 @@ function H.files(dir, p)
   return out
 end
 
+-- The nearest of provider `p`'s files that exists (the project file found upward).
+function H.nearest(dir, p)
+  for _, f in ipairs(H.files(dir, p)) do
+    if H.exists(f) then return f end
+  end
+  return nil
+end
+
 -- One string that changes when any of the files changes, appears or goes.
 function H.stamp(files, extra)
   local parts = {}
@@ -276,8 +339,13 @@ function H.refresh(dir, p, e, files, opts)
       fn()
     end
   end
-  e.untrusted = false
-  if (#present == 0 and p.name ~= "user") or (p.needs and vim.fn.executable(p.needs) == 0) then
+  e.name, e.untrusted, e.partial, e.why, e.note, e.error = p.name, false, false, nil, nil, nil
+  if #present == 0 and p.name ~= "user" then
+    e.why = "none"
+    return done({})
+  end
+  if p.needs and vim.fn.executable(p.needs) == 0 then
+    e.why = "not_installed"
     return done({})
   end
   -- a probe that evaluates the project's files runs only in a trusted directory
@@ -288,12 +356,40 @@ function H.refresh(dir, p, e, files, opts)
     e.untrusted = true
     return done({})
   end
-  local ok, err = pcall(p.run, dir, present, done, e, opts)
-  if not ok then
-    util.notify(("tasks: %s: %s"):format(p.name, tostring(err)))
-    done({})
-  end
+  local ok, err = pcall(p.run, dir, present, done, e, opts, H.kit)
+  if not ok then H.kit.fail(e, err, done) end
 end
+
+-- What a provider in a file of its own (tasks/sources/*.lua) is given: its
+-- run(dir, present, done, e, opts, kit) gets this as `kit`.
+H.kit = {
+  read = function(f) return H.read(f) end,
+  exists = function(f) return H.exists(f) end,
+  task = function(...) return H.task(...) end,
+  probe = function(...) return H.probe(...) end,
+  matcher = function(name) return H.matcher(name) end,
+  -- may probes evaluate the files of `dir` (asks as opts.ask_dir says)?
+  trusted = function(dir, opts, why) return trust.dir(dir, { prompt = opts.ask_dir, why = why }) end,
+  -- a provider failed (a parse error "FILE:LINE: what"): said once, kept for :checkhealth
+  fail = function(e, err, done)
+    e.why, e.error = "error", tostring(err)
+    util.notify(("tasks: %s: %s"):format(e.name, tostring(err)))
+    done({})
+  end,
+  -- where `"name":` first appears in JSON text `src` (to keep a file's order)
+  order = function(src, name) return src:find('"' .. vim.pesc(name) .. '"%s*:') or math.huge end,
+  -- tasks with `order`, sorted by it (then by name), without it
+  sorted = function(list)
+    table.sort(list, function(a, b)
+      if a.order ~= b.order then return a.order < b.order end
+      return a.name < b.name
+    end)
+    for _, t in ipairs(list) do
+      t.order = nil
+    end
+    return list
+  end,
+}
 
 -- A task definition from a provider.
 function H.task(name, cmd, dir, source, desc, extra)
@@ -407,7 +503,14 @@ function H.definitions(defs, base, source, where)
     end
     local t = vim.deepcopy(def)
     t.name, t.source = name, source
-    if type(t.cwd) == "string" then
+    if t.params ~= nil then
+      local perr = task_params.declare(t)
+      if perr then error(("%s: task '%s': %s"):format(where, name, perr), 0) end
+    end
+    if type(t.cwd) == "string" and t.params and t.cwd:find("${param:", 1, true) then
+      -- substituted at launch (tasks/params.lua): only made absolute here
+      if not t.cwd:find("^[/~]") then t.cwd = base .. "/" .. t.cwd end
+    elseif type(t.cwd) == "string" then
       local c = vim.fn.expand(t.cwd)
       if c:sub(1, 1) ~= "/" then c = base .. "/" .. c end
       t.cwd = (vim.fn.fnamemodify(c, ":p"):gsub("(.)/$", "%1"))
@@ -727,6 +830,14 @@ H.providers[#H.providers + 1] = {
     done({ H.task("pytest", cmd, dir, "pytest", nil, { diagnostics = H.matcher("pytest") }) })
   end,
 }
+
+-- The sources in files of their own, after the built-in ones.
+-- (named one by one, so the layer check sees each edge)
+H.providers[#H.providers + 1] = require("proctor.tasks.sources.deno")
+H.providers[#H.providers + 1] = require("proctor.tasks.sources.mise")
+H.providers[#H.providers + 1] = require("proctor.tasks.sources.composer")
+H.providers[#H.providers + 1] = require("proctor.tasks.sources.tox")
+H.providers[#H.providers + 1] = require("proctor.tasks.sources.taskfile")
 
 M._H = H
 

@@ -36,11 +36,13 @@ local config = require("proctor.config")
 local engine = require("proctor.engine")
 local util = require("proctor.util")
 local TaskRun = require("proctor.tasks.run")
+local params = require("proctor.tasks.params")
 
 --- Fields of a task definition (and of proctor.run()) that this module
 --- handles: its own and every trait's (tasks/traits/*.lua `option`); every
 --- other field goes to proctor.run() as is.
-M.FIELDS = { name = "string", desc = "string", source = "string", sequence = "table" }
+M.FIELDS =
+  { name = "string", desc = "string", source = "string", sequence = "table", params = "table" }
 for k, v in pairs(TaskRun.fields()) do
   M.FIELDS[k] = v
 end
@@ -101,6 +103,15 @@ end
 ---@private
 ---@return proctor.Execution|table|nil ex, string|nil err, string|nil name
 function M.run(spec)
+  if spec.params ~= nil then
+    -- no prompt here (a chain's member, proctor.run{ params }): the last values, else the defaults
+    local got, perr
+    params.launch(spec, { prompt = false }, function(s, e)
+      got, perr = s, e
+    end)
+    if not got then return H.fail(perr) end
+    spec = got
+  end
   local base, opts, err = H.split(spec)
   if not base then return H.fail(err) end
   if opts.sequence then
@@ -115,8 +126,12 @@ end
 --- Run a task by name (looked up in opts.cwd) or a task definition.
 --- opts.set: run{} fields that win over the definition's (open ...);
 --- opts.default: fields used where the definition has none (pty ...).
---- `cb(ex_or_nil, err)` gets the result, also when the name needed a probe
---- first; the return value is the execution when it could start at once.
+--- A task with `params` (|proctor-params|): opts.params (`{ name = text }`)
+--- gives their values and nothing is asked; else each is asked for
+--- (|vim.ui.input()|) unless opts.prompt = false (the last values, else the
+--- defaults). `cb(ex_or_nil, err)` gets the result, also when the name needed
+--- a probe or a prompt first; the return value is the execution when it
+--- could start at once.
 ---@return proctor.Execution|table|nil ex, string|nil err
 function M.run_task(task, opts, cb)
   opts = opts or {}
@@ -144,8 +159,22 @@ function M.run_task(task, opts, cb)
     end
     spec.cwd = spec.cwd or opts.cwd
     spec.desc, spec.source, spec.more = nil, nil, nil
-    local ex, err = proctor._run(spec)
-    if cb then cb(ex, err) end
+    local ex, err
+    local function start(s, perr)
+      if s then
+        ex, err = proctor._run(s)
+      else
+        ex, err = H.fail(perr)
+      end
+      if cb then cb(ex, err) end
+    end
+    if spec.params ~= nil then
+      params.launch(spec, { values = opts.params, prompt = opts.prompt ~= false }, start)
+    elseif opts.params and next(opts.params) then
+      start(nil, ("task %s has no parameters"):format(tostring(spec.name or task.name)))
+    else
+      start(spec)
+    end
     return ex, err
   end
   if type(task) ~= "string" or task == "" then
@@ -160,7 +189,11 @@ function M.run_task(task, opts, cb)
       if cb then cb(nil, result_err) end
       return
     end
-    result, result_err = M.run_task(def, { set = opts.set, default = opts.default }, cb)
+    result, result_err = M.run_task(
+      def,
+      { set = opts.set, default = opts.default, params = opts.params, prompt = opts.prompt },
+      cb
+    )
   end)
   return result, result_err
 end
@@ -282,6 +315,17 @@ function M.complete(typed, cwd)
   local lead_words = typed:match("^(.*%s)") or ""
   for _, t in ipairs(tasks) do
     if vim.startswith(t.name, typed) then out[#out + 1] = t.name:sub(#lead_words + 1) end
+    -- after a task's name: its parameters, as `name=` (those not given yet)
+    if type(t.params) == "table" and vim.startswith(typed, t.name .. " ") then
+      local rest = typed:sub(#t.name + 2)
+      local word = rest:match("(%S*)$")
+      local names = vim.tbl_keys(t.params)
+      table.sort(names)
+      for _, k in ipairs(names) do
+        local given = (" " .. rest):find("%s" .. k .. "=")
+        if not given and vim.startswith(k .. "=", word) then out[#out + 1] = k .. "=" end
+      end
+    end
   end
   return out
 end

@@ -68,7 +68,8 @@ function M.select(tasks, dir, on_choice)
 end
 
 --- One line of the picker: "make test — run the tests  [make]", with where
---- it runs when that is neither `dir` nor the prompt's `from`.
+--- it runs when that is neither `dir` nor the prompt's `from`, and the
+--- names of a task's parameters after its name ("deploy {env tag}").
 ---@param t proctor.TaskDef|{count: integer}
 ---@param dir string
 ---@param from string|nil
@@ -80,7 +81,10 @@ function M.format(t, dir, from)
     local shown = vim.fn.fnamemodify(t.cwd, ":~")
     if shown ~= from then where = " · " .. shown end
   end
+  local params = type(t.params) == "table" and vim.tbl_keys(t.params) or {}
+  table.sort(params)
   return t.name
+    .. (#params > 0 and (" {" .. table.concat(params, " ") .. "}") or "")
     .. (t.desc and ("  — " .. t.desc:gsub("\n", " ")) or "")
     .. "  ["
     .. t.source

@@ -56,7 +56,9 @@ function M.on_start(run, id, first)
       if live then
         tasks.when_settled(live, function(ok, why) one(dep, ok, ok and nil or why) end)
       else
-        tasks.run_task(dep, { cwd = run.spec.cwd, set = { open = false } }, function(ex, err)
+        -- a dependency asks nothing: its parameters' last values, else their defaults
+        local o = { cwd = run.spec.cwd, set = { open = false }, prompt = false }
+        tasks.run_task(dep, o, function(ex, err)
           if not ex then
             return one(dep, false, "could not start: " .. tostring(err):gsub("^E%u+: ", ""))
           end
