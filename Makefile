@@ -35,7 +35,7 @@ BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/spe
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/shepherd_link.c csrc/engine/control.c csrc/engine/spec.c \
              csrc/engine/secrets.c csrc/engine/vault.c csrc/engine/secret_source.c csrc/engine/keyring.c csrc/engine/worker.c \
-             csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
+             csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c csrc/engine/targets.c
 # the msgpack-rpc server, the durable files, and the file that wires them
 ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/params.c \
               csrc/rpc/pack.c
