@@ -99,7 +99,11 @@ static void start_transport(const char *cmd) {
     dup2(out[1], 1);
     dup2(err[1], 2);
     signal(SIGPIPE, SIG_DFL);
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    /* exec: the transport itself is our child, its status the one we report */
+    size_t n = strlen(cmd) + 6;
+    char *line = malloc(n);
+    if (line) snprintf(line, n, "exec %s", cmd);
+    execl("/bin/sh", "sh", "-c", line ? line : cmd, (char *)NULL);
     _exit(127);
   }
   setpgid(tpid, tpid);

@@ -19,9 +19,10 @@
  * once written.
  *
  * A job's EXITED (and EMPTY) wait here until its output streams ended, or
- * PR_RELAY_HOLD_MS passed without output, or a stream has no credit left: the
- * engine's drain window then counts from the end of the output, not from a
- * report that overtook it on a slow link.
+ * PR_RELAY_HOLD_MS passed without output, or a stream has no credit left; and
+ * what the pipes hold is read and sent first: the engine's drain window then
+ * counts from the end of the output, not from a report that overtook it (on a
+ * slow link, or while the relay forked a burst of spawns).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -167,8 +168,17 @@ static int may_report(const rjob_t *r, uint64_t now) {
   return !open || now - r->quiet_since >= PR_RELAY_HOLD_MS;
 }
 
+static void read_out(rjob_t *r, int s);
+
+/* What the job's pipes hold now goes out before a report: a relay busy with a
+ * burst of spawns must not send the exit ahead of output that was already there. */
+static void take_output(rjob_t *r) {
+  for (int s = 1; s < 3; s++) read_out(r, s);
+}
+
 void pr_relay_report(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b) {
   rjob_t *r = pr_idmap_get(&rjobs, job);
+  if (r != NULL) take_output(r);
   if (r == NULL || (r->nheld == 0 && may_report(r, pr_shep_now_ms()))) {
     pr_relay_send(type, flags, job, a, b, NULL, 0);
     return;
@@ -306,8 +316,11 @@ void pr_relay_tick(void) {
   uint64_t now = pr_shep_now_ms();
   size_t it = 0;
   rjob_t *r;
-  while ((r = pr_idmap_next(&rjobs, &it, NULL)) != NULL)
-    if (r->nheld && may_report(r, now)) send_held(r);
+  while ((r = pr_idmap_next(&rjobs, &it, NULL)) != NULL) {
+    if (r->nheld == 0) continue;
+    take_output(r);
+    if (may_report(r, now)) send_held(r);
+  }
 }
 
 int pr_relay_wait_ms(void) {
