@@ -4,6 +4,7 @@
 # lua/proctor/ atomically (a loaded .so must never be overwritten in place).
 
 CC        ?= cc
+MUSL_CC   ?= musl-gcc
 CLANG     ?= clang
 NVIM      ?= nvim
 LUA       ?= lua5.4
@@ -60,6 +61,9 @@ help: ## list the targets
 
 BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
         lua/proctor/proctor-mcp lua/proctor/proctor-acp
+ifneq ($(shell command -v $(MUSL_CC) 2>/dev/null),)
+BUILT += lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static
+endif
 all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
 
 setup: ## install missing Debian packages (as root) or say which are missing
@@ -75,6 +79,18 @@ $(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+# The same program linked statically with musl (Debian's musl-tools), for the far
+# side of a target (|proctor-targets|): proctor copies it there on first use, and a
+# static binary runs whatever libc the far side has. Without musl-gcc it is not
+# built, and a target needs `shepherd = path` or a far side whose glibc runs ours.
+SHEPHERD_STATIC = $(BUILD)/proctor-shepherd-static
+$(SHEPHERD_STATIC): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
+	$(MUSL_CC) -static -O2 $(C_STD) -o $@.tmp $(SHEPHERD_SRC)
+	mv -f $@.tmp $@
+
+lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static: $(SHEPHERD_STATIC)
 	cp -f $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/lua5.4/proctor/proctor-shepherd: $(SHEPHERD)
@@ -333,4 +349,4 @@ install-rock: ## install what `make rock` built and every lua/proctor/**.lua int
 	  install -D -m 0644 "$$f" "$(INST_LUADIR)/$$f" || exit 1; done
 
 clean: ## remove build outputs
-	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-mcp lua/proctor/proctor-acp doc/tags
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-shepherd-static lua/proctor/proctor-mcp lua/proctor/proctor-acp doc/tags

@@ -22,7 +22,9 @@
  * own children (reapers) that it has not reaped; a reaper follows the rules
  * in reaper.c.
  *
- * Usage (by the engine only): proctor-shepherd --daemon FD [--tag TOKEN]
+ * Usage (by the engine only): proctor-shepherd --daemon FD [--tag TOKEN] [--link CMD]
+ *                            proctor-shepherd --relay   (the far side of a target)
+ *                            proctor-shepherd --check   (prints "proctor-shepherd ok")
  *   --daemon  fork once and let the first process exit, so the host reaps
  *             its only child at once and never has a long-lived child.
  *   --tag     every job gets PROCTOR_JOB=TOKEN:<id> in its environment: if
@@ -363,6 +365,10 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc) tag = argv[++i];
     else if (strcmp(argv[i], "--link") == 0 && i + 1 < argc) link = argv[++i];
     else if (strcmp(argv[i], "--relay") == 0) pr_shep_relay = 1;
+    else if (strcmp(argv[i], "--check") == 0) { /* a target's probe: it runs here */
+      puts("proctor-shepherd ok");
+      return 0;
+    }
     else fdarg = atoi(argv[i]);
   }
   if (pr_shep_relay && relay_stdio() == 0) fdarg = pr_relay_in;
