@@ -198,6 +198,12 @@ $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctes
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
+# The relay shepherd (--relay) under ASan/UBSan, driven through a socketpair.
+$(BUILD)/proctor-shepherd-asan: $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
+	$(CLANG) $(SAN_FLAGS) $(C_STD) -o $@ $(SHEPHERD_SRC)
+$(BUILD)/test_relay_asan: tests/c/test_relay.c tests/c/tap.h csrc/base/error.c $(HDRS) $(BUILD)/proctor-shepherd-asan
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_relay.c csrc/base/error.c $(UV_LIBS)
+
 TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c csrc/base/error.c
 $(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h $(TEST_BASE_SRC) $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
@@ -235,6 +241,7 @@ fuzz: ## fuzz the RPC decoder+dispatcher, then the worker parsers with secrets, 
 	  -print_final_stats=1 $(BUILD)/fuzz-corpus-worker tests/fuzz/corpus-worker
 
 TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN) \
+            $(BUILD)/test_relay_asan \
             $(FUZZ_WORKER_BIN)
 
 # proctor-mcp under ASan/UBSan (with its shepherd beside it): the mcp tier runs

@@ -197,5 +197,39 @@ test("a command target (the relay under a plain command): run, lose it", functio
   T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "the job outlived its relay")
 end)
 
+-- proctor.targets (the Lua layer's half): the far side checked, the static shepherd copied
+-- into the cache dir (XDG_CACHE_HOME, passed through ssh's SetEnv: nothing in a real home).
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+local targets = require("proctor.targets")
+
+test("first use copies the static shepherd (hash-named, 0700), later uses find it", function()
+  local cache = os.getenv("TARGET_DIR") .. "/farcache"
+  local def = {
+    ssh = "proctor-test",
+    opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. cache },
+  }
+  local tr, err = targets.transport("copied", def)
+  T.ok(tr, err)
+  local files = U.sh("ls -A " .. cache .. "/proctor")
+  T.match(files, "^proctor%-shepherd%-%x+\n$")
+  local file = cache .. "/proctor/" .. files:gsub("%s+$", "")
+  T.eq(U.sh("stat -c %a " .. file), "700\n")
+  T.eq(U.sh("cmp " .. file .. " " .. root .. "/lua/proctor/proctor-shepherd-static && echo same"), "same\n")
+  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
+  T.eq(r.final.state, "completed")
+  T.eq(r.out.stdout, "far\n")
+  -- checked again: present, not copied again (same inode)
+  local ino = U.sh("stat -c %i " .. file)
+  T.ok(targets.transport("copied", def, true))
+  T.eq(U.sh("stat -c %i " .. file), ino)
+  -- a cache dir that cannot be written: a clear error
+  local ro = os.getenv("TARGET_DIR") .. "/rocache"
+  U.sh("mkdir -p " .. ro .. " && touch " .. ro .. "/proctor") -- a file where the dir goes
+  local bad = { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
+  local none, why = targets.transport("readonly", bad)
+  T.eq(none, nil)
+  T.match(why or "", "cannot install the shepherd")
+end)
+
 eng:close()
 os.exit(T.finish() and 0 or 1)
