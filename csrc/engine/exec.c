@@ -421,7 +421,7 @@ static void spawn_now(pr_exec_t *x);
 void pr_exec_begin(pr_exec_t *x) {
   transition(x, PR_STARTING);
   if (x->target) x->sup = x->ctx->link(x->ctx, x->target, x->transport); /* NULL: ENOMEM */
-  if (x->timeout_ms) timer_start(x, PR_PHASE_TIMEOUT, x->timeout_ms); /* the start-up counts */
+  if (x->timeout_ms) timer_start(x, PR_PHASE_TIMEOUT, x->timeout_ms);    /* the start-up counts */
   if (x->vault && !pr_vault_ready(x->vault) && x->ctx->source) { /* secrets from a store first */
     x->ctx->source->read(x->ctx->source, x);
     return;
@@ -611,7 +611,8 @@ void pr_exec_on_supervisor_lost(pr_exec_t *x) {
   x->reason = strdup(x->sup->lost_reason); /* supervisor_lost, or a target's target_lost */
   if (x->sup->lost_msg[0]) {
     free(x->error);
-    x->error = x->secrets ? pr_secrets_scrub(x->secrets, x->sup->lost_msg) : strdup(x->sup->lost_msg);
+    x->error =
+        x->secrets ? pr_secrets_scrub(x->secrets, x->sup->lost_msg) : strdup(x->sup->lost_msg);
   }
   x->verdict = PR_FAILED;
   for (int i = 0; i < PR_NSTREAM; i++)

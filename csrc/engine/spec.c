@@ -98,8 +98,8 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
     rc = PR_EINVAL; /* a target is reached through its transport */
     goto fail;
   }
-  if (s->target && ((x->target = strdup(s->target)) == NULL ||
-                    (x->transport = strdup(s->transport)) == NULL))
+  if (s->target &&
+      ((x->target = strdup(s->target)) == NULL || (x->transport = strdup(s->transport)) == NULL))
     goto fail;
   if (s->cwd) x->cwd = strdup(s->cwd);
   else if (s->target) x->cwd = strdup(""); /* the far side's home (the relay's cwd) */

@@ -394,20 +394,20 @@ int pr_spec_fill(pr_spec_reader_t *r, pr_spec_read_t *out, char *err, size_t n);
  * as the members of pr_record_core_t, of the record below and of the
  * execution (engine/exec.h), which copy them in one assignment each way
  * (engine/exec_record.c). */
-#define PR_RECORD_CORE                                                                     \
-  uint64_t id, session;                                                                    \
-  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */    \
+#define PR_RECORD_CORE                                                                        \
+  uint64_t id, session;                                                                       \
+  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */       \
   char *target;                      /* the target it runs on (|proctor-targets|), or NULL */ \
-  char **argv;                       /* argc strings */                                    \
-  size_t argc;                                                                             \
-  int pty;                                                                                 \
-  pr_state_t state;                                                                        \
-  char *reason;  /* why it ended (pr_record_t below lists the reasons); NULL while live */ \
-  char *error;   /* human message for spawn errors etc., or NULL */                        \
-  int exit_code; /* -1 when none */                                                        \
-  int signal;    /* 0 when none */                                                         \
-  int64_t pid;   /* 0 when not (or no longer) running */                                   \
-  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */         \
+  char **argv;                       /* argc strings */                                       \
+  size_t argc;                                                                                \
+  int pty;                                                                                    \
+  pr_state_t state;                                                                           \
+  char *reason;  /* why it ended (pr_record_t below lists the reasons); NULL while live */    \
+  char *error;   /* human message for spawn errors etc., or NULL */                           \
+  int exit_code; /* -1 when none */                                                           \
+  int signal;    /* 0 when none */                                                            \
+  int64_t pid;   /* 0 when not (or no longer) running */                                      \
+  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */            \
   uint64_t duration_ms;
 
 typedef struct pr_record_core {

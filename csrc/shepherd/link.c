@@ -42,11 +42,11 @@
 typedef struct {
   uint64_t id;
   int pty;
-  int in;               /* we read the engine's input here (-1: none or ended) */
-  int out[3];           /* we write stream 1 and 2 here (pty: out[1] == in) */
-  pr_buf_t ob[3];       /* output not yet taken by the pipe */
-  int oeof[3];          /* the relay said the stream ended: close once ob is empty */
-  int64_t in_credit;    /* input bytes the relay still takes */
+  int in;            /* we read the engine's input here (-1: none or ended) */
+  int out[3];        /* we write stream 1 and 2 here (pty: out[1] == in) */
+  pr_buf_t ob[3];    /* output not yet taken by the pipe */
+  int oeof[3];       /* the relay said the stream ended: close once ob is empty */
+  int64_t in_credit; /* input bytes the relay still takes */
 } ljob_t;
 
 static pr_idmap_t ljobs;
@@ -160,10 +160,9 @@ static void __attribute__((noreturn)) transport_gone(int shutting) {
   if (terr >= 0) read_err();
   if (!shutting) {
     char msg[ERR_TAIL + 128];
-    int n = WIFEXITED(st) ? snprintf(msg, sizeof(msg), "the transport exited with status %d",
-                                     WEXITSTATUS(st))
-                          : snprintf(msg, sizeof(msg), "the transport was killed by signal %d",
-                                     WTERMSIG(st));
+    int n = WIFEXITED(st)
+                ? snprintf(msg, sizeof(msg), "the transport exited with status %d", WEXITSTATUS(st))
+                : snprintf(msg, sizeof(msg), "the transport was killed by signal %d", WTERMSIG(st));
     while (errlen > 0 && (errtail[errlen - 1] == '\n' || errtail[errlen - 1] == '\r')) errlen--;
     if (errlen > 0) n += snprintf(msg + n, sizeof(msg) - (size_t)n, ": %.*s", (int)errlen, errtail);
     else n += snprintf(msg + n, sizeof(msg) - (size_t)n, " (nothing on its stderr)");
@@ -327,7 +326,8 @@ static void on_engine(int *shutting) {
       to_relay(h.type, h.flags, h.job, h.a, h.b, NULL, 0);
       break;
     }
-    case PR_W_SHUTDOWN: *shutting = 1; /* the relay kills, then exits */
+    case PR_W_SHUTDOWN:
+      *shutting = 1; /* the relay kills, then exits */
       __attribute__((fallthrough));
     default:
       to_relay(h.type, h.flags, h.job, h.a, h.b, pbuf, h.len);

@@ -55,7 +55,7 @@ int pr_shep_up[2] = {-1, -1};
 pid_t pr_shep_self;
 char pr_shep_tag_prefix[96];
 
-static char *buf; /* PR_WIRE_MAX_PAYLOAD bytes, for either socket */
+static char *buf;      /* PR_WIRE_MAX_PAYLOAD bytes, for either socket */
 static int sigfd = -1; /* our signalfd (for a SHUTDOWN that comes as a frame) */
 static void shutdown_all(int sfd, int grace_ms) __attribute__((noreturn));
 
@@ -368,8 +368,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--check") == 0) { /* a target's probe: it runs here */
       puts("proctor-shepherd ok");
       return 0;
-    }
-    else fdarg = atoi(argv[i]);
+    } else fdarg = atoi(argv[i]);
   }
   if (pr_shep_relay && relay_stdio() == 0) fdarg = pr_relay_in;
   if (fdarg < 3) {

@@ -46,11 +46,11 @@ int pr_relay_in = -1, pr_relay_out = -1;
 typedef struct {
   uint64_t id;
   int pty;
-  int in;          /* stdin write end, or the pty master (-1: none or closed) */
-  int out[3];      /* [1] stdout or the pty master, [2] stderr; -1: none or ended */
+  int in;     /* stdin write end, or the pty master (-1: none or closed) */
+  int out[3]; /* [1] stdout or the pty master, [2] stderr; -1: none or ended */
   int64_t credit[3];
-  pr_buf_t inbuf;  /* stdin bytes not yet written to the job */
-  int in_close;    /* close stdin once inbuf is written */
+  pr_buf_t inbuf;        /* stdin bytes not yet written to the job */
+  int in_close;          /* close stdin once inbuf is written */
   pr_wire_hdr_t held[2]; /* EXITED / EMPTY not yet sent */
   int nheld;
   uint64_t quiet_since; /* pr_shep_now_ms of the last output (or of the exit) */

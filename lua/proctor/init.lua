@@ -540,7 +540,10 @@ function H.run(spec)
   if s.target ~= nil then -- a path on the far side; its default: the target's, or the far home
     local def = require("proctor.config").get().targets[s.target]
     if def == nil and s.transport == nil then
-      return H.fail("EINVAL", "unknown target " .. string.format("%q", s.target) .. " (setup{ targets })")
+      return H.fail(
+        "EINVAL",
+        "unknown target " .. string.format("%q", s.target) .. " (setup{ targets })"
+      )
     end
     if s.transport == nil then
       local tr, cwd = require("proctor.targets").transport(s.target, def)

@@ -40,7 +40,7 @@ end
 -- (the status is printed last: LuaJIT's close() does not return it).
 function H.sh(line, input)
   if input then line = line .. " < " .. M.quote(input) end
-  local p = io.popen("{ " .. line .. "; } 2>&1; echo \"proctor-rc=$?\"", "r")
+  local p = io.popen("{ " .. line .. '; } 2>&1; echo "proctor-rc=$?"', "r")
   if not p then return "", false end
   local out = p:read("*a") or ""
   p:close()
@@ -61,7 +61,8 @@ function H.local_shepherd()
   local f = io.open(path, "rb")
   if not f then
     return nil,
-      path .. " is missing: build it with `make` (needs musl-gcc, Debian's musl-tools), "
+      path
+        .. " is missing: build it with `make` (needs musl-gcc, Debian's musl-tools), "
         .. "or give the target `shepherd = path` of one installed on the far side"
   end
   f:close()
@@ -98,8 +99,10 @@ function H.remote_shepherd(name, def)
   local arch = out:match("^(%S+)")
   if arch ~= sh.arch then
     return nil,
-      ("target %s: the far side is %s, proctor-shepherd-static is %s: give the target "
-        .. "`shepherd = path` of one built for it"):format(name, tostring(arch), sh.arch)
+      (
+        "target %s: the far side is %s, proctor-shepherd-static is %s: give the target "
+        .. "`shepherd = path` of one built for it"
+      ):format(name, tostring(arch), sh.arch)
   end
   if not out:find("proctor-shepherd ok", 1, true) then
     local copy = 'set -e; umask 077; d="${XDG_CACHE_HOME:-$HOME/.cache}/proctor"; mkdir -p "$d"; '
@@ -111,8 +114,10 @@ function H.remote_shepherd(name, def)
     local cout, cok = H.sh(ssh .. " " .. M.quote(copy), sh.path)
     if not cok or not cout:find("proctor-shepherd ok", 1, true) then
       return nil,
-        ("target %s: cannot install the shepherd in ~/.cache/proctor on the far side "
-          .. "(no writable home, or a noexec mount?): %s"):format(name, (cout:gsub("%s+$", "")))
+        (
+          "target %s: cannot install the shepherd in ~/.cache/proctor on the far side "
+          .. "(no writable home, or a noexec mount?): %s"
+        ):format(name, (cout:gsub("%s+$", "")))
     end
   end
   return file .. " --relay"

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/wire.h"
+#include "include/proctor_test.h"
 #include "tap.h"
 
 static const char *shepherd = "build/proctor-shepherd-asan";

@@ -5,26 +5,35 @@ return function(test, T, H)
   local p = require("proctor")
   local shepherd = H.root .. "/lua/proctor/proctor-shepherd"
 
-  test("setup checks targets; run{ target } runs there with its cwd; the record says where", function()
-    T.match(select(2, p.setup({ targets = { box = { ssh = 1 } } })), "'targets' must be")
-    T.match(select(2, p.setup({ targets = { box = { command = {} } } })), "command must be a list")
-    T.match(select(2, p.setup({ targets = { box = {} } })), "needs one of ssh, command")
-    T.eq(p.setup({ notify = "never", targets = { box = { command = { shepherd }, cwd = "/tmp" } } }), true)
-    local ex = p.run({ cmd = "echo $PWD; echo $FROM", target = "box", env = { FROM = "here" } })
-    T.eq(ex:wait(20000).state, "completed")
-    local rec = p.record(ex.id)
-    T.eq(rec.target, "box")
-    T.eq(rec.cwd, "/tmp")
-    T.eq(ex:output(), "/tmp\nhere\n")
-    -- a cwd of its own: a path on the far side, taken as written
-    ex = p.run({ cmd = "pwd", target = "box", cwd = "/" })
-    T.eq(ex:wait(20000).state, "completed")
-    T.eq(ex:output(), "/\n")
-    -- an unknown target is an error of run()
-    local ok, err = pcall(p.run, { cmd = "true", target = "nowhere" })
-    T.eq(ok, false)
-    T.match(err, "unknown target \"nowhere\"")
-  end)
+  test(
+    "setup checks targets; run{ target } runs there with its cwd; the record says where",
+    function()
+      T.match(select(2, p.setup({ targets = { box = { ssh = 1 } } })), "'targets' must be")
+      T.match(
+        select(2, p.setup({ targets = { box = { command = {} } } })),
+        "command must be a list"
+      )
+      T.match(select(2, p.setup({ targets = { box = {} } })), "needs one of ssh, command")
+      T.eq(
+        p.setup({ notify = "never", targets = { box = { command = { shepherd }, cwd = "/tmp" } } }),
+        true
+      )
+      local ex = p.run({ cmd = "echo $PWD; echo $FROM", target = "box", env = { FROM = "here" } })
+      T.eq(ex:wait(20000).state, "completed")
+      local rec = p.record(ex.id)
+      T.eq(rec.target, "box")
+      T.eq(rec.cwd, "/tmp")
+      T.eq(ex:output(), "/tmp\nhere\n")
+      -- a cwd of its own: a path on the far side, taken as written
+      ex = p.run({ cmd = "pwd", target = "box", cwd = "/" })
+      T.eq(ex:wait(20000).state, "completed")
+      T.eq(ex:output(), "/\n")
+      -- an unknown target is an error of run()
+      local ok, err = pcall(p.run, { cmd = "true", target = "nowhere" })
+      T.eq(ok, false)
+      T.match(err, 'unknown target "nowhere"')
+    end
+  )
 
   test(":Proctor run -target= and the list show the target", function()
     p.setup({ notify = "never", targets = { box = { command = { shepherd } } } })

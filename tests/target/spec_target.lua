@@ -71,7 +71,11 @@ end)
 
 test("pty console: size, resize, colours, input", function()
   local id = assert(eng:start(ssh_spec {
-    cmd = { "sh", "-c", "stty size; printf '\\033[31mred\\033[0m\\n'; read x; echo got $x; stty size" },
+    cmd = {
+      "sh",
+      "-c",
+      "stty size; printf '\\033[31mred\\033[0m\\n'; read x; echo got $x; stty size",
+    },
     pty = true,
     cols = 100,
     rows = 30,
@@ -90,7 +94,11 @@ end)
 test("cancel: a TERM-ignoring tree with a setsid escapee leaves 0 survivors", function()
   local tag = U.tag()
   local id = assert(eng:start(ssh_spec {
-    cmd = { "sh", "-c", "trap '' TERM; sleep 300 & setsid sh -c 'trap \"\" TERM; sleep 300' & wait" },
+    cmd = {
+      "sh",
+      "-c",
+      "trap '' TERM; sleep 300 & setsid sh -c 'trap \"\" TERM; sleep 300' & wait",
+    },
     env = { PROCTOR_TEST_TAG = tag },
     kill_grace_ms = 300,
   }))
@@ -110,7 +118,8 @@ end)
 
 test("secrets travel in the spawn and are masked here", function()
   local secret = "s3cr3t-" .. U.tag()
-  local r = U.run(eng, ssh_spec { cmd = 'printf "a $TOKEN b"', secrets = { TOKEN = secret } }, 30000)
+  local r =
+    U.run(eng, ssh_spec { cmd = 'printf "a $TOKEN b"', secrets = { TOKEN = secret } }, 30000)
   T.eq(r.final.state, "completed")
   T.eq(r.out.stdout, "a *** b")
 end)
@@ -214,7 +223,10 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   T.match(files, "^proctor%-shepherd%-%x+\n$")
   local file = cache .. "/proctor/" .. files:gsub("%s+$", "")
   T.eq(U.sh("stat -c %a " .. file), "700\n")
-  T.eq(U.sh("cmp " .. file .. " " .. root .. "/lua/proctor/proctor-shepherd-static && echo same"), "same\n")
+  T.eq(
+    U.sh("cmp " .. file .. " " .. root .. "/lua/proctor/proctor-shepherd-static && echo same"),
+    "same\n"
+  )
   local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
   T.eq(r.final.state, "completed")
   T.eq(r.out.stdout, "far\n")
@@ -225,7 +237,8 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   -- a cache dir that cannot be written: a clear error
   local ro = os.getenv("TARGET_DIR") .. "/rocache"
   U.sh("mkdir -p " .. ro .. " && touch " .. ro .. "/proctor") -- a file where the dir goes
-  local bad = { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
+  local bad =
+    { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
   local none, why = targets.transport("readonly", bad)
   T.eq(none, nil)
   T.match(why or "", "cannot install the shepherd")
