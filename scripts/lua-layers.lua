@@ -18,8 +18,14 @@
 local FLOORS = {
   -- tasks.matchers: the built-in problem matchers, a pure table (no require)
   -- targets: what a setup{ targets } entry becomes (io.popen only; no require)
-  { "proctor.compat", "proctor.util", "proctor.config", "proctor.types", "proctor.tasks.matchers",
-    "proctor.targets" },
+  {
+    "proctor.compat",
+    "proctor.util",
+    "proctor.config",
+    "proctor.types",
+    "proctor.tasks.matchers",
+    "proctor.targets",
+  },
   { "proctor.engine", "proctor.quit" }, -- quit: the guard the engine installs when it starts
   { "proctor" },
   {

@@ -123,10 +123,39 @@ static int wait_for(uint32_t type, uint64_t job, pr_wire_hdr_t *h, char *acc, si
   return 0;
 }
 
+/* After each test, passed or failed: a relay still there is killed (its reapers
+ * take its death as the link's end and kill their jobs). */
+static void reap_leftover(void) {
+  if (R.pid <= 0) return;
+  if (waitpid(R.pid, NULL, WNOHANG) == 0) {
+    kill(R.pid, SIGKILL);
+    waitpid(R.pid, NULL, 0);
+  }
+  R.pid = 0;
+}
+
+#undef RUN
+#define RUN(fn)                              \
+  do {                                       \
+    if (!tap_selected(#fn)) break;           \
+    tap_failed_now = 0;                      \
+    fn();                                    \
+    reap_leftover();                         \
+    if (tap_failed_now) {                    \
+      tap_failed++;                          \
+      printf("FAIL %s: %s\n", #fn, tap_why); \
+    } else {                                 \
+      tap_passed++;                          \
+      printf("PASS %s\n", #fn);              \
+    }                                        \
+    fflush(stdout);                          \
+  } while (0)
+
 static int stop(void) {
   close(R.fd);
   int st = 0;
   waitpid(R.pid, &st, 0);
+  R.pid = 0;
   return st;
 }
 
@@ -265,6 +294,7 @@ static void test_relay_eof_kills_all(void) {
   int st = 0;
   uint64_t end = now_ms() + 20000;
   while (waitpid(R.pid, &st, WNOHANG) == 0 && now_ms() < end) usleep(10000);
+  if (now_ms() < end) R.pid = 0; /* reaped */
   for (int i = 0; i < 3; i++) {
     while (kill(pids[i], 0) == 0 && now_ms() < end) usleep(10000);
     CHECKF(kill(pids[i], 0) != 0, "job %d's escapee %d outlived the link", i, (int)pids[i]);
