@@ -51,4 +51,19 @@ return function(test, T, H)
     T.ok(found and found:find("@box echo far", 1, true), tostring(found))
     vim.cmd("silent! only!")
   end)
+
+  test(":checkhealth proctor tries every target", function()
+    p.setup({
+      targets = {
+        box = { command = { shepherd } },
+        far = { ssh = "nobody@127.0.0.1", opts = { "-o", "Port=1", "-o", "ConnectTimeout=5" } },
+      },
+    })
+    vim.cmd("silent checkhealth proctor")
+    local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
+    vim.cmd("bwipeout!")
+    T.match(text, "OK:? box: ")
+    T.match(text, "ERROR:? target far: ssh failed")
+    p.setup({ targets = {} })
+  end)
 end

@@ -157,6 +157,8 @@ test("ssh SIGKILLed mid-run: the far side's jobs die, the executions end target_
     U.wait_state(eng, id, "running", 30000)
   end
   T.ok(U.wait_until(function() return #U.tagged(tag) >= 9 end, 10000), "the trees never started")
+  local here = assert(eng:start { cmd = { "sleep", "300" } }) -- on this machine: not lost
+  U.wait_state(eng, here, "running", 30000)
   local pids = ssh_pids()
   T.eq(#pids, 1)
   U.sh("kill -9 " .. pids[1])
@@ -167,6 +169,9 @@ test("ssh SIGKILLed mid-run: the far side's jobs die, the executions end target_
     T.match(all[id].final.error or "", "killed by signal 9")
   end
   T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "survivors on the far side")
+  T.eq(eng:get(here).state, "running", "a local execution ended with the target's link")
+  eng:cancel(here, true)
+  U.collect(eng, { here }, 30000)
   -- the next run on the target makes a new connection
   local r = U.run(eng, ssh_spec { cmd = { "echo", "again" } }, 30000)
   T.eq(r.out.stdout, "again\n")
@@ -204,6 +209,20 @@ test("a command target (the relay under a plain command): run, lose it", functio
   T.eq(r.final.reason, "target_lost")
   T.match(r.final.error or "", "killed by signal 9")
   T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "the job outlived its relay")
+end)
+
+test("history keeps the target and the output of a target's execution", function()
+  local file = os.getenv("TARGET_DIR") .. "/history"
+  local e1 = assert(core.new { drain_ms = 300, history_file = file })
+  local r, id = U.run(e1, ssh_spec { cmd = { "echo", "kept" } }, 30000)
+  T.eq(r.final.state, "completed")
+  e1:close()
+  local e2 = assert(core.new { drain_ms = 300, history_file = file })
+  local rec = e2:get(id)
+  T.eq(rec.target, "devbox")
+  T.eq(rec.previous_session, true)
+  T.eq(e2:read(id, "stdout"), "kept\n")
+  e2:close()
 end)
 
 -- proctor.targets (the Lua layer's half): the far side checked, the static shepherd copied
