@@ -177,6 +177,36 @@ test("ssh SIGKILLed mid-run: the far side's jobs die, the executions end target_
   T.eq(r.out.stdout, "again\n")
 end)
 
+test("the editor SIGKILLed: the far side's jobs all die", function()
+  local tag = U.tag()
+  local dir = U.tmpdir()
+  T.defer(function() U.rmrf(dir) end)
+  local script = dir .. "/host.lua"
+  U.write_file(
+    script,
+    ([[
+    package.cpath = %q .. "/build/lua5.4/?.so;" .. package.cpath
+    local core = require("proctor.core")
+    local eng = assert(core.new{})
+    local t = { target = "devbox", transport = %q, env = { PROCTOR_TEST_TAG = %q } }
+    local function spec(s) for k, v in pairs(t) do s[k] = v end return s end
+    eng:start(spec{ cmd = {"sleep", "1000"} })
+    eng:start(spec{ cmd = "trap '' TERM HUP; sleep 1000", pty = true })
+    eng:start(spec{ cmd = "setsid sleep 1000 & sleep 1000" })
+    while true do eng:wait(1000) end
+  ]]):format(root, SSH, tag)
+  )
+  local host = tonumber(U.sh("lua5.4 " .. script .. " >/dev/null 2>&1 & echo $!"))
+  T.ok(host)
+  T.defer(function() U.kill9(host) end)
+  T.ok(U.wait_until(function() return #U.tagged(tag) >= 4 end, 30000), "jobs did not start")
+  U.kill9(host)
+  T.ok(
+    U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+    "left on the far side: " .. #U.tagged(tag)
+  )
+end)
+
 test("a transport that cannot connect: target_lost with its status and stderr", function()
   local r = U.run(eng, {
     cmd = { "true" },
