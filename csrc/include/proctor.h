@@ -221,10 +221,11 @@ typedef struct {
 #define PR_SPEC_FIELDS(X)                                                                      \
   X(CMD, "cmd", CMD, spec.argv, 0, 0, PR_SPEC_ANY, "argv list, or a string run by /bin/sh -c") \
   X(CWD, "cwd", STR, spec.cwd, 0, 0, PR_SPEC_ANY, "working directory (default: the host's)")   \
-  X(TARGET, "target", STR, spec.target, 0, 0, PR_SPEC_ANY,                                     \
+  X(TARGET, "target", STR, spec.target, 0, 0, PR_SPEC_LUA,                                     \
     "run on this target (|proctor-targets|): its name")                                        \
-  X(TRANSPORT, "transport", STR, spec.transport, 0, 0, PR_SPEC_ANY,                            \
-    "with target: the command that runs its relay (first use of the name)")                    \
+  X(TRANSPORT, "transport", STR, spec.transport, 0, 0, PR_SPEC_LUA,                            \
+    "with target: the command (/bin/sh -c) that runs its relay, from its first use; not "      \
+    "over RPC: a client names no command for the link to run")                                 \
   X(ENV, "env", ENV, spec.env, 0, 0, PR_SPEC_ANY,                                              \
     "NAME = value (strings or integers) added to the environment")                             \
   X(CLEAR_ENV, "clear_env", BOOL, spec.clear_env, 0, 0, PR_SPEC_ANY,                           \
