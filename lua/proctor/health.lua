@@ -200,11 +200,11 @@ function M.check()
   local targets = require("proctor.config").get().targets or {}
   if next(targets) == nil then r.info("none configured (:help proctor-targets)") end
   for name, def in pairs(targets) do
-    local tr, err = require("proctor.targets").transport(name, def, true)
+    local tr, why = require("proctor.targets").transport(name, def, true)
     if tr then
       r.ok(name .. ": " .. tr)
     else
-      r.error(err, { ":help proctor-targets" })
+      r.error(why, { ":help proctor-targets" })
     end
   end
 end
