@@ -4,6 +4,7 @@
 # lua/proctor/ atomically (a loaded .so must never be overwritten in place).
 
 CC        ?= cc
+MUSL_CC   ?= musl-gcc
 CLANG     ?= clang
 NVIM      ?= nvim
 LUA       ?= lua5.4
@@ -35,7 +36,7 @@ BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/spe
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/shepherd_link.c csrc/engine/control.c csrc/engine/spec.c \
              csrc/engine/secrets.c csrc/engine/vault.c csrc/engine/secret_source.c csrc/engine/keyring.c csrc/engine/worker.c \
-             csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c
+             csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c csrc/engine/targets.c
 # the msgpack-rpc server, the durable files, and the file that wires them
 ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/params.c \
               csrc/rpc/pack.c
@@ -60,6 +61,9 @@ help: ## list the targets
 
 BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
         lua/proctor/proctor-mcp lua/proctor/proctor-acp
+ifneq ($(shell command -v $(MUSL_CC) 2>/dev/null),)
+BUILT += lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static
+endif
 all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
 
 setup: ## install missing Debian packages (as root) or say which are missing
@@ -75,6 +79,18 @@ $(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd: $(SHEPHERD)
+	cp -f $< $@.tmp && mv -f $@.tmp $@
+
+# The same program linked statically with musl (Debian's musl-tools), for the far
+# side of a target (|proctor-targets|): proctor copies it there on first use, and a
+# static binary runs whatever libc the far side has. Without musl-gcc it is not
+# built, and a target needs `shepherd = path` or a far side whose glibc runs ours.
+SHEPHERD_STATIC = $(BUILD)/proctor-shepherd-static
+$(SHEPHERD_STATIC): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
+	$(MUSL_CC) -static -O2 $(C_STD) -o $@.tmp $(SHEPHERD_SRC)
+	mv -f $@.tmp $@
+
+lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static: $(SHEPHERD_STATIC)
 	cp -f $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/lua5.4/proctor/proctor-shepherd: $(SHEPHERD)
@@ -182,6 +198,12 @@ $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctes
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
+# The relay shepherd (--relay) under ASan/UBSan, driven through a socketpair.
+$(BUILD)/proctor-shepherd-asan: $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
+	$(CLANG) $(SAN_FLAGS) $(C_STD) -o $@ $(SHEPHERD_SRC)
+$(BUILD)/test_relay_asan: tests/c/test_relay.c tests/c/tap.h csrc/base/error.c $(HDRS) $(BUILD)/proctor-shepherd-asan
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_relay.c csrc/base/error.c $(UV_LIBS)
+
 TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c csrc/base/error.c
 $(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h $(TEST_BASE_SRC) $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
@@ -219,6 +241,7 @@ fuzz: ## fuzz the RPC decoder+dispatcher, then the worker parsers with secrets, 
 	  -print_final_stats=1 $(BUILD)/fuzz-corpus-worker tests/fuzz/corpus-worker
 
 TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN) \
+            $(BUILD)/test_relay_asan \
             $(FUZZ_WORKER_BIN)
 
 # proctor-mcp under ASan/UBSan (with its shepherd beside it): the mcp tier runs
@@ -333,4 +356,4 @@ install-rock: ## install what `make rock` built and every lua/proctor/**.lua int
 	  install -D -m 0644 "$$f" "$(INST_LUADIR)/$$f" || exit 1; done
 
 clean: ## remove build outputs
-	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-mcp lua/proctor/proctor-acp doc/tags
+	rm -rf $(BUILD) lua/proctor/core.so lua/proctor/proctor-shepherd lua/proctor/proctor-shepherd-static lua/proctor/proctor-mcp lua/proctor/proctor-acp doc/tags

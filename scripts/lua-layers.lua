@@ -22,7 +22,15 @@
 --- The floors, lowest first. A module may require its own floor and below.
 local FLOORS = {
   -- tasks.matchers: the built-in problem matchers, a pure table (no require)
-  { "proctor.compat", "proctor.util", "proctor.config", "proctor.types", "proctor.tasks.matchers" },
+  -- targets: what a setup{ targets } entry becomes (io.popen only; no require)
+  {
+    "proctor.compat",
+    "proctor.util",
+    "proctor.config",
+    "proctor.types",
+    "proctor.tasks.matchers",
+    "proctor.targets",
+  },
   { "proctor.engine", "proctor.quit" }, -- quit: the guard the engine installs when it starts
   { "proctor", "proctor.mcp" }, -- mcp: the snippet that registers proctor-mcp (knows the engine only)
   {

@@ -19,11 +19,12 @@ what=${1:-build}
 lint_pkgs="clang-format lua-check"
 STYLUA_NPM="@johnnymorganz/stylua-bin@2.5.2"
 STYLUA_VERSION="stylua 2.5.2"
-build_pkgs="build-essential pkg-config libuv1-dev libmsgpack-dev liblua5.4-dev lua5.4 libluajit-5.1-dev luajit libcjson-dev"
+build_pkgs="build-essential pkg-config libuv1-dev libmsgpack-dev liblua5.4-dev lua5.4 libluajit-5.1-dev luajit libcjson-dev
+  musl-tools"
 # the keyring tier: a real Secret Service (gnome-keyring) in a private D-Bus session,
 # libsecret (dlopen'ed by the core; secret-tool stores the test items)
 test_pkgs="neovim python3 python3-msgpack python3-pynvim clang libclang-rt-dev valgrind procps util-linux
-  dbus-daemon dbus-bin gnome-keyring libsecret-1-0 libsecret-tools $lint_pkgs"
+  dbus-daemon dbus-bin gnome-keyring libsecret-1-0 libsecret-tools openssh-server openssh-client $lint_pkgs"
 bench_pkgs="neovim procps time python3 lua-luv"
 demo_pkgs="neovim"
 

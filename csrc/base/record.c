@@ -73,8 +73,8 @@ pr_record_t *pr_record_dup(const pr_record_t *r) {
   c->env_keys = NULL;
   c->env_keys_len = 0;
   int ok = dup_str(&c->label, r->label) & dup_str(&c->owner, r->owner) & dup_str(&c->cwd, r->cwd) &
-           dup_str(&c->shell, r->shell) & dup_str(&c->reason, r->reason) &
-           dup_str(&c->error, r->error);
+           dup_str(&c->target, r->target) & dup_str(&c->shell, r->shell) &
+           dup_str(&c->reason, r->reason) & dup_str(&c->error, r->error);
   if (ok && r->argv && (c->argv = calloc(r->argc + 1, sizeof(char *))) != NULL) {
     c->argc = r->argc;
     for (size_t i = 0; i < r->argc && ok; i++) ok = dup_str(&c->argv[i], r->argv[i]);
@@ -104,6 +104,7 @@ void pr_record_free(pr_record_t *r) {
   free(r->label);
   free(r->owner);
   free(r->cwd);
+  free(r->target);
   free(r->shell);
   free(r->reason);
   free(r->error);

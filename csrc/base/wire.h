@@ -43,7 +43,18 @@ enum {
                     *       b = the shepherd's pid. Inside the shepherd, a
                     *       reaper's answer to its commands: a = CLOCK_MONOTONIC ns
                     *       taken before it read them */
+  /* Between a relay shepherd (--relay) and its link (--link), over a byte stream: */
+  PR_W_DATA,   /* both  job; a = stream (0 stdin, 1 stdout or the pty, 2 stderr); payload the
+                *       bytes; len 0: that stream ended (stdin: close it once written) */
+  PR_W_CREDIT, /* both  job; a = stream; b = bytes the receiver took: the sender may send as many
+                *       more (PR_WIRE_WINDOW at start, per stream and direction) */
+  PR_W_RESIZE, /* e→s  job; a = cols<<16|rows (a pty that is not ours to ioctl) */
+  PR_W_LOST,   /* link→e  the transport ended: payload says how (exit status, its stderr) */
 };
+
+/* Bytes a relay may send of one stream (or a link of one stdin) before the
+ * other side gives credit back: what back-pressure lets travel at once. */
+#define PR_WIRE_WINDOW ((int64_t)256 * 1024)
 
 /* flags */
 #define PR_WF_MORE 0x1      /* SPAWN: more packets of this request follow */

@@ -24,6 +24,7 @@
 #define PR_DEFAULT_MAX_QUEUED 10000
 #define PR_DEFAULT_ENDED_OUTPUT ((uint64_t)64 << 20)
 #define CLOSE_SHEPHERD_MS 400 /* how long close() waits for the shepherd to exit */
+#define CLOSE_TARGET_MS 2000  /* ... and for each target's link (its relay kills, then exits) */
 
 #define CONTROL_OF(xcp) ((pr_control_t *)((char *)(xcp)-offsetof(pr_control_t, xc)))
 
@@ -141,11 +142,14 @@ static void sup_empty(void *arg, const pr_wire_hdr_t *h) {
 /* Ending an execution applies retention, which may remove records from the
  * list being walked here (the one just ended, when it is the oldest): hold
  * retention and scheduling until every execution has been told. */
-static void sup_lost(void *arg) {
+static void sup_lost(void *arg, pr_sup_t *s) {
   pr_control_t *c = arg;
   pr_queue_t *q;
   c->batch++;
-  PR_QUEUE_FOREACH(q, &c->reg.order) pr_exec_on_supervisor_lost(PR_QUEUE_DATA(q, pr_exec_t, order));
+  PR_QUEUE_FOREACH(q, &c->reg.order) {
+    pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
+    if (x->sup == s) pr_exec_on_supervisor_lost(x); /* a target's link loses only its own */
+  }
   c->batch--;
   if (!c->xc.closing) {
     pr_registry_prune(&c->reg);
@@ -403,10 +407,11 @@ static void finish_close(pr_control_t *c) {
   /* The shepherd kills every job and exits; one that does not (stopped, hung)
    * is killed, and the jobs it held are killed here through their pidfds. */
   int lost = pr_sup_shutdown(c->xc.sup, 1, CLOSE_SHEPHERD_MS) != 0; /* grace was given */
+  pr_targets_shutdown(c->targets, 1, CLOSE_TARGET_MS);
   pr_queue_t *q;
   PR_QUEUE_FOREACH(q, &c->reg.order) {
     pr_exec_t *x = PR_QUEUE_DATA(q, pr_exec_t, order);
-    if (lost) pr_exec_on_supervisor_lost(x);
+    if (lost && x->sup == c->xc.sup) pr_exec_on_supervisor_lost(x);
     pr_exec_abandon(x);
   }
   /* Refuse further commands before the async handle goes away, and answer
@@ -425,6 +430,12 @@ static void finish_close(pr_control_t *c) {
   c->shutdown(c->owner);
 }
 
+/* ctx.link: the link of a target, made on first use. */
+static pr_sup_t *target_link(pr_exec_ctx_t *xc, const char *name, const char *transport) {
+  pr_control_t *c = CONTROL_OF(xc);
+  return pr_targets_link(&c->targets, xc->sup, name, transport, &pr_control_sup_ops, c);
+}
+
 /* ---- life -------------------------------------------------------------------------------- */
 
 int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o, pr_sup_t *sup,
@@ -440,6 +451,7 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->xc.ls = ls;
   c->xc.drain_ms = o->drain_ms ? o->drain_ms : PR_DEFAULT_DRAIN;
   c->xc.ended = ended;
+  c->xc.link = target_link;
   c->xc.source = &c->source.reader;
   pr_source_init(&c->source, &c->xc, o->secret_timeout_ms);
   c->max_running = o->max_running;
@@ -471,6 +483,7 @@ void pr_control_free_registry(pr_control_t *c) {
   pr_registry_destroy(&c->reg);
   pr_source_destroy(&c->source);
   pr_idmap_destroy(&c->waiting);
+  pr_targets_destroy(&c->targets);
 }
 
 void pr_control_destroy(pr_control_t *c) {

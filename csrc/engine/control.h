@@ -28,6 +28,7 @@
 #include "engine/registry.h"
 #include "engine/secret_source.h"
 #include "engine/shepherd_link.h"
+#include "engine/targets.h"
 #include "include/proctor.h"
 
 /* A command. Synchronous commands live on the caller's stack and are
@@ -79,6 +80,7 @@ typedef struct pr_control {
   pr_registry_t reg;      /* every execution (engine/registry.h) */
   pr_source_t source;     /* reads secrets from their stores (engine/secret_source.h) */
   pr_queue_t queued;      /* FIFO of queued executions (pr_exec_t.runq) */
+  pr_target_t *targets;   /* the links to targets, made on first use (engine/targets.h) */
   uint32_t running;       /* starting + running */
   uint32_t max_running;   /* 0 = unlimited */
   uint32_t kill_grace_ms; /* default grace of a start spec */

@@ -168,6 +168,7 @@ pr_exec_t *pr_exec_alloc(void) {
 
 void pr_exec_attach(pr_exec_t *x, pr_exec_ctx_t *c) {
   x->ctx = c;
+  x->sup = c->sup;
   if (uv_timer_init(c->loop, &x->timer) == 0) {
     x->timer.data = x;
     x->timer_open = 1;
@@ -207,8 +208,8 @@ void pr_exec_drain_more(pr_exec_t *x) {
 
 /* The job is done with: its reaper kills what is left of it and goes. */
 static void release(pr_exec_t *x) {
-  if (!x->released && pr_sup_alive(x->ctx->sup))
-    pr_sup_send(x->ctx->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
+  if (!x->released && pr_sup_alive(x->sup))
+    pr_sup_send(x->sup, PR_W_RELEASE, 0, x->id, 0, 0, NULL, 0);
   x->released = 1;
 }
 
@@ -218,7 +219,7 @@ static void release(pr_exec_t *x) {
 static void kill_job(pr_exec_t *x) {
   x->stop = PR_STOP_KILL;
   if (in_grace(x)) timer_stop(x);
-  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
+  pr_sup_send(x->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
 }
 
 /* SIGKILL to the leader's group and the leader, from the engine itself: only
@@ -353,7 +354,7 @@ static void timer_stop(pr_exec_t *x) {
  * what is left. The leader's exit does not end the grace: the rest of the
  * job keeps it until it is gone (EMPTY) or the deadline passes. */
 static void stop(pr_exec_t *x, int force) {
-  pr_sup_t *sup = x->ctx->sup;
+  pr_sup_t *sup = x->sup;
   if (x->state != PR_RUNNING || x->empty || x->stop == PR_STOP_KILL || x->released)
     return; /* nothing to stop */
   if (force) {
@@ -398,8 +399,8 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
 /* The spawn payload, with the secrets read from a store appended (built in
  * locked memory and wiped once sent). */
 static int send_spawn(pr_exec_t *x) {
-  pr_sup_t *sup = x->ctx->sup;
-  int rc = x->spawn_msg ? pr_sup_ensure(sup) : PR_ENOMEM;
+  pr_sup_t *sup = x->sup;
+  int rc = x->spawn_msg && sup ? pr_sup_ensure(sup) : PR_ENOMEM;
   size_t extra = pr_vault_env_len(x->vault), len = x->spawn_len + extra;
   char *p = extra && rc == 0 ? pr_locked_alloc(len) : NULL;
   if (extra && rc == 0 && p == NULL) rc = PR_ENOMEM;
@@ -419,7 +420,8 @@ static void spawn_now(pr_exec_t *x);
 
 void pr_exec_begin(pr_exec_t *x) {
   transition(x, PR_STARTING);
-  if (x->timeout_ms) timer_start(x, PR_PHASE_TIMEOUT, x->timeout_ms); /* the start-up counts */
+  if (x->target) x->sup = x->ctx->link(x->ctx, x->target, x->transport); /* NULL: ENOMEM */
+  if (x->timeout_ms) timer_start(x, PR_PHASE_TIMEOUT, x->timeout_ms);    /* the start-up counts */
   if (x->vault && !pr_vault_ready(x->vault) && x->ctx->source) { /* secrets from a store first */
     x->ctx->source->read(x->ctx->source, x);
     return;
@@ -457,7 +459,7 @@ static void spawn_now(pr_exec_t *x) {
   if (rc != 0) {
     decide(x, PR_FAILED, "spawn_error");
     free(x->error);
-    const char *detail = pr_sup_last_error(x->ctx->sup);
+    const char *detail = x->sup ? pr_sup_last_error(x->sup) : "";
     size_t n = strlen(detail) + 64;
     x->error = malloc(n);
     if (x->error)
@@ -606,7 +608,12 @@ void pr_exec_on_supervisor_lost(pr_exec_t *x) {
   x->empty = 1;    /* nobody will say more */
   x->released = 1; /* nobody to release it to */
   free(x->reason);
-  x->reason = strdup("supervisor_lost");
+  x->reason = strdup(x->sup->lost_reason); /* supervisor_lost, or a target's target_lost */
+  if (x->sup->lost_msg[0]) {
+    free(x->error);
+    x->error =
+        x->secrets ? pr_secrets_scrub(x->secrets, x->sup->lost_msg) : strdup(x->sup->lost_msg);
+  }
   x->verdict = PR_FAILED;
   for (int i = 0; i < PR_NSTREAM; i++)
     if (x->streams[i].ring) pr_stream_close(&x->streams[i]);
@@ -624,8 +631,10 @@ static int apply_size(pr_exec_t *x) {
   uv_os_fd_t fd;
   if (uv_fileno((uv_handle_t *)&x->streams[PR_PTY].h.poll, &fd) != 0) return PR_ENOTRUNNING;
   struct winsize ws = {.ws_row = x->rows, .ws_col = x->cols};
-  if (ioctl(fd, TIOCSWINSZ, &ws) < 0) return -errno;
-  return 0;
+  if (ioctl(fd, TIOCSWINSZ, &ws) == 0) return 0;
+  if (errno != ENOTTY) return -errno;
+  /* A target's pty is on the far side (the link gave us a socket): tell it there. */
+  return pr_sup_send(x->sup, PR_W_RESIZE, 0, x->id, ((int64_t)x->cols << 16) | x->rows, 0, NULL, 0);
 }
 
 int pr_exec_resize(pr_exec_t *x, uint16_t cols, uint16_t rows) {
@@ -741,7 +750,7 @@ void pr_exec_abandon(pr_exec_t *x) {
   if (x->state == PR_QUEUED) pr_queue_remove(&x->runq);
   if (x->verdict < 0) decide(x, PR_CANCELED, "engine_closed");
   if (x->state == PR_RUNNING && !x->exited)
-    pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
+    pr_sup_send(x->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
   x->exited = 1;
   finish(x);
 }
@@ -765,6 +774,8 @@ void pr_exec_free(pr_exec_t *x) {
   free(x->label);
   free(x->owner);
   free(x->cwd);
+  free(x->target);
+  free(x->transport);
   free(x->shell);
   free(x->reason);
   free(x->error);

@@ -109,7 +109,10 @@ struct pr_exec_ctx {
   pr_listeners_t *ls;         /* told every state change, output, worker event */
   pr_secret_reader_t *source; /* reads the secrets of x->vault (engine/secret_source.h), or NULL */
   uint32_t drain_ms;          /* how long output may still arrive after exit */
-  int closing;                /* the engine shuts down: no scheduling, no restarts */
+  /* the link of target `name` (engine/targets.c), started on first use through
+   * `transport`; NULL when out of memory */
+  pr_sup_t *(*link)(pr_exec_ctx_t *c, const char *name, const char *transport);
+  int closing; /* the engine shuts down: no scheduling, no restarts */
   /* x entered its terminal state; was_active: it was starting or running */
   void (*ended)(pr_exec_ctx_t *c, pr_exec_t *x, int was_active);
   char readbuf[65536]; /* every read lands here first */
@@ -130,6 +133,8 @@ struct pr_exec {
       PR_RECORD_CORE
     };
   };
+  char *transport; /* a target's: the command that reaches its relay (rec.target names it) */
+  pr_sup_t *sup;   /* its shepherd: ctx->sup, or its target's link (from pr_exec_begin) */
   char *spawn_msg; /* serialized spawn payload until sent (a worker keeps it), then NULL */
   size_t spawn_len;
   int stdin_pipe, backpressure;

@@ -105,6 +105,7 @@ int pr_test_lc_fire(int row, int ev, pr_test_lc_out_t *out) {
   if (uv_loop_init(&loop) != 0) return -1;
   memset(&sup, 0, sizeof(sup));
   sup.fd = -1; /* not connected: requests fail, nothing is sent */
+  sup.lost_reason = "supervisor_lost";
   pr_listeners_init(&none);
   memset(&c, 0, sizeof(c));
   c.loop = &loop;

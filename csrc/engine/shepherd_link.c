@@ -39,6 +39,8 @@
 #include "base/pidfd.h"
 #include "include/proctor.h"
 
+extern char **environ;
+
 typedef struct {
   pr_queue_t node;
   pr_wire_hdr_t h;
@@ -92,6 +94,7 @@ int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *p, const pr_sup_ops_t 
   s->arg = arg;
   s->fd = -1;
   s->last_error[0] = 0;
+  s->lost_reason = "supervisor_lost";
   pr_queue_init(&s->sendq);
   s->recvbuf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (s->recvbuf == NULL) return PR_ENOMEM;
@@ -116,6 +119,8 @@ void pr_sup_destroy(pr_sup_t *s) {
   drop_all(s);
   free(s->recvbuf);
   free(s->path);
+  free(s->link_cmd);
+  s->link_cmd = NULL;
   s->recvbuf = NULL;
   s->path = NULL;
 }
@@ -255,7 +260,7 @@ static void lost(pr_sup_t *s) {
   memcpy(s->stale, s->tag,
          sizeof(s->stale)); /* its reapers kill their jobs; this is for the rest */
   s->tag[0] = 0;
-  s->ops->lost(s->arg);
+  s->ops->lost(s->arg, s);
   pr_sup_sweep(s);
 }
 
@@ -281,6 +286,10 @@ static int read_batch(pr_sup_t *s) {
       break;
     case PR_W_EXITED: s->ops->exited(s->arg, &ph); break;
     case PR_W_EMPTY: s->ops->empty(s->arg, &ph); break;
+    case PR_W_LOST: /* a link: how its transport ended; EOF follows */
+      snprintf(s->lost_msg, sizeof(s->lost_msg), "%.*s", (int)ph.len, s->recvbuf);
+      for (int k = 0; k < nfds; k++) close(fds[k]);
+      break;
     case PR_W_PONG:
       if (ph.a == s->ping_token) s->ping_at = 0;
       if (ph.b > 0) s->shep_pid = ph.b;
@@ -395,10 +404,13 @@ int pr_sup_ensure(pr_sup_t *s) {
   }
   snprintf(s->tag, sizeof(s->tag), "%016llx%016llx", (unsigned long long)rnd[0],
            (unsigned long long)rnd[1]);
-  char *argv[] = {s->path, "--daemon", "3", "--tag", s->tag, NULL};
+  char *argv[] = {s->path, "--daemon", "3", "--tag", s->tag, "--link", s->link_cmd, NULL};
+  if (s->link_cmd == NULL) argv[5] = NULL;
   char *envp[] = {NULL};
   pid_t pid;
-  int err = posix_spawn(&pid, s->path, &fa, &attr, argv, envp);
+  s->lost_msg[0] = 0;
+  /* A link's transport (ssh) needs the host's environment: HOME, SSH_AUTH_SOCK, PATH. */
+  int err = posix_spawn(&pid, s->path, &fa, &attr, argv, s->link_cmd ? environ : envp);
   if (err != 0) {
     errno = err;
     goto fail_errno;

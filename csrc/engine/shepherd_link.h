@@ -17,13 +17,16 @@
 #include "base/queue.h"
 #include "base/wire.h"
 
+struct pr_sup;
+
 /* What the shepherd reports. Engine thread, from the link's poll callback. */
 typedef struct {
   void (*spawned)(void *arg, const pr_wire_hdr_t *h, int *fds, int nfds); /* takes the fds */
   void (*failed)(void *arg, const pr_wire_hdr_t *h);
   void (*exited)(void *arg, const pr_wire_hdr_t *h);
   void (*empty)(void *arg, const pr_wire_hdr_t *h); /* the job's last process is gone */
-  void (*lost)(void *arg); /* the shepherd died: every job lost its parent */
+  /* the shepherd (or a target's link) `s` died: every job it held lost its parent */
+  void (*lost)(void *arg, struct pr_sup *s);
 } pr_sup_ops_t;
 
 /* Liveness (systemd's WatchdogSec=): while the shepherd holds jobs for us or
@@ -66,6 +69,12 @@ typedef struct pr_sup {
                          * engine: each engine starts its shepherd on its own thread */
   char tag[40];   /* the running shepherd's job tag: its jobs carry PROCTOR_JOB=<tag>:<id> */
   char stale[40]; /* the tag of a shepherd that died, until its leftovers are swept ("" none) */
+  /* A target's link (proctor-shepherd --link CMD, shepherd/link.c) instead of a local
+   * shepherd: NULL for the local one. Set by the owner after pr_sup_init. */
+  char *link_cmd;
+  const char *lost_reason; /* the reason of the executions it loses: "supervisor_lost" (init),
+                            * "target_lost" for a link */
+  char lost_msg[1280];     /* a link's LOST: how its transport ended ("" none) */
 } pr_sup_t;
 
 /* pr_sup_init: resolve the shepherd binary (`path`, $PROCTOR_SHEPHERD, or

@@ -94,7 +94,15 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   if (s->label && (x->label = strdup(s->label)) == NULL) goto fail;
   if ((x->owner = strdup(s->owner ? s->owner : "host")) == NULL) goto fail;
   char here[4096]; /* not getcwd(NULL, 0): its buffer bypasses ASan's malloc */
+  if (s->target && (!s->transport || !*s->target || !*s->transport)) {
+    rc = PR_EINVAL; /* a target is reached through its transport */
+    goto fail;
+  }
+  if (s->target &&
+      ((x->target = strdup(s->target)) == NULL || (x->transport = strdup(s->transport)) == NULL))
+    goto fail;
   if (s->cwd) x->cwd = strdup(s->cwd);
+  else if (s->target) x->cwd = strdup(""); /* the far side's home (the relay's cwd) */
   else if (getcwd(here, sizeof(here)) != NULL) x->cwd = strdup(here);
   if (x->cwd == NULL) goto fail;
   if (s->shell) {
@@ -138,7 +146,8 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   }
   sb_add(&b, x->cwd);
   for (size_t i = 0; i < x->argc; i++) sb_add(&b, x->argv[i]);
-  build_env(&b, s, base_env, extra, nextra);
+  /* A target's environment is the far side's: only what the spec sets goes. */
+  build_env(&b, s, s->target ? NULL : base_env, extra, nextra);
   if (b.err) {
     rc = b.err;
     goto fail;

@@ -171,7 +171,9 @@ typedef struct {
   const char *const *argv; /* argv[0..argc) */
   size_t argc;
   const char *shell;      /* instead of argv: run with /bin/sh -c */
-  const char *cwd;        /* NULL = the host's cwd at start time */
+  const char *cwd;        /* NULL = the host's cwd at start time (a target's: its home) */
+  const char *target;     /* NULL = this machine; else the target's name (|proctor-targets|) */
+  const char *transport;  /* with target: the command (/bin/sh -c) that reaches its relay */
   const char *const *env; /* "K=V" strings, added over the base environment */
   size_t envc;
   int clear_env;         /* base environment empty instead of the host's */
@@ -219,6 +221,11 @@ typedef struct {
 #define PR_SPEC_FIELDS(X)                                                                      \
   X(CMD, "cmd", CMD, spec.argv, 0, 0, PR_SPEC_ANY, "argv list, or a string run by /bin/sh -c") \
   X(CWD, "cwd", STR, spec.cwd, 0, 0, PR_SPEC_ANY, "working directory (default: the host's)")   \
+  X(TARGET, "target", STR, spec.target, 0, 0, PR_SPEC_LUA,                                     \
+    "run on this target (|proctor-targets|): its name")                                        \
+  X(TRANSPORT, "transport", STR, spec.transport, 0, 0, PR_SPEC_LUA,                            \
+    "with target: the command (/bin/sh -c) that runs its relay, from its first use; not "      \
+    "over RPC: a client names no command for the link to run")                                 \
   X(ENV, "env", ENV, spec.env, 0, 0, PR_SPEC_ANY,                                              \
     "NAME = value (strings or integers) added to the environment")                             \
   X(CLEAR_ENV, "clear_env", BOOL, spec.clear_env, 0, 0, PR_SPEC_ANY,                           \
@@ -388,19 +395,20 @@ int pr_spec_fill(pr_spec_reader_t *r, pr_spec_read_t *out, char *err, size_t n);
  * as the members of pr_record_core_t, of the record below and of the
  * execution (engine/exec.h), which copy them in one assignment each way
  * (engine/exec_record.c). */
-#define PR_RECORD_CORE                                                                     \
-  uint64_t id, session;                                                                    \
-  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */    \
-  char **argv;                       /* argc strings */                                    \
-  size_t argc;                                                                             \
-  int pty;                                                                                 \
-  pr_state_t state;                                                                        \
-  char *reason;  /* why it ended (pr_record_t below lists the reasons); NULL while live */ \
-  char *error;   /* human message for spawn errors etc., or NULL */                        \
-  int exit_code; /* -1 when none */                                                        \
-  int signal;    /* 0 when none */                                                         \
-  int64_t pid;   /* 0 when not (or no longer) running */                                   \
-  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */         \
+#define PR_RECORD_CORE                                                                        \
+  uint64_t id, session;                                                                       \
+  char *label, *owner, *cwd, *shell; /* shell: the string run by /bin/sh -c, or NULL */       \
+  char *target;                      /* the target it runs on (|proctor-targets|), or NULL */ \
+  char **argv;                       /* argc strings */                                       \
+  size_t argc;                                                                                \
+  int pty;                                                                                    \
+  pr_state_t state;                                                                           \
+  char *reason;  /* why it ended (pr_record_t below lists the reasons); NULL while live */    \
+  char *error;   /* human message for spawn errors etc., or NULL */                           \
+  int exit_code; /* -1 when none */                                                           \
+  int signal;    /* 0 when none */                                                            \
+  int64_t pid;   /* 0 when not (or no longer) running */                                      \
+  uint64_t created_at, started_at, ended_at; /* ms since the epoch; 0 = not yet */            \
   uint64_t duration_ms;
 
 typedef struct pr_record_core {
@@ -640,6 +648,7 @@ const char *pr_signal_name(int sig, char *buf, size_t n);
   X(LABEL, "label", STR, r->label != NULL, r->label)                                   \
   X(OWNER, "owner", STR, 1, r->owner ? r->owner : "")                                  \
   X(CWD, "cwd", STR, 1, r->cwd ? r->cwd : "")                                          \
+  X(TARGET, "target", STR, r->target != NULL, r->target)                               \
   X(CMD, "cmd", CMD, 1, 0)                                                             \
   X(PTY, "pty", BOOL, 1, r->pty)                                                       \
   X(STATE, "state", STR, 1, pr_state_name(r->state))                                   \

@@ -33,7 +33,8 @@ static uint64_t last_sent; /* pr_shep_now_ms of the last packet to the engine */
 void pr_shep_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b, const int *fds,
                   int nfds) {
   pr_wire_hdr_t h = {.type = type, .flags = flags, .job = job, .a = a, .b = b};
-  (void)pr_wire_send(pr_shep_sock, &h, NULL, fds, nfds, 0);
+  if (pr_shep_relay) pr_relay_send(type, flags, job, a, b, NULL, 0); /* never with fds */
+  else (void)pr_wire_send(pr_shep_sock, &h, NULL, fds, nfds, 0);
   last_sent = pr_shep_now_ms();
 }
 

@@ -22,7 +22,9 @@
  * own children (reapers) that it has not reaped; a reaper follows the rules
  * in reaper.c.
  *
- * Usage (by the engine only): proctor-shepherd --daemon FD [--tag TOKEN]
+ * Usage (by the engine only): proctor-shepherd --daemon FD [--tag TOKEN] [--link CMD]
+ *                            proctor-shepherd --relay   (the far side of a target)
+ *                            proctor-shepherd --check   (prints "proctor-shepherd ok")
  *   --daemon  fork once and let the first process exit, so the host reaps
  *             its only child at once and never has a long-lived child.
  *   --tag     every job gets PROCTOR_JOB=TOKEN:<id> in its environment: if
@@ -53,7 +55,9 @@ int pr_shep_up[2] = {-1, -1};
 pid_t pr_shep_self;
 char pr_shep_tag_prefix[96];
 
-static char *buf; /* PR_WIRE_MAX_PAYLOAD bytes, for either socket */
+static char *buf;      /* PR_WIRE_MAX_PAYLOAD bytes, for either socket */
+static int sigfd = -1; /* our signalfd (for a SHUTDOWN that comes as a frame) */
+static void shutdown_all(int sfd, int grace_ms) __attribute__((noreturn));
 
 /* A spawn request being assembled from several packets. */
 static struct {
@@ -117,11 +121,14 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
   }
   case PR_W_RELEASE: {
     job_t *j = pr_shep_find_id(h->job);
+    if (pr_shep_relay) pr_relay_forget(h->job);
     if (j == NULL) return; /* its reaper is gone already: nothing was left */
     pr_shep_release_job(j);
     pr_shep_ask(j, PR_REAPER_RELEASE);
     return;
   }
+  case PR_W_SHUTDOWN: /* --relay (the socket's loop takes it before us) */
+    shutdown_all(sigfd, h->a > 0 && h->a < 60000 ? (int)h->a : 200);
   case PR_W_PING: /* the engine's liveness check: answered at once */
     pr_shep_send(PR_W_PONG, 0, 0, h->a, pr_shep_self, NULL, 0);
     return;
@@ -152,8 +159,12 @@ static void on_report(const pr_wire_hdr_t *h, int *fds, int nfds) {
     }
     for (int i = 1; i < nfds; i++) close(fds[i]);
     for (int k = 0; k < j->nfds && n < PR_WIRE_MAX_FDS; k++) out[n++] = j->fds[k];
-    pr_shep_send(PR_W_SPAWNED, flags, j->id, h->a, 0, out, n);
-    for (int k = 0; k < n; k++) close(out[k]);
+    if (pr_shep_relay) { /* it keeps them: fds cannot cross the transport */
+      pr_relay_adopt(j->id, flags, h->a, out, n);
+    } else {
+      pr_shep_send(PR_W_SPAWNED, flags, j->id, h->a, 0, out, n);
+      for (int k = 0; k < n; k++) close(out[k]);
+    }
     j->nfds = 0;
     j->spawned = 1;
     return;
@@ -169,7 +180,8 @@ static void on_report(const pr_wire_hdr_t *h, int *fds, int nfds) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
     if (h->type == PR_W_EXITED) j->exited = 1;
     if (h->type == PR_W_EMPTY || (h->flags & PR_WF_EMPTY)) j->emptied = 1;
-    pr_shep_send(h->type, h->flags, j->id, h->a, h->b, NULL, 0);
+    if (pr_shep_relay) pr_relay_report(h->type, h->flags, j->id, h->a, h->b);
+    else pr_shep_send(h->type, h->flags, j->id, h->a, h->b, NULL, 0);
     return;
   default:
     for (int i = 0; i < nfds; i++) close(fds[i]);
@@ -296,14 +308,69 @@ static void shutdown_all(int sfd, int grace_ms) {
 
 /* ---- main ------------------------------------------------------------------- */
 
+/* --relay: stdin and stdout move above 2 (CLOEXEC: no job gets them, and every
+ * reaper closes what is above 2), 0, 1 and 2 become /dev/null. 0, or -1. */
+static int relay_stdio(void) {
+  pr_relay_in = fcntl(0, F_DUPFD_CLOEXEC, 3);
+  pr_relay_out = fcntl(1, F_DUPFD_CLOEXEC, 3);
+  int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (pr_relay_in < 0 || pr_relay_out < 0 || nul < 0) return -1;
+  dup2(nul, 0);
+  dup2(nul, 1);
+  dup2(nul, 2);
+  close(nul);
+  return 0;
+}
+
+/* One round of the loop in --relay mode: the link's frames, the jobs' streams. */
+static void relay_round(int sfd, int timeout) {
+  static struct pollfd *set;
+  static int cap;
+  if (cap < 3 && (set = malloc(16 * sizeof(*set))) != NULL) cap = 16;
+  if (set == NULL) shutdown_all(sfd, 200);
+  set[0] = (struct pollfd){pr_relay_in, POLLIN, 0};
+  set[1] = (struct pollfd){sfd, POLLIN, 0};
+  set[2] = (struct pollfd){pr_shep_up[0], POLLIN, 0};
+  int n = pr_relay_pollfds(&set, &cap, 3);
+  int hold = pr_relay_wait_ms();
+  if (hold >= 0 && (timeout < 0 || hold < timeout)) timeout = hold;
+  int r = poll(set, (nfds_t)n, timeout);
+  if (r < 0 && errno != EINTR) shutdown_all(sfd, 200);
+  if (set[2].revents & POLLIN) drain_reports();
+  if (r == 0 || pr_shep_answer_wait(pr_shep_now_ms()) == 0) {
+    drain_reports();
+    kill_silent_reapers();
+  }
+  if (set[1].revents & POLLIN) {
+    struct signalfd_siginfo si;
+    int term = 0;
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+      if (si.ssi_signo != SIGCHLD) term = 1;
+    if (term) shutdown_all(sfd, 200);
+    reap();
+  }
+  if (r > 0) pr_relay_on_poll(set + 3, n - 3);
+  else pr_relay_tick();
+  if (set[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (!pr_relay_read(on_packet)) shutdown_all(sfd, 200); /* the link is gone */
+  }
+  if (pr_relay_lost()) shutdown_all(sfd, 200);
+}
+
 int main(int argc, char **argv) {
   int daemon = 0, fdarg = -1;
-  const char *tag = NULL;
+  const char *tag = NULL, *link = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--daemon") == 0) daemon = 1;
     else if (strcmp(argv[i], "--tag") == 0 && i + 1 < argc) tag = argv[++i];
-    else fdarg = atoi(argv[i]);
+    else if (strcmp(argv[i], "--link") == 0 && i + 1 < argc) link = argv[++i];
+    else if (strcmp(argv[i], "--relay") == 0) pr_shep_relay = 1;
+    else if (strcmp(argv[i], "--check") == 0) { /* a target's probe: it runs here */
+      puts("proctor-shepherd ok");
+      return 0;
+    } else fdarg = atoi(argv[i]);
   }
+  if (pr_shep_relay && relay_stdio() == 0) fdarg = pr_relay_in;
   if (fdarg < 3) {
     fprintf(stderr, "proctor-shepherd: internal helper of proctor; not for direct use\n");
     return 2;
@@ -315,6 +382,7 @@ int main(int argc, char **argv) {
     if (p < 0) return 1;
     if (p > 0) _exit(0); /* the host reaps this one at once */
   }
+  if (link != NULL) pr_link_main(pr_shep_sock, link); /* never returns */
   setsid(); /* a terminal's ^C or hangup never reaches us: EOF is the signal */
   prctl(PR_SET_CHILD_SUBREAPER, 1); /* a reaper's orphans, if a reaper dies */
   pr_shep_self = getpid();
@@ -346,6 +414,7 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &cmds, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) return 1;
+  sigfd = sfd;
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pr_shep_up) < 0) return 1;
   fcntl(pr_shep_up[0], F_SETFL, O_NONBLOCK);
   int big = 1 << 20;
@@ -355,6 +424,7 @@ int main(int argc, char **argv) {
   buf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (buf == NULL) return 1;
   pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0); /* hello: the engine learns our pid */
+  while (pr_shep_relay) relay_round(sfd, pr_shep_answer_wait(pr_shep_now_ms()));
   for (;;) {
     struct pollfd pfd[3] = {
         {pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};

@@ -9,6 +9,9 @@
  *   spawn.c   a job's pipes or pty, the fork of its reaper, clone + exec
  *   reaper.c  a job's reaper: the subreaper of that one job, its signals,
  *             its reports
+ *   relay.c   --relay: the protocol as frames on stdin/stdout; the job's streams read here
+ *   link.c    --link: the engine's end of a relay: runs the transport, turns its frames
+ *             back into packets and local descriptors
  *
  *   engine ══ SEQPACKET ══ shepherd ──fork──► reaper N (subreaper) ──clone/exec──► job N
  *                             ▲                  │ every orphan of job N comes back here
@@ -20,6 +23,7 @@
 #ifndef PR_SHEPHERD_H
 #define PR_SHEPHERD_H
 
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -29,9 +33,67 @@
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
+/* ---- relay.c (--relay) ---- */
+extern int pr_shep_relay; /* 1: the engine is a link at the end of stdin/stdout */
+/* Our stdin and stdout, moved above 2 (CLOEXEC; 0, 1 and 2 are /dev/null) so that no
+ * reaper or job holds the transport open. */
+extern int pr_relay_in, pr_relay_out;
+/* Send one frame on stdout (blocking: the link always reads). */
+void pr_relay_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
+                   const void *payload, uint32_t len);
+int pr_relay_lost(void); /* 1 once stdout failed */
+/* Read stdin once: whole frames go to on_packet (a local shepherd's) or to the
+ * relay (DATA, CREDIT, RESIZE). Returns 0 at EOF (or garbage), else 1. */
+int pr_relay_read(void (*on_packet)(const pr_wire_hdr_t *, const char *, int *, int));
+/* Job `id` runs (SPAWNED from its reaper): keep its streams (takes the fds), tell the link. */
+void pr_relay_adopt(uint64_t id, uint32_t flags, int64_t pid, int *fds, int nfds);
+/* EXITED or EMPTY of a job: sent once its output is (see relay.c). */
+void pr_relay_report(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b);
+void pr_relay_forget(uint64_t id); /* RELEASE: its streams closed */
+/* The jobs' fds to poll, appended to *set from index `at` (grown as needed); returns
+ * the new count. pr_relay_on_poll handles their revents; pr_relay_tick the held reports. */
+int pr_relay_pollfds(struct pollfd **set, int *cap, int at);
+void pr_relay_on_poll(const struct pollfd *set, int n);
+void pr_relay_tick(void);
+int pr_relay_wait_ms(void); /* poll timeout the held reports need, or -1 */
+
+/* ---- link.c (--link) ---- */
+/* Run the transport `cmd` (/bin/sh -c) and be the engine's shepherd on `sock` (a
+ * SEQPACKET socket) through it. Never returns. */
+void pr_link_main(int sock, const char *cmd) __attribute__((noreturn));
+
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
+/* ---- relay.c (--relay) ---- */
+extern int pr_shep_relay; /* 1: the engine is a link at the end of stdin/stdout */
+/* Our stdin and stdout, moved above 2 (CLOEXEC; 0, 1 and 2 are /dev/null) so that no
+ * reaper or job holds the transport open. */
+extern int pr_relay_in, pr_relay_out;
+/* Send one frame on stdout (blocking: the link always reads). */
+void pr_relay_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
+                   const void *payload, uint32_t len);
+int pr_relay_lost(void); /* 1 once stdout failed */
+/* Read stdin once: whole frames go to on_packet (a local shepherd's) or to the
+ * relay (DATA, CREDIT, RESIZE). Returns 0 at EOF (or garbage), else 1. */
+int pr_relay_read(void (*on_packet)(const pr_wire_hdr_t *, const char *, int *, int));
+/* Job `id` runs (SPAWNED from its reaper): keep its streams (takes the fds), tell the link. */
+void pr_relay_adopt(uint64_t id, uint32_t flags, int64_t pid, int *fds, int nfds);
+/* EXITED or EMPTY of a job: sent once its output is (see relay.c). */
+void pr_relay_report(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b);
+void pr_relay_forget(uint64_t id); /* RELEASE: its streams closed */
+/* The jobs' fds to poll, appended to *set from index `at` (grown as needed); returns
+ * the new count. pr_relay_on_poll handles their revents; pr_relay_tick the held reports. */
+int pr_relay_pollfds(struct pollfd **set, int *cap, int at);
+void pr_relay_on_poll(const struct pollfd *set, int n);
+void pr_relay_tick(void);
+int pr_relay_wait_ms(void); /* poll timeout the held reports need, or -1 */
+
+/* ---- link.c (--link) ---- */
+/* Run the transport `cmd` (/bin/sh -c) and be the engine's shepherd on `sock` (a
+ * SEQPACKET socket) through it. Never returns. */
+void pr_link_main(int sock, const char *cmd) __attribute__((noreturn));
+
 #endif
 
 /* The process-wide facts every file reads (set once by main). */
@@ -134,5 +196,34 @@ pid_t pr_shep_exec_job(const pr_spawn_args_t *a, int *stage);
  * subreaper of the job, starts it, reports on pr_shep_up[1] and follows the
  * commands above until the job's every process is gone. Never returns. */
 void pr_reaper_main(const pr_spawn_args_t *a) __attribute__((noreturn));
+
+/* ---- relay.c (--relay) ---- */
+extern int pr_shep_relay; /* 1: the engine is a link at the end of stdin/stdout */
+/* Our stdin and stdout, moved above 2 (CLOEXEC; 0, 1 and 2 are /dev/null) so that no
+ * reaper or job holds the transport open. */
+extern int pr_relay_in, pr_relay_out;
+/* Send one frame on stdout (blocking: the link always reads). */
+void pr_relay_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
+                   const void *payload, uint32_t len);
+int pr_relay_lost(void); /* 1 once stdout failed */
+/* Read stdin once: whole frames go to on_packet (a local shepherd's) or to the
+ * relay (DATA, CREDIT, RESIZE). Returns 0 at EOF (or garbage), else 1. */
+int pr_relay_read(void (*on_packet)(const pr_wire_hdr_t *, const char *, int *, int));
+/* Job `id` runs (SPAWNED from its reaper): keep its streams (takes the fds), tell the link. */
+void pr_relay_adopt(uint64_t id, uint32_t flags, int64_t pid, int *fds, int nfds);
+/* EXITED or EMPTY of a job: sent once its output is (see relay.c). */
+void pr_relay_report(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b);
+void pr_relay_forget(uint64_t id); /* RELEASE: its streams closed */
+/* The jobs' fds to poll, appended to *set from index `at` (grown as needed); returns
+ * the new count. pr_relay_on_poll handles their revents; pr_relay_tick the held reports. */
+int pr_relay_pollfds(struct pollfd **set, int *cap, int at);
+void pr_relay_on_poll(const struct pollfd *set, int n);
+void pr_relay_tick(void);
+int pr_relay_wait_ms(void); /* poll timeout the held reports need, or -1 */
+
+/* ---- link.c (--link) ---- */
+/* Run the transport `cmd` (/bin/sh -c) and be the engine's shepherd on `sock` (a
+ * SEQPACKET socket) through it. Never returns. */
+void pr_link_main(int sock, const char *cmd) __attribute__((noreturn));
 
 #endif

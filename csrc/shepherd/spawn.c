@@ -148,9 +148,11 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
     pr_shep_fail_spawn(id, EINVAL, PR_STAGE_SETUP);
     return;
   }
-  size_t envc = nstr - 1 - argc;
+  size_t envc = nstr - 1 - argc, nown = 0;
+  if (pr_shep_relay) /* a target's environment is the far side's, under what the request sets */
+    for (char **e = environ; *e; e++) nown++;
   char **argv = calloc(argc + 1, sizeof(char *));
-  char **envp = calloc(envc + 2, sizeof(char *));
+  char **envp = calloc(envc + nown + 2, sizeof(char *));
   char tag[128];
   int master = -1, slave = -1, in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   job_t *j = calloc(1, sizeof(*j));
@@ -167,6 +169,12 @@ void pr_shep_spawn(uint64_t id, uint32_t flags, int64_t a, int64_t b, char *payl
   for (size_t i = 0; i < envc; i++) {
     envp[i] = p;
     p += strlen(p) + 1;
+  }
+  for (size_t k = 0, given = envc; k < nown; k++) {
+    size_t kl = strcspn(environ[k], "=") + 1;
+    int over = strncmp(environ[k], "PROCTOR_JOB=", 12) == 0;
+    for (size_t i = 0; i < given && !over; i++) over = strncmp(envp[i], environ[k], kl) == 0;
+    if (!over) envp[envc++] = environ[k];
   }
   snprintf(tag, sizeof(tag), "%s%llu", pr_shep_tag_prefix, (unsigned long long)id);
   envp[envc] = tag;

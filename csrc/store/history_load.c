@@ -117,6 +117,7 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
   r->label = get_str(m, pr_hist_key[PR_RF_LABEL]);
   r->owner = get_str(m, pr_hist_key[PR_RF_OWNER]);
   r->cwd = get_str(m, pr_hist_key[PR_RF_CWD]);
+  r->target = get_str(m, pr_hist_key[PR_RF_TARGET]);
   r->created_at = (uint64_t)get_int(m, pr_hist_key[PR_RF_CREATED_AT], 0);
   const msgpack_object *o = get(m, pr_hist_key[PR_RF_PTY]);
   r->pty = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;

@@ -1,6 +1,7 @@
 --- proctor.commands — the :Proctor command: parsing and completion only.
 ---
----   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-bg] [-nodiag] {cmd}
+---   :Proctor run [-cwd={dir}] [-timeout={n}[ms|s|m]] [-pty|-nopty] [-label={name}] [-target={name}]
+---                [-bg] [-nodiag] {cmd}
 ---   :Proctor make [options] [args]   ('makeprg' with args, 'errorformat' as the matcher)
 ---   :Proctor [list [filter]] | open [id] | input [id] {text} | cancel[!] [id] | delete [id]
 ---   :Proctor purge | rerun [id] | text [id] | qf [id] | info [id] | toggle [id] | mcp
@@ -30,7 +31,8 @@ local engine = require("proctor.engine")
 local actions = require("proctor.actions")
 local die = util.die
 
-M.run_options = { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-bg", "-nodiag", "--" }
+M.run_options =
+  { "-cwd=", "-timeout=", "-pty", "-nopty", "-label=", "-target=", "-bg", "-nodiag", "--" }
 
 --- Entry point of the user command (`opts` as given by nvim_create_user_command).
 ---@param opts {args: string, bang: boolean}
@@ -230,6 +232,10 @@ function H.options(rest, sub)
     if k == "cwd" and v then
       if v == "" then die(sub .. ": -cwd= needs a directory") end
       spec.cwd = H.expand(v, sub)
+      flags.cwd = v -- as written: a target's cwd is a path on the far side
+    elseif k == "target" and v then
+      if v == "" then die(sub .. ": -target= needs a target's name") end
+      spec.target = v
     elseif k == "timeout" and v then
       spec.timeout_ms = H.parse_duration(v, sub)
     elseif k == "label" and v then
@@ -258,6 +264,7 @@ function H.options(rest, sub)
     rest = after
   end
   spec.open = open or nil -- run() makes the window before the process starts
+  if spec.target and flags.cwd then spec.cwd = flags.cwd end
   return spec, rest, flags
 end
 

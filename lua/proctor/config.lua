@@ -60,6 +60,9 @@ function H.enum(values)
   return check
 end
 
+-- setup{ targets }: name = { ssh = host, opts, shepherd, cwd } or { command = argv }.
+function H.targets(v) return require("proctor.targets").check(v) end
+
 -- setup{ tasks }: name = definition (a table with cmd or sequence) or
 -- function(dir) returning one; the whole table is checked here, its task
 -- options when a task runs (proctor.tasks).
@@ -229,6 +232,10 @@ M.schema = {
   { key = "list.refresh_ms", type = "number", default = 1000, check = H.int(1),
     description = "refresh of a visible list view (elapsed times)" },
 
+  { key = "targets", type = "table", default = {}, show = "{}", check = H.targets,
+    luacats = "table<string, proctor.TargetDef>",
+    description = "where run{ target = name } runs: name = { ssh = \"user@host\", opts = { ... }, "
+      .. "shepherd = path?, cwd = path? } or { command = { ... } } (|proctor-targets|)" },
   { key = "tasks", type = "table", default = {}, show = "{}", check = H.tasks,
     luacats = "table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil>",
     description = "your tasks: name = definition (run{} fields and task options, |proctor-tasks|), or "

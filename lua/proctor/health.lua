@@ -190,6 +190,19 @@ function M.check()
       ".proctor.lua is read once trusted through proctor's prompt (this Neovim has no vim.secure)"
     )
   end
+
+  -- every configured target, reached for real (the shepherd copied if needed)
+  r.start("proctor: targets")
+  local targets = require("proctor.config").get().targets or {}
+  if next(targets) == nil then r.info("none configured (:help proctor-targets)") end
+  for name, def in pairs(targets) do
+    local tr, why = require("proctor.targets").transport(name, def, true)
+    if tr then
+      r.ok(name .. ": " .. tr)
+    else
+      r.error(why, { ":help proctor-targets" })
+    end
+  end
 end
 
 --- The task sources of `dir`, one line each (discovery runs first, never

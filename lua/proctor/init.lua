@@ -557,7 +557,21 @@ function H.run(spec)
   for _, k in ipairs({ "on_output", "on_state", "on_exit" }) do
     cbs[k] = spec[k]
   end
-  if s.cwd ~= nil then
+  if s.target ~= nil then -- a path on the far side; its default: the target's, or the far home
+    local def = require("proctor.config").get().targets[s.target]
+    if def == nil and s.transport == nil then
+      return H.fail(
+        "EINVAL",
+        "unknown target " .. string.format("%q", s.target) .. " (setup{ targets })"
+      )
+    end
+    if s.transport == nil then
+      local tr, cwd = require("proctor.targets").transport(s.target, def)
+      if not tr then return H.fail("EINVAL", cwd) end
+      s.transport = tr
+      if s.cwd == nil then s.cwd = cwd end
+    end
+  elseif s.cwd ~= nil then
     s.cwd = vim.fn.fnamemodify(vim.fn.expand(s.cwd), ":p")
     if vim.fn.isdirectory(s.cwd) == 0 then
       return H.fail("ENOENT", "cwd: no such directory " .. s.cwd)

@@ -397,6 +397,7 @@ function H.cells(r)
   local title = util.cmd_string(r.cmd)
   -- the label, and the command when it says more ("build: make -j8", not "make all: make all")
   if r.label and r.label ~= "" and r.label ~= title then title = r.label .. ": " .. title end
+  if r.target then title = "@" .. r.target .. " " .. title end -- where it runs
   return {
     id = "#" .. r.id,
     state = state,

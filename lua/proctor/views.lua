@@ -28,7 +28,8 @@ function M.execution_lines(id)
     if v ~= nil then lines[#lines + 1] = string.format("  %-10s %s", k .. ":", tostring(v)) end
   end
   add("command", util.cmd_string(rec.cmd))
-  add("cwd", rec.cwd)
+  add("target", rec.target)
+  add("cwd", rec.target and rec.cwd == "" and "~ (the target's home)" or rec.cwd)
   add("state", engine.state_text(rec))
   if rec.task then
     add("task", rec.task .. (rec.prev_id and (" (restarted #" .. rec.prev_id .. ")") or ""))

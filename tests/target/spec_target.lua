@@ -1,0 +1,297 @@
+-- tests/target/spec_target.lua — executions on targets (|proctor-targets|) under plain Lua 5.4:
+-- an ssh host (the sshd that tests/target/run starts on a loopback port, with its own keys)
+-- and a `command` target (the relay started by a plain command, as podman/kubectl exec would).
+-- The far side is this machine, so what runs there is seen in /proc (PROCTOR_TEST_TAG).
+local T = require("harness")
+local U = require("util")
+local core = U.core
+
+local root = os.getenv("PROCTOR_ROOT") or "."
+local shepherd = root .. "/build/proctor-shepherd"
+local config = assert(os.getenv("TARGET_SSH_CONFIG"), "run through tests/target/run")
+local SSH = ("ssh -F %s -T proctor-test %s --relay"):format(config, shepherd)
+local CMD = shepherd .. " --relay"
+
+local eng = assert(core.new { drain_ms = 300 })
+
+local function test(name, fn) T.test("target: " .. name, fn) end
+local function ssh_spec(spec)
+  spec.target, spec.transport = "devbox", SSH
+  return spec
+end
+
+-- The pids of the transports this engine's ssh target runs (ssh -F <our config>).
+local function ssh_pids()
+  local p = io.popen("pgrep -f -- '^ssh -F " .. config .. "'")
+  local pids = {}
+  for l in p:lines() do
+    pids[#pids + 1] = tonumber(l)
+  end
+  p:close()
+  return pids
+end
+
+test("lifecycle, exit codes, streams, the far side's environment and home", function()
+  local r, id = U.run(
+    eng,
+    ssh_spec {
+      cmd = { "sh", "-c", "echo out $PWD; echo $FOO >&2; exit 3" },
+      env = { FOO = "bar" },
+    },
+    30000
+  )
+  T.eq(table.concat(r.states, ","), "queued,starting,running,failed")
+  T.eq(r.final.exit_code, 3)
+  T.eq(r.final.reason, "exit")
+  local home = U.sh("getent passwd $(id -un) | cut -d: -f6"):gsub("%s+$", "")
+  T.eq(r.out.stdout, "out " .. home .. "\n")
+  T.eq(r.out.stderr, "bar\n")
+  T.eq(eng:get(id).target, "devbox")
+  r = U.run(eng, ssh_spec { cmd = "kill -TERM $$" }, 30000)
+  T.eq(r.final.state, "failed")
+  T.eq(r.final.reason, "signal")
+  T.eq(r.final.signal, "SIGTERM")
+  r = U.run(eng, ssh_spec { cmd = { "pwd" }, cwd = "/tmp" }, 30000)
+  T.eq(r.final.state, "completed")
+  T.eq(r.out.stdout, "/tmp\n")
+  r = U.run(eng, ssh_spec { cmd = { "/nonexistent/prog" } }, 30000)
+  T.eq(r.final.reason, "spawn_error")
+  T.match(r.final.error or "", "exec: /nonexistent/prog")
+end)
+
+test("input and close_stdin", function()
+  local id = assert(eng:start(ssh_spec { cmd = { "sh", "-c", "cat; echo done" }, stdin = true }))
+  U.wait_state(eng, id, "running", 30000)
+  T.eq(eng:input(id, "abc\n"), true)
+  T.eq(eng:close_stdin(id), true)
+  local r = U.collect(eng, { id }, 30000)[id]
+  T.eq(r.final.state, "completed")
+  T.eq(r.out.stdout, "abc\ndone\n")
+end)
+
+test("pty console: size, resize, colours, input", function()
+  local id = assert(eng:start(ssh_spec {
+    cmd = {
+      "sh",
+      "-c",
+      "stty size; printf '\\033[31mred\\033[0m\\n'; read x; echo got $x; stty size",
+    },
+    pty = true,
+    cols = 100,
+    rows = 30,
+  }))
+  U.wait_output(eng, id, "red", 30000)
+  T.eq(eng:resize(id, 120, 40), true)
+  T.eq(eng:input(id, "hi\r"), true)
+  local r = U.collect(eng, { id }, 30000)[id]
+  T.eq(r.final.state, "completed")
+  T.ok(r.out.pty:find("30 100", 1, true), r.out.pty)
+  T.ok(r.out.pty:find("\27[31mred\27[0m", 1, true), r.out.pty)
+  T.ok(r.out.pty:find("got hi", 1, true), r.out.pty)
+  T.ok(r.out.pty:find("40 120", 1, true), r.out.pty)
+end)
+
+test("cancel: a TERM-ignoring tree with a setsid escapee leaves 0 survivors", function()
+  local tag = U.tag()
+  local id = assert(eng:start(ssh_spec {
+    cmd = {
+      "sh",
+      "-c",
+      "trap '' TERM; sleep 300 & setsid sh -c 'trap \"\" TERM; sleep 300' & wait",
+    },
+    env = { PROCTOR_TEST_TAG = tag },
+    kill_grace_ms = 300,
+  }))
+  U.wait_state(eng, id, "running", 30000)
+  T.ok(U.wait_until(function() return #U.tagged(tag) >= 4 end, 10000), "the tree never started")
+  T.eq(eng:cancel(id), "canceling")
+  local r = U.collect(eng, { id }, 30000)[id]
+  T.eq(r.final.state, "canceled")
+  T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "survivors on the far side")
+end)
+
+test("timeout_ms", function()
+  local r = U.run(eng, ssh_spec { cmd = { "sleep", "30" }, timeout_ms = 300 }, 30000)
+  T.eq(r.final.state, "timed_out")
+  T.eq(r.final.reason, "timeout")
+end)
+
+test("secrets travel in the spawn and are masked here", function()
+  local secret = "s3cr3t-" .. U.tag()
+  local r =
+    U.run(eng, ssh_spec { cmd = 'printf "a $TOKEN b"', secrets = { TOKEN = secret } }, 30000)
+  T.eq(r.final.state, "completed")
+  T.eq(r.out.stdout, "a *** b")
+end)
+
+test("200 executions over one connection", function()
+  local ids = {}
+  for i = 1, 200 do
+    ids[i] = assert(eng:start(ssh_spec { cmd = { "sh", "-c", 'echo "${PROCTOR_JOB%%:*}"' } }))
+  end
+  local all = U.collect(eng, ids, 120000)
+  local relays = {}
+  for _, id in ipairs(ids) do
+    T.eq(all[id].final.state, "completed")
+    T.match(all[id].out.stdout or "(none)", "^%d+\n$")
+    relays[all[id].out.stdout or "(none)"] = true
+  end
+  local n = 0
+  for _ in pairs(relays) do
+    n = n + 1
+  end
+  T.eq(n, 1, "every job under one relay")
+  T.eq(#ssh_pids(), 1, "one ssh")
+end)
+
+test("ssh SIGKILLed mid-run: the far side's jobs die, the executions end target_lost", function()
+  local tag = U.tag()
+  local ids = {}
+  for i = 1, 3 do
+    ids[i] = assert(eng:start(ssh_spec {
+      cmd = { "sh", "-c", "trap '' TERM; sleep 300 & setsid sleep 300 & wait" },
+      env = { PROCTOR_TEST_TAG = tag },
+    }))
+  end
+  for _, id in ipairs(ids) do
+    U.wait_state(eng, id, "running", 30000)
+  end
+  T.ok(U.wait_until(function() return #U.tagged(tag) >= 9 end, 10000), "the trees never started")
+  local here = assert(eng:start { cmd = { "sleep", "300" } }) -- on this machine: not lost
+  U.wait_state(eng, here, "running", 30000)
+  local pids = ssh_pids()
+  T.eq(#pids, 1)
+  U.sh("kill -9 " .. pids[1])
+  local all = U.collect(eng, ids, 30000)
+  for _, id in ipairs(ids) do
+    T.eq(all[id].final.state, "failed")
+    T.eq(all[id].final.reason, "target_lost")
+    T.match(all[id].final.error or "", "killed by signal 9")
+  end
+  T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "survivors on the far side")
+  T.eq(eng:get(here).state, "running", "a local execution ended with the target's link")
+  eng:cancel(here, true)
+  U.collect(eng, { here }, 30000)
+  -- the next run on the target makes a new connection
+  local r = U.run(eng, ssh_spec { cmd = { "echo", "again" } }, 30000)
+  T.eq(r.out.stdout, "again\n")
+end)
+
+test("the editor SIGKILLed: the far side's jobs all die", function()
+  local tag = U.tag()
+  local dir = U.tmpdir()
+  T.defer(function() U.rmrf(dir) end)
+  local script = dir .. "/host.lua"
+  U.write_file(
+    script,
+    ([[
+    package.cpath = %q .. "/build/lua5.4/?.so;" .. package.cpath
+    local core = require("proctor.core")
+    local eng = assert(core.new{})
+    local t = { target = "devbox", transport = %q, env = { PROCTOR_TEST_TAG = %q } }
+    local function spec(s) for k, v in pairs(t) do s[k] = v end return s end
+    eng:start(spec{ cmd = {"sleep", "1000"} })
+    eng:start(spec{ cmd = "trap '' TERM HUP; sleep 1000", pty = true })
+    eng:start(spec{ cmd = "setsid sleep 1000 & sleep 1000" })
+    while true do eng:wait(1000) end
+  ]]):format(root, SSH, tag)
+  )
+  local host = tonumber(U.sh("lua5.4 " .. script .. " >/dev/null 2>&1 & echo $!"))
+  T.ok(host)
+  T.defer(function() U.kill9(host) end)
+  T.ok(U.wait_until(function() return #U.tagged(tag) >= 4 end, 30000), "jobs did not start")
+  U.kill9(host)
+  T.ok(
+    U.wait_until(function() return #U.tagged(tag) == 0 end, 10000),
+    "left on the far side: " .. #U.tagged(tag)
+  )
+end)
+
+test("a transport that cannot connect: target_lost with its status and stderr", function()
+  local r = U.run(eng, {
+    cmd = { "true" },
+    target = "nowhere",
+    transport = ("ssh -F %s -T -o Port=1 proctor-test %s --relay"):format(config, shepherd),
+  }, 30000)
+  T.eq(r.final.state, "failed")
+  T.eq(r.final.reason, "target_lost")
+  T.match(r.final.error or "", "exited with status 255")
+  T.match(r.final.error or "", "[Cc]onnection refused")
+end)
+
+test("a command target (the relay under a plain command): run, lose it", function()
+  local r = U.run(eng, { cmd = { "echo", "hi" }, target = "local", transport = CMD }, 30000)
+  T.eq(r.final.state, "completed")
+  T.eq(r.out.stdout, "hi\n")
+  local tag = U.tag()
+  local id = assert(eng:start {
+    cmd = { "sleep", "300" },
+    target = "local",
+    transport = CMD,
+    env = { PROCTOR_TEST_TAG = tag },
+  })
+  U.wait_state(eng, id, "running", 30000)
+  -- the relay is the parent of the job's reaper: kill it
+  local pid = U.tagged(tag)[1]
+  local relay = U.ppid(U.ppid(pid))
+  U.sh("kill -9 " .. relay)
+  r = U.collect(eng, { id }, 30000)[id]
+  T.eq(r.final.reason, "target_lost")
+  T.match(r.final.error or "", "killed by signal 9")
+  T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "the job outlived its relay")
+end)
+
+test("history keeps the target and the output of a target's execution", function()
+  local file = os.getenv("TARGET_DIR") .. "/history"
+  local e1 = assert(core.new { drain_ms = 300, history_file = file })
+  local r, id = U.run(e1, ssh_spec { cmd = { "echo", "kept" } }, 30000)
+  T.eq(r.final.state, "completed")
+  e1:close()
+  local e2 = assert(core.new { drain_ms = 300, history_file = file })
+  local rec = e2:get(id)
+  T.eq(rec.target, "devbox")
+  T.eq(rec.previous_session, true)
+  T.eq(e2:read(id, "stdout"), "kept\n")
+  e2:close()
+end)
+
+-- proctor.targets (the Lua layer's half): the far side checked, the static shepherd copied
+-- into the cache dir (XDG_CACHE_HOME, passed through ssh's SetEnv: nothing in a real home).
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+local targets = require("proctor.targets")
+
+test("first use copies the static shepherd (hash-named, 0700), later uses find it", function()
+  local cache = os.getenv("TARGET_DIR") .. "/farcache"
+  local def = {
+    ssh = "proctor-test",
+    opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. cache },
+  }
+  local tr, err = targets.transport("copied", def)
+  T.ok(tr, err)
+  local files = U.sh("ls -A " .. cache .. "/proctor")
+  T.match(files, "^proctor%-shepherd%-%x+\n$")
+  local file = cache .. "/proctor/" .. files:gsub("%s+$", "")
+  T.eq(U.sh("stat -c %a " .. file), "700\n")
+  T.eq(
+    U.sh("cmp " .. file .. " " .. root .. "/lua/proctor/proctor-shepherd-static && echo same"),
+    "same\n"
+  )
+  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
+  T.eq(r.final.state, "completed")
+  T.eq(r.out.stdout, "far\n")
+  -- checked again: present, not copied again (same inode)
+  local ino = U.sh("stat -c %i " .. file)
+  T.ok(targets.transport("copied", def, true))
+  T.eq(U.sh("stat -c %i " .. file), ino)
+  -- a cache dir that cannot be written: a clear error
+  local ro = os.getenv("TARGET_DIR") .. "/rocache"
+  U.sh("mkdir -p " .. ro .. " && touch " .. ro .. "/proctor") -- a file where the dir goes
+  local bad =
+    { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
+  local none, why = targets.transport("readonly", bad)
+  T.eq(none, nil)
+  T.match(why or "", "cannot install the shepherd")
+end)
+
+eng:close()
+os.exit(T.finish() and 0 or 1)
