@@ -386,8 +386,12 @@ int pr_control_submit(pr_control_t *c, pr_cmd_t *cmd) {
     }
     return PR_ECLOSED;
   }
+  /* A queue that already holds commands has a wake-up on its way (sent when
+   * the first of them came, and the engine moves the whole queue under mu):
+   * a burst of starts costs one wake-up of the engine thread, not one each. */
+  int was_empty = pr_queue_empty(&c->cmds);
   pr_queue_push(&c->cmds, &cmd->node);
-  uv_async_send(&c->async); /* under mu: the handle cannot be closing yet */
+  if (was_empty) uv_async_send(&c->async); /* under mu: the handle cannot be closing yet */
   int rc = 0;
   if (cmd->sync) {
     /* The engine answers every command it dequeues, also while shutting down. */

@@ -288,6 +288,26 @@ static void test_cancel_races(void) {
   CHECKF(canceled > 0, "nothing was canceled");
 }
 
+/* A burst of starts submitted faster than the engine takes them (one wake-up
+ * for a queue that already holds commands): every one runs and ends, and a
+ * sync command after the burst is answered. */
+static void test_start_burst(void) {
+  pr_engine_opts_t opts = {.max_running = 16, .history_limit = 100000};
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(&opts, &e));
+  size_t n = 400 / (size_t)scale;
+  for (size_t i = 1; i <= n; i++) CHECK_EQ(start_sh(e, "exit 3"), i);
+  CHECK(pr_engine_cancel(e, n + 1, 0, 0, NULL) == PR_CANCEL_NOT_FOUND);
+  outcome_t *o = calloc(n + 1, sizeof(*o));
+  int ok = drain(e, o, n, 0, 60000);
+  size_t bad = 0;
+  for (size_t i = 1; i <= n; i++) bad += o[i].terminal != 1 || o[i].exit_code != 3;
+  free_outcomes(o, n);
+  pr_engine_free(e);
+  CHECK(ok);
+  CHECKF(bad == 0, "%zu of %zu did not end with their exit code", bad, n);
+}
+
 /* Closing with live executions (plain, pty, TERM-ignoring) is bounded and
  * emits their terminal events; queued ones end canceled. */
 static void test_close_with_live_jobs(void) {
@@ -715,6 +735,7 @@ int main(int argc, char **argv) {
   RUN(test_drain_after_stall);
   RUN(test_spawned_without_fds);
   RUN(test_hold_release);
+  RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
   RUN(test_two_engines_share_history);
   RUN(test_secret_source_bounds);
