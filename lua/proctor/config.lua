@@ -16,6 +16,8 @@
 local M = {}
 local H = {}
 
+local targets = require("proctor.targets")
+
 ---@class proctor.ConfigEntry
 ---@field key string dotted path, e.g. "console.size"; a table's own entry comes before its keys
 ---@field type string|nil "number", "string", "boolean", "table", "function", or several joined by
@@ -61,7 +63,7 @@ function H.enum(values)
 end
 
 -- setup{ targets }: name = { ssh = host, opts, shepherd, cwd } or { command = argv }.
-function H.targets(v) return require("proctor.targets").check(v) end
+function H.targets(v) return targets.check(v) end
 
 -- setup{ tasks }: name = definition (a table with cmd or sequence) or
 -- function(dir) returning one; the whole table is checked here, its task

@@ -16,6 +16,7 @@ local M = {}
 local H = {}
 
 local config = require("proctor.config")
+local targets = require("proctor.targets")
 local compat = require("proctor.compat")
 local engine = require("proctor.engine")
 local util = require("proctor.util")
@@ -558,7 +559,7 @@ function H.run(spec)
     cbs[k] = spec[k]
   end
   if s.target ~= nil then -- a path on the far side; its default: the target's, or the far home
-    local def = require("proctor.config").get().targets[s.target]
+    local def = config.get().targets[s.target]
     if def == nil and s.transport == nil then
       return H.fail(
         "EINVAL",
@@ -566,7 +567,7 @@ function H.run(spec)
       )
     end
     if s.transport == nil then
-      local tr, cwd = require("proctor.targets").transport(s.target, def)
+      local tr, cwd = targets.transport(s.target, def)
       if not tr then return H.fail("EINVAL", cwd) end
       s.transport = tr
       if s.cwd == nil then s.cwd = cwd end
