@@ -181,9 +181,9 @@ void mc_rpc_close(void);
  * other bits), in a directory of ours with mode 0700. Returns 0 or -1 with a
  * message in `err`. */
 int mc_socket_safe(const char *path, char *err, size_t errlen);
-/* Find the running editor's proctor socket: in $XDG_RUNTIME_DIR/proctor/ (or
- * /tmp/proctor-<uid>/ without XDG_RUNTIME_DIR), the <pid>.sock of a live process, preferring one of
- * our ancestors; else the only one. Returns a malloc'd path, or NULL (with
+/* Find the running editor's proctor socket: in $XDG_RUNTIME_DIR/proctor/,
+ * /run/user/<uid>/proctor/ and /tmp/proctor-<uid>/ (each directory once), the
+ * <pid>.sock of a live process, preferring one of our ancestors; else the only one. Returns a malloc'd path, or NULL (with
  * why in `why`: none found, or several and none an ancestor). */
 char *mc_discover(char *why, size_t whylen);
 

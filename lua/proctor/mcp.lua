@@ -53,8 +53,7 @@ end
 --- `:Proctor mcp`: start the engine (so its socket exists) and show the snippets
 --- in a scratch buffer `proctor://mcp`.
 function M.show()
-  local engine = require("proctor.engine")
-  local eng = engine.get()
+  local eng = require("proctor")._engine()
   local socket = eng and eng.address and eng:address() or nil
   local lines = M.snippet_lines(M.binary(), socket)
   local name = "proctor://mcp"

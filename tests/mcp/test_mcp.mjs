@@ -70,7 +70,10 @@ function pct(v, p) { const s = [...v].sort((a, b) => a - b); return s[Math.min(s
 
 // An environment without an inherited proctor socket, with a private runtime dir.
 function baseEnv(extra = {}) {
-  const env = { ...process.env, XDG_RUNTIME_DIR: fs.mkdtempSync(path.join(tmp, "run-")), ...extra };
+  // PROCTOR_DISCOVER_ROOT: the fixed places discovery scans (/run/user/<uid>/proctor,
+  // /tmp/proctor-<uid>) moved under a private empty "/": other editors on this machine stay out.
+  const env = { ...process.env, XDG_RUNTIME_DIR: fs.mkdtempSync(path.join(tmp, "run-")),
+    PROCTOR_DISCOVER_ROOT: fs.mkdtempSync(path.join(tmp, "root-")), ...extra };
   delete env.PROCTOR_SOCKET;
   return env;
 }
@@ -594,6 +597,55 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
     return g.isError && g;
   }, 10000);
   assert(/proctor|ENOENT|socket/.test(gone.content[0].text), `after the editor exited: ${gone.content[0].text}`);
+});
+
+await test("discovery_finds_the_editor_with_the_sdk_default_environment", async () => {
+  // The editor keeps its socket under its XDG_RUNTIME_DIR, a login's
+  // /run/user/<uid>; it starts its engine at start-up (rpc.start) and nothing
+  // else. The agent's MCP client passes only the SDK's default environment (no
+  // XDG_RUNTIME_DIR); PROCTOR_DISCOVER_ROOT moves the fixed places under a
+  // private "/" (the real ones are shared by every editor on the machine).
+  const root = fs.mkdtempSync(path.join(tmp, "root-"));
+  const uid = process.getuid();
+  const xdg = path.join(root, "run/user", String(uid));
+  fs.mkdirSync(xdg, { recursive: true, mode: 0o700 });
+  fs.chmodSync(xdg, 0o700);
+  const listen = path.join(root, "nvim.sock");
+  const env = { ...baseEnv(), XDG_RUNTIME_DIR: xdg, XDG_STATE_HOME: path.join(root, "state") };
+  const lua = `_G.notes = {}; vim.notify = function(m) table.insert(_G.notes, m) end; `
+    + `require("proctor").setup({ rpc = { start = "startup" } })`;
+  const child = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
+    "-c", `set rtp^=${ROOT}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
+  cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
+  const sock = path.join(xdg, "proctor", `${child.pid}.sock`);
+  await until("the editor's socket, made at start-up", () => fs.existsSync(sock), 30000);
+  const expr = (e) => {
+    const r = spawnSync(NVIM, ["--server", listen, "--remote-expr", `luaeval("vim.fn.json_encode(${e.replace(/"/g, '\\"')})")`],
+      { env, timeout: 20000 });
+    return JSON.parse((r.stdout.toString() + r.stderr.toString()).trim());
+  };
+  const transport = new StdioClientTransport({ command: MCP, args: [], env: { PROCTOR_DISCOVER_ROOT: root }, cwd: tmp, stderr: "pipe" });
+  let stderr = "";
+  transport.stderr.on("data", (d) => { stderr += d; });
+  const client = new Client({ name: "default-env-agent", version: "1.0.0" }, { capabilities: {} });
+  await client.connect(transport);
+  cleanups.push(() => client.close().catch(() => {}));
+  const r = await client.callTool({ name: "run", arguments: { command: "echo found" } });
+  eq([r.structuredContent.mode, r.structuredContent.stdout], ["editor", "found\n"], `ran in the editor (stderr: ${stderr})`);
+  const r2 = await client.callTool({ name: "run", arguments: { command: "echo again" } });
+  const ids = expr(`vim.tbl_map(function(x) return x.id end, require('proctor').list())`);
+  assert(ids.includes(r.structuredContent.id) && ids.includes(r2.structuredContent.id), `both runs are in the editor's list: ${JSON.stringify(ids)}`);
+  // The first run of an agent is told once; the second is quiet.
+  const notes = await until("the notification", () => {
+    const n = expr(`_G.notes`);
+    return n.length > 0 && n;
+  }, 20000);
+  await sleep(300);
+  const all = expr(`_G.notes`).filter((m) => /default-env-agent/.test(m));
+  eq(all.length, 1, `one notification for the agent: ${JSON.stringify(expr("_G.notes"))}`);
+  assert(/default-env-agent started #\d+ in this editor: .*echo found/.test(all[0]), `the notification: ${all[0]} (all: ${JSON.stringify(notes)})`);
+  await client.close();
+  child.kill("SIGTERM");
 });
 
 await test("examples_mcp_json_entries_work", async () => {
