@@ -28,7 +28,7 @@ int mc_opts_finish(void) {
   return 0;
 }
 
-int mc_connect(const char *name, char *err, size_t errlen) {
+int mc_connect(const char *name, const char *identity, char *err, size_t errlen) {
   if (mc_rpc_connected()) return 0;
   const char *path = NULL;
   char *found = NULL;
@@ -50,7 +50,7 @@ int mc_connect(const char *name, char *err, size_t errlen) {
       embedded = 1;
     }
   }
-  if (mc_rpc_connect(path, name, err, errlen) != 0) goto fail;
+  if (mc_rpc_connect(path, name, identity, err, errlen) != 0) goto fail;
   mc_log("connected to %s as %s", path, name);
   free(found);
   return 0;

@@ -24,12 +24,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "call.h"
 #include "schemas.h"
 
 static const char *const tool_names[] = {"run",    "start", "status", "list",
                                          "output", "input", "cancel", "wait"};
 static cJSON *tool_defs[MC_NTOOLS];
+
+/* The owner identity said in hello: --session, else the client's name and
+ * our cwd ("claude-code /home/me/project"; the cwd's head is cut to fit the
+ * server's 256 bytes). */
+static const char *identity(void) {
+  static char buf[257];
+  if (mc_opts.session) return mc_opts.session;
+  const char *name = mc_client_name(), *cwd = mc_opts.cwd ? mc_opts.cwd : "";
+  size_t room = sizeof(buf) - 1 - strlen(name) - 1, n = strlen(cwd);
+  if (n > room) cwd += pr_utf8_skip(cwd + (n - room), room) + (n - room);
+  snprintf(buf, sizeof(buf), "%s %s", name, cwd);
+  return buf;
+}
 
 void mc_tools_call(const cJSON *id, const cJSON *params) {
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
@@ -71,7 +85,7 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   if (c->tool == T_RUN || c->tool == T_START) {
     if ((spec = mc_start_spec(c)) == NULL) return;
   }
-  if (mc_connect(mc_client_name(), err, sizeof(err)) != 0) {
+  if (mc_connect(mc_client_name(), identity(), err, sizeof(err)) != 0) {
     cJSON_Delete(spec);
     mc_call_fail(c, "proctor is not reachable: %s", err);
     return;

@@ -599,6 +599,36 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   assert(/proctor|ENOENT|socket/.test(gone.content[0].text), `after the editor exited: ${gone.content[0].text}`);
 });
 
+await test("reconnect_keeps_control_of_the_runs", async () => {
+  const nv = startNvim();
+  const addrFile = path.join(nv.run, "address");
+  await until("Neovim's proctor socket", () => fs.existsSync(addrFile) && fs.readFileSync(addrFile, "utf8").trim(), 30000);
+  // An agent starts a dev server, then its client restarts (a new proctor-mcp).
+  const A = await connect({ args: [], env: { ...nv.env }, name: "agent-x" });
+  const s = await call(A, "start", { command: "sleep 300" });
+  await until("running", async () => (await call(A, "status", { id: s.id })).state === "running");
+  await A.client.close();
+  const B = await connect({ args: [], env: { ...nv.env }, name: "agent-x" });
+  eq([(await call(B, "status", { id: s.id })).state, (await call(B, "list", {})).executions.map((x) => x.id)],
+    ["running", [s.id]], "the same client name in the same directory sees its run after the reconnect");
+  // Another agent gets EPERM naming the owner, not ENOENT.
+  const O = await connect({ args: [], env: { ...nv.env }, name: "other-agent" });
+  for (const [tool, args] of [["status", { id: s.id }], ["cancel", { id: s.id }], ["output", { id: s.id }], ["wait", { id: s.id, timeout_ms: 10 }]]) {
+    const r = await call(O, tool, args, { allowError: true });
+    assert(r.isError && r.content[0].text.includes(`EPERM: execution ${s.id} belongs to another agent (owner agent-x)`),
+      `${tool} by another agent: ${r.content[0].text}`);
+  }
+  eq((await call(O, "list", {})).executions.length, 0, "another agent lists none of it");
+  // --session names the identity whatever the client's name.
+  const D = await connect({ args: ["--session", "proj-1"], env: { ...nv.env }, name: "client-d" });
+  const d = await call(D, "start", { command: "sleep 300" });
+  const E = await connect({ args: ["--session", "proj-1"], env: { ...nv.env }, name: "client-e" });
+  eq((await call(E, "cancel", { id: d.id })).result, "canceling", "the same --session controls it");
+  eq((await call(B, "cancel", { id: s.id })).result, "canceling", "the reconnected agent stops its run");
+  eq((await call(B, "wait", { id: s.id, timeout_ms: 30000 })).state, "canceled", "and sees it end");
+  nv.child.kill("SIGTERM");
+});
+
 await test("discovery_finds_the_editor_with_the_sdk_default_environment", async () => {
   // The editor keeps its socket under its XDG_RUNTIME_DIR, a login's
   // /run/user/<uid>; it starts its engine at start-up (rpc.start) and nothing
