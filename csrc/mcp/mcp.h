@@ -95,6 +95,7 @@ typedef struct {
   const char *cwd;       /* our working directory (realpath), the default cwd */
   uint32_t progress_ms;  /* interval of notifications/progress */
   const char *session;   /* --session: the owner identity; NULL: clientInfo.name and the cwd */
+  const char *shell;     /* runs a command string with -c: bash on PATH, else /bin/sh; --shell */
 } mc_opts_t;
 
 extern mc_opts_t mc_opts;

@@ -24,7 +24,9 @@
   "\"error\":{\"type\":[\"string\",\"null\"]},"                                                    \
   "\"label\":{\"type\":[\"string\",\"null\"]},"                                                    \
   "\"owner\":{\"type\":\"string\"},"                                                               \
-  "\"command\":{\"type\":\"string\"},"                                                             \
+  "\"command\":{\"type\":\"string\",\"description\":\"the command line as given\"},"               \
+  "\"shell\":{\"type\":[\"string\",\"null\"],\"description\":\"the shell that ran command (null: " \
+  "args form)\"},"                                                                                 \
   "\"cwd\":{\"type\":\"string\"},"                                                                 \
   "\"pty\":{\"type\":\"boolean\"},"                                                                \
   "\"pid\":{\"type\":[\"integer\",\"null\"]},"                                                     \
@@ -57,8 +59,8 @@
 /* Input fields of run and start. */
 #define SPEC_PROPS                                                                                 \
   "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"a shell command line, run "  \
-  "with "                                                                                          \
-  "/bin/sh -c; with args: the program\"},"                                                         \
+  "with bash -c where bash exists (else /bin/sh -c; the server's shell is in every result); "      \
+  "with args: the program\"},"                                                                     \
   "\"args\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"description\":\"arguments: run " \
   "command "                                                                                       \
   "with these, without a shell\"},"                                                                \

@@ -260,6 +260,23 @@ await test("flood_is_read_with_a_byte_limit", async () => {
   console.log(`# flood: 64 KiB read ${ms.toFixed(1)} ms, 1 MiB read ${(performance.now() - t1).toFixed(1)} ms (${Buffer.byteLength(big.data)} bytes)`);
 });
 
+await test("bash_syntax_runs_by_default_and_shell_chooses", async () => {
+  const line = "[[ 1 -lt 2 ]] && echo {1..3}";
+  const r = await call(E, "run", { command: line });
+  eq([r.stdout, r.command, r.exit_code], ["1 2 3\n", line, 0], "bash runs [[ ]] and {1..3}; command is the line as given");
+  assert(/\/bash$/.test(r.shell), `the shell is bash: ${r.shell}`);
+  const st = await call(E, "start", { command: "echo $0" });
+  eq((await call(E, "wait", { id: st.id })).command, "echo $0", "start and wait report the line too");
+  const a = await call(E, "run", { command: "echo", args: ["-c", "x"] });
+  eq([a.stdout, a.shell], ["-c x\n", null], "args form: no shell");
+  const S = await connect({ args: ["--embedded", "--shell=/bin/sh"] });
+  const s = await call(S, "run", { command: "echo {1..3}" });
+  eq([s.stdout, s.shell, s.command], ["{1..3}\n", "/bin/sh", "echo {1..3}"], "--shell=/bin/sh");
+  const bash = r.shell;
+  const D = await connect({ args: ["--embedded", "--shell"], env: baseEnv({ SHELL: bash }) });
+  eq((await call(D, "run", { command: "echo $BASH_VERSION" })).stdout.trim().length > 0, true, "--shell takes $SHELL");
+});
+
 await test("input_reaches_stdin", async () => {
   const s = await call(E, "start", { command: "printf 'name? '; read a; echo \"hi $a\"" });
   await until("the prompt", async () => (await call(E, "output", { id: s.id })).data === "name? ");
