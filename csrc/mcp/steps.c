@@ -107,8 +107,9 @@ static void tails_done(call_t *c) {
   if (!mc_rec_terminal(mc_rec_str(c->rec, "state"))) { /* the wait ended first: say how to go on */
     char next[256];
     snprintf(next, sizeof(next),
-             "still running (the wait ended, the command did not): call wait {id: %llu} to wait "
-             "more, output {id: %llu} to read it, cancel {id: %llu} to stop it",
+             "still running (the wait ended, the command did not): call wait_for_command {id: "
+             "%llu} to wait more, read_output {id: %llu} to read it, cancel_command {id: %llu} "
+             "to stop it",
              (unsigned long long)c->id, (unsigned long long)c->id, (unsigned long long)c->id);
     cJSON_AddStringToObject(o, "next", next);
   }

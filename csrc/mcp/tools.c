@@ -28,8 +28,14 @@
 #include "call.h"
 #include "schemas.h"
 
-static const char *const tool_names[] = {"run",    "start", "status", "list",
-                                         "output", "input", "cancel", "wait"};
+/* The names tools/list shows (clear when a client shows them bare), and the
+ * names of the first release, still accepted by tools/call (for one more
+ * release: :help proctor-mcp-tools). Same order as tool_id_t. */
+static const char *const tool_names[] = {"run_command",    "start_command",   "command_status",
+                                         "list_commands",  "read_output",     "send_input",
+                                         "cancel_command", "wait_for_command"};
+static const char *const old_names[] = {"run",    "start", "status", "list",
+                                        "output", "input", "cancel", "wait"};
 static cJSON *tool_defs[MC_NTOOLS];
 
 /* The owner identity said in hello: --session, else the client's name and
@@ -49,7 +55,9 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
   int tool = -1;
   for (int i = 0; cJSON_IsString(name) && i < (int)MC_NTOOLS; i++)
-    if (strcmp(name->valuestring, tool_names[i]) == 0) tool = i;
+    if (strcmp(name->valuestring, tool_names[i]) == 0 ||
+        strcmp(name->valuestring, old_names[i]) == 0)
+      tool = i;
   if (tool < 0) {
     char msg[256];
     snprintf(msg, sizeof(msg), "unknown tool %s",
