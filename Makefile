@@ -39,7 +39,7 @@ ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engin
              csrc/engine/worker_jsonl.c csrc/engine/worker_msgpack.c csrc/engine/targets.c
 # the msgpack-rpc server, the durable files, and the file that wires them
 ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/params.c \
-              csrc/rpc/pack.c
+              csrc/rpc/pack.c csrc/rpc/ident.c
 ENGINE_SRC += csrc/store/journal.c csrc/store/frame.c csrc/store/history.c csrc/store/history_load.c csrc/store/audit.c
 ENGINE_SRC += csrc/proctor.c
 CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c csrc/lua/spec.c csrc/lua/env_policy.c csrc/lua/push.c csrc/lua/json.c

@@ -341,7 +341,7 @@ static void create(const cJSON *id, const cJSON *p, const char *sid) {
   cJSON *spec = create_spec(id, p, sid, &text, &limit);
   if (spec == NULL) return;
   char err[1024];
-  if (mc_connect(ac_owner, err, sizeof(err)) != 0) {
+  if (mc_connect(ac_owner, NULL, err, sizeof(err)) != 0) {
     char m[1100];
     snprintf(m, sizeof(m), "proctor is not reachable: %s", err);
     ac_answer_error(AC_AGENT, id, AC_E_INTERNAL, m, NULL);

@@ -165,8 +165,15 @@ static void on_pty_poll(uv_poll_t *h, int status, int events) {
   (void)events;
   pr_stream_t *s = (pr_stream_t *)h;
   uv_os_fd_t fd;
-  if (status < 0 || uv_fileno((uv_handle_t *)h, &fd) != 0) pr_stream_close(s);
-  else pr_stream_read_ready(s, fd);
+  if (uv_fileno((uv_handle_t *)h, &fd) != 0) {
+    pr_stream_close(s);
+  } else {
+    /* An error status too (libuv reports POLLERR so, e.g. a tty poll that
+     * met its line discipline mid-change): what the kernel still holds is
+     * read first; the read's own EIO or error then closes the stream. */
+    pr_stream_read_ready(s, fd);
+    if (status < 0 && s->open) pr_stream_close(s);
+  }
   if (!s->open) s->exec->up->ended(s->exec);
 }
 

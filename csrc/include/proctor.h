@@ -51,7 +51,8 @@
   X(ENOSTREAM, -30010, "no such stream for this execution")   \
   X(EBUSY, -30011, "resource busy")                           \
   X(ENOMETHOD, -30012, "no such method")                      \
-  X(ENOTWORKER, -30013, "execution is not a worker")
+  X(ENOTWORKER, -30013, "execution is not a worker")          \
+  X(EPERM, -30014, "execution belongs to another session")
 
 typedef enum {
 #define X(name, value, msg) PR_##name = value,

@@ -9,10 +9,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mcp.h"
 
 static int embedded; /* the connection goes to our own engine */
+
+/* The default shell: the first executable bash on PATH (so agents' bash
+ * syntax, [[ ]] and {1..3}, works), else /bin/sh. Static storage. */
+static const char *find_bash(void) {
+  static char buf[4096];
+  const char *path = getenv("PATH");
+  if (path == NULL) path = "/usr/local/bin:/usr/bin:/bin";
+  for (const char *p = path; *p;) {
+    size_t n = strcspn(p, ":");
+    if (n > 0 && p[0] == '/' && n + 6 < sizeof(buf)) {
+      snprintf(buf, sizeof(buf), "%.*s/bash", (int)n, p);
+      if (access(buf, X_OK) == 0) return buf;
+    }
+    p += n;
+    if (*p == ':') p++;
+  }
+  return "/bin/sh";
+}
 
 int mc_opts_finish(void) {
   if (mc_opts.socket == NULL && !mc_opts.embedded) {
@@ -25,10 +44,11 @@ int mc_opts_finish(void) {
     return -1;
   }
   mc_opts.cwd = cwd;
+  if (mc_opts.shell == NULL) mc_opts.shell = find_bash();
   return 0;
 }
 
-int mc_connect(const char *name, char *err, size_t errlen) {
+int mc_connect(const char *name, const char *identity, char *err, size_t errlen) {
   if (mc_rpc_connected()) return 0;
   const char *path = NULL;
   char *found = NULL;
@@ -50,7 +70,7 @@ int mc_connect(const char *name, char *err, size_t errlen) {
       embedded = 1;
     }
   }
-  if (mc_rpc_connect(path, name, err, errlen) != 0) goto fail;
+  if (mc_rpc_connect(path, name, identity, err, errlen) != 0) goto fail;
   mc_log("connected to %s as %s", path, name);
   free(found);
   return 0;

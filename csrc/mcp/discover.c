@@ -8,6 +8,14 @@
  * in a 0700 directory, the socket 0600 (lua/proctor/engine.lua, the core's
  * rpc server). A socket is used only when that holds and it is ours; after
  * connecting, the peer's uid is checked again (rpc.c, SO_PEERCRED).
+ *
+ * The agent that starts us often does not pass XDG_RUNTIME_DIR on (the MCP
+ * SDKs' default environment has only HOME, LOGNAME, PATH, SHELL, TERM and
+ * USER), so besides $XDG_RUNTIME_DIR/proctor the fixed places are scanned
+ * whatever the environment: /run/user/<uid>/proctor (where a login's
+ * XDG_RUNTIME_DIR usually is) and /tmp/proctor-<uid>. The tests move those
+ * two under a private directory with PROCTOR_DISCOVER_ROOT (tests/README.md);
+ * nothing else should set it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -113,20 +121,53 @@ static void scan(const char *dir, cand_t *v, size_t *n, size_t cap) {
   closedir(d);
 }
 
+/* Add `dir` to the `nd` directories to scan unless one of them is the same
+ * directory (the same device and inode, or the same path). */
+static void add_dir(char (*dirs)[4096], struct stat *ids, size_t *nd, const char *dir) {
+  struct stat st;
+  int have = stat(dir, &st) == 0;
+  for (size_t i = 0; i < *nd; i++)
+    if (strcmp(dirs[i], dir) == 0 ||
+        (have && ids[i].st_ino == st.st_ino && ids[i].st_dev == st.st_dev && ids[i].st_ino))
+      return;
+  snprintf(dirs[*nd], sizeof(dirs[*nd]), "%s", dir);
+  if (have) ids[*nd] = st;
+  else memset(&ids[*nd], 0, sizeof(ids[*nd]));
+  (*nd)++;
+}
+
 char *mc_discover(char *why, size_t whylen) {
   cand_t v[64];
   size_t n = 0;
-  char dir[4096];
+  char dirs[3][4096], dir[4096];
+  struct stat ids[3], st;
+  size_t nd = 0;
+  unsigned uid = (unsigned)getuid();
   /* Where the editor puts it (lua/proctor/engine.lua): under XDG_RUNTIME_DIR
-   * when that is a directory, else under /tmp/proctor-<uid>. */
+   * when that is a directory, else under /tmp/proctor-<uid>; and the fixed
+   * places, whatever our environment says. */
   const char *xdg = getenv("XDG_RUNTIME_DIR");
-  struct stat st;
-  if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
+  int xdg_first = 0; /* dirs[0] is $XDG_RUNTIME_DIR/proctor */
+  if (xdg && *xdg && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode)) {
     snprintf(dir, sizeof(dir), "%s/proctor", xdg);
-  else snprintf(dir, sizeof(dir), "/tmp/proctor-%u", (unsigned)getuid());
-  scan(dir, v, &n, 64);
+    add_dir(dirs, ids, &nd, dir);
+    xdg_first = 1;
+  }
+  const char *root = getenv("PROCTOR_DISCOVER_ROOT"); /* the tests' private "/" */
+  if (root == NULL) root = "";
+  snprintf(dir, sizeof(dir), "%s/run/user/%u/proctor", root, uid);
+  add_dir(dirs, ids, &nd, dir);
+  snprintf(dir, sizeof(dir), "%s/tmp/proctor-%u", root, uid);
+  add_dir(dirs, ids, &nd, dir);
+  /* An editor in the directory our environment names wins: the fixed places
+   * count only when it has none. */
+  if (xdg_first) scan(dirs[0], v, &n, 64);
+  if (n == 0)
+    for (size_t i = (size_t)xdg_first; i < nd; i++) scan(dirs[i], v, &n, 64);
   if (n == 0) {
-    snprintf(why, whylen, "no running editor's proctor socket was found");
+    snprintf(why, whylen, "no running editor's proctor socket was found (looked in %s%s%s%s%s)",
+             dirs[0], nd > 1 ? ", " : "", nd > 1 ? dirs[1] : "", nd > 2 ? ", " : "",
+             nd > 2 ? dirs[2] : "");
     return NULL;
   }
   /* Prefer the nearest ancestor: proctor-mcp started from that editor's terminal. */

@@ -266,8 +266,13 @@ cJSON *mc_start_spec(call_t *c) {
     cJSON_AddItemToArray(argv, cJSON_CreateString(cmd->valuestring));
     for (const cJSON *a = args->child; a; a = a->next)
       cJSON_AddItemToArray(argv, cJSON_CreateString(a->valuestring));
-  } else {
+  } else if (strcmp(mc_opts.shell, "/bin/sh") == 0) {
     cJSON_AddStringToObject(spec, "cmd", cmd->valuestring);
+  } else { /* [shell, "-c", command]: results show the command and the shell (steps.c) */
+    cJSON *argv = cJSON_AddArrayToObject(spec, "cmd");
+    cJSON_AddItemToArray(argv, cJSON_CreateString(mc_opts.shell));
+    cJSON_AddItemToArray(argv, cJSON_CreateString("-c"));
+    cJSON_AddItemToArray(argv, cJSON_CreateString(cmd->valuestring));
   }
   cJSON_AddStringToObject(spec, "cwd", cwd);
   free(cwd);

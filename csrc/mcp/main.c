@@ -219,6 +219,11 @@ static void usage(FILE *f) {
       "  --secret NAME[=VAR]  give commands NAME with the value of our $VAR (default $NAME),\n"
       "                       masked as *** in all output and results (repeatable)\n"
       "  --kill-on-exit       socket mode: end our executions when proctor-mcp exits\n"
+      "  --shell[=PATH]       run command strings with PATH -c (no PATH: $SHELL; default: bash\n"
+      "                       from PATH, else /bin/sh)\n"
+      "  --session NAME       socket mode: the owner identity; a later proctor-mcp with the same\n"
+      "                       one sees and controls our executions (default: the client's name\n"
+      "                       and the current directory)\n"
       "  --shepherd PATH      embedded: the proctor-shepherd to use (default: next to "
       "proctor-mcp)\n"
       "  --output-limit N     embedded: bytes of output kept per stream (default 8 MiB)\n"
@@ -250,6 +255,8 @@ enum {
   O_ALLOW_ENV,
   O_SECRET,
   O_KILL_ON_EXIT,
+  O_SESSION,
+  O_SHELL,
   O_SHEPHERD,
   O_OUTPUT_LIMIT,
   O_PROGRESS_MS,
@@ -264,6 +271,8 @@ static const struct option longopts[] = {{"socket", required_argument, NULL, O_S
                                          {"allow-env", required_argument, NULL, O_ALLOW_ENV},
                                          {"secret", required_argument, NULL, O_SECRET},
                                          {"kill-on-exit", no_argument, NULL, O_KILL_ON_EXIT},
+                                         {"session", required_argument, NULL, O_SESSION},
+                                         {"shell", optional_argument, NULL, O_SHELL},
                                          {"shepherd", required_argument, NULL, O_SHEPHERD},
                                          {"output-limit", required_argument, NULL, O_OUTPUT_LIMIT},
                                          {"progress-ms", required_argument, NULL, O_PROGRESS_MS},
@@ -322,6 +331,20 @@ static int parse_args(int argc, char **argv) {
     case O_EMBEDDED: mc_opts.embedded = 1; break;
     case O_NO_DISCOVER: mc_opts.discover = 0; break;
     case O_KILL_ON_EXIT: mc_opts.kill_on_exit = 1; break;
+    case O_SESSION:
+      if (v[0] == 0 || strlen(v) > 256) {
+        mc_log("--session: 1 to 256 bytes expected");
+        return -1;
+      }
+      mc_opts.session = v;
+      break;
+    case O_SHELL: /* --shell: $SHELL; --shell=PATH */
+      if ((v = v ? v : getenv("SHELL")) == NULL || v[0] != '/' || access(v, X_OK) != 0) {
+        mc_log("--shell: %s is not an executable absolute path", v ? v : "$SHELL (unset)");
+        return -1;
+      }
+      mc_opts.shell = v;
+      break;
     case O_SOCKET: mc_opts.socket = v; break;
     case O_SHEPHERD: mc_opts.shepherd = v; break;
     case O_ALLOW_CWD: {

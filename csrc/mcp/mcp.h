@@ -94,6 +94,8 @@ typedef struct {
   uint64_t output_limit; /* embedded: bytes kept per stream */
   const char *cwd;       /* our working directory (realpath), the default cwd */
   uint32_t progress_ms;  /* interval of notifications/progress */
+  const char *session;   /* --session: the owner identity; NULL: clientInfo.name and the cwd */
+  const char *shell;     /* runs a command string with -c: bash on PATH, else /bin/sh; --shell */
 } mc_opts_t;
 
 extern mc_opts_t mc_opts;
@@ -152,9 +154,11 @@ typedef struct {
 typedef void (*mc_rpc_cb)(uint64_t tag, const mc_reply_t *r);
 
 /* Connect to the socket at `path` after checking it is safe (ours, 0600 in a
- * 0700 directory; the peer's uid is ours), then say `hello` with `name`.
- * Returns 0, or -1 with a message in `err`. */
-int mc_rpc_connect(const char *path, const char *name, char *err, size_t errlen);
+ * 0700 directory; the peer's uid is ours), then say `hello` with `name` and,
+ * unless NULL, the owner `identity` (connections of one identity share their
+ * executions: |proctor-rpc-session|). Returns 0, or -1 with a message in `err`. */
+int mc_rpc_connect(const char *path, const char *name, const char *identity, char *err,
+                   size_t errlen);
 /* 1 while connected. */
 int mc_rpc_connected(void);
 /* Why the connection was lost (empty when it was not). */
@@ -181,9 +185,9 @@ void mc_rpc_close(void);
  * other bits), in a directory of ours with mode 0700. Returns 0 or -1 with a
  * message in `err`. */
 int mc_socket_safe(const char *path, char *err, size_t errlen);
-/* Find the running editor's proctor socket: in $XDG_RUNTIME_DIR/proctor/ (or
- * /tmp/proctor-<uid>/ without XDG_RUNTIME_DIR), the <pid>.sock of a live process, preferring one of
- * our ancestors; else the only one. Returns a malloc'd path, or NULL (with
+/* Find the running editor's proctor socket: in $XDG_RUNTIME_DIR/proctor/,
+ * /run/user/<uid>/proctor/ and /tmp/proctor-<uid>/ (each directory once), the
+ * <pid>.sock of a live process, preferring one of our ancestors; else the only one. Returns a malloc'd path, or NULL (with
  * why in `why`: none found, or several and none an ancestor). */
 char *mc_discover(char *why, size_t whylen);
 
@@ -203,8 +207,9 @@ void mc_embedded_stop(void);
 
 /* Connect to proctor unless connected: the socket of mc_opts.socket, else
  * (mc_opts.discover) the running editor's one (mc_discover), else a private
- * embedded engine; `name` goes to `hello`. Returns 0, or -1 with why in `err`. */
-int mc_connect(const char *name, char *err, size_t errlen);
+ * embedded engine; `name` and `identity` (NULL: none) go to `hello`.
+ * Returns 0, or -1 with why in `err`. */
+int mc_connect(const char *name, const char *identity, char *err, size_t errlen);
 
 /* mc_opts_finish: after the options were parsed, fill in what the
  * environment gives: the socket from PROCTOR_SOCKET (unless --socket or

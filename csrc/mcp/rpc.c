@@ -296,7 +296,8 @@ static void on_hello(uint64_t tag, const mc_reply_t *r) {
   }
 }
 
-int mc_rpc_connect(const char *path, const char *name, char *err, size_t errlen) {
+int mc_rpc_connect(const char *path, const char *name, const char *identity, char *err,
+                   size_t errlen) {
   if (C.fd >= 0) return 0;
   if (mc_socket_safe(path, err, errlen) != 0) return -1;
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -332,6 +333,11 @@ int mc_rpc_connect(const char *path, const char *name, char *err, size_t errlen)
   hello_err[0] = 0;
   cJSON *params = cJSON_CreateArray();
   cJSON_AddItemToArray(params, cJSON_CreateString(name));
+  if (identity) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "identity", identity);
+    cJSON_AddItemToArray(params, o);
+  }
   if (mc_rpc_call("hello", params, on_hello, 0) != 0) {
     snprintf(err, errlen, "%s: cannot send hello", path);
     drop("hello not sent");

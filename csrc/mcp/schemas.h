@@ -24,7 +24,9 @@
   "\"error\":{\"type\":[\"string\",\"null\"]},"                                                    \
   "\"label\":{\"type\":[\"string\",\"null\"]},"                                                    \
   "\"owner\":{\"type\":\"string\"},"                                                               \
-  "\"command\":{\"type\":\"string\"},"                                                             \
+  "\"command\":{\"type\":\"string\",\"description\":\"the command line as given\"},"               \
+  "\"shell\":{\"type\":[\"string\",\"null\"],\"description\":\"the shell that ran command (null: " \
+  "args form)\"},"                                                                                 \
   "\"cwd\":{\"type\":\"string\"},"                                                                 \
   "\"pty\":{\"type\":\"boolean\"},"                                                                \
   "\"pid\":{\"type\":[\"integer\",\"null\"]},"                                                     \
@@ -47,18 +49,20 @@
   "them "                                                                                          \
   "with output)\"},"                                                                               \
   "\"stderr_skipped\":{\"type\":\"integer\"},"                                                     \
-  "\"next\":{\"type\":\"string\",\"description\":\"while it runs: how to go on (wait, output, "    \
+  "\"next\":{\"type\":\"string\",\"description\":\"while it runs: how to go on "                   \
+  "(wait_for_command, read_output, "                                                               \
   "cancel with its id)\"}"
 
-#define ID_PROP                                                                             \
-  "\"id\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"execution id (from run or " \
+#define ID_PROP                                                                                  \
+  "\"id\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"execution id (from run_command " \
+  "or "                                                                                          \
   "start)\"}"
 
 /* Input fields of run and start. */
 #define SPEC_PROPS                                                                                 \
   "\"command\":{\"type\":\"string\",\"minLength\":1,\"description\":\"a shell command line, run "  \
-  "with "                                                                                          \
-  "/bin/sh -c; with args: the program\"},"                                                         \
+  "with bash -c where bash exists (else /bin/sh -c; the server's shell is in every result); "      \
+  "with args: the program\"},"                                                                     \
   "\"args\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"description\":\"arguments: run " \
   "command "                                                                                       \
   "with these, without a shell\"},"                                                                \
@@ -78,19 +82,20 @@
 
 static const char *const mc_tool_json[] = {
     /* run */
-    "{\"name\":\"run\",\"title\":\"Run a command\","
+    "{\"name\":\"run_command\",\"title\":\"Run a command\","
     "\"description\":\"Run a command where the user can see and stop it, wait up to wait_ms for it "
     "to end, "
     "and return its exit status and the tail of its output. If it is still running then, the "
     "result has "
-    "running=true and its id: continue with wait, output, input or cancel. The whole process tree "
+    "running=true and its id: continue with wait_for_command, read_output, send_input or "
+    "cancel_command. The whole process tree "
     "is "
     "killed on cancel or timeout.\","
     "\"annotations\":{\"title\":\"Run a command\",\"readOnlyHint\":false,\"destructiveHint\":true,"
     "\"idempotentHint\":false,\"openWorldHint\":true},"
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" SPEC_PROPS
     ","
-    "\"stdin\":{\"type\":\"boolean\",\"description\":\"keep stdin open for the input tool; default "
+    "\"stdin\":{\"type\":\"boolean\",\"description\":\"keep stdin open for send_input; default "
     "false "
     "(stdin is /dev/null)\"},"
     "\"wait_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":3600000,\"description\":\"how "
@@ -105,25 +110,26 @@ static const char *const mc_tool_json[] = {
     "\"required\":[" EXEC_REQUIRED ",\"stdout\",\"stderr\"]}}",
 
     /* start */
-    "{\"name\":\"start\",\"title\":\"Start a command\","
+    "{\"name\":\"start_command\",\"title\":\"Start a command\","
     "\"description\":\"Start a command (a server, a watcher, a long build) and return its id at "
     "once. It "
-    "runs where the user can see and stop it; read it with output, wait for it with wait, answer "
+    "runs where the user can see and stop it; read it with read_output, wait for it with "
+    "wait_for_command, answer "
     "prompts "
-    "with input, stop it with cancel.\","
+    "with send_input, stop it with cancel_command.\","
     "\"annotations\":{\"title\":\"Start a "
     "command\",\"readOnlyHint\":false,\"destructiveHint\":true,"
     "\"idempotentHint\":false,\"openWorldHint\":true},"
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" SPEC_PROPS
     ","
-    "\"stdin\":{\"type\":\"boolean\",\"description\":\"a stdin pipe for the input tool; default "
+    "\"stdin\":{\"type\":\"boolean\",\"description\":\"a stdin pipe for send_input; default "
     "true\"}"
     "},\"required\":[\"command\"],\"additionalProperties\":false},"
     "\"outputSchema\":{\"type\":\"object\",\"properties\":{" EXEC_PROPS
     "},\"required\":[" EXEC_REQUIRED "]}}",
 
     /* status */
-    "{\"name\":\"status\",\"title\":\"Execution status\","
+    "{\"name\":\"command_status\",\"title\":\"Execution status\","
     "\"description\":\"The state of an execution: running or how it ended (exit code or signal), "
     "its "
     "command, cwd, pid, duration and output sizes.\","
@@ -137,7 +143,7 @@ static const char *const mc_tool_json[] = {
     "},\"required\":[" EXEC_REQUIRED "]}}",
 
     /* list */
-    "{\"name\":\"list\",\"title\":\"List executions\","
+    "{\"name\":\"list_commands\",\"title\":\"List executions\","
     "\"description\":\"The executions this server started (newest last), optionally only those in "
     "one "
     "state.\","
@@ -161,7 +167,7 @@ static const char *const mc_tool_json[] = {
     "},\"required\":[\"executions\",\"total\"]}}",
 
     /* output */
-    "{\"name\":\"output\",\"title\":\"Read output\","
+    "{\"name\":\"read_output\",\"title\":\"Read output\","
     "\"description\":\"Read an execution's output from a byte offset, at most max_bytes, cut at "
     "UTF-8 "
     "character boundaries. Pass next_offset back to continue; a negative offset reads that many "
@@ -199,7 +205,7 @@ static const char *const mc_tool_json[] = {
     "\"eof\",\"state\"]}}",
 
     /* input */
-    "{\"name\":\"input\",\"title\":\"Send input\","
+    "{\"name\":\"send_input\",\"title\":\"Send input\","
     "\"description\":\"Write text to a running execution's stdin (or its terminal), e.g. an answer "
     "to a "
     "prompt; include the newline. eof=true closes stdin afterwards (a pty execution gets ^D).\","
@@ -215,7 +221,7 @@ static const char *const mc_tool_json[] = {
     "\"stdin_closed\":{\"type\":\"boolean\"}},\"required\":[\"id\",\"bytes\",\"stdin_closed\"]}}",
 
     /* cancel */
-    "{\"name\":\"cancel\",\"title\":\"Cancel an execution\","
+    "{\"name\":\"cancel_command\",\"title\":\"Cancel an execution\","
     "\"description\":\"Stop an execution and its whole process tree: SIGTERM to its process group, "
     "SIGKILL after the grace period (force: SIGKILL at once). Its output stays readable.\","
     "\"annotations\":{\"title\":\"Cancel an "
@@ -232,7 +238,7 @@ static const char *const mc_tool_json[] = {
     "\"required\":[\"id\",\"result\"]}}",
 
     /* wait */
-    "{\"name\":\"wait\",\"title\":\"Wait for an execution\","
+    "{\"name\":\"wait_for_command\",\"title\":\"Wait for an execution\","
     "\"description\":\"Wait up to timeout_ms for an execution to end; return its status and the "
     "tail of "
     "its output (running=true if it has not ended yet).\","

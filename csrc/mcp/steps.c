@@ -38,9 +38,18 @@ static cJSON *exec_view(const cJSON *rec) {
   add_str_or_null(o, "label", mc_rec_str(rec, "label"));
   cJSON_AddStringToObject(o, "owner", mc_rec_str(rec, "owner") ? mc_rec_str(rec, "owner") : "");
   const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(rec, "cmd");
+  const cJSON *c1 = cJSON_GetArrayItem(cmd, 1), *c2 = cJSON_GetArrayItem(cmd, 2);
   if (cJSON_IsString(cmd)) {
     cJSON_AddStringToObject(o, "command", cmd->valuestring);
+    cJSON_AddStringToObject(o, "shell", "/bin/sh");
+  } else if (cJSON_GetArraySize(cmd) == 3 && cJSON_IsString(cmd->child) &&
+             strcmp(cmd->child->valuestring, mc_opts.shell) == 0 && cJSON_IsString(c1) &&
+             strcmp(c1->valuestring, "-c") == 0 && cJSON_IsString(c2)) {
+    /* [our shell, "-c", line]: a command string run by the shell (fence.c) */
+    cJSON_AddStringToObject(o, "command", c2->valuestring);
+    cJSON_AddStringToObject(o, "shell", cmd->child->valuestring);
   } else {
+    cJSON_AddNullToObject(o, "shell");
     size_t n = 1;
     for (const cJSON *a = cmd ? cmd->child : NULL; a; a = a->next)
       n += (cJSON_IsString(a) ? strlen(a->valuestring) : 0) + 1;
@@ -98,8 +107,9 @@ static void tails_done(call_t *c) {
   if (!mc_rec_terminal(mc_rec_str(c->rec, "state"))) { /* the wait ended first: say how to go on */
     char next[256];
     snprintf(next, sizeof(next),
-             "still running (the wait ended, the command did not): call wait {id: %llu} to wait "
-             "more, output {id: %llu} to read it, cancel {id: %llu} to stop it",
+             "still running (the wait ended, the command did not): call wait_for_command {id: "
+             "%llu} to wait more, read_output {id: %llu} to read it, cancel_command {id: %llu} "
+             "to stop it",
              (unsigned long long)c->id, (unsigned long long)c->id, (unsigned long long)c->id);
     cJSON_AddStringToObject(o, "next", next);
   }

@@ -24,18 +24,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "call.h"
 #include "schemas.h"
 
-static const char *const tool_names[] = {"run",    "start", "status", "list",
-                                         "output", "input", "cancel", "wait"};
+/* The names tools/list shows (clear when a client shows them bare), and the
+ * names of the first release, still accepted by tools/call (for one more
+ * release: :help proctor-mcp-tools). Same order as tool_id_t. */
+static const char *const tool_names[] = {"run_command",    "start_command",   "command_status",
+                                         "list_commands",  "read_output",     "send_input",
+                                         "cancel_command", "wait_for_command"};
+static const char *const old_names[] = {"run",    "start", "status", "list",
+                                        "output", "input", "cancel", "wait"};
 static cJSON *tool_defs[MC_NTOOLS];
+
+/* The owner identity said in hello: --session, else the client's name and
+ * our cwd ("claude-code /home/me/project"; the cwd's head is cut to fit the
+ * server's 256 bytes). */
+static const char *identity(void) {
+  static char buf[257];
+  if (mc_opts.session) return mc_opts.session;
+  const char *name = mc_client_name(), *cwd = mc_opts.cwd ? mc_opts.cwd : "";
+  size_t room = sizeof(buf) - 1 - strlen(name) - 1, n = strlen(cwd);
+  if (n > room) cwd += pr_utf8_skip(cwd + (n - room), room) + (n - room);
+  snprintf(buf, sizeof(buf), "%s %s", name, cwd);
+  return buf;
+}
 
 void mc_tools_call(const cJSON *id, const cJSON *params) {
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
   int tool = -1;
   for (int i = 0; cJSON_IsString(name) && i < (int)MC_NTOOLS; i++)
-    if (strcmp(name->valuestring, tool_names[i]) == 0) tool = i;
+    if (strcmp(name->valuestring, tool_names[i]) == 0 ||
+        strcmp(name->valuestring, old_names[i]) == 0)
+      tool = i;
   if (tool < 0) {
     char msg[256];
     snprintf(msg, sizeof(msg), "unknown tool %s",
@@ -71,7 +93,7 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   if (c->tool == T_RUN || c->tool == T_START) {
     if ((spec = mc_start_spec(c)) == NULL) return;
   }
-  if (mc_connect(mc_client_name(), err, sizeof(err)) != 0) {
+  if (mc_connect(mc_client_name(), identity(), err, sizeof(err)) != 0) {
     cJSON_Delete(spec);
     mc_call_fail(c, "proctor is not reachable: %s", err);
     return;

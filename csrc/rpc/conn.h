@@ -33,6 +33,10 @@
 #define PR_RPC_MAX_ENDED 64           /* ended subscriptions holding their rings, per connection */
 #define PR_RPC_MAX_WAITS 1024         /* pending `wait` requests per connection; more are EBUSY */
 #define PR_RPC_REPLY_SMALL 4096       /* a worker reply this small is sent whatever is unsent */
+#define PR_RPC_IDENT_MAX 256          /* bytes of an owner identity (hello) */
+#define PR_RPC_MAX_IDENTS 256         /* identities the server remembers (rpc/ident.c) */
+
+typedef struct pr_rpc_ident pr_rpc_ident_t; /* rpc/ident.c */
 
 /* A connection's subscription to one execution (at most one per id: only its
  * owner session may subscribe). Holds ring references, so output can still
@@ -66,11 +70,13 @@ struct pr_rpc_conn {
   pr_queue_t node;  /* srv->conns */
   pr_queue_t pnode; /* srv->pending while `pending` */
   pr_rpc_t *srv;
-  uint64_t session;               /* > 0, never reused by an engine */
-  char name[PR_RPC_NAME_MAX + 1]; /* owner label of its executions */
-  int handles;                    /* open libuv handles (pipe, wait timers); freed at 0 */
-  int virt;                       /* no socket: output goes to sink */
-  int held;                       /* a virtual connection's feeder still holds it */
+  uint64_t session;                 /* > 0, never reused by an engine */
+  char name[PR_RPC_NAME_MAX + 1];   /* owner label of its executions */
+  char ident[PR_RPC_IDENT_MAX + 1]; /* the identity said in hello ("": none) */
+  int started;                      /* it started an execution (its session is fixed) */
+  int handles;                      /* open libuv handles (pipe, wait timers); freed at 0 */
+  int virt;                         /* no socket: output goes to sink */
+  int held;                         /* a virtual connection's feeder still holds it */
   void (*sink)(void *, const char *, size_t);
   void *sink_arg;
   int pending, reading, closing, eof, sub_all;
@@ -112,8 +118,23 @@ struct pr_rpc {
   char *path;      /* socket path (NULL: no socket) */
   dev_t dev;       /* identity of the socket file we bound */
   ino_t ino;
-  uint64_t refused; /* connections refused (other uid, too many) */
+  uint64_t refused;       /* connections refused (other uid, too many) */
+  pr_rpc_ident_t *idents; /* identity -> session (at most PR_RPC_MAX_IDENTS) */
+  size_t nidents, capidents;
 };
+
+/* ---- rpc/ident.c ------------------------------------------------------------------------ */
+
+/* pr_rpc_ident_join: `c` says owner identity `ident` (1 to PR_RPC_IDENT_MAX
+ * bytes): it takes the session of the connections that said it before, or
+ * its own session becomes the identity's. Returns 0; PR_EINVAL when `c`
+ * already started an execution in another session; PR_EBUSY when
+ * PR_RPC_MAX_IDENTS identities are in use; PR_ENOMEM. `msg` says why. Engine thread. */
+int pr_rpc_ident_join(pr_rpc_conn_t *c, const char *ident, char *msg, size_t msglen);
+/* pr_rpc_session_shared: 1 when another live connection has c's session. */
+int pr_rpc_session_shared(pr_rpc_conn_t *c);
+/* pr_rpc_ident_free: forget every identity (the server is freed). */
+void pr_rpc_ident_free(pr_rpc_t *srv);
 
 /* ---- rpc/server.c -------------------------------------------------------------------- */
 

@@ -60,9 +60,25 @@ static int done_true(pr_rpc_req_t *q) { return msgpack_pack_true(q->pk) ? PR_ENO
 
 static const method_t methods[];
 
-/* hello [client_name?] -> {server, version, session, max_message, methods} */
+/* hello [client_name?, {identity?}] -> {server, version, session, name, identity?,
+ * max_message, methods} */
 static int m_hello(pr_rpc_req_t *q) {
   const msgpack_object *o = pr_rpc_arg(q, 0);
+  const msgpack_object *opts = pr_rpc_arg(q, 1);
+  if (opts) {
+    static const char *const keys[] = {"identity", NULL};
+    const msgpack_object *m;
+    int rc, err = 0;
+    if ((rc = pr_rpc_arg_map(q, 1, "options", keys, &m)) != 0) return rc;
+    const msgpack_object *v = pr_rpc_map_get(m, "identity");
+    if (v) {
+      char *id = pr_rpc_is_bytes(v) ? pr_rpc_zstr(q, v, &err) : NULL;
+      if (id == NULL && err == PR_ENOMEM) return err;
+      if (id == NULL || strlen(id) == 0 || strlen(id) > PR_RPC_IDENT_MAX)
+        return pr_rpc_bad(q, 1, "identity", "1 to 256 bytes expected");
+      if ((rc = pr_rpc_ident_join(q->c, id, q->msg, sizeof(q->msg))) != 0) return rc;
+    }
+  }
   if (o) {
     int err = 0;
     char *name = pr_rpc_zstr(q, o, &err);
@@ -75,7 +91,9 @@ static int m_hello(pr_rpc_req_t *q) {
   size_t nm = 0;
   while (methods[nm].name) nm++;
   msgpack_packer *pk = q->pk;
-  if (msgpack_pack_map(pk, 6) || pr_mp_kv_str(pk, "server", "proctor") ||
+  int ident = q->c->ident[0] != 0;
+  if (msgpack_pack_map(pk, 6 + ident) || pr_mp_kv_str(pk, "server", "proctor") ||
+      (ident && pr_mp_kv_str(pk, "identity", q->c->ident)) ||
       pr_mp_kv_str(pk, "version", PR_VERSION) ||
       pr_mp_kv_int(pk, "session", (int64_t)q->c->session) || pr_mp_kv_str(pk, "name", q->c->name) ||
       pr_mp_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) || pr_mp_str(pk, "methods") ||
@@ -120,6 +138,7 @@ static int m_start(pr_rpc_req_t *q) {
     return rc;
   }
   uint64_t id = x->id;
+  q->c->started = 1;
   if (kod && (rc = add_kod(q->c, id)) != 0) {
     pr_exec_free(x);
     pr_control_unadmit(q->ctl, s.session);
@@ -276,6 +295,7 @@ static int m_cancel(pr_rpc_req_t *q) {
     pr_cmd_t c = {.type = PR_CMD_CANCEL, .id = id, .a = force, .data = reason};
     r = (pr_cancel_result_t)run(q, &c);
   }
+  if (r == PR_CANCEL_NOT_FOUND && (rc = pr_rpc_not_yours(q, id)) != 0) return rc;
   return pr_mp_str(q->pk, pr_cancel_result_name(r)) ? PR_ENOMEM : 0;
 }
 
@@ -289,6 +309,7 @@ static int m_delete(pr_rpc_req_t *q) {
     pr_cmd_t c = {.type = PR_CMD_DELETE, .id = id};
     r = (pr_delete_result_t)run(q, &c);
   }
+  if (r == PR_DELETE_NOT_FOUND && (rc = pr_rpc_not_yours(q, id)) != 0) return rc;
   return pr_mp_str(q->pk, pr_delete_result_name(r)) ? PR_ENOMEM : 0;
 }
 
@@ -452,6 +473,11 @@ static int m_worker_request(pr_rpc_req_t *q) {
     return rc;
   pr_exec_t *x = pr_registry_find(&q->ctl->reg, id, q->c->session);
   if (x == NULL) return pr_rpc_not_found(q, id);
+  if (pr_rpc_session_shared(q->c)) { /* its replies go to the session's first connection */
+    snprintf(q->msg, sizeof(q->msg),
+             "another connection of this identity is connected: worker requests need the only one");
+    return PR_EBUSY;
+  }
   if (pr_worker_of(x) == NULL) return pr_rpc_fail_id(q, PR_ENOTWORKER, id);
   size_t n;
   char *json = pr_mp_to_json(payload, &n);

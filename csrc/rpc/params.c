@@ -150,12 +150,15 @@ const msgpack_object *pr_rpc_map_get(const msgpack_object *m, const char *key) {
 }
 
 int pr_rpc_not_found(pr_rpc_req_t *q, uint64_t id) {
+  int rc = pr_rpc_not_yours(q, id);
+  if (rc) return rc;
   snprintf(q->msg, sizeof(q->msg), "%s %llu", pr_strerror(PR_ENOENT), (unsigned long long)id);
   return PR_ENOENT;
 }
 
 /* An error code from the engine, with the id in the message like the Lua core. */
 int pr_rpc_fail_id(pr_rpc_req_t *q, int rc, uint64_t id) {
+  if (rc == PR_ENOENT) return pr_rpc_not_found(q, id);
   if (rc == PR_ENOENT || rc == PR_ENOTRUNNING || rc == PR_ESTDINCLOSED)
     snprintf(q->msg, sizeof(q->msg), "%s %llu", pr_strerror(rc), (unsigned long long)id);
   return rc;

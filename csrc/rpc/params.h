@@ -30,6 +30,11 @@ int pr_rpc_bad(pr_rpc_req_t *q, uint32_t i, const char *name, const char *what);
 /* pr_rpc_not_found: PR_ENOENT naming `id`. pr_rpc_fail_id: `rc`, naming `id`
  * when rc is ENOENT, ENOTRUNNING or ESTDINCLOSED (like the Lua core). */
 int pr_rpc_not_found(pr_rpc_req_t *q, uint64_t id);
+/* pr_rpc_not_yours: for a connection that said an identity (rpc/ident.c),
+ * PR_EPERM with "execution N belongs to another agent (owner X)" when `id`
+ * is another RPC session's execution; else 0 (the caller answers as it
+ * would). The editor's own executions stay hidden. Engine thread. */
+int pr_rpc_not_yours(pr_rpc_req_t *q, uint64_t id);
 int pr_rpc_fail_id(pr_rpc_req_t *q, int rc, uint64_t id);
 
 /* pr_rpc_arg: the i-th parameter, or NULL when absent or nil. */

@@ -112,7 +112,8 @@ void pr_rpc_conn_close(pr_rpc_conn_t *c) {
     pr_exec_t *x = pr_registry_find(&srv->ctl->reg, c->kod[i], c->session);
     if (x) pr_exec_cancel(x, 0, "disconnected");
   }
-  pr_control_session_closed(srv->ctl, c->session); /* its worker requests: dropped, workers told */
+  /* its worker requests: dropped, workers told (unless another connection of its identity lives) */
+  if (!pr_rpc_session_shared(c)) pr_control_session_closed(srv->ctl, c->session);
   if (!c->virt) {
     if (c->reading) uv_read_stop((uv_stream_t *)&c->pipe);
     c->reading = 0;
@@ -169,6 +170,7 @@ static void on_srv_handle_closed(uv_handle_t *h) {
   pr_rpc_t *srv = (pr_rpc_t *)h->data;
   if (--srv->handles == 0) {
     pr_idmap_destroy(&srv->subs);
+    pr_rpc_ident_free(srv);
     free(srv->path);
     free(srv);
   }
@@ -266,8 +268,7 @@ static void on_state(void *arg, const pr_state_info_t *st) {
         c->nready_waits++;
       }
     }
-    pr_rpc_kick(c);
-    break;
+    pr_rpc_kick(c); /* no break: connections of one identity share the session */
   }
 }
 

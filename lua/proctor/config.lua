@@ -229,6 +229,10 @@ M.schema = {
     description = "listen when the engine starts; children get PROCTOR_SOCKET" },
   { key = "rpc.path", type = "string|nil", default = nil,
     description = "nil: $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock" },
+  { key = "rpc.start", type = "string", default = "first_use",
+    check = H.enum({ "first_use", "startup" }),
+    description = "\"first_use\": the socket comes with the engine; \"startup\": setup() starts both "
+      .. "at once, so an agent started later finds this editor (|proctor-mcp-mode|)" },
 
   { key = "list", description = "the list view (|proctor-list|)" },
   { key = "list.refresh_ms", type = "number", default = 1000, check = H.int(1),

@@ -128,6 +128,13 @@ function M.setup(opts)
     util.notify("setup: " .. err)
     return false, err
   end
+  -- rpc.start = "startup": the engine and its socket now, so that an agent
+  -- started later finds this editor (:help proctor-mcp-mode).
+  local c = config.get()
+  if c.rpc.enabled and c.rpc.start == "startup" then
+    local eng, e = H.engine()
+    if not eng then util.notify("setup: rpc.start: " .. tostring(e), vim.log.levels.WARN) end
+  end
   return true
 end
 
@@ -154,6 +161,12 @@ end
 ---@param spec proctor.RunSpec|string
 ---@return proctor.Execution|nil ex, string|nil err, string|nil name
 function M._run(spec) return H.run(spec) end
+
+--- The engine (started if need be) with this layer's subscribers hooked, so
+--- that what RPC clients start is seen (the first agent run's notification).
+---@private
+---@return proctor.Engine|nil eng, string|nil err
+function M._engine() return H.engine() end
 
 --- An execution object for any id the core knows (started here or elsewhere).
 ---@param id integer
@@ -694,6 +707,7 @@ function H.on_event(ev)
     return
   end
   local terminal = engine.TERMINAL[ev.state]
+  if ev.prev == nil and not engine.specs[id] then H.agent_first(id) end
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
   -- The record is read (a call that waits for the engine thread) only when
   -- someone gets it: a User autocmd, on_exit, the notification.
@@ -728,6 +742,32 @@ function H.on_event(ev)
       H.ended[#H.ended + 1] = rec
     end
   end
+end
+
+-- The first execution an agent (an RPC client: another owner than
+-- run.owner, not started by this layer) starts here is told once per owner,
+-- for at most AGENTS_MAX owners (:help proctor-limits).
+H.agents, H.nagents, H.AGENTS_MAX = {}, 0, 64
+function H.agent_first(id)
+  if H.nagents >= H.AGENTS_MAX then return end
+  local eng = engine.current()
+  local rec = eng and eng:get(id)
+  if not rec or not rec.owner or rec.owner == config.get().run.owner then
+    return
+  end
+  if H.agents[rec.owner] then return end
+  H.agents[rec.owner], H.nagents = true, H.nagents + 1
+  local cmd = type(rec.cmd) == "table" and table.concat(rec.cmd, " ") or tostring(rec.cmd)
+  util.notify(
+    string.format(
+      "%s started #%d in this editor: %s (its runs: :Proctor list owner=%s)",
+      rec.owner,
+      id,
+      cmd,
+      rec.owner
+    ),
+    vim.log.levels.INFO
+  )
 end
 
 -- Does the end of `id` (watched as `w`) need the whole record?

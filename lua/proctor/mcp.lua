@@ -5,6 +5,7 @@
 local M = {}
 
 local engine = require("proctor.engine")
+local proctor = require("proctor")
 
 --- Path of the proctor-mcp program built by `make` (next to the core).
 ---@return string
@@ -55,7 +56,7 @@ end
 --- `:Proctor mcp`: start the engine (so its socket exists) and show the snippets
 --- in a scratch buffer `proctor://mcp`.
 function M.show()
-  local eng = engine.get()
+  local eng = proctor._engine()
   local socket = eng and eng.address and eng:address() or nil
   local lines = M.snippet_lines(M.binary(), socket)
   local name = "proctor://mcp"

@@ -268,6 +268,7 @@ function Engine:closed() end
 ---@class proctor.Config.rpc
 ---@field enabled boolean listen when the engine starts; children get PROCTOR_SOCKET
 ---@field path string|nil nil: $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock
+---@field start "first_use"|"startup"
 
 ---@class proctor.Config.list
 ---@field refresh_ms integer refresh of a visible list view (elapsed times)
@@ -372,6 +373,7 @@ function Engine:closed() end
 ---@class proctor.SetupOpts.rpc
 ---@field enabled? boolean listen when the engine starts; children get PROCTOR_SOCKET
 ---@field path? string|nil nil: $XDG_RUNTIME_DIR/proctor/<pid>.sock, else /tmp/proctor-<uid>/<pid>.sock
+---@field start? "first_use"|"startup"
 
 ---@class proctor.SetupOpts.list
 ---@field refresh_ms? integer refresh of a visible list view (elapsed times)

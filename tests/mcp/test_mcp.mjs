@@ -26,7 +26,7 @@ const MCP = process.env.PROCTOR_MCP || INSTALLED; // e.g. a sanitizer build
 const NVIM = process.env.NVIM || "nvim";
 const ONLY = process.env.MCP_ONLY || "";
 const TIER = process.env.MCP_TIER || "mcp"; // the prefix of the PASS/FAIL names
-const TOOLS = ["run", "start", "status", "list", "output", "input", "cancel", "wait"];
+const TOOLS = ["run_command", "start_command", "command_status", "list_commands", "read_output", "send_input", "cancel_command", "wait_for_command"];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-mcp-test-"));
 let failed = 0;
 const cleanups = [];
@@ -70,7 +70,10 @@ function pct(v, p) { const s = [...v].sort((a, b) => a - b); return s[Math.min(s
 
 // An environment without an inherited proctor socket, with a private runtime dir.
 function baseEnv(extra = {}) {
-  const env = { ...process.env, XDG_RUNTIME_DIR: fs.mkdtempSync(path.join(tmp, "run-")), ...extra };
+  // PROCTOR_DISCOVER_ROOT: the fixed places discovery scans (/run/user/<uid>/proctor,
+  // /tmp/proctor-<uid>) moved under a private empty "/": other editors on this machine stay out.
+  const env = { ...process.env, XDG_RUNTIME_DIR: fs.mkdtempSync(path.join(tmp, "run-")),
+    PROCTOR_DISCOVER_ROOT: fs.mkdtempSync(path.join(tmp, "root-")), ...extra };
   delete env.PROCTOR_SOCKET;
   return env;
 }
@@ -117,11 +120,11 @@ await test("initialize_negotiates_the_latest_version", async () => {
 
 await test("every_result_says_its_mode_and_the_first_embedded_one_warns", async () => {
   const M = await connect({ name: "mode-client" });
-  const r = await M.client.callTool({ name: "run", arguments: { command: "echo one" } });
+  const r = await M.client.callTool({ name: "run_command", arguments: { command: "echo one" } });
   eq(r.structuredContent.mode, "embedded", "mode of the first result");
   assert(r.content.length === 2 && /the user cannot see this run/.test(r.content[1].text) && /proctor-mcp-mode/.test(r.content[1].text),
     `the first embedded result says so in its text: ${JSON.stringify(r.content.slice(1))}`);
-  const l = await M.client.callTool({ name: "list", arguments: {} });
+  const l = await M.client.callTool({ name: "list_commands", arguments: {} });
   eq([l.structuredContent.mode, l.content.length], ["embedded", 1], "later results: the mode, no second note");
   await M.client.close();
 });
@@ -137,38 +140,38 @@ await test("tools_list_schemas_compile_and_annotations_are_honest", async () => 
     ajv.compile(t.outputSchema);
   }
   const a = Object.fromEntries(E.tools.map((t) => [t.name, t.annotations]));
-  for (const n of ["status", "list", "output", "wait"]) eq(a[n].readOnlyHint, true, `${n} readOnlyHint`);
-  for (const n of ["run", "start", "cancel", "input"]) {
+  for (const n of ["command_status", "list_commands", "read_output", "wait_for_command"]) eq(a[n].readOnlyHint, true, `${n} readOnlyHint`);
+  for (const n of ["run_command", "start_command", "cancel_command", "send_input"]) {
     eq(a[n].readOnlyHint, false, `${n} readOnlyHint`);
     eq(a[n].destructiveHint, true, `${n} destructiveHint`);
   }
-  eq(a.cancel.idempotentHint, true, "cancel idempotentHint");
-  eq(a.run.idempotentHint, false, "run idempotentHint");
-  eq(a.run.openWorldHint, true, "run openWorldHint");
+  eq(a.cancel_command.idempotentHint, true, "cancel idempotentHint");
+  eq(a.run_command.idempotentHint, false, "run idempotentHint");
+  eq(a.run_command.openWorldHint, true, "run openWorldHint");
 });
 
 await test("run_returns_exit_status_and_tails", async () => {
-  const r = await call(E, "run", { command: "echo hello; echo oops >&2; exit 3" });
+  const r = await call(E, "run_command", { command: "echo hello; echo oops >&2; exit 3" });
   eq([r.state, r.running, r.exit_code, r.signal, r.reason], ["failed", false, 3, null, "exit"], "end");
   eq([r.stdout, r.stderr, r.stdout_skipped], ["hello\n", "oops\n", 0], "tails");
   eq(r.owner, "proctor-sdk-test", "owner is the client's name");
-  const ok = await call(E, "run", { command: "printf", args: ["%s|", "a b", "c"] });
+  const ok = await call(E, "run_command", { command: "printf", args: ["%s|", "a b", "c"] });
   eq([ok.state, ok.exit_code, ok.stdout], ["completed", 0, "a b|c|"], "argv without a shell");
-  const sig = await call(E, "run", { command: "kill -9 $$" });
+  const sig = await call(E, "run_command", { command: "kill -9 $$" });
   eq([sig.state, sig.exit_code, sig.signal], ["failed", null, "SIGKILL"], "a signal is reported as a signal");
 });
 
 await test("run_uses_cwd_and_env", async () => {
   const sub = fs.mkdtempSync(path.join(tmp, "cwd-"));
-  const r = await call(E, "run", { command: "pwd; echo \"$FOO\"", cwd: path.basename(sub), env: { FOO: "bar baz" } });
+  const r = await call(E, "run_command", { command: "pwd; echo \"$FOO\"", cwd: path.basename(sub), env: { FOO: "bar baz" } });
   eq(r.stdout, `${fs.realpathSync(sub)}\nbar baz\n`, "relative cwd and env");
-  const bad = await call(E, "run", { command: "true", cwd: "/nonexistent-dir" }, { allowError: true });
+  const bad = await call(E, "run_command", { command: "true", cwd: "/nonexistent-dir" }, { allowError: true });
   assert(bad.isError && /nonexistent-dir/.test(bad.content[0].text), "a missing cwd is a tool error");
 });
 
 await test("run_tail_is_cut_at_a_character_boundary", async () => {
   // 3 bytes per character: a tail of 100 bytes starts inside one.
-  const r = await call(E, "run", { command: "for i in $(seq 60); do printf '€'; done", tail_bytes: 100 });
+  const r = await call(E, "run_command", { command: "for i in $(seq 60); do printf '€'; done", tail_bytes: 100 });
   eq(r.stdout_bytes, 180, "bytes");
   assert(/^€+$/.test(r.stdout) && !r.stdout.includes("\uFFFD"), "whole characters only");
   eq(r.stdout.length * 3 + r.stdout_skipped, 180, "skipped + kept = all");
@@ -177,16 +180,16 @@ await test("run_tail_is_cut_at_a_character_boundary", async () => {
 await test("long_run_streams_progress", async () => {
   const P = await connect({ args: ["--embedded", "--progress-ms", "150"] });
   const seen = [];
-  const r = await call(P, "run", { command: "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.25; done" }, {
+  const r = await call(P, "run_command", { command: "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.25; done" }, {
     onprogress: (p) => seen.push(p), resetTimeoutOnProgress: true,
   });
   eq(r.state, "completed", "state");
   assert(seen.length >= 3, `at least 3 progress notifications, got ${seen.length}`);
   for (let i = 1; i < seen.length; i++) assert(seen[i].progress > seen[i - 1].progress, "progress increases");
   assert(seen.some((p) => /step \d/.test(p.message || "")), `a message shows the last line: ${JSON.stringify(seen.map((p) => p.message))}`);
-  const w = await call(P, "start", { command: "sleep 0.8; echo done" });
+  const w = await call(P, "start_command", { command: "sleep 0.8; echo done" });
   const seen2 = [];
-  const done = await call(P, "wait", { id: w.id, timeout_ms: 20000 }, { onprogress: (p) => seen2.push(p) });
+  const done = await call(P, "wait_for_command", { id: w.id, timeout_ms: 20000 }, { onprogress: (p) => seen2.push(p) });
   eq([done.state, done.stdout], ["completed", "done\n"], "wait result");
   assert(seen2.length >= 2, `wait sends progress too (${seen2.length})`);
 });
@@ -194,52 +197,52 @@ await test("long_run_streams_progress", async () => {
 await test("run_returns_the_id_when_still_running_then_wait", async () => {
   // It runs until told to end (no race with wait_ms on a loaded machine).
   const go = path.join(fs.mkdtempSync(path.join(tmp, "go-")), "go");
-  const r = await call(E, "run", { command: `echo started; while [ ! -e ${go} ]; do sleep 0.05; done; echo finished`, wait_ms: 100 });
+  const r = await call(E, "run_command", { command: `echo started; while [ ! -e ${go} ]; do sleep 0.05; done; echo finished`, wait_ms: 100 });
   eq([r.running, r.state], [true, "running"], "still running");
-  assert(/call wait \{id: \d+\}/.test(r.next) && r.next.includes(`output {id: ${r.id}}`), `says how to go on: ${r.next}`);
+  assert(/call wait_for_command \{id: \d+\}/.test(r.next) && r.next.includes(`read_output {id: ${r.id}}`), `says how to go on: ${r.next}`);
   assert(["", "started\n"].includes(r.stdout), `the tail so far: ${JSON.stringify(r.stdout)}`);
-  await until("started", async () => (await call(E, "output", { id: r.id })).data === "started\n");
+  await until("started", async () => (await call(E, "read_output", { id: r.id })).data === "started\n");
   fs.writeFileSync(go, "");
-  const w = await call(E, "wait", { id: r.id, timeout_ms: 30000 });
+  const w = await call(E, "wait_for_command", { id: r.id, timeout_ms: 30000 });
   eq([w.running, w.exit_code, w.stdout, w.next], [false, 0, "started\nfinished\n", undefined], "after wait");
 });
 
 await test("cancel_tool_kills_the_tree", async () => {
-  const s = await call(E, "start", { command: "sleep 300 & sleep 300 & trap '' TERM; wait" });
-  const st = await until("running", async () => { const x = await call(E, "status", { id: s.id }); return x.pid && x; });
-  const c = await call(E, "cancel", { id: s.id });
+  const s = await call(E, "start_command", { command: "sleep 300 & sleep 300 & trap '' TERM; wait" });
+  const st = await until("running", async () => { const x = await call(E, "command_status", { id: s.id }); return x.pid && x; });
+  const c = await call(E, "cancel_command", { id: s.id });
   eq(c.result, "canceling", "cancel result");
-  const w = await call(E, "wait", { id: s.id, timeout_ms: 30000 });
+  const w = await call(E, "wait_for_command", { id: s.id, timeout_ms: 30000 });
   eq([w.state, w.running], ["canceled", false], "state");
   await until("the process group is gone", () => !groupAlive(st.pid), 10000);
-  eq((await call(E, "cancel", { id: s.id })).result, "already_terminal", "second cancel");
-  const nf = await call(E, "cancel", { id: 99999 }, { allowError: true });
+  eq((await call(E, "cancel_command", { id: s.id })).result, "already_terminal", "second cancel");
+  const nf = await call(E, "cancel_command", { id: 99999 }, { allowError: true });
   assert(nf.isError && /ENOENT/.test(nf.content[0].text), "unknown id is a tool error");
 });
 
 await test("request_cancellation_stops_the_run", async () => {
   const ac = new AbortController();
-  const p = call(E, "run", { command: "echo $$ > pid; exec sleep 300", cwd: tmp, wait_ms: 60000 }, { signal: ac.signal });
+  const p = call(E, "run_command", { command: "echo $$ > pid; exec sleep 300", cwd: tmp, wait_ms: 60000 }, { signal: ac.signal });
   const pidFile = path.join(tmp, "pid");
   const pid = await until("the command started", () => fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8")));
   ac.abort("test cancels");
   await p.then(() => { throw new Error("the call resolved"); }, () => {});
   await until("the command ended after notifications/cancelled", () => !alive(pid), 10000);
-  const l = await call(E, "list", { state: "canceled" });
+  const l = await call(E, "list_commands", { state: "canceled" });
   assert(l.executions.some((x) => x.command.includes("exec sleep 300")), "listed as canceled");
   fs.unlinkSync(pidFile);
   // The server still answers afterwards.
-  eq((await call(E, "run", { command: "echo alive" })).stdout, "alive\n", "still serving");
+  eq((await call(E, "run_command", { command: "echo alive" })).stdout, "alive\n", "still serving");
 });
 
 await test("flood_is_read_with_a_byte_limit", async () => {
   const total = 24 * 1024 * 1024;
-  const s = await call(E, "start", { command: `yes 'héllo wörld ✓' | head -c ${total}` });
-  const w = await call(E, "wait", { id: s.id, timeout_ms: 60000, tail_bytes: 1000 });
+  const s = await call(E, "start_command", { command: `yes 'héllo wörld ✓' | head -c ${total}` });
+  const w = await call(E, "wait_for_command", { id: s.id, timeout_ms: 60000, tail_bytes: 1000 });
   eq([w.state, w.stdout_bytes], ["completed", total], "flood ended");
   assert(w.stdout.length > 0 && !w.stdout.includes("\uFFFD"), "tail is whole characters");
   const t0 = performance.now();
-  const r = await call(E, "output", { id: s.id, offset: 0, max_bytes: 65536 });
+  const r = await call(E, "read_output", { id: s.id, offset: 0, max_bytes: 65536 });
   const ms = performance.now() - t0;
   assert(r.missed > 0, "the ring dropped the head: missed > 0");
   const len = Buffer.byteLength(r.data);
@@ -247,23 +250,59 @@ await test("flood_is_read_with_a_byte_limit", async () => {
   eq(r.next_offset - r.offset, len, "next_offset - offset = bytes of data");
   eq(r.total_bytes, total, "total_bytes");
   assert(!r.data.includes("\uFFFD"), "no broken character at either end");
-  const r2 = await call(E, "output", { id: s.id, offset: r.next_offset, max_bytes: 1000 });
+  const r2 = await call(E, "read_output", { id: s.id, offset: r.next_offset, max_bytes: 1000 });
   eq([r2.offset, r2.missed], [r.next_offset, 0], "continues where the last read stopped");
-  const end = await call(E, "output", { id: s.id, offset: -64, max_bytes: 1000 });
+  const end = await call(E, "read_output", { id: s.id, offset: -64, max_bytes: 1000 });
   eq([end.next_offset, end.eof], [total, true], "negative offset reads the end");
   // Figures: a 1 MiB read, and the wall time of the 64 KiB one.
   const t1 = performance.now();
-  const big = await call(E, "output", { id: s.id, offset: r.next_offset, max_bytes: 1048576 });
+  const big = await call(E, "read_output", { id: s.id, offset: r.next_offset, max_bytes: 1048576 });
   console.log(`# flood: 64 KiB read ${ms.toFixed(1)} ms, 1 MiB read ${(performance.now() - t1).toFixed(1)} ms (${Buffer.byteLength(big.data)} bytes)`);
 });
 
+await test("tool_names_are_clear_and_the_old_ones_still_work", async () => {
+  eq(E.tools.map((t) => t.name), TOOLS, "tools/list shows the clear names");
+  // The first release's names are accepted by tools/call (not listed: the SDK cannot check
+  // their output schema, so the raw result is checked here).
+  const r = await E.client.callTool({ name: "run", arguments: { command: "echo old" } });
+  eq([r.isError, r.structuredContent.stdout], [undefined, "old\n"], "run is run_command");
+  const s = await E.client.callTool({ name: "start", arguments: { command: "sleep 60" } });
+  const id = s.structuredContent.id;
+  for (const old of ["status", "output"]) {
+    const x = await E.client.callTool({ name: old, arguments: { id } });
+    assert(!x.isError && x.structuredContent.id === id, `${old}: ${JSON.stringify(x)}`);
+  }
+  eq((await E.client.callTool({ name: "list", arguments: {} })).isError, undefined, "list");
+  eq((await E.client.callTool({ name: "cancel", arguments: { id } })).structuredContent.result, "canceling", "cancel");
+  eq((await E.client.callTool({ name: "wait", arguments: { id } })).structuredContent.state, "canceled", "wait");
+  const u = await E.client.callTool({ name: "runn", arguments: {} }).catch((e) => e);
+  assert(/unknown tool runn/.test(String(u.message || JSON.stringify(u))), `an unknown name: ${u}`);
+});
+
+await test("bash_syntax_runs_by_default_and_shell_chooses", async () => {
+  const line = "[[ 1 -lt 2 ]] && echo {1..3}";
+  const r = await call(E, "run_command", { command: line });
+  eq([r.stdout, r.command, r.exit_code], ["1 2 3\n", line, 0], "bash runs [[ ]] and {1..3}; command is the line as given");
+  assert(/\/bash$/.test(r.shell), `the shell is bash: ${r.shell}`);
+  const st = await call(E, "start_command", { command: "echo $0" });
+  eq((await call(E, "wait_for_command", { id: st.id })).command, "echo $0", "start and wait report the line too");
+  const a = await call(E, "run_command", { command: "echo", args: ["-c", "x"] });
+  eq([a.stdout, a.shell], ["-c x\n", null], "args form: no shell");
+  const S = await connect({ args: ["--embedded", "--shell=/bin/sh"] });
+  const s = await call(S, "run_command", { command: "echo {1..3}" });
+  eq([s.stdout, s.shell, s.command], ["{1..3}\n", "/bin/sh", "echo {1..3}"], "--shell=/bin/sh");
+  const bash = r.shell;
+  const D = await connect({ args: ["--embedded", "--shell"], env: baseEnv({ SHELL: bash }) });
+  eq((await call(D, "run_command", { command: "echo $BASH_VERSION" })).stdout.trim().length > 0, true, "--shell takes $SHELL");
+});
+
 await test("input_reaches_stdin", async () => {
-  const s = await call(E, "start", { command: "printf 'name? '; read a; echo \"hi $a\"" });
-  await until("the prompt", async () => (await call(E, "output", { id: s.id })).data === "name? ");
-  const i = await call(E, "input", { id: s.id, data: "Ada\n", eof: true });
+  const s = await call(E, "start_command", { command: "printf 'name? '; read a; echo \"hi $a\"" });
+  await until("the prompt", async () => (await call(E, "read_output", { id: s.id })).data === "name? ");
+  const i = await call(E, "send_input", { id: s.id, data: "Ada\n", eof: true });
   eq([i.bytes, i.stdin_closed], [4, true], "input result");
-  eq((await call(E, "wait", { id: s.id })).stdout, "name? hi Ada\n", "answer");
-  const late = await call(E, "input", { id: s.id, data: "x" }, { allowError: true });
+  eq((await call(E, "wait_for_command", { id: s.id })).stdout, "name? hi Ada\n", "answer");
+  const late = await call(E, "send_input", { id: s.id, data: "x" }, { allowError: true });
   assert(late.isError && /ENOTRUNNING|ESTDINCLOSED/.test(late.content[0].text), `input after the end: ${late.content[0].text}`);
 });
 
@@ -272,11 +311,11 @@ await test("errors_are_tool_errors_or_protocol_errors", async () => {
   await E.client.callTool({ name: "nope", arguments: {} }).catch((x) => { e = x; });
   assert(e && e.code === -32602, `unknown tool: JSON-RPC error -32602, got ${e && e.code}`);
   for (const [name, args, re] of [
-    ["status", { id: "x" }, /'id' must be an integer/],
-    ["status", {}, /'id' is required/],
-    ["run", { command: "true", bogus: 1 }, /unknown argument 'bogus'/],
-    ["output", { id: 1, stream: "pty" }, /one of/],
-    ["status", { id: 424242 }, /ENOENT/],
+    ["command_status", { id: "x" }, /'id' must be an integer/],
+    ["command_status", {}, /'id' is required/],
+    ["run_command", { command: "true", bogus: 1 }, /unknown argument 'bogus'/],
+    ["read_output", { id: 1, stream: "pty" }, /one of/],
+    ["command_status", { id: 424242 }, /ENOENT/],
   ]) {
     const r = await call(E, name, args, { allowError: true });
     assert(r.isError && re.test(r.content[0].text), `${name} ${JSON.stringify(args)}: ${r.content?.[0]?.text}`);
@@ -289,18 +328,18 @@ await test("fence_and_secrets", async () => {
     args: ["--embedded", "--allow-cwd", inside, "--deny", "*rm -rf*", "--secret", "TOKEN=MY_TEST_SECRET"],
     env: baseEnv({ MY_TEST_SECRET: "s3cr3t-v4lue" }), cwd: inside,
   });
-  const r = await call(F, "run", { command: "echo \"token=$TOKEN\"; echo s3cr3t-v4lue >&2" });
+  const r = await call(F, "run_command", { command: "echo \"token=$TOKEN\"; echo s3cr3t-v4lue >&2" });
   eq([r.stdout, r.stderr], ["token=***\n", "***\n"], "secret masked in output");
-  const c = await call(F, "run", { command: "echo s3cr3t-v4lue" });
+  const c = await call(F, "run_command", { command: "echo s3cr3t-v4lue" });
   assert(!JSON.stringify(c).includes("s3cr3t"), "the value appears nowhere in a result");
   eq(c.command, "echo ***", "masked in the command");
-  const deny = await call(F, "run", { command: "rm -rf /tmp/nothing-here" }, { allowError: true });
+  const deny = await call(F, "run_command", { command: "rm -rf /tmp/nothing-here" }, { allowError: true });
   assert(deny.isError && /deny/.test(deny.content[0].text), "deny pattern refuses");
-  const out = await call(F, "run", { command: "true", cwd: "/" }, { allowError: true });
+  const out = await call(F, "run_command", { command: "true", cwd: "/" }, { allowError: true });
   assert(out.isError && /outside/.test(out.content[0].text), "cwd outside --allow-cwd refused");
   const sub = fs.mkdtempSync(path.join(inside, "sub-"));
-  eq((await call(F, "run", { command: "pwd", cwd: sub })).stdout, fs.realpathSync(sub) + "\n", "a subdirectory is allowed");
-  const env = await call(F, "run", { command: "true", env: { TOKEN: "x" } }, { allowError: true });
+  eq((await call(F, "run_command", { command: "pwd", cwd: sub })).stdout, fs.realpathSync(sub) + "\n", "a subdirectory is allowed");
+  const env = await call(F, "run_command", { command: "true", env: { TOKEN: "x" } }, { allowError: true });
   assert(env.isError && /secret/.test(env.content[0].text), "env may not override a secret");
 });
 
@@ -328,26 +367,26 @@ await test("allow_list_env_bypasses_are_refused", async () => {
   ];
   for (const [name, value] of bypasses) {
     for (const form of [{ command: "git status" }, { command: "git", args: ["status"] }]) {
-      const r = await call(A, "run", { ...form, env: { [name]: value } }, { allowError: true });
+      const r = await call(A, "run_command", { ...form, env: { [name]: value } }, { allowError: true });
       assert(r.isError, `env ${name} with ${JSON.stringify(form)} ran: ${JSON.stringify(r.structuredContent || r.content)}`);
       assert(new RegExp(`env: refused: ${name} `).test(r.content[0].text), `${name}: a clear error: ${r.content[0].text}`);
     }
   }
   assert(!fs.existsSync(marker), "no code of the agent's choosing ran, and no secret reached one");
   // The legit commands still run, both forms.
-  eq((await call(A, "run", { command: "git status" })).state, "completed", "git status (shell form)");
-  eq((await call(A, "run", { command: "git", args: ["status"] })).state, "completed", "git status (args form)");
-  eq((await call(A, "run", { command: "ls" })).state, "completed", "ls");
+  eq((await call(A, "run_command", { command: "git status" })).state, "completed", "git status (shell form)");
+  eq((await call(A, "run_command", { command: "git", args: ["status"] })).state, "completed", "git status (args form)");
+  eq((await call(A, "run_command", { command: "ls" })).state, "completed", "ls");
 });
 
 await test("allow_env_admits_exactly_the_named_names", async () => {
   const A = await connect({ args: ["--embedded", "--allow", "env", "--allow-env", "FOO", "--allow-env", "LANG"] });
-  const r = await call(A, "run", { command: "env", env: { FOO: "foo value", LANG: "C" } });
+  const r = await call(A, "run_command", { command: "env", env: { FOO: "foo value", LANG: "C" } });
   assert(r.stdout.split("\n").includes("FOO=foo value") && r.stdout.split("\n").includes("LANG=C"), `the named names reach the command: ${r.stdout}`);
-  const bar = await call(A, "run", { command: "env", env: { FOO: "x", BAR: "y" } }, { allowError: true });
+  const bar = await call(A, "run_command", { command: "env", env: { FOO: "x", BAR: "y" } }, { allowError: true });
   assert(bar.isError && /env: refused: BAR is not among the names this server lets env set \(--allow-env\)/.test(bar.content[0].text), `BAR: ${bar.content[0].text}`);
   const none = await connect({ args: ["--embedded", "--allow", "env"] });
-  const n = await call(none, "run", { command: "env", env: { FOO: "x" } }, { allowError: true });
+  const n = await call(none, "run_command", { command: "env", env: { FOO: "x" } }, { allowError: true });
   assert(n.isError && /it allows none/.test(n.content[0].text), `no --allow-env: ${n.content[0].text}`);
   // PATH, LD_*, BASH_ENV and ENV can never be allowed: the server refuses to start.
   for (const name of ["PATH", "LD_PRELOAD", "BASH_ENV", "ENV"]) {
@@ -356,7 +395,7 @@ await test("allow_env_admits_exactly_the_named_names", async () => {
     assert(x.stderr.toString().includes(`--allow-env ${name}: ${name} can never be allowed`), `--allow-env ${name}: ${x.stderr}`);
   }
   // Without an allow list env is not restricted (the fence is the allow list).
-  eq((await call(E, "run", { command: "echo \"$PAGER\"", env: { PAGER: "cat" } })).stdout, "cat\n", "no --allow: env is free");
+  eq((await call(E, "run_command", { command: "echo \"$PAGER\"", env: { PAGER: "cat" } })).stdout, "cat\n", "no --allow: env is free");
 });
 
 await test("options_are_parsed_by_getopt_long", async () => {
@@ -382,18 +421,18 @@ await test("allow_patterns_match_the_argv_of_the_args_form", async () => {
   const dir = fs.mkdtempSync(path.join(tmp, "argv-"));
   execFileSync("git", ["init", "-q", dir]);
   const A = await connect({ args: ["--embedded", "--allow", "git status", "--allow", "ls", "--allow", "printf *"], cwd: dir });
-  eq((await call(A, "run", { command: "printf", args: ["%s|", "a b", "it's"] })).stdout, "a b|it's|", "printf * admits any args");
-  eq((await call(A, "run", { command: "git", args: ["status", "--short"] }, { allowError: true })).isError, true, "git status --short is not git status");
+  eq((await call(A, "run_command", { command: "printf", args: ["%s|", "a b", "it's"] })).stdout, "a b|it's|", "printf * admits any args");
+  eq((await call(A, "run_command", { command: "git", args: ["status", "--short"] }, { allowError: true })).isError, true, "git status --short is not git status");
   for (const [form, what] of [
     [{ command: "ls", args: ["-la"] }, "ls with an argument"],
     [{ command: "git status", args: [] }, "a program named 'git status'"],
     [{ command: "git", args: ["status --short"] }, "one argument 'status --short'"],
     [{ command: "git", args: ["stat", "us"] }, "two arguments"],
   ]) {
-    const r = await call(A, "run", form, { allowError: true });
+    const r = await call(A, "run_command", form, { allowError: true });
     assert(r.isError && /matches none of the allow patterns/.test(r.content[0].text), `${what}: ${JSON.stringify(r.content)}`);
   }
-  const q = await call(A, "run", { command: "git status", args: [] }, { allowError: true });
+  const q = await call(A, "run_command", { command: "git status", args: [] }, { allowError: true });
   assert(q.content[0].text.includes("('git status')"), `the error shows the argv as it was matched: ${q.content[0].text}`);
 });
 
@@ -401,11 +440,11 @@ await test("deny_patterns_apply_to_the_args_form", async () => {
   const victim = fs.mkdtempSync(path.join(tmp, "victim-"));
   const D = await connect({ args: ["--embedded", "--deny", "*rm -rf*"] });
   for (const args of [["-rf", victim], ["-rf", `${victim}/a b`]]) {
-    const r = await call(D, "run", { command: "rm", args }, { allowError: true });
+    const r = await call(D, "run_command", { command: "rm", args }, { allowError: true });
     assert(r.isError && /deny pattern '\*rm -rf\*'/.test(r.content[0].text), `rm ${args.join(" ")}: ${JSON.stringify(r.content)}`);
   }
   assert(fs.existsSync(victim), "nothing was removed");
-  eq((await call(D, "run", { command: "rm", args: ["-r", "--", path.join(victim, "none")] }, { allowError: true })).isError, undefined, "other rm calls run");
+  eq((await call(D, "run_command", { command: "rm", args: ["-r", "--", path.join(victim, "none")] }, { allowError: true })).isError, undefined, "other rm calls run");
 });
 
 await test("allow_list_refuses_shell_metacharacters", async () => {
@@ -417,29 +456,29 @@ await test("allow_list_refuses_shell_metacharacters", async () => {
     [`printf $(touch ${p})`, "'$'"], ["printf `touch " + p + "`", "'`'"], [`printf x > ${p}`, "'>'"], [`printf x < /etc/passwd`, "'<'"],
     [`printf (x)`, "'('"], [`printf x\ntouch ${p}`, "a newline"], [`printf "$HOME"`, "'$'"],
   ]) {
-    const r = await call(A, "run", { command: cmd }, { allowError: true });
+    const r = await call(A, "run_command", { command: cmd }, { allowError: true });
     assert(r.isError && r.content[0].text.includes(`may not hold ${shown}`), `${JSON.stringify(cmd)}: ${JSON.stringify(r.content)}`);
   }
   assert(!fs.existsSync(p), "nothing ran");
-  eq((await call(A, "run", { command: "printf 'hello world'" })).stdout, "hello world", "a legit allowed command runs");
-  eq((await call(A, "run", { command: "printf", args: ["a;b|c$d"] })).stdout, "a;b|c$d", "the args form has no shell: metacharacters are plain bytes");
+  eq((await call(A, "run_command", { command: "printf 'hello world'" })).stdout, "hello world", "a legit allowed command runs");
+  eq((await call(A, "run_command", { command: "printf", args: ["a;b|c$d"] })).stdout, "a;b|c$d", "the args form has no shell: metacharacters are plain bytes");
 });
 
 // ---- a tool call too large for the proctor socket fails alone --------------------------------------
 
 await test("oversized_input_fails_alone", async () => {
-  const before = await call(E, "run", { command: "echo before" });
-  const s = await call(E, "start", { command: "wc -c" });
-  const big = await call(E, "input", { id: s.id, data: "x".repeat(5 * 1024 * 1024) }, { allowError: true });
+  const before = await call(E, "run_command", { command: "echo before" });
+  const s = await call(E, "start_command", { command: "wc -c" });
+  const big = await call(E, "send_input", { id: s.id, data: "x".repeat(5 * 1024 * 1024) }, { allowError: true });
   assert(big.isError && /ETOOBIG: the input request is \d+ bytes; the proctor socket takes at most 4194304 bytes/.test(big.content[0].text),
     `a clear error: ${big.content?.[0]?.text}`);
-  const ok = await call(E, "input", { id: s.id, data: "hello\n", eof: true });
+  const ok = await call(E, "send_input", { id: s.id, data: "hello\n", eof: true });
   eq(ok.bytes, 6, "a later input on the same session works");
-  eq((await call(E, "wait", { id: s.id, timeout_ms: 30000 })).stdout.trim(), "6", "only the later input reached it");
-  eq((await call(E, "status", { id: before.id })).state, "completed", "the earlier execution is still found");
-  const many = await call(E, "run", { command: "true", args: Array(70000).fill("a") }, { allowError: true });
+  eq((await call(E, "wait_for_command", { id: s.id, timeout_ms: 30000 })).stdout.trim(), "6", "only the later input reached it");
+  eq((await call(E, "command_status", { id: before.id })).state, "completed", "the earlier execution is still found");
+  const many = await call(E, "run_command", { command: "true", args: Array(70000).fill("a") }, { allowError: true });
   assert(many.isError && /ETOOBIG: the start request has more than 65536/.test(many.content[0].text), `too many entries: ${many.content?.[0]?.text}`);
-  eq((await call(E, "status", { id: s.id })).state, "completed", "still the same session");
+  eq((await call(E, "command_status", { id: s.id })).state, "completed", "still the same session");
 });
 
 // ---- stdout full: SIGTERM and stdin EOF still end proctor-mcp ------------------------------------
@@ -468,7 +507,7 @@ async function stuckClient(stop) {
   send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "stuck", version: "0" } } });
   send({ method: "notifications/initialized" });
   const pidFile = path.join(dir, "pid");
-  send({ id: 2, method: "tools/call", params: { name: "start", arguments: { command: `echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 300` } } });
+  send({ id: 2, method: "tools/call", params: { name: "start_command", arguments: { command: `echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 300` } } });
   await until("start answered", () => answered.has(2));
   const pid = await until("the command runs", () => fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8")));
   // Stop reading, then ask for far more than the sockets hold (tools/list answers 14 KiB).
@@ -511,14 +550,14 @@ await test("latency", async () => {
   const st = [];
   for (let i = 0; i < 100; i++) {
     const t = performance.now();
-    const l = await call(E, "list", { limit: 5 });
+    const l = await call(E, "list_commands", { limit: 5 });
     st.push(performance.now() - t);
     assert(l.executions.length === 5 && l.total > 5, "list limit");
   }
   const runs = [];
   for (let i = 0; i < 30; i++) {
     const t = performance.now();
-    const r = await call(E, "run", { command: "true" });
+    const r = await call(E, "run_command", { command: "true" });
     runs.push(performance.now() - t);
     eq([r.state, r.exit_code], ["completed", 0], "run true");
   }
@@ -562,7 +601,7 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   console.log(`# socket mode: the editor is ${named} (${NVIM})`);
   // Discovery: no PROCTOR_SOCKET, the same XDG_RUNTIME_DIR.
   const S = await connect({ args: [], env: { ...nv.env }, name: "socket-client" });
-  const r = await call(S, "run", { command: "echo from-mcp", label: "mcp-run" });
+  const r = await call(S, "run_command", { command: "echo from-mcp", label: "mcp-run" });
   eq([r.state, r.stdout, r.owner, r.mode], ["completed", "from-mcp\n", "socket-client", "editor"], "ran, in the editor");
   assert(/connected to .*proctor\/\d+\.sock/.test(S.stderr()), `discovered the editor's socket: ${S.stderr()}`);
   const listed = nv.expr(`vim.tbl_map(function(r) return { id = r.id, owner = r.owner, label = r.label, state = r.state } end, require('proctor').list())`);
@@ -573,10 +612,10 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   const buf = nv.expr(`(function() local b = require('proctor').open(${r.id}, { open = 'none' }); return vim.api.nvim_buf_get_name(b) end)()`);
   assert(/proctor:\/\/\d+/.test(buf), `console buffer ${buf}`);
   // The editor can stop what the agent started; the agent sees it.
-  const s = await call(S, "start", { command: "sleep 300" });
-  await until("running", async () => (await call(S, "status", { id: s.id })).state === "running");
+  const s = await call(S, "start_command", { command: "sleep 300" });
+  await until("running", async () => (await call(S, "command_status", { id: s.id })).state === "running");
   eq(nv.expr(`require('proctor').cancel(${s.id})`), "canceling", "editor cancels");
-  const w = await call(S, "wait", { id: s.id, timeout_ms: 30000 });
+  const w = await call(S, "wait_for_command", { id: s.id, timeout_ms: 30000 });
   eq(w.state, "canceled", "the agent sees the user's cancel");
   // :Proctor mcp shows this editor's socket and the binary in every snippet.
   const lines = nv.expr(`require('proctor.commands').exec({ 'mcp' })`);
@@ -585,15 +624,94 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
     && text.includes('"type": "local"'), `:Proctor mcp snippets: ${text}`);
   // PROCTOR_SOCKET names it explicitly too.
   const X = await connect({ args: [], env: { ...baseEnv(), PROCTOR_SOCKET: sock }, name: "explicit" });
-  eq((await call(X, "run", { command: "echo x" })).owner, "explicit", "PROCTOR_SOCKET");
+  eq((await call(X, "run_command", { command: "echo x" })).owner, "explicit", "PROCTOR_SOCKET");
   // The editor exits: the next call fails clearly.
   nv.child.kill("SIGTERM");
   await until("Neovim exited", () => nv.child.exitCode !== null || nv.child.signalCode !== null, 20000);
   const gone = await until("a clear error", async () => {
-    const g = await call(X, "status", { id: s.id }, { allowError: true });
+    const g = await call(X, "command_status", { id: s.id }, { allowError: true });
     return g.isError && g;
   }, 10000);
   assert(/proctor|ENOENT|socket/.test(gone.content[0].text), `after the editor exited: ${gone.content[0].text}`);
+});
+
+await test("reconnect_keeps_control_of_the_runs", async () => {
+  const nv = startNvim();
+  const addrFile = path.join(nv.run, "address");
+  await until("Neovim's proctor socket", () => fs.existsSync(addrFile) && fs.readFileSync(addrFile, "utf8").trim(), 30000);
+  // An agent starts a dev server, then its client restarts (a new proctor-mcp).
+  const A = await connect({ args: [], env: { ...nv.env }, name: "agent-x" });
+  const s = await call(A, "start_command", { command: "sleep 300" });
+  await until("running", async () => (await call(A, "command_status", { id: s.id })).state === "running");
+  await A.client.close();
+  const B = await connect({ args: [], env: { ...nv.env }, name: "agent-x" });
+  eq([(await call(B, "command_status", { id: s.id })).state, (await call(B, "list_commands", {})).executions.map((x) => x.id)],
+    ["running", [s.id]], "the same client name in the same directory sees its run after the reconnect");
+  // Another agent gets EPERM naming the owner, not ENOENT.
+  const O = await connect({ args: [], env: { ...nv.env }, name: "other-agent" });
+  for (const [tool, args] of [["command_status", { id: s.id }], ["cancel_command", { id: s.id }], ["read_output", { id: s.id }], ["wait_for_command", { id: s.id, timeout_ms: 10 }]]) {
+    const r = await call(O, tool, args, { allowError: true });
+    assert(r.isError && r.content[0].text.includes(`EPERM: execution ${s.id} belongs to another agent (owner agent-x)`),
+      `${tool} by another agent: ${r.content[0].text}`);
+  }
+  eq((await call(O, "list_commands", {})).executions.length, 0, "another agent lists none of it");
+  // --session names the identity whatever the client's name.
+  const D = await connect({ args: ["--session", "proj-1"], env: { ...nv.env }, name: "client-d" });
+  const d = await call(D, "start_command", { command: "sleep 300" });
+  const E = await connect({ args: ["--session", "proj-1"], env: { ...nv.env }, name: "client-e" });
+  eq((await call(E, "cancel_command", { id: d.id })).result, "canceling", "the same --session controls it");
+  eq((await call(B, "cancel_command", { id: s.id })).result, "canceling", "the reconnected agent stops its run");
+  eq((await call(B, "wait_for_command", { id: s.id, timeout_ms: 30000 })).state, "canceled", "and sees it end");
+  nv.child.kill("SIGTERM");
+});
+
+await test("discovery_finds_the_editor_with_the_sdk_default_environment", async () => {
+  // The editor keeps its socket under its XDG_RUNTIME_DIR, a login's
+  // /run/user/<uid>; it starts its engine at start-up (rpc.start) and nothing
+  // else. The agent's MCP client passes only the SDK's default environment (no
+  // XDG_RUNTIME_DIR); PROCTOR_DISCOVER_ROOT moves the fixed places under a
+  // private "/" (the real ones are shared by every editor on the machine).
+  const root = fs.mkdtempSync(path.join(tmp, "root-"));
+  const uid = process.getuid();
+  const xdg = path.join(root, "run/user", String(uid));
+  fs.mkdirSync(xdg, { recursive: true, mode: 0o700 });
+  fs.chmodSync(xdg, 0o700);
+  const listen = path.join(root, "nvim.sock");
+  const env = { ...baseEnv(), XDG_RUNTIME_DIR: xdg, XDG_STATE_HOME: path.join(root, "state") };
+  const lua = `_G.notes = {}; vim.notify = function(m) table.insert(_G.notes, m) end; `
+    + `require("proctor").setup({ rpc = { start = "startup" } })`;
+  const child = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
+    "-c", `set rtp^=${ROOT}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
+  cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
+  const sock = path.join(xdg, "proctor", `${child.pid}.sock`);
+  await until("the editor's socket, made at start-up", () => fs.existsSync(sock), 30000);
+  const expr = (e) => {
+    const r = spawnSync(NVIM, ["--server", listen, "--remote-expr", `luaeval("vim.fn.json_encode(${e.replace(/"/g, '\\"')})")`],
+      { env, timeout: 20000 });
+    return JSON.parse((r.stdout.toString() + r.stderr.toString()).trim());
+  };
+  const transport = new StdioClientTransport({ command: MCP, args: [], env: { PROCTOR_DISCOVER_ROOT: root }, cwd: tmp, stderr: "pipe" });
+  let stderr = "";
+  transport.stderr.on("data", (d) => { stderr += d; });
+  const client = new Client({ name: "default-env-agent", version: "1.0.0" }, { capabilities: {} });
+  await client.connect(transport);
+  cleanups.push(() => client.close().catch(() => {}));
+  const r = await client.callTool({ name: "run_command", arguments: { command: "echo found" } });
+  eq([r.structuredContent.mode, r.structuredContent.stdout], ["editor", "found\n"], `ran in the editor (stderr: ${stderr})`);
+  const r2 = await client.callTool({ name: "run_command", arguments: { command: "echo again" } });
+  const ids = expr(`vim.tbl_map(function(x) return x.id end, require('proctor').list())`);
+  assert(ids.includes(r.structuredContent.id) && ids.includes(r2.structuredContent.id), `both runs are in the editor's list: ${JSON.stringify(ids)}`);
+  // The first run of an agent is told once; the second is quiet.
+  const notes = await until("the notification", () => {
+    const n = expr(`_G.notes`);
+    return n.length > 0 && n;
+  }, 20000);
+  await sleep(300);
+  const all = expr(`_G.notes`).filter((m) => /default-env-agent/.test(m));
+  eq(all.length, 1, `one notification for the agent: ${JSON.stringify(expr("_G.notes"))}`);
+  assert(/default-env-agent started #\d+ in this editor: .*echo found/.test(all[0]), `the notification: ${all[0]} (all: ${JSON.stringify(notes)})`);
+  await client.close();
+  child.kill("SIGTERM");
 });
 
 await test("examples_mcp_json_entries_work", async () => {
@@ -603,7 +721,7 @@ await test("examples_mcp_json_entries_work", async () => {
     assert(entry.command.endsWith("lua/proctor/proctor-mcp"), `${name}: command`);
     const args = entry.args.map((a) => (a === "/path/to/project" ? proj : a));
     const X = await connect({ args: [...args, "--no-discover"], env: baseEnv(entry.env), cwd: proj, name });
-    const r = await call(X, "run", { command: "echo ok; echo \"$GITHUB_TOKEN\"" });
+    const r = await call(X, "run_command", { command: "echo ok; echo \"$GITHUB_TOKEN\"" });
     eq(r.stdout.split("\n")[0], "ok", `${name} runs a command`);
     if (entry.env.GITHUB_TOKEN) eq(r.stdout, "ok\n***\n", `${name} masks the secret`);
   }
@@ -618,7 +736,7 @@ await test("unsafe_sockets_are_refused", async () => {
   cleanups.push(() => srv.close());
   fs.chmodSync(p, 0o666);
   const U = await connect({ args: ["--socket", p], env: baseEnv() });
-  const r = await call(U, "run", { command: "true" }, { allowError: true });
+  const r = await call(U, "run_command", { command: "true" }, { allowError: true });
   assert(r.isError && /refused/.test(r.content[0].text), `refused: ${r.content[0].text}`);
 });
 

@@ -242,6 +242,41 @@ def pynvim_session_layer(h):
 
 
 @test
+def identity_shares_the_session_across_reconnects(h):
+    a = Client(h.path)
+    ha = a.request("hello", "agent-a", {"identity": "proj agent"})
+    expect(ha["identity"] == "proj agent", "hello says the identity %r" % ha)
+    ia = a.request("start", {"cmd": ["sleep", "30"], "stdin": True})
+    a.close()
+    b = Client(h.path)  # the agent reconnects: same identity, same session
+    hb = b.request("hello", "agent-a", {"identity": "proj agent"})
+    expect(hb["session"] == ha["session"], "the identity's session %r %r" % (ha, hb))
+    expect(b.request("get", ia)["id"] == ia, "the reconnected client sees its execution")
+    expect([r["id"] for r in b.request("list")] == [ia], "and lists it")
+    o = Client(h.path)  # another identity: EPERM naming the owner, not ENOENT
+    o.request("hello", "other", {"identity": "another"})
+    for name, call in [("get", lambda: o.request("get", ia)),
+                       ("input", lambda: o.request("input", ia, b"x")),
+                       ("cancel", lambda: o.request("cancel", ia)),
+                       ("wait", lambda: o.request("wait", ia, 10))]:
+        try:
+            call()
+            expect(False, "%s by another identity answered" % name)
+        except RpcError as e:
+            expect(e.name == "EPERM" and "belongs to another agent (owner agent-a)" in e.err[1],
+                   "%s: %r" % (name, e.err))
+    n = Client(h.path)  # no identity: as before, existence is not told
+    n.request("hello", "plain")
+    expect(rpc_error(lambda: n.request("get", ia)) == "ENOENT", "a client without identity gets ENOENT")
+    expect(b.request("cancel", ia) == "canceling", "the reconnected client stops it")
+    # an identity after starting something in another session is refused
+    n.request("start", {"cmd": ["true"]})
+    expect(rpc_error(lambda: n.request("hello", "plain", {"identity": "proj agent"})) == "EINVAL", "late identity")
+    for c in (b, o, n):
+        c.close()
+
+
+@test
 def isolation_between_sessions(h):
     a, b = Client(h.path), Client(h.path)
     a.request("hello", "client-a")
