@@ -529,9 +529,10 @@ static char proc_state(pid_t pid, pid_t *ppid) {
 /* A job's reaper stopped after its job was exec'd but before it reported the
  * spawn (tests/c/stop_reaper.c, preloaded into the shepherd, makes that race
  * certain; a job that runs `kill -STOP $PPID` at once makes it only under
- * load). A cancel, a timeout and close must still end the execution, with
- * what the job wrote before, and leave nothing behind: no process with its
- * tag, no stopped reaper. Whatever happens, the reaper is continued and
+ * load). A cancel, a timeout and close must still end the execution (a
+ * cancel or timeout with what the job wrote before; close is bounded, so
+ * on a loaded machine it may end it first) and leave nothing behind: no
+ * process with its tag, no stopped reaper. Whatever happens, the reaper is continued and
  * killed before the checks (a failed check must not leave it stopped). */
 static void test_reaper_stopped_before_spawned(void) {
   static const char *modes[] = {"cancel", "timeout", "close"};
@@ -591,10 +592,10 @@ static void test_reaper_stopped_before_spawned(void) {
     else if (rstate != 'T')
       snprintf(why[m], sizeof(why[m]), "the reaper (%d) never stopped: '%c'", (int)reaper, rstate);
     else if (!ended) snprintf(why[m], sizeof(why[m]), "never ended: %s", pr_state_name(o[1].state));
-    else if (o[1].state != want)
+    else if (m != 2 && o[1].state != want)
       snprintf(why[m], sizeof(why[m]), "ended %s, not %s", pr_state_name(o[1].state),
                pr_state_name(want));
-    else if (o[1].data == NULL || strcmp(o[1].data, "up\n") != 0)
+    else if (m != 2 && (o[1].data == NULL || strcmp(o[1].data, "up\n") != 0))
       snprintf(why[m], sizeof(why[m]), "its output %s lost", o[1].data ? o[1].data : "(none)");
     else if (left != 0 || reaper_left)
       snprintf(why[m], sizeof(why[m]), "left behind: %d tagged, the reaper %s", left,
