@@ -13,7 +13,7 @@
  *   engine ◄─SPAWNED(job, pid) + fds──── shepherd   (pidfd, stdin, stdout, stderr | pty)
  *   engine ◄─EXITED(job, code|signal)─── shepherd   (the leader; PR_WF_EMPTY: nothing else left)
  *   engine ◄─EMPTY(job)───────────────── shepherd   (the last process of the job is gone)
- *   engine ──SIGNAL(job, sig)──────────► shepherd   (every process of the job)
+ *   engine ──SIGNAL(job, sig)──────────► shepherd   (every process of the job; 0: probe its reaper)
  *   engine ──RELEASE(job)──────────────► shepherd   (kill what is left of the job, forget it)
  *   engine ──PING(token)───────────────► shepherd   (liveness, while it holds jobs for us)
  *   engine ◄─PONG(token)──────────────── shepherd
@@ -29,7 +29,9 @@
 
 enum {
   PR_W_SPAWN = 1, /* e→s  job; a = cols<<16|rows; b = argc; payload cwd\0argv..\0env..\0 */
-  PR_W_SIGNAL,    /* e→s  job; a = signal number (SIGHUP, SIGINT, SIGTERM, SIGKILL) */
+  PR_W_SIGNAL,    /* e→s  job; a = signal number (SIGHUP, SIGINT, SIGTERM, SIGKILL), or 0:
+                    *       the probe of a job canceled before SPAWNED (its reaper is
+                    *       continued and must answer, or it is killed) */
   PR_W_RELEASE,   /* e→s  job: drained; kill what is left of its tree and forget it */
   PR_W_SHUTDOWN,  /* e→s  kill everything (a = grace ms) and exit */
   PR_W_SPAWNED,   /* s→e  job; a = pid; fds: pidfd (may be -1 → absent), then streams */

@@ -222,6 +222,16 @@ static void kill_job(pr_exec_t *x) {
   pr_sup_send(x->sup, PR_W_SIGNAL, 0, x->id, SIGKILL, 0, NULL, 0);
 }
 
+/* Canceled or timed out while starting: the job's reaper may be one its job
+ * stopped (SIGSTOP) before it reported the spawn, and would hold x in
+ * `starting` for ever. The probe continues it (its report comes, and x is
+ * stopped as the cell says); a reaper that still does not answer is killed
+ * by the shepherd, which reports the spawn failed, and x ends. Nothing for
+ * a spawn not sent yet (the shepherd knows no such job). */
+static void probe_reaper(pr_exec_t *x) {
+  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, 0, 0, NULL, 0);
+}
+
 /* SIGKILL to the leader's group and the leader, from the engine itself: only
  * while the pidfd says the leader is unreaped (a zombie counts), so neither
  * its pid nor its group id can have been given to another process. */
@@ -309,7 +319,10 @@ void pr_exec_on_timer(uv_timer_t *t) {
   case PR_PHASE_TIMEOUT:
     decide_by(x, r, "timeout");
     if (r->action == PR_A_TERM) stop(x, 0);
-    else if (r->action == PR_A_T_START) start_timeout(x);
+    else if (r->action == PR_A_T_START) {
+      start_timeout(x);
+      probe_reaper(x);
+    }
     break;
   case PR_PHASE_NONE: break;
   }
@@ -384,6 +397,7 @@ pr_cancel_result_t pr_exec_cancel(pr_exec_t *x, int force, const char *reason) {
   case PR_A_ON_SPAWN:
     if (r->action == PR_A_KILL_ON_SPAWN) x->stop = PR_STOP_KILL_ON_SPAWN;
     if (x->vault && pr_vault_busy(x->vault)) stop_reads(x, 0); /* or its secrets are read */
+    else probe_reaper(x);
     break;
   case PR_A_TERM: stop(x, 0); break; /* draining: the rest of the job gets the ladder */
   case PR_A_KILL:
@@ -529,7 +543,11 @@ void pr_exec_on_spawned(pr_exec_t *x, const pr_wire_hdr_t *h, int *fds, int nfds
 void pr_exec_on_failed(pr_exec_t *x, const pr_wire_hdr_t *h) {
   if (x == NULL || (x->state != PR_STARTING && !x->respawning)) return;
   x->respawning = 0;
-  x->exited = 1; /* no process (a worker's restart failed) */
+  x->exited = 1;         /* no process (a worker's restart failed) */
+  if (x->verdict >= 0) { /* canceled or timed out first: that is the end, with its own words */
+    finish(x);
+    return;
+  }
   decide(x, PR_FAILED, "spawn_error");
   const char *cmd = x->argv && x->argv[0] ? x->argv[0] : "?";
   const char *what = h->b == PR_STAGE_CHDIR ? x->cwd : cmd;

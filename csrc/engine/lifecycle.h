@@ -108,7 +108,8 @@ typedef enum {
 typedef enum {
   PR_A_NONE = 0,
   PR_A_END,           /* end now (a queued one leaves the run queue) */
-  PR_A_ON_SPAWN,      /* stopped when SPAWNED comes (SIGTERM); secret reads stop now */
+  PR_A_ON_SPAWN,      /* stopped when SPAWNED comes (SIGTERM); secret reads stop now, or
+                       * its reaper is probed (continued if its job stopped it) */
   PR_A_KILL_ON_SPAWN, /* the same with SIGKILL */
   PR_A_TERM,          /* the kill ladder: SIGTERM to the job, the grace timer */
   PR_A_KILL,          /* SIGKILL to the job, only while running (a starting one has none yet);
@@ -118,7 +119,8 @@ typedef enum {
   PR_A_NOTE,          /* only the fact is recorded */
   PR_A_END_GRACE,     /* the job ended within its grace: drain if the leader exited */
   PR_A_KILL_GRACE,    /* the grace ended: SIGKILL to what is left, drain if the leader exited */
-  PR_A_T_START,       /* timeout while starting: secret reads stop; stopped at SPAWNED */
+  PR_A_T_START,       /* timeout while starting: secret reads stop, the reaper is probed;
+                       * stopped at SPAWNED */
   PR_A_DRAIN_STEP,    /* the drain window passed: read what came, end or wait */
   PR_A_RUN,           /* streams open, running */
   PR_A_RUN_STOP,      /* streams open, running, then stopped (TERM, or KILL after a force) */

@@ -179,7 +179,8 @@ static int flush(pr_sup_t *s) {
 /* ---- a dead shepherd's leftovers --------------------------------------------------- */
 
 /* Whether process `pid`'s initial environment (`what` "environ") or command
- * line ("cmdline") holds a string starting with `needle` (n bytes). */
+ * line ("cmdline") holds a string starting with `needle` (n bytes; a needle
+ * whose last byte is its NUL matches that whole string only). */
 static int env_has(pid_t pid, const char *what, const char *needle, size_t n) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
@@ -195,7 +196,7 @@ static int env_has(pid_t pid, const char *what, const char *needle, size_t n) {
     while (at < len) {
       char *z = memchr(buf + at, 0, len - at);
       if (z == NULL) break;
-      if ((size_t)(z - (buf + at)) >= n && memcmp(buf + at, needle, n) == 0) found = 1;
+      if ((size_t)(z - (buf + at)) + 1 >= n && memcmp(buf + at, needle, n) == 0) found = 1;
       at = (size_t)(z - buf) + 1;
     }
     if (found) break;

@@ -94,10 +94,13 @@ typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND }
 /* Longest socket path accepted for `listen` (sun_path minus its NUL). */
 #define PR_LISTEN_MAX 107
 
+/* history_limit: keep every terminal record (core.new's history_limit = 0). */
+#define PR_HISTORY_ALL UINT32_MAX
+
 /* Engine options. Zero means "default" for every field. */
 typedef struct {
   size_t output_limit;        /* bytes retained per stream; default 8 MiB */
-  uint32_t history_limit;     /* terminal records kept; default 1000 */
+  uint32_t history_limit;     /* terminal records kept; default 1000; PR_HISTORY_ALL: every one */
   uint64_t history_age_ms;    /* terminal records older than this are pruned; 0 = never */
   uint32_t max_running;       /* executions running at once; 0 = unlimited */
   uint32_t kill_grace_ms;     /* default SIGTERM → SIGKILL grace; default 2000 */

@@ -175,7 +175,9 @@ static int l_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     check_table_keys(L, 1, new_keys);
     o.output_limit = (size_t)opt_nonneg(L, 1, "output_limit", 0, (lua_Integer)1 << 40);
-    o.history_limit = (uint32_t)opt_nonneg(L, 1, "history_limit", 0, 100000000);
+    /* 0 keeps every record (the help's promise); absent: the default */
+    lua_Integer hl = opt_nonneg(L, 1, "history_limit", -1, 100000000);
+    o.history_limit = hl < 0 ? 0 : hl == 0 ? PR_HISTORY_ALL : (uint32_t)hl;
     o.history_age_ms = (uint64_t)opt_nonneg(L, 1, "history_age_ms", 0, (lua_Integer)1 << 50);
     o.max_running = (uint32_t)opt_nonneg(L, 1, "max_running", 0, 1000000);
     o.kill_grace_ms = (uint32_t)opt_nonneg(L, 1, "kill_grace_ms", 0, 3600000);

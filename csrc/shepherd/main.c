@@ -76,6 +76,7 @@ static int command_of(int64_t sig) {
   case SIGINT:
   case SIGTERM: return (int)sig;
   case SIGKILL: return PR_REAPER_KILL;
+  case 0: return PR_REAPER_PROBE;
   default: return 0;
   }
 }
@@ -411,6 +412,7 @@ int main(int argc, char **argv) {
   cmds = set;
   sigaddset(&cmds, PR_REAPER_KILL);
   sigaddset(&cmds, PR_REAPER_RELEASE);
+  sigaddset(&cmds, PR_REAPER_PROBE); /* blocked, it still continues; queued, it is answered */
   sigprocmask(SIG_BLOCK, &cmds, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) return 1;

@@ -8,7 +8,8 @@
  *                         │ its session, its group, its environment (and with it the tag)
  *   commands: signals from the shepherd (shepherd.h), read from a signalfd,
  *             each batch answered at once (PONG): a reaper that does not answer
- *             (stopped by its job) is SIGKILLed by the shepherd
+ *             (stopped by its job) is SIGKILLed by the shepherd; the probe
+ *             (SIGCONT) is only answered
  *   reports:  SPAWNED(pid, pidfd) | FAILED, then EXITED (leader), then EMPTY
  *             on the reapers' socket (header field `from` = our pid)
  *
@@ -275,7 +276,8 @@ void pr_reaper_main(const pr_spawn_args_t *a) {
   /* The shepherd blocks every command signal, so they wait for this signalfd. */
   sigset_t set;
   sigemptyset(&set);
-  int sigs[] = {SIGCHLD, SIGHUP, SIGINT, SIGTERM, PR_REAPER_KILL, PR_REAPER_RELEASE};
+  int sigs[] = {SIGCHLD,           SIGHUP,         SIGINT, SIGTERM, PR_REAPER_KILL,
+                PR_REAPER_RELEASE, PR_REAPER_PROBE};
   for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaddset(&set, sigs[i]);
   sigprocmask(SIG_BLOCK, &set, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -108,6 +108,12 @@ extern char pr_shep_tag_prefix[96]; /* "PROCTOR_JOB=<token>:" (the engine chose 
  * whole job"; these two mean: */
 #define PR_REAPER_KILL SIGUSR1    /* SIGKILL the whole job, and every orphan that comes back */
 #define PR_REAPER_RELEASE SIGUSR2 /* the same, then exit (also its parent-death signal) */
+/* The probe (the engine's SIGNAL 0, sent when it stops waiting for a spawn
+ * report: a cancel or timeout while starting): SIGCONT continues a reaper
+ * its job stopped before it reported the spawn, and the reaper answers it
+ * like any command and does nothing else. One that still does not answer is
+ * SIGKILLed as below, and the spawn is reported failed: the execution ends. */
+#define PR_REAPER_PROBE SIGCONT
 
 /* A reaper answers every command (PR_W_PONG on the reapers' socket) as soon
  * as it has read it. One that has not answered this long after a command

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -443,7 +444,7 @@ static void test_spawn_error_per_engine(void) {
 }
 
 /* Live processes whose environment holds `needle` ("KEY=value"). */
-static int count_tagged(const char *needle) {
+static int count_tagged(const char *needle, pid_t *first) {
   int n = 0;
   DIR *d = opendir("/proc");
   if (d == NULL) return -1;
@@ -465,7 +466,7 @@ static int count_tagged(const char *needle) {
       fclose(f);
       st[k] = 0;
       char *rp = strrchr(st, ')');
-      if (rp && rp[1] == ' ' && rp[2] != 'Z') n++;
+      if (rp && rp[1] == ' ' && rp[2] != 'Z' && n++ == 0 && first) *first = atoi(de->d_name);
     }
   }
   closedir(d);
@@ -518,13 +519,117 @@ static void test_spawned_without_fds(void) {
   pr_record_free(r);
   CHECKF(good, "%s", why);
   int left = 1;
-  for (uint64_t t = now_ms() + 5000; (left = count_tagged(needle)) > 0 && now_ms() < t;)
+  for (uint64_t t = now_ms() + 5000; (left = count_tagged(needle, NULL)) > 0 && now_ms() < t;)
     usleep(10000);
   CHECKF(left == 0, "%d process(es) of the failed execution still alive", left);
   CHECK_EQ(start_sh(e, "echo ok"), 3);
   CHECK(drain(e, o, 3, 0, 5000) && o[3].state == PR_COMPLETED);
   free_outcomes(o, 3);
   pr_engine_free(e);
+}
+
+/* The state letter of process `pid` in /proc ('S', 'T', 'Z', ...), its parent in *ppid;
+ * 0 when it is gone. */
+static char proc_state(pid_t pid, pid_t *ppid) {
+  char path[64], st[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  size_t k = fread(st, 1, sizeof(st) - 1, f);
+  fclose(f);
+  st[k] = 0;
+  char *rp = strrchr(st, ')');
+  char c = 0;
+  int pp = 0;
+  if (rp == NULL || sscanf(rp + 2, "%c %d", &c, &pp) != 2) return 0;
+  if (ppid) *ppid = pp;
+  return c;
+}
+
+/* A job's reaper stopped after its job was exec'd but before it reported the
+ * spawn (tests/c/stop_reaper.c, preloaded into the shepherd, makes that race
+ * certain; a job that runs `kill -STOP $PPID` at once makes it only under
+ * load). A cancel, a timeout and close must still end the execution (a
+ * cancel or timeout with what the job wrote before; close is bounded, so
+ * on a loaded machine it may end it first) and leave nothing behind: no
+ * process with its tag, no stopped reaper. Whatever happens, the reaper is continued and
+ * killed before the checks (a failed check must not leave it stopped). */
+static void test_reaper_stopped_before_spawned(void) {
+  static const char *modes[] = {"cancel", "timeout", "close"};
+  char self[512], dir[300], wrapper[320];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = 0;
+  *strrchr(self, '/') = 0; /* build/: the shepherd and stop_reaper.so are here */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(wrapper, sizeof(wrapper), "%s/shepherd", dir);
+  FILE *f = fopen(wrapper, "w");
+  CHECK(f != NULL);
+  fprintf(f, "#!/bin/sh\nLD_PRELOAD='%s/stop_reaper.so' exec '%s/proctor-shepherd' \"$@\"\n", self,
+          self);
+  fclose(f);
+  chmod(wrapper, 0755);
+  char why[3][400] = {{0}};
+  for (int m = 0; m < 3; m++) {
+    pr_engine_opts_t opts = {.shepherd_path = wrapper, .kill_grace_ms = 300};
+    pr_engine_t *e;
+    if (pr_engine_new(&opts, &e) != 0) {
+      snprintf(why[m], sizeof(why[m]), "no engine");
+      continue;
+    }
+    char needle[96];
+    snprintf(needle, sizeof(needle), "PROCTOR_TEST_TAG=stopped-%d-%llu-%d", (int)getpid(),
+             (unsigned long long)now_ms(), m);
+    const char *env[] = {needle};
+    pr_spec_t s = {.shell = "echo up; exec sleep 600",
+                   .env = env,
+                   .envc = 1,
+                   .kill_grace_ms = -1,
+                   .timeout_ms = m == 1 ? 2000 : 0};
+    uint64_t id = 0;
+    int rc = pr_engine_start(e, &s, &id);
+    pid_t leader = 0, reaper = 0;
+    char rstate = 0;
+    for (uint64_t t = now_ms() + 10000; rc == 0 && now_ms() < t; usleep(5000)) {
+      if (leader <= 0) count_tagged(needle, &leader);
+      if (leader > 0 && reaper <= 0 && proc_state(leader, &reaper) == 0) reaper = 0;
+      if (reaper > 0 && (rstate = proc_state(reaper, NULL)) == 'T') break;
+    }
+    if (m == 0) pr_engine_cancel(e, id, 0, 0, "test");
+    if (m == 2) pr_engine_close(e);
+    outcome_t *o = calloc(2, sizeof(*o));
+    int ended = rc == 0 && drain(e, o, 1, 1, 15000);
+    int left = 1, reaper_left = 1;
+    for (uint64_t t = now_ms() + 5000; now_ms() < t; usleep(10000)) {
+      left = count_tagged(needle, NULL);
+      reaper_left = reaper > 0 && proc_state(reaper, NULL) != 0 && proc_state(reaper, NULL) != 'Z';
+      if (left == 0 && !reaper_left) break;
+    }
+    pr_state_t want = m == 1 ? PR_TIMED_OUT : PR_CANCELED;
+    if (rc != 0 || id != 1) snprintf(why[m], sizeof(why[m]), "start: %s", pr_err_name(rc));
+    else if (rstate != 'T')
+      snprintf(why[m], sizeof(why[m]), "the reaper (%d) never stopped: '%c'", (int)reaper, rstate);
+    else if (!ended) snprintf(why[m], sizeof(why[m]), "never ended: %s", pr_state_name(o[1].state));
+    else if (m != 2 && o[1].state != want)
+      snprintf(why[m], sizeof(why[m]), "ended %s, not %s", pr_state_name(o[1].state),
+               pr_state_name(want));
+    else if (m != 2 && (o[1].data == NULL || strcmp(o[1].data, "up\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "its output %s lost", o[1].data ? o[1].data : "(none)");
+    else if (left != 0 || reaper_left)
+      snprintf(why[m], sizeof(why[m]), "left behind: %d tagged, the reaper %s", left,
+               reaper_left ? "lives" : "is gone");
+    if (reaper > 0 && proc_state(reaper, NULL) == 'T') { /* never leave it stopped */
+      kill(reaper, SIGCONT);
+      kill(reaper, SIGKILL);
+    }
+    free_outcomes(o, 1);
+    pr_engine_free(e);
+  }
+  unlink(wrapper);
+  rmdir(dir);
+  for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
 /* Remove a private test directory and the files in it. */
@@ -734,6 +839,7 @@ int main(int argc, char **argv) {
   RUN(test_spawn_error_per_engine);
   RUN(test_drain_after_stall);
   RUN(test_spawned_without_fds);
+  RUN(test_reaper_stopped_before_spawned);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);

@@ -115,6 +115,25 @@ return function(T, ctx)
     end
   )
 
+  -- The same C option mapping in every runtime: under lua5.4 only (1001 runs).
+  if not (ctx and ctx.nvim) then
+    test("retention: history_limit = 0 keeps every record (one past the default 1000)", function()
+      local eng = setup { history_limit = 0, max_running = 64 }
+      local ids = {}
+      for i = 1, 1001 do
+        ids[i] = assert(eng:start { cmd = { "true" } })
+      end
+      local r = U.collect(eng, ids, 120000)
+      local ended = 0
+      for _, id in ipairs(ids) do
+        if r[id].final then ended = ended + 1 end
+      end
+      T.eq(ended, 1001, "every run ended")
+      T.eq(#eng:list(), 1001, "history_limit = 0 pruned records")
+      T.ok(eng:get(ids[1]), "the first record is kept")
+    end)
+  end
+
   -- Secret sources (|proctor-secrets|) ------------------------------------------
 
   test(

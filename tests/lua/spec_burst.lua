@@ -8,7 +8,7 @@ local core = U.core
 return function(T, ctx)
   local P = ctx and ctx.nvim and "nvim: " or ""
   local function test(name, fn) T.test(P .. "burst: " .. name, fn) end
-  local N = tonumber(os.getenv("BURST") or "") or (ctx and ctx.nvim and 1000 or 5000)
+  local N = U.count(ctx, "BURST", 5000, 1000, 300)
 
   -- The shepherd of an engine, found above one of its jobs.
   local function shepherd_of(eng)

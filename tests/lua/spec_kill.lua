@@ -295,7 +295,7 @@ return function(T, ctx)
 
   test("races of natural exit against cancel: one terminal event each, contract holds", function()
     local e2 = assert(core.new { max_running = 64, history_limit = 100000, drain_ms = 100 })
-    local N = tonumber(os.getenv("RACES") or "") or (ctx and ctx.nvim and 2000 or 10000)
+    local N = U.count(ctx, "RACES", 10000, 2000, 500)
     local answers = {}
     local ids = {}
     -- The first cancel of an execution nobody else cancels: either it decides

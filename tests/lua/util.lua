@@ -4,6 +4,20 @@ local U = {}
 
 U.core = core
 U.root = os.getenv("PROCTOR_ROOT") or "."
+-- PROCTOR_TEST_LIGHT=1 (tests/run sets it on every Neovim but the first of
+-- its list): the stress tests repeat their identical work fewer times (races,
+-- bursts, pty runs). The full counts run once per runtime: under lua5.4 and
+-- on the first Neovim (tests/README.md).
+U.light = os.getenv("PROCTOR_TEST_LIGHT") == "1"
+
+-- The count of a stress test: `env` (a variable that overrides it) if set,
+-- else `lua` under lua5.4, `nvim` in Neovim, `light` on a light run.
+function U.count(ctx, env, lua, nvim, light)
+  local n = tonumber(os.getenv(env) or "")
+  if n then return n end
+  if not (ctx and ctx.nvim) then return lua end
+  return U.light and light or nvim
+end
 
 local sleeper
 -- Sleep ms milliseconds (an idle engine's wait is a poll() with a timeout).

@@ -228,8 +228,15 @@ await test("request_cancellation_stops_the_run", async () => {
   ac.abort("test cancels");
   await p.then(() => { throw new Error("the call resolved"); }, () => {});
   await until("the command ended after notifications/cancelled", () => !alive(pid), 10000);
+  // The process is gone before its run has ended: the engine still takes the
+  // exit, drains the output and only then records the end. Wait for that end
+  // (the wait tool), not for the process, before reading the list.
+  const mine = (x) => x.command.includes("echo $$ > pid; exec sleep 300");
+  const run = (await call(E, "list_commands", {})).executions.find(mine);
+  assert(run, "the run is listed");
+  eq((await call(E, "wait_for_command", { id: run.id, timeout_ms: 30000 })).state, "canceled", "the run's end");
   const l = await call(E, "list_commands", { state: "canceled" });
-  assert(l.executions.some((x) => x.command.includes("exec sleep 300")), "listed as canceled");
+  assert(l.executions.some(mine), "listed as canceled");
   fs.unlinkSync(pidFile);
   // The server still answers afterwards.
   eq((await call(E, "run_command", { command: "echo alive" })).stdout, "alive\n", "still serving");
