@@ -752,9 +752,7 @@ function H.agent_first(id)
   if H.nagents >= H.AGENTS_MAX then return end
   local eng = engine.current()
   local rec = eng and eng:get(id)
-  if not rec or not rec.owner or rec.owner == config.get().run.owner then
-    return
-  end
+  if not rec or not rec.owner or rec.owner == config.get().run.owner then return end
   if H.agents[rec.owner] then return end
   H.agents[rec.owner], H.nagents = true, H.nagents + 1
   local cmd = type(rec.cmd) == "table" and table.concat(rec.cmd, " ") or tostring(rec.cmd)
