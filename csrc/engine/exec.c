@@ -229,17 +229,7 @@ static void kill_job(pr_exec_t *x) {
  * by the shepherd, which reports the spawn failed, and x ends. Nothing for
  * a spawn not sent yet (the shepherd knows no such job). */
 static void probe_reaper(pr_exec_t *x) {
-  pr_sup_send(x->ctx->sup, PR_W_SIGNAL, 0, x->id, 0, 0, NULL, 0);
-}
-
-/* SIGKILL to the leader's group and the leader, from the engine itself: only
- * while the pidfd says the leader is unreaped (a zombie counts), so neither
- * its pid nor its group id can have been given to another process. */
-static void kill_leader_group(pr_exec_t *x) {
-  if (x->pidfd < 0 || x->pid <= 0) return;
-  if (syscall(SYS_pidfd_send_signal, x->pidfd, 0, NULL, 0) != 0) return;
-  kill(-(pid_t)x->pid, SIGKILL);
-  syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+  if (x->sup) pr_sup_send(x->sup, PR_W_SIGNAL, 0, x->id, 0, 0, NULL, 0); /* its job's link */
 }
 
 /* The drain window passed (phase drain): read what came, end, or wait on. */
@@ -312,7 +302,7 @@ void pr_exec_on_timer(uv_timer_t *t) {
      * uid): without EXITED the leader is not reaped, so its pid and group id
      * are still its own. Kill both from here too, through the pidfd; the
      * shepherd kills a reaper that does not answer, and reports the exit. */
-    if (!x->exited) kill_leader_group(x);
+    if (!x->exited) pr_pidfd_kill_group(x->pidfd, (pid_t)x->pid);
     if (x->exited) start_drain(x);
     break;
   case PR_PHASE_DRAIN: drain_step(x); break; /* DRAIN_STEP */
@@ -620,7 +610,7 @@ static void start_drain(pr_exec_t *x) {
  * or nothing for a queued or ended one). */
 void pr_exec_on_supervisor_lost(pr_exec_t *x) {
   if (rule(x, PR_LC_LOST)->action != PR_A_LOST) return;
-  if (!x->exited) kill_leader_group(x);
+  if (!x->exited) pr_pidfd_kill_group(x->pidfd, (pid_t)x->pid);
   timer_stop(x); /* no grace is left to wait for */
   x->exited = 1;
   x->empty = 1;    /* nobody will say more */

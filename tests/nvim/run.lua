@@ -47,6 +47,8 @@ local specs = T.discover(root .. "/tests/nvim", {
     "spec_tasks",
     "spec_make",
     "spec_vscode",
+    "spec_params",
+    "spec_runners",
     "spec_audit",
     "spec_everyday",
     "spec_trust",
