@@ -33,67 +33,9 @@
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
-/* ---- relay.c (--relay) ---- */
-extern int pr_shep_relay; /* 1: the engine is a link at the end of stdin/stdout */
-/* Our stdin and stdout, moved above 2 (CLOEXEC; 0, 1 and 2 are /dev/null) so that no
- * reaper or job holds the transport open. */
-extern int pr_relay_in, pr_relay_out;
-/* Send one frame on stdout (blocking: the link always reads). */
-void pr_relay_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
-                   const void *payload, uint32_t len);
-int pr_relay_lost(void); /* 1 once stdout failed */
-/* Read stdin once: whole frames go to on_packet (a local shepherd's) or to the
- * relay (DATA, CREDIT, RESIZE). Returns 0 at EOF (or garbage), else 1. */
-int pr_relay_read(void (*on_packet)(const pr_wire_hdr_t *, const char *, int *, int));
-/* Job `id` runs (SPAWNED from its reaper): keep its streams (takes the fds), tell the link. */
-void pr_relay_adopt(uint64_t id, uint32_t flags, int64_t pid, int *fds, int nfds);
-/* EXITED or EMPTY of a job: sent once its output is (see relay.c). */
-void pr_relay_report(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b);
-void pr_relay_forget(uint64_t id); /* RELEASE: its streams closed */
-/* The jobs' fds to poll, appended to *set from index `at` (grown as needed); returns
- * the new count. pr_relay_on_poll handles their revents; pr_relay_tick the held reports. */
-int pr_relay_pollfds(struct pollfd **set, int *cap, int at);
-void pr_relay_on_poll(const struct pollfd *set, int n);
-void pr_relay_tick(void);
-int pr_relay_wait_ms(void); /* poll timeout the held reports need, or -1 */
-
-/* ---- link.c (--link) ---- */
-/* Run the transport `cmd` (/bin/sh -c) and be the engine's shepherd on `sock` (a
- * SEQPACKET socket) through it. Never returns. */
-void pr_link_main(int sock, const char *cmd) __attribute__((noreturn));
-
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
-/* ---- relay.c (--relay) ---- */
-extern int pr_shep_relay; /* 1: the engine is a link at the end of stdin/stdout */
-/* Our stdin and stdout, moved above 2 (CLOEXEC; 0, 1 and 2 are /dev/null) so that no
- * reaper or job holds the transport open. */
-extern int pr_relay_in, pr_relay_out;
-/* Send one frame on stdout (blocking: the link always reads). */
-void pr_relay_send(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b,
-                   const void *payload, uint32_t len);
-int pr_relay_lost(void); /* 1 once stdout failed */
-/* Read stdin once: whole frames go to on_packet (a local shepherd's) or to the
- * relay (DATA, CREDIT, RESIZE). Returns 0 at EOF (or garbage), else 1. */
-int pr_relay_read(void (*on_packet)(const pr_wire_hdr_t *, const char *, int *, int));
-/* Job `id` runs (SPAWNED from its reaper): keep its streams (takes the fds), tell the link. */
-void pr_relay_adopt(uint64_t id, uint32_t flags, int64_t pid, int *fds, int nfds);
-/* EXITED or EMPTY of a job: sent once its output is (see relay.c). */
-void pr_relay_report(uint32_t type, uint32_t flags, uint64_t job, int64_t a, int64_t b);
-void pr_relay_forget(uint64_t id); /* RELEASE: its streams closed */
-/* The jobs' fds to poll, appended to *set from index `at` (grown as needed); returns
- * the new count. pr_relay_on_poll handles their revents; pr_relay_tick the held reports. */
-int pr_relay_pollfds(struct pollfd **set, int *cap, int at);
-void pr_relay_on_poll(const struct pollfd *set, int n);
-void pr_relay_tick(void);
-int pr_relay_wait_ms(void); /* poll timeout the held reports need, or -1 */
-
-/* ---- link.c (--link) ---- */
-/* Run the transport `cmd` (/bin/sh -c) and be the engine's shepherd on `sock` (a
- * SEQPACKET socket) through it. Never returns. */
-void pr_link_main(int sock, const char *cmd) __attribute__((noreturn));
-
 #endif
 
 /* The process-wide facts every file reads (set once by main). */

@@ -583,7 +583,13 @@ static void test_reaper_stopped_before_spawned(void) {
     snprintf(needle, sizeof(needle), "PROCTOR_TEST_TAG=stopped-%d-%llu-%d", (int)getpid(),
              (unsigned long long)now_ms(), m);
     const char *env[] = {needle};
-    pr_spec_t s = {.shell = "echo up; exec sleep 600",
+    /* The job says "up" and then leaves a mark: the cancel waits for the mark,
+     * so the job's output is in its pipe whatever the machine's load (a job
+     * not yet scheduled would be stopped before it wrote anything). */
+    char mark[sizeof(dir) + 16], shell[sizeof(mark) + 64];
+    snprintf(mark, sizeof(mark), "%s/up-%d", dir, m);
+    snprintf(shell, sizeof(shell), "echo up; : > '%s'; exec sleep 600", mark);
+    pr_spec_t s = {.shell = shell,
                    .env = env,
                    .envc = 1,
                    .kill_grace_ms = -1,
@@ -595,7 +601,8 @@ static void test_reaper_stopped_before_spawned(void) {
     for (uint64_t t = now_ms() + 10000; rc == 0 && now_ms() < t; usleep(5000)) {
       if (leader <= 0) count_tagged(needle, &leader);
       if (leader > 0 && reaper <= 0 && proc_state(leader, &reaper) == 0) reaper = 0;
-      if (reaper > 0 && (rstate = proc_state(reaper, NULL)) == 'T') break;
+      if (reaper > 0 && (rstate = proc_state(reaper, NULL)) == 'T' && access(mark, F_OK) == 0)
+        break;
     }
     if (m == 0) pr_engine_cancel(e, id, 0, 0, "test");
     if (m == 2) pr_engine_close(e);
@@ -628,6 +635,11 @@ static void test_reaper_stopped_before_spawned(void) {
     pr_engine_free(e);
   }
   unlink(wrapper);
+  for (int m = 0; m < 3; m++) {
+    char mark[sizeof(dir) + 16];
+    snprintf(mark, sizeof(mark), "%s/up-%d", dir, m);
+    unlink(mark);
+  }
   rmdir(dir);
   for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
