@@ -22,8 +22,9 @@
 --- of a console change size nothing is sent to it until the terminal has
 --- refreshed (its changedtick moves) or `SETTLE_MS` passed (a resize that did
 --- not change the terminal's size refreshes nothing). A console opened with
---- |proctor.run()| gets its terminal made inside its window, so it starts at
---- the right size and is not held.
+--- |proctor.run()|, or opened before its hidden console was made, gets its
+--- terminal made inside its window, so it starts at the right size and is
+--- not held.
 ---
 --- PTY executions get the text area of the smallest window showing their
 --- console (winbar excluded). |proctor.run()| with `open` makes the window
