@@ -323,6 +323,25 @@ static int relay_stdio(void) {
   return 0;
 }
 
+/* What both loops (local and --relay) do after poll() returned r: take the
+ * reapers' reports, kill the reapers that owe an answer past its time, and
+ * read the signals (SIGCHLD: reap; any other: shut down). */
+static void after_poll(int r, short sig_revents, short report_revents, int sfd) {
+  if (report_revents & POLLIN) drain_reports();
+  if (r == 0 || pr_shep_answer_wait(pr_shep_now_ms()) == 0) {
+    drain_reports(); /* an answer may have come meanwhile */
+    kill_silent_reapers();
+  }
+  if (sig_revents & POLLIN) {
+    struct signalfd_siginfo si;
+    int term = 0;
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+      if (si.ssi_signo != SIGCHLD) term = 1;
+    if (term) shutdown_all(sfd, 200);
+    reap();
+  }
+}
+
 /* One round of the loop in --relay mode: the link's frames, the jobs' streams. */
 static void relay_round(int sfd, int timeout) {
   static struct pollfd *set;
@@ -337,19 +356,7 @@ static void relay_round(int sfd, int timeout) {
   if (hold >= 0 && (timeout < 0 || hold < timeout)) timeout = hold;
   int r = poll(set, (nfds_t)n, timeout);
   if (r < 0 && errno != EINTR) shutdown_all(sfd, 200);
-  if (set[2].revents & POLLIN) drain_reports();
-  if (r == 0 || pr_shep_answer_wait(pr_shep_now_ms()) == 0) {
-    drain_reports();
-    kill_silent_reapers();
-  }
-  if (set[1].revents & POLLIN) {
-    struct signalfd_siginfo si;
-    int term = 0;
-    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-      if (si.ssi_signo != SIGCHLD) term = 1;
-    if (term) shutdown_all(sfd, 200);
-    reap();
-  }
+  after_poll(r, set[1].revents, set[2].revents, sfd);
   if (r > 0) pr_relay_on_poll(set + 3, n - 3);
   else pr_relay_tick();
   if (set[0].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -432,19 +439,7 @@ int main(int argc, char **argv) {
         {pr_shep_sock, POLLIN, 0}, {sfd, POLLIN, 0}, {pr_shep_up[0], POLLIN, 0}};
     int r = poll(pfd, 3, pr_shep_answer_wait(pr_shep_now_ms())); /* -1: no reaper owes an answer */
     if (r < 0 && errno != EINTR) break;
-    if (pfd[2].revents & POLLIN) drain_reports();
-    if (r == 0 || pr_shep_answer_wait(pr_shep_now_ms()) == 0) {
-      drain_reports(); /* an answer may have come meanwhile */
-      kill_silent_reapers();
-    }
-    if (pfd[1].revents & POLLIN) {
-      struct signalfd_siginfo si;
-      int term = 0;
-      while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-        if (si.ssi_signo != SIGCHLD) term = 1;
-      if (term) shutdown_all(sfd, 200);
-      reap();
-    }
+    after_poll(r, pfd[1].revents, pfd[2].revents, sfd);
     if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       /* A bounded batch, so the reapers' reports (and the fds they hold)
        * never wait behind a long queue of spawns. */
