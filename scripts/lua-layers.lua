@@ -41,6 +41,7 @@ local FLOORS = {
     "proctor.tasks.matchers",
     "proctor.targets",
     "proctor.keys", -- the key maps of proctor's buffers; actions registers what a key does
+    "proctor.kinds", -- targets that are not executions (a chain); tasks/chain.lua registers one
   },
   { "proctor.engine", "proctor.quit" }, -- quit: the guard the engine installs when it starts
   { "proctor", "proctor.mcp" }, -- mcp: the snippet that registers proctor-mcp (knows the engine only)
@@ -60,7 +61,7 @@ local FLOORS = {
 --- (A higher floor offers what a lower one calls through a registration:
 --- proctor._extend/_ext, engine.subscribe, console.on_buffer.)
 local UPWARD = {
-  ["proctor.actions -> proctor.tasks"] = "the task actions (run alone, task, build, test, pick, trust, watch, unwatch) call the task layer, looked up by name (proctor._ext) when one runs; tasks/chain.lua registers the chain kind with actions at load",
+  ["proctor.actions -> proctor.tasks"] = "the task actions (run alone, task, build, test, pick, trust, watch, unwatch) call the task layer, looked up by name (proctor._ext) when one runs; nothing of tasks/ names actions (the chain kind registers with proctor.kinds)",
 }
 
 --- The requires that stay inside a function body, "from -> to" = why. Every
@@ -88,11 +89,12 @@ local BY_NAME = {
 --- connected set of the graph of every require, top and lazy, and every
 --- _ext lookup outside init.lua). It was 19 when the floors were first
 --- counted, then 8 once the _ext lookups were counted too (console, list and
---- views reached the key maps of actions through them); the key maps moved
---- to proctor.keys, below those buffers, and the window bar to
---- console/window.lua, which leaves actions → tasks (_ext) → tasks.chain →
---- actions. A bound that only goes down.
-local MAX_CYCLE = 3
+--- views reached the key maps of actions through them). The key maps moved
+--- to proctor.keys, below those buffers, the window bar to console/window.lua,
+--- and the kinds of targets (a chain) to proctor.kinds, below actions and
+--- tasks/chain.lua: what is left is tasks ↔ tasks.chain (a sequence finds its
+--- steps by name, a listed lazy require). A bound that only goes down.
+local MAX_CYCLE = 2
 
 local function floor_of(mod)
   for i, names in ipairs(FLOORS) do

@@ -11,7 +11,7 @@
 --- An entry also says how :Proctor spells it (`command`, see proctor.Action),
 --- so a new subcommand is one entry here and nothing else.
 ---
---- Not every target is an execution: a *kind* (M.add_kind) adds targets of its
+--- Not every target is an execution: a *kind* (proctor.kinds) adds targets of its
 --- own -- a chain of proctor.sequence() is `c3` -- that :Proctor parses and
 --- completes and the list view shows. M.run() of a target calls the kind's
 --- own function for the action, or says the action is not for it:
@@ -36,6 +36,7 @@ local proctor = require("proctor")
 local config = require("proctor.config")
 local util = require("proctor.util")
 local keys = require("proctor.keys")
+local kinds = require("proctor.kinds")
 local engine = require("proctor.engine")
 local die, check, strip = util.die, util.check, util.strip
 
@@ -60,51 +61,19 @@ local die, check, strip = util.die, util.check, util.strip
 ---@field complete (fun(typed: string): string[])|nil args "words": completion of everything typed after
 ---   the subcommand; returns what replaces the word being typed
 
----@class proctor.Target a target of a kind that is not an execution (M.add_kind)
----@field kind string
----@field id integer
----@field word string how :Proctor and the list write it ("c3")
----@field live boolean|nil
-
----@class proctor.Kind
----@field desc string what one is ("chain")
----@field parse fun(word: string): proctor.Target|nil the target a word of :Proctor names (nil: not one of these)
----@field list fun(): proctor.Target[] every target, newest first (completion)
----@field actions table<string, fun(t: proctor.Target, opts: table): any> what each action does to one
-
 --- The actions, by name.
 ---@type table<string, proctor.Action>
 M.actions = {}
 local A = M.actions
 
---- Kinds of targets that are not executions, by name (M.add_kind).
+--- Kinds of targets that are not executions, by name (proctor.kinds, where
+--- they register): the functions below are that module's.
 ---@type table<string, proctor.Kind>
-M.kinds = {}
-
---- Add (or replace) kind `name`: its targets become ids of :Proctor and rows
---- of the list view that the actions of `kind.actions` apply to.
----@param name string
----@param kind proctor.Kind
-function M.add_kind(name, kind) M.kinds[name] = kind end
-
---- The target `word` names in one of the kinds ("c3"), or nil.
----@param word string
----@return proctor.Target|nil
-function M.parse_target(word)
-  for _, k in pairs(M.kinds) do
-    local t = k.parse(word)
-    if t then return t end
-  end
-end
-
---- Is `id` a target of a kind (not an execution id)?
----@return boolean
-function M.is_target(id) return type(id) == "table" and id.kind ~= nil end
-
---- How messages write an execution id or a target: "#12", "c3".
----@param id integer|proctor.Target
----@return string
-function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) end
+M.kinds = kinds.kinds
+M.add_kind = kinds.add
+M.parse_target = kinds.parse
+M.is_target = kinds.is_target
+M.word = kinds.word
 
 --- Action names in the order the help and the key lists show them: config.ACTIONS,
 --- which config checks key maps against and which names every action.
@@ -581,7 +550,7 @@ function H.run_target(name, t, opts)
       )
     )
   end
-  return fn(t, opts)
+  return fn(t, opts, M.run)
 end
 
 -- `:Proctor task {name} [key=value ...]`: the name, and the trailing
