@@ -172,6 +172,7 @@ end
 for _, path in ipairs(files) do
   local from = module_of(path)
   mods[from] = true
+  if not floor_of(from) then fail("%s: module %s has no floor (add it to FLOORS)", path, from) end
   edges[from] = edges[from] or {}
   top_edges[from] = top_edges[from] or {}
   local n = 0
@@ -209,9 +210,7 @@ for _, path in ipairs(files) do
           print(string.format("%s (%s:%d, %s)", key, path, n, top and "top" or "lazy"))
         end
         local ff, ft = floor_of(from), floor_of(to)
-        if not ff then
-          fail("%s: module %s has no floor (add it to FLOORS)", path, from)
-        elseif ft and ft > ff then
+        if ff and ft and ft > ff then
           if UPWARD[key] then
             seen_up[key] = true
           else
