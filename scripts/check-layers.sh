@@ -28,9 +28,11 @@
 #    folders, the folders form no circle, and no C file is over 800 lines
 #    (scripts/callgraph.sh --check).
 #
-# 3. Every require("proctor…") in lua/proctor/ goes down the Lua floors, sits
-#    at the top of its file unless listed as lazy, and the require graph has
-#    no cycle over three modules (scripts/lua-layers.lua).
+# 3. Every require("proctor…") in lua/proctor/, and every lookup of an
+#    extension of init's registry (proctor._ext, an edge like a lazy require),
+#    goes down the Lua floors; requires sit at the top of their file unless
+#    listed as lazy; and that graph has no cycle over two modules
+#    (scripts/lua-layers.lua, MAX_CYCLE).
 #
 # Prints PASS/FAIL lines like every test tier; exits non-zero on a failure.
 #   scripts/check-layers.sh            both checks

@@ -2,7 +2,7 @@
 --
 --   proctor.config schema ──► doc/proctor.txt  |proctor-config| "Defaults: >lua" block
 --                         └─► lua/proctor/types.lua  the proctor.Config / proctor.SetupOpts classes
---   keymaps defaults + proctor.actions descriptions
+--   keymaps defaults + proctor.actions descriptions (through proctor.keys)
 --                         ──► doc/proctor.txt  key tables (*proctor-console-keys*,
 --                                              *proctor-list-keys*, *proctor-text-keys*)
 --                         ──► doc/proctor.txt  the table of actions (*proctor-actions*)
@@ -73,7 +73,8 @@ end
 ---@return string[]
 function G.config_block()
   local config = require("proctor.config")
-  local actions = require("proctor.actions")
+  require("proctor.actions") -- registers the descriptions proctor.keys shows
+  local keys = require("proctor.keys")
   local out = { "    {" }
   -- Entries below a section (or the top level) as rows { prefix, comment }, then
   -- rendered with one comment column per group.
@@ -106,7 +107,7 @@ function G.config_block()
         rows = {}
         emit_group({ { prefix = indent .. name(e.key) .. " = {", comment = e.description } })
         if e.map then
-          local binds = actions.bindings(e.default)
+          local binds = keys.bindings(e.default)
           local kw = 0
           for _, b in ipairs(binds) do
             kw = math.max(kw, #lua_key(b[1]))
@@ -147,7 +148,8 @@ end
 ---@param map table<string, string|false>
 ---@return string[]
 function G.key_table(map)
-  local rows = require("proctor.actions").key_rows(map)
+  require("proctor.actions") -- registers the descriptions proctor.keys shows
+  local rows = require("proctor.keys").key_rows(map)
   return G.two_columns(vim.tbl_map(function(r) return { r.lhs, r.desc } end, rows))
 end
 

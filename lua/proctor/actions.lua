@@ -5,13 +5,13 @@
 --- behaves, and fails, the same way wherever it was started:
 ---
 ---   :Proctor cancel 3 ──► commands (parse only) ──┐
----   <C-c> in a console ──► keymap ────────────────┼──► M.call("cancel", 3, opts) ──► entry.run(3, opts)
----   c in the list view ──► keymap ────────────────┘     a problem: one "(proctor) …" message
+---   <C-c> in a console ──► proctor.keys ──────────┼──► M.call("cancel", 3, opts) ──► entry.run(3, opts)
+---   c in the list view ──► proctor.keys ──────────┘     a problem: one "(proctor) …" message
 ---
 --- An entry also says how :Proctor spells it (`command`, see proctor.Action),
 --- so a new subcommand is one entry here and nothing else.
 ---
---- Not every target is an execution: a *kind* (M.add_kind) adds targets of its
+--- Not every target is an execution: a *kind* (proctor.kinds) adds targets of its
 --- own -- a chain of proctor.sequence() is `c3` -- that :Proctor parses and
 --- completes and the list view shows. M.run() of a target calls the kind's
 --- own function for the action, or says the action is not for it:
@@ -20,7 +20,9 @@
 ---   c on a chain's row ──┴──► M.call("cancel", t) ────┤
 ---                                                     └─ {kind="chain", id=3}: kinds.chain.actions.cancel(t, opts)
 ---
---- Requiring this module has no side effects.
+--- Requiring this module registers its table with proctor.keys, the key maps
+--- of consoles, the list view and the text view (which stand below it and
+--- never name it); nothing else.
 
 local M = {}
 local H = {}
@@ -33,6 +35,8 @@ local mcp = require("proctor.mcp")
 local proctor = require("proctor")
 local config = require("proctor.config")
 local util = require("proctor.util")
+local keys = require("proctor.keys")
+local kinds = require("proctor.kinds")
 local engine = require("proctor.engine")
 local die, check, strip = util.die, util.check, util.strip
 
@@ -57,51 +61,19 @@ local die, check, strip = util.die, util.check, util.strip
 ---@field complete (fun(typed: string): string[])|nil args "words": completion of everything typed after
 ---   the subcommand; returns what replaces the word being typed
 
----@class proctor.Target a target of a kind that is not an execution (M.add_kind)
----@field kind string
----@field id integer
----@field word string how :Proctor and the list write it ("c3")
----@field live boolean|nil
-
----@class proctor.Kind
----@field desc string what one is ("chain")
----@field parse fun(word: string): proctor.Target|nil the target a word of :Proctor names (nil: not one of these)
----@field list fun(): proctor.Target[] every target, newest first (completion)
----@field actions table<string, fun(t: proctor.Target, opts: table): any> what each action does to one
-
 --- The actions, by name.
 ---@type table<string, proctor.Action>
 M.actions = {}
 local A = M.actions
 
---- Kinds of targets that are not executions, by name (M.add_kind).
+--- Kinds of targets that are not executions, by name (proctor.kinds, where
+--- they register): the functions below are that module's.
 ---@type table<string, proctor.Kind>
-M.kinds = {}
-
---- Add (or replace) kind `name`: its targets become ids of :Proctor and rows
---- of the list view that the actions of `kind.actions` apply to.
----@param name string
----@param kind proctor.Kind
-function M.add_kind(name, kind) M.kinds[name] = kind end
-
---- The target `word` names in one of the kinds ("c3"), or nil.
----@param word string
----@return proctor.Target|nil
-function M.parse_target(word)
-  for _, k in pairs(M.kinds) do
-    local t = k.parse(word)
-    if t then return t end
-  end
-end
-
---- Is `id` a target of a kind (not an execution id)?
----@return boolean
-function M.is_target(id) return type(id) == "table" and id.kind ~= nil end
-
---- How messages write an execution id or a target: "#12", "c3".
----@param id integer|proctor.Target
----@return string
-function M.word(id) return M.is_target(id) and id.word or ("#" .. tostring(id)) end
+M.kinds = kinds.kinds
+M.add_kind = kinds.add
+M.parse_target = kinds.parse
+M.is_target = kinds.is_target
+M.word = kinds.word
 
 --- Action names in the order the help and the key lists show them: config.ACTIONS,
 --- which config checks key maps against and which names every action.
@@ -112,124 +84,11 @@ M.ORDER = config.ACTIONS
 function M.names()
   local names = vim.tbl_keys(A)
   table.sort(names, function(a, b)
-    local ra, rb = M.rank(a), M.rank(b)
+    local ra, rb = keys.rank(a), keys.rank(b)
     if ra ~= rb then return ra < rb end
     return a < b
   end)
   return names
-end
-
---- Position of action `name` in M.ORDER (unknown ones after every known one).
----@return integer
-function M.rank(name)
-  for i, n in ipairs(M.ORDER) do
-    if n == name then return i end
-  end
-  return #M.ORDER + 1
-end
-
---- The bindings of key map `map` ({lhs} = action name | function | false) that
---- are set, in action order: list of { lhs, action, desc }.
----@param map table<string, string|function|false>
----@return {[1]: string, [2]: string|function, [3]: string}[]
-function M.bindings(map)
-  local list = {}
-  for lhs, rhs in pairs(map or {}) do
-    if rhs then
-      local desc = type(rhs) == "string" and A[rhs] and A[rhs].desc or "(your function)"
-      list[#list + 1] = { lhs, rhs, desc }
-    end
-  end
-  table.sort(list, function(a, b)
-    local ra = type(a[2]) == "string" and M.rank(a[2]) or math.huge
-    local rb = type(b[2]) == "string" and M.rank(b[2]) or math.huge
-    if ra ~= rb then return ra < rb end
-    return a[1] < b[1]
-  end)
-  return list
-end
-
---- The bindings of key map `map` grouped by action, in action order: one row
---- per action with its keys (`lhs`: "<CR> o") and description; and the
---- widest `lhs` (display columns). What the help's key tables and the keys
---- float show.
----@param map table<string, string|function|false>
----@return {keys: string[], lhs: string, desc: string}[] rows, integer width
-function M.key_rows(map)
-  local rows, by = {}, {}
-  for _, b in ipairs(M.bindings(map)) do
-    local key = type(b[2]) == "string" and b[2] or b[1]
-    if not by[key] then
-      by[key] = { keys = {}, desc = b[3] }
-      rows[#rows + 1] = by[key]
-    end
-    table.insert(by[key].keys, b[1])
-  end
-  local w = 0
-  for _, r in ipairs(rows) do
-    r.lhs = table.concat(r.keys, " ")
-    w = math.max(w, vim.fn.strdisplaywidth(r.lhs))
-  end
-  return rows, w
-end
-
---- Map the keys of `keymaps[kind]` (setup{ keymaps }) in buffer `buf`: each
---- calls its action (or the function) with the execution `get_id()` returns.
---- With `opts.range`, an action marked `range` also gets the key in Visual
---- mode (a doubled key such as "dd" as its first letter, "d") and runs once
---- for each execution `opts.range(first_line, last_line)` returns.
----@param buf integer
----@param kind "console"|"list"|"text"
----@param get_id fun(): integer|nil
----@param opts {range: (fun(first: integer, last: integer): integer[])|nil, after: fun(name: string)|nil,
----  need_id: string|nil}|nil need_id: the message when an action needs an id and get_id() has none
-function M.map_keys(buf, kind, get_id, opts)
-  opts = opts or {}
-  vim.b[buf].proctor_keymap = kind
-  local map = config.get().keymaps[kind] or {}
-  for _, b in ipairs(M.bindings(map)) do
-    local lhs, rhs = b[1], b[2]
-    local kopts = {
-      buffer = buf,
-      nowait = #lhs == 1 or lhs:sub(1, 1) == "<",
-      silent = true,
-      desc = "proctor: " .. b[3],
-    }
-    if type(rhs) == "function" then
-      vim.keymap.set("n", lhs, function() util.protect(rhs, get_id()) end, kopts)
-    else
-      vim.keymap.set("n", lhs, function()
-        local id = get_id()
-        if A[rhs].id == "required" and id == nil and opts.need_id then
-          util.notify(opts.need_id, vim.log.levels.WARN)
-          return
-        end
-        M.call(rhs, id, { key = true })
-        if opts.after then opts.after(rhs) end
-      end, kopts)
-      if opts.range and A[rhs].range then
-        local vlhs = (#lhs == 2 and lhs:sub(1, 1) == lhs:sub(2, 2)) and lhs:sub(1, 1) or lhs
-        vim.keymap.set("x", vlhs, function()
-          local first, last = vim.fn.line("v"), vim.fn.line(".")
-          if first > last then
-            first, last = last, first
-          end
-          vim.api.nvim_feedkeys(
-            vim.api.nvim_replace_termcodes("<Esc>", true, false, true),
-            "nx",
-            false
-          )
-          local ids = opts.range(first, last)
-          if #ids == 0 and opts.need_id then util.notify(opts.need_id, vim.log.levels.WARN) end
-          for _, id in ipairs(ids) do
-            M.call(rhs, id, { quiet = #ids > 1, key = true })
-          end
-          if #ids > 1 then M.say_many(rhs, ids) end
-          if opts.after then opts.after(rhs) end
-        end, vim.tbl_extend("force", kopts, { nowait = true }))
-      end
-    end
-  end
 end
 
 --- One message for an action run on several executions (a Visual range).
@@ -691,7 +550,7 @@ function H.run_target(name, t, opts)
       )
     )
   end
-  return fn(t, opts)
+  return fn(t, opts, M.run)
 end
 
 -- `:Proctor task {name} [key=value ...]`: the name, and the trailing
@@ -863,6 +722,11 @@ for name in pairs(A) do
   )
 end
 
-proctor._extend("actions", { api = M }) -- the key maps of consoles, the list and the text view
+-- The keys of consoles, the list and the text view dispatch through this table.
+keys.register({
+  actions = A,
+  call = function(name, id, opts) return M.call(name, id, opts) end,
+  say_many = function(name, ids) return M.say_many(name, ids) end,
+})
 
 return M

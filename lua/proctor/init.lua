@@ -234,7 +234,12 @@ end
 ---@param name string
 ---@return table
 function M._ext(name)
-  if not H.ext[name] then require(H.EXTENSIONS[name]) end
+  if not H.ext_required[name] then
+    for _, mod in ipairs(H.EXTENSIONS[name]) do
+      require(mod)
+    end
+    H.ext_required[name] = true
+  end
   return H.ext[name]
 end
 
@@ -369,15 +374,17 @@ M.event = nil
 H.text = {} -- id -> true: run{ text = true }, wait() adds code, stdout, stderr
 H.quiet = {} -- id -> notify mode of run{ notify = } when it is not the configured one
 H.ext, H.ext_order = {}, {} -- name -> extension of run() (M._extend)
+H.ext_required = {} -- name -> true: the modules of H.EXTENSIONS[name] are loaded
 -- The extensions: modules of higher floors that register through M._extend,
 -- loaded by name on first need (M._ext), so that requiring proctor stays
 -- cheap and this floor never requires a higher one. RUN_EXTENSIONS are loaded
--- on the first run(): their run filter must see every spec.
+-- on the first run(): their run filter must see every spec. Each is loaded
+-- with the modules it needs registered: a console's keys dispatch through
+-- proctor.keys, which proctor.actions fills when it loads.
 H.EXTENSIONS = {
-  actions = "proctor.actions",
-  console = "proctor.console",
-  tasks = "proctor.tasks",
-  worker = "proctor.worker",
+  console = { "proctor.console", "proctor.actions" },
+  tasks = { "proctor.tasks" },
+  worker = { "proctor.worker" },
 }
 H.RUN_EXTENSIONS = { "tasks" }
 

@@ -1,7 +1,7 @@
 --- proctor.list — the list view (`proctor://list`, filetype `proctor-list`):
 --- every execution with id, state, exit, duration, start time, owner and
 --- label/command, live ones first, then the newest. The first line says the
---- filter and how to see the keys; the keys (`keymaps.list`) run
+--- filter and how to see the keys; the keys (`keymaps.list`, mapped by proctor.keys) run
 --- proctor.actions on the line under the cursor, or on each line of a Visual
 --- range. It refreshes on state changes and, while a live execution is
 --- listed, every `list.refresh_ms`.
@@ -16,12 +16,12 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local proctor = require("proctor")
 local config = require("proctor.config")
 local compat = require("proctor.compat")
 local uv = compat.uv
 local engine = require("proctor.engine")
 local util = require("proctor.util")
+local keys = require("proctor.keys")
 
 M.name = "proctor://list"
 M.header_lines = 2
@@ -410,7 +410,7 @@ end
 -- The first key bound to action `name` in the list's key map (or ":Proctor …").
 function H.key_for(name)
   local map = config.get().keymaps.list
-  for _, b in ipairs(proctor._ext("actions").api.bindings(map)) do
+  for _, b in ipairs(keys.bindings(map)) do
     if b[2] == name then return b[1] end
   end
   return "(no key)"
@@ -440,7 +440,7 @@ function H.create()
   vim.bo[buf].swapfile = false
   vim.bo[buf].filetype = "proctor-list"
   vim.bo[buf].modifiable = false
-  proctor._ext("actions").api.map_keys(buf, "list", M.id_under_cursor, {
+  keys.map(buf, "list", M.id_under_cursor, {
     range = M.ids_of_lines,
     need_id = "no execution on this line",
     after = H.after,

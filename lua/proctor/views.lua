@@ -13,6 +13,7 @@ local window = require("proctor.console.window")
 local proctor = require("proctor")
 local config = require("proctor.config")
 local util = require("proctor.util")
+local keys = require("proctor.keys")
 local engine = require("proctor.engine")
 local compat = require("proctor.compat")
 
@@ -21,7 +22,8 @@ local compat = require("proctor.compat")
 ---@param id integer
 ---@return string[]
 function M.execution_lines(id)
-  proctor._ext("actions").api.engine()
+  local eng, err = engine.get() -- started if need be; else why it cannot start
+  if not eng then util.die(err) end
   local rec = util.check(proctor.record(id)) -- with its task links
   local lines = { string.format("proctor #%d%s", rec.id, rec.label and ("  " .. rec.label) or "") }
   local function add(k, v)
@@ -52,9 +54,9 @@ function M.execution_lines(id)
   add("output", table.concat(bytes, ", "))
   if rec.previous_session then add("history", "from an earlier session") end
   if rec.env_keys then
-    local keys = vim.deepcopy(rec.env_keys)
-    table.sort(keys)
-    add("env keys", #keys .. ": " .. table.concat(keys, " "))
+    local names = vim.deepcopy(rec.env_keys)
+    table.sort(names)
+    add("env keys", #names .. ": " .. table.concat(names, " "))
   end
   return lines
 end
@@ -155,7 +157,7 @@ function M.text(id, opts)
     api.nvim_buf_set_var(buf, "proctor_id", id)
     api.nvim_buf_set_var(buf, "proctor_view", "text")
     vim.bo[buf].filetype = "proctor-text"
-    proctor._ext("actions").api.map_keys(buf, "text", function() return id end)
+    keys.map(buf, "text", function() return id end)
     H.texts[id] = buf
     api.nvim_create_autocmd("BufWipeout", {
       buffer = buf,
@@ -183,30 +185,6 @@ function M.refresh(id)
   vim.cmd("redrawstatus!")
 end
 
---- The bar of a text view: unlike a console's, it says "text view", whether it
---- follows the output, and its keys.
----@param rec proctor.Record
----@return string
-function M.text_bar(rec)
-  local live = not engine.TERMINAL[rec.state]
-  local state
-  if live then
-    local el = util.elapsed_ms(rec)
-    state = engine.state_text(rec)
-      .. (el and (" " .. util.duration(el)) or "")
-      .. " · follows the output"
-  else
-    state = util.describe_end(rec)
-  end
-  if rec.watching then state = state .. " · watching" end
-  return string.format(
-    "proctor #%d %s │ text view │ %s │ R refresh · q close",
-    rec.id,
-    util.title(rec),
-    state
-  )
-end
-
 --- Show the keys of the current proctor buffer (`kind`: "console", "list",
 --- "text") in a float; q, <Esc> or leaving it closes it.
 ---@param kind string|nil
@@ -217,7 +195,7 @@ function M.keys(kind)
     util.notify("no proctor keys here", vim.log.levels.WARN)
     return nil
   end
-  local rows, w = proctor._ext("actions").api.key_rows(map)
+  local rows, w = keys.key_rows(map)
   local lines, width = {}, 20
   for _, r in ipairs(rows) do
     local l = " "

@@ -202,7 +202,10 @@ return function(test, T, H)
     local bar = require("proctor.console").bar(win)
     T.match(bar, "^proctor #" .. ex.id .. " barred │ running [%d.]+ m?s$")
     local opt = vim.fn.exists("+winbar") == 1 and "winbar" or "statusline"
-    T.match(require("proctor.compat").get_win_option(win, opt), "proctor%.console'%.bar%(%)")
+    T.match(
+      require("proctor.compat").get_win_option(win, opt),
+      "proctor%.console%.window'%.bar%(%)"
+    )
     T.eq(ex:input("go\n"), true)
     H.wait_final(buf)
     T.match(

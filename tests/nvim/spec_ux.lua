@@ -406,6 +406,42 @@ return function(test, T, H)
     end
   )
 
+  test(
+    "keys: proctor.keys maps a buffer before actions registered once it does, and never loads actions itself",
+    function()
+      with_child(function(c)
+        local got = c.lua([[
+          local keys = require("proctor.keys")
+          local buf = vim.api.nvim_create_buf(false, true)
+          vim.api.nvim_set_current_buf(buf)
+          keys.map(buf, "console", function() return 7 end)
+          local before = vim.fn.maparg("<C-c>", "n", false, true).buffer
+          local loaded = package.loaded["proctor.actions"] ~= nil
+          require("proctor.actions")
+          local after = vim.fn.maparg("<C-c>", "n", false, true)
+          return { before = before, loaded = loaded, buffer = after.buffer, desc = after.desc,
+            kind = vim.b[buf].proctor_keymap }
+        ]])
+        T.eq(got.loaded, false, "keys loaded actions")
+        T.eq(got.before, nil, "mapped with no dispatch")
+        T.eq(got.buffer, 1, "<C-c> mapped once actions registered")
+        T.match(got.desc, "^proctor: cancel")
+        T.eq(got.kind, "console")
+        -- the registry loads actions with the console: its keys dispatch through it
+        T.eq(
+          c.lua([[
+            package.loaded["proctor.actions"] = nil
+            require("proctor.keys").dispatch = nil
+            require("proctor")._ext("console")
+            return require("proctor.keys").dispatch ~= nil
+          ]]),
+          true,
+          "_ext('console') registered the dispatch"
+        )
+      end)
+    end
+  )
+
   -- 6. The list view -------------------------------------------------------------------
 
   test(

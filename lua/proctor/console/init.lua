@@ -43,13 +43,13 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local views = require("proctor.views")
 local proctor = require("proctor")
 local config = require("proctor.config")
 local compat = require("proctor.compat")
 local uv = compat.uv
 local engine = require("proctor.engine")
 local util = require("proctor.util")
+local keys = require("proctor.keys")
 local Backlog = require("proctor.console.backlog")
 local editor = require("proctor.console.editor")
 local window = require("proctor.console.window")
@@ -246,17 +246,8 @@ function M.get(id)
   return H.consoles[id]
 end
 
---- The execution id of a console (or text view) buffer, or nil.
----@param buf integer|nil default: the current buffer
----@return integer|nil
-function M.id_of_buf(buf)
-  if buf and buf ~= 0 and not api.nvim_buf_is_valid(buf) then return nil end
-  local ok, v = pcall(api.nvim_buf_get_var, buf or 0, "proctor_id")
-  if ok and type(v) == "number" then return v end
-  local name = api.nvim_buf_get_name(buf or 0)
-  local id = name:match("^proctor://(%d+)")
-  return id and tonumber(id) or nil
-end
+--- The execution id of a console (or text view) buffer, or nil (console/window.lua's).
+M.id_of_buf = window.id_of_buf
 
 --- Remove the console of `id` (its buffer is wiped).
 ---@param id integer
@@ -276,33 +267,8 @@ function M.idle(id)
   return not c or (not c.backlog:pending() and (not c.ended or c.final_done))
 end
 
---- Text for the console window's winbar/statusline: id, label, state, elapsed, exit.
----@param win integer|nil default: the window being drawn
----@return string
-function M.bar(win)
-  win = win or vim.g.statusline_winid or api.nvim_get_current_win()
-  local ok, buf = pcall(api.nvim_win_get_buf, win)
-  local id = ok and M.id_of_buf(buf)
-  if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
-  local eng = engine.current()
-  local rec = eng and (proctor.record(id)) -- with its task links
-  if not rec then return "proctor #" .. id .. " (deleted)" end
-  local text
-  if vim.b[buf].proctor_view == "text" then
-    text = views.text_bar(rec)
-  else
-    local s
-    if engine.TERMINAL[rec.state] then
-      s = util.describe_end(rec)
-    else
-      local el = util.elapsed_ms(rec)
-      s = engine.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
-    end
-    if rec.watching then s = s .. " · watching" end
-    text = string.format("proctor #%d %s │ %s", id, util.first_line(util.title(rec)), s)
-  end
-  return (text:gsub("%%", "%%%%"))
-end
+--- Text for the window bar of a console or text view (console/window.lua's bar()).
+M.bar = window.bar
 
 -- Helpers ------------------------------------------------------------------------
 
@@ -440,7 +406,7 @@ end
 
 -- Normal-mode keys of a console (setup{ keymaps = { console } }).
 function H.keymaps(c)
-  proctor._ext("actions").api.map_keys(c.buf, "console", function() return c.id end)
+  keys.map(c.buf, "console", function() return c.id end)
 end
 
 -- Queue `data` for rendering. Past backlog_limit only the tail is kept; a

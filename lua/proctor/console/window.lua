@@ -19,11 +19,57 @@ local M = {}
 local H = {}
 
 local api = vim.api
+local proctor = require("proctor")
 local config = require("proctor.config")
 local compat = require("proctor.compat")
+local engine = require("proctor.engine")
+local util = require("proctor.util")
 
---- The bar of a console window: the text of proctor.console.bar().
-M.BAR = "%{%v:lua.require'proctor.console'.bar()%}"
+--- The bar of a console or text view window: the text of M.bar(), an
+--- expression Neovim evaluates when it draws the window (this module's own,
+--- so the window never names the console).
+M.BAR = "%{%v:lua.require'proctor.console.window'.bar()%}"
+
+--- The execution id of a console (or text view) buffer, or nil.
+---@param buf integer|nil default: the current buffer
+---@return integer|nil
+function M.id_of_buf(buf)
+  if buf and buf ~= 0 and not api.nvim_buf_is_valid(buf) then return nil end
+  local ok, v = pcall(api.nvim_buf_get_var, buf or 0, "proctor_id")
+  if ok and type(v) == "number" then return v end
+  local name = api.nvim_buf_get_name(buf or 0)
+  local id = name:match("^proctor://(%d+)")
+  return id and tonumber(id) or nil
+end
+
+--- Text for the window bar (winbar/statusline) of a console or text view:
+--- id, label, state, elapsed, exit.
+---@param win integer|nil default: the window being drawn
+---@return string
+function M.bar(win)
+  win = win or vim.g.statusline_winid or api.nvim_get_current_win()
+  local ok, buf = pcall(api.nvim_win_get_buf, win)
+  local id = ok and M.id_of_buf(buf)
+  if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
+  local eng = engine.current()
+  local rec = eng and (proctor.record(id)) -- with its task links
+  if not rec then return "proctor #" .. id .. " (deleted)" end
+  local text
+  if vim.b[buf].proctor_view == "text" then
+    text = H.text_bar(rec)
+  else
+    local s
+    if engine.TERMINAL[rec.state] then
+      s = util.describe_end(rec)
+    else
+      local el = util.elapsed_ms(rec)
+      s = engine.state_text(rec) .. (el and (" " .. util.duration(el)) or "")
+    end
+    if rec.watching then s = s .. " · watching" end
+    text = string.format("proctor #%d %s │ %s", id, util.first_line(util.title(rec)), s)
+  end
+  return (text:gsub("%%", "%%%%"))
+end
 
 --- The option a console's bar goes in: 'winbar', or 'statusline' before it existed.
 ---@return string
@@ -191,6 +237,28 @@ function M.placeholder(opts)
 end
 
 -- Helpers ------------------------------------------------------------------------
+
+-- The bar of a text view: unlike a console's, it says "text view", whether it
+-- follows the output, and its keys.
+function H.text_bar(rec)
+  local live = not engine.TERMINAL[rec.state]
+  local state
+  if live then
+    local el = util.elapsed_ms(rec)
+    state = engine.state_text(rec)
+      .. (el and (" " .. util.duration(el)) or "")
+      .. " · follows the output"
+  else
+    state = util.describe_end(rec)
+  end
+  if rec.watching then state = state .. " · watching" end
+  return string.format(
+    "proctor #%d %s │ text view │ %s │ R refresh · q close",
+    rec.id,
+    util.title(rec),
+    state
+  )
+end
 
 -- Is `buf` a console, a text view or a run's placeholder?
 function H.ours(buf) return vim.b[buf].proctor_id ~= nil or vim.b[buf].proctor_placeholder == true end

@@ -21,7 +21,7 @@ local H = {}
 
 local console = require("proctor.console")
 local list = require("proctor.list")
-local actions = require("proctor.actions")
+local kinds = require("proctor.kinds")
 local proctor = require("proctor")
 local config = require("proctor.config")
 local engine = require("proctor.engine")
@@ -376,7 +376,7 @@ function H.register()
     if not c then util.die("no such chain " .. t.word) end
     return c
   end
-  actions.add_kind("chain", {
+  kinds.add("chain", {
     desc = "chain",
     parse = function(word)
       local n = tonumber(word:match("^c(%d+)$"))
@@ -392,10 +392,10 @@ function H.register()
     actions = {
       cancel = function(t, opts) return H.cancel_action(chain_of(t), false, opts) end,
       kill = function(t, opts) return H.cancel_action(chain_of(t), true, opts) end,
-      open = function(t, opts)
+      open = function(t, opts, run)
         local id = H.member(chain_of(t))
         if not id then util.die(t.word .. " has no member yet") end
-        return actions.run("open", id, opts)
+        return run("open", id, opts)
       end,
       info = function(t)
         local lines = H.info_lines(chain_of(t))
