@@ -216,7 +216,9 @@ end
 
 --- Extend run() from a higher floor (|proctor-tasks| is one): `ext.run(spec)`
 --- returns true, ex, err, name for a spec it runs itself (it calls _run()
---- without its own fields) or false; `ext.record(rec)` adds fields to a record
+--- without its own fields) or false; it takes only specs with a field of its
+--- own, never one of run()'s (a spec of run()'s fields alone reaches no
+--- `ext.run`, and loads no RUN_EXTENSIONS); `ext.record(rec)` adds fields to a record
 --- of record(); `ext.cancel(id, result)` hears a cancel that went through;
 --- `ext.forget(id)` a deleted record; `ext.summary(id)` a line for its ending
 --- notification, or nil. Each runs under pcall but `run`.
@@ -378,7 +380,8 @@ H.ext_required = {} -- name -> true: the modules of H.EXTENSIONS[name] are loade
 -- The extensions: modules of higher floors that register through M._extend,
 -- loaded by name on first need (M._ext), so that requiring proctor stays
 -- cheap and this floor never requires a higher one. RUN_EXTENSIONS are loaded
--- on the first run(): their run filter must see every spec. Each is loaded
+-- on the first run() with a field that is not run()'s own: their run filter
+-- must see every such spec. Each is loaded
 -- with the modules it needs registered: a console's keys dispatch through
 -- proctor.keys, which proctor.actions fills when it loads.
 H.EXTENSIONS = {
@@ -515,6 +518,18 @@ do
   end
 end
 
+-- Is every field of `spec` one of run()'s own (the core's or the layer's)?
+-- Such a spec is no run filter's (M._extend): the first run() of a fan-out
+-- then loads no extension.
+function H.plain(spec)
+  local SPEC = H.spec()
+  if not SPEC then return false end
+  for k in pairs(spec) do
+    if k ~= "cmd" and not SPEC[k] then return false end
+  end
+  return true
+end
+
 -- "5s" -> "\"5s\"", 3 -> "3", {} -> "table"
 function H.describe(v)
   if type(v) == "string" then return string.format("%q", v) end
@@ -564,9 +579,12 @@ function H.run(spec)
     return H.fail("EINVAL", "expects a table or a string, got " .. type(spec))
   end
   -- An extension's fields (task options: diagnostics, watch, after, ...): it
-  -- runs the spec, calling _run() again without them.
-  local mine, fex, ferr, fname = H.filter(spec)
-  if mine then return fex, ferr, fname end
+  -- runs the spec, calling _run() again without them. A spec made only of
+  -- run()'s own fields is no extension's (see M._extend): none is loaded.
+  if not H.plain(spec) then
+    local mine, fex, ferr, fname = H.filter(spec)
+    if mine then return fex, ferr, fname end
+  end
   local problem = H.check_spec(spec)
   if problem then return H.fail("EINVAL", problem) end
   local cfg = config.get().run
