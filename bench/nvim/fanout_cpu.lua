@@ -67,7 +67,7 @@ end
 
 if PARTS then
   local H = assert(upvalue(p.run, "H"), "init.lua's H")
-  for _, k in ipairs({ "run", "filter", "check_spec", "terminal_env", "hook" }) do
+  for _, k in ipairs({ "run", "filter", "plain", "spec", "check_spec", "terminal_env", "hook" }) do
     if H[k] then wrap(H, k, "init." .. k) end
   end
   wrap(getmetatable(eng).__index, "start", "eng:start")

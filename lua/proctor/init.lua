@@ -506,7 +506,10 @@ do
     if H.SPEC then return H.SPEC end
     local core, err = engine.load_core()
     if not core then return nil, err end
-    local spec, keys = vim.deepcopy(LAYER), {}
+    local spec, keys = {}, {}
+    for k, v in pairs(LAYER) do
+      spec[k] = v -- the checks are never changed: shared, not copied
+    end
     for _, f in ipairs(core.spec_fields) do
       if f.lua and not H.NOT_RUN[f.key] then
         spec[f.key] = assert(BY_TYPE[f.type], "a core field type run() does not know")(f)
