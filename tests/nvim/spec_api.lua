@@ -265,6 +265,13 @@ return function(test, T, H)
     T.eq(okr, false)
     T.match(m, "cmd must be")
     T.raises(function() p.run({ cmd = "ls", bogus = 1 }) end, 'unknown field "bogus"')
+    -- several problems: the first in the order of the field names, a missing cmd last
+    T.raises(
+      function() p.run({ zzz = 1, label = 2, timeout_ms = "x", cmd = "ls" }) end,
+      "label must be a string"
+    )
+    T.raises(function() p.run({ zzz = 1, cwd = 2 }) end, "cwd must be a string")
+    T.raises(function() p.run({ zzz = 1 }) end, 'unknown field "zzz"')
     T.raises(
       function() p.run({ cmd = "ls", cwd = "/nonexistent/dir" }) end,
       "cwd: no such directory"
