@@ -216,7 +216,9 @@ end
 
 --- Extend run() from a higher floor (|proctor-tasks| is one): `ext.run(spec)`
 --- returns true, ex, err, name for a spec it runs itself (it calls _run()
---- without its own fields) or false; `ext.record(rec)` adds fields to a record
+--- without its own fields) or false; it takes only specs with a field of its
+--- own, never one of run()'s (a spec of run()'s fields alone reaches no
+--- `ext.run`, and loads no RUN_EXTENSIONS); `ext.record(rec)` adds fields to a record
 --- of record(); `ext.cancel(id, result)` hears a cancel that went through;
 --- `ext.forget(id)` a deleted record; `ext.summary(id)` a line for its ending
 --- notification, or nil. Each runs under pcall but `run`.
@@ -378,7 +380,8 @@ H.ext_required = {} -- name -> true: the modules of H.EXTENSIONS[name] are loade
 -- The extensions: modules of higher floors that register through M._extend,
 -- loaded by name on first need (M._ext), so that requiring proctor stays
 -- cheap and this floor never requires a higher one. RUN_EXTENSIONS are loaded
--- on the first run(): their run filter must see every spec. Each is loaded
+-- on the first run() with a field that is not run()'s own: their run filter
+-- must see every such spec. Each is loaded
 -- with the modules it needs registered: a console's keys dispatch through
 -- proctor.keys, which proctor.actions fills when it loads.
 H.EXTENSIONS = {
@@ -503,7 +506,10 @@ do
     if H.SPEC then return H.SPEC end
     local core, err = engine.load_core()
     if not core then return nil, err end
-    local spec, keys = vim.deepcopy(LAYER), {}
+    local spec, keys = {}, {}
+    for k, v in pairs(LAYER) do
+      spec[k] = v -- the checks are never changed: shared, not copied
+    end
     for _, f in ipairs(core.spec_fields) do
       if f.lua and not H.NOT_RUN[f.key] then
         spec[f.key] = assert(BY_TYPE[f.type], "a core field type run() does not know")(f)
@@ -513,6 +519,18 @@ do
     H.SPEC, H.CORE_KEYS = spec, keys
     return spec
   end
+end
+
+-- Is every field of `spec` one of run()'s own (the core's or the layer's)?
+-- Such a spec is no run filter's (M._extend): the first run() of a fan-out
+-- then loads no extension.
+function H.plain(spec)
+  local SPEC = H.spec()
+  if not SPEC then return false end
+  for k in pairs(spec) do
+    if k ~= "cmd" and not SPEC[k] then return false end
+  end
+  return true
 end
 
 -- "5s" -> "\"5s\"", 3 -> "3", {} -> "table"
@@ -526,36 +544,56 @@ end
 function H.check_spec(spec)
   local SPEC = H.spec()
   if not SPEC then return nil end -- no core: run() says so when it asks for the engine
-  local keys = vim.tbl_keys(spec)
-  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-  for _, k in ipairs(keys) do
-    local v = spec[k]
-    local c = SPEC[k]
-    if k == "cmd" then
-      if type(v) == "string" then
-        if v:match("^%s*$") then return "cmd is empty" end
-      elseif type(v) == "table" then
-        if #v == 0 then return "cmd list is empty" end
-        for i, a in ipairs(v) do
-          if type(a) ~= "string" and type(a) ~= "number" then
-            return string.format("cmd[%d] must be a string, got %s", i, H.describe(a))
-          end
-        end
-      else
-        return "cmd must be a string (run by /bin/sh -c) or a list of strings, got "
-          .. H.describe(v)
-      end
-    elseif not c then
-      return "unknown field " .. H.describe(k) .. " in the spec"
-    elseif not c[1](v) then
-      return string.format("%s must be %s, got %s", k, c[2], H.describe(v))
-    end
+  -- A good spec (the usual one) is checked in any order; the first problem,
+  -- in the order of the field names, is looked for only once there is one.
+  for k, v in pairs(spec) do
+    if H.problem(SPEC, k, v) then return H.first_problem(SPEC, spec) end
   end
   if spec.cmd == nil then
     return "cmd is missing (a string run by /bin/sh -c, or a list of strings)"
   end
   return nil
 end
+
+-- The problem of the spec's field names in sorted order, the first there is.
+function H.first_problem(SPEC, spec)
+  local keys = vim.tbl_keys(spec)
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local why = H.problem(SPEC, k, spec[k])
+    if why then return why end
+  end
+  return nil
+end
+
+-- The problem of field `k` = `v` of a spec, as a message, or nil.
+function H.problem(SPEC, k, v)
+  local c = SPEC[k]
+  if k == "cmd" then
+    if type(v) == "string" then
+      if v:match("^%s*$") then return "cmd is empty" end
+    elseif type(v) == "table" then
+      if #v == 0 then return "cmd list is empty" end
+      for i, a in ipairs(v) do
+        if type(a) ~= "string" and type(a) ~= "number" then
+          return string.format("cmd[%d] must be a string, got %s", i, H.describe(a))
+        end
+      end
+    else
+      return "cmd must be a string (run by /bin/sh -c) or a list of strings, got " .. H.describe(v)
+    end
+  elseif not c then
+    return "unknown field " .. H.describe(k) .. " in the spec"
+  elseif not c[1](v) then
+    return string.format("%s must be %s, got %s", k, c[2], H.describe(v))
+  end
+  return nil
+end
+
+H.CALLBACKS = { "on_output", "on_state", "on_exit" }
+
+-- The console's window of run{ open } (nil: open = "none"), made before the start.
+function H.window(open) return M._ext("console").api.window(open) end
 
 -- The body of run(): nil, msg, name on failure.
 function H.run(spec)
@@ -564,9 +602,12 @@ function H.run(spec)
     return H.fail("EINVAL", "expects a table or a string, got " .. type(spec))
   end
   -- An extension's fields (task options: diagnostics, watch, after, ...): it
-  -- runs the spec, calling _run() again without them.
-  local mine, fex, ferr, fname = H.filter(spec)
-  if mine then return fex, ferr, fname end
+  -- runs the spec, calling _run() again without them. A spec made only of
+  -- run()'s own fields is no extension's (see M._extend): none is loaded.
+  if not H.plain(spec) then
+    local mine, fex, ferr, fname = H.filter(spec)
+    if mine then return fex, ferr, fname end
+  end
   local problem = H.check_spec(spec)
   if problem then return H.fail("EINVAL", problem) end
   local cfg = config.get().run
@@ -574,9 +615,12 @@ function H.run(spec)
   for _, k in ipairs(H.CORE_KEYS or {}) do
     s[k] = spec[k]
   end
-  local cbs = {}
-  for _, k in ipairs({ "on_output", "on_state", "on_exit" }) do
-    cbs[k] = spec[k]
+  local cbs -- nil: no callback
+  for _, k in ipairs(H.CALLBACKS) do
+    if spec[k] ~= nil then
+      cbs = cbs or {}
+      cbs[k] = spec[k]
+    end
   end
   if s.target ~= nil then -- a path on the far side; its default: the target's, or the far home
     local def = config.get().targets[s.target]
@@ -613,7 +657,10 @@ function H.run(spec)
   H.hook()
   local open = spec.open and (type(spec.open) == "table" and spec.open or {}) or nil
   -- The console's window is made first: a pty gets its text area from the first byte.
-  local made, window = pcall(function() return open and M._ext("console").api.window(open) end)
+  local made, window = true, nil
+  if open then
+    made, window = pcall(H.window, open)
+  end
   window = made and window or nil -- no room for it now: M.open below says why
   if window and s.pty then
     local cols, rows = compat.text_size(window.win)
@@ -628,18 +675,24 @@ function H.run(spec)
   if not id then return nil, msg, name end
   local ex = setmetatable({ id = id }, Execution)
   -- kept for rerun: the size from this window is not the next one's
-  engine.specs[id] =
-    vim.tbl_extend("force", s, { open = spec.open, text = spec.text, notify = spec.notify })
-  engine.specs[id].cols, engine.specs[id].rows = spec.cols, spec.rows
-  if next(cbs) then H.watch[id] = { exec = ex, cbs = cbs } end
+  local kept = {}
+  for k, v in pairs(s) do
+    kept[k] = v
+  end
+  kept.open, kept.text, kept.notify = spec.open, spec.text, spec.notify
+  kept.cols, kept.rows = spec.cols, spec.rows
+  engine.specs[id] = kept
+  if cbs then H.watch[id] = { exec = ex, cbs = cbs } end
   H.text[id] = spec.text or nil
   if spec.notify ~= nil then H.quiet[id] = spec.notify end
   if open then
     -- no wait for the engine thread: the console is made from what is known here
-    M._ext("console").api.open_run(
-      { id = id, label = s.label, pty = s.pty and true or false },
-      vim.tbl_extend("force", open, { window = window })
-    )
+    local how = {}
+    for k, v in pairs(open) do
+      how[k] = v
+    end
+    if window ~= nil then how.window = window end
+    M._ext("console").api.open_run({ id = id, label = s.label, pty = s.pty and true or false }, how)
   end
   return ex
 end

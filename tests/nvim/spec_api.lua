@@ -265,6 +265,13 @@ return function(test, T, H)
     T.eq(okr, false)
     T.match(m, "cmd must be")
     T.raises(function() p.run({ cmd = "ls", bogus = 1 }) end, 'unknown field "bogus"')
+    -- several problems: the first in the order of the field names, a missing cmd last
+    T.raises(
+      function() p.run({ zzz = 1, label = 2, timeout_ms = "x", cmd = "ls" }) end,
+      "label must be a string"
+    )
+    T.raises(function() p.run({ zzz = 1, cwd = 2 }) end, "cwd must be a string")
+    T.raises(function() p.run({ zzz = 1 }) end, 'unknown field "zzz"')
     T.raises(
       function() p.run({ cmd = "ls", cwd = "/nonexistent/dir" }) end,
       "cwd: no such directory"
@@ -455,6 +462,95 @@ return function(test, T, H)
         end, "console " .. i .. " shows its line")
       end
       p.purge()
+    end
+  )
+
+  -- The work a fan-out loop does on the main thread, counted (never timed), in
+  -- a fresh editor where the loop's run() is the first: a spec made only of
+  -- run()'s own fields loads no extension (the tasks layer and what it
+  -- pulls in), the loop makes no buffer or terminal and schedules the
+  -- consoles' making once, not once per run (the engine, started by the
+  -- loop's first run, schedules its first drain).
+  test(
+    "fan-out in a fresh editor: no extension loaded, no buffer made, consoles made later",
+    function()
+      local c = H.child()
+      local got = c.lua([[
+      local p = require("proctor")
+      p.setup({ notify = "never" })
+      local api = vim.api
+      local counts = { schedule = 0, create_buf = 0, open_term = 0 }
+      local saved = { schedule = vim.schedule, create_buf = api.nvim_create_buf,
+                      open_term = api.nvim_open_term }
+      vim.schedule = function(...) counts.schedule = counts.schedule + 1; return saved.schedule(...) end
+      api.nvim_create_buf = function(...) counts.create_buf = counts.create_buf + 1; return saved.create_buf(...) end
+      api.nvim_open_term = function(...) counts.open_term = counts.open_term + 1; return saved.open_term(...) end
+      local bufs = #api.nvim_list_bufs()
+      local ids = {}
+      local ok, err = pcall(function()
+        for i = 1, 100 do
+          ids[i] = p.run({ cmd = { "printf", "x%s\\n", tostring(i) }, open = { open = "none" },
+                           notify = false }).id
+        end
+      end)
+      vim.schedule, api.nvim_create_buf, api.nvim_open_term = saved.schedule, saved.create_buf, saved.open_term
+      local loaded = {}
+      for name in pairs(package.loaded) do
+        if name:find("^proctor%.tasks") then
+          loaded[#loaded + 1] = name
+        end
+      end
+      table.sort(loaded)
+      _G.ids = ids
+      return { ok = ok, err = tostring(err), counts = counts, bufs = #api.nvim_list_bufs() - bufs,
+               loaded = table.concat(loaded, ","), first = ids[1], last = ids[100] }
+    ]])
+      T.ok(got.ok, got.err)
+      T.eq(got.loaded, "", "modules of the tasks layer loaded by plain runs")
+      T.eq(got.bufs, 0, "buffers made during the loop")
+      T.eq(got.counts.create_buf, 0, "nvim_create_buf calls during the loop")
+      T.eq(got.counts.open_term, 0, "nvim_open_term calls during the loop")
+      -- the engine's first drain (it starts in the loop) and the consoles' making
+      T.ok(got.counts.schedule <= 2, "vim.schedule calls during the loop: " .. got.counts.schedule)
+      T.eq(got.last - got.first, 99, "ids in order")
+      -- and the consoles are still made, later, each with its line
+      c.wait(
+        30000,
+        [[(function()
+      local cs = require("proctor.console")._H.consoles
+      for _, id in ipairs(_G.ids) do if not cs[id] then return false end end
+      return true
+    end)()]],
+        "every console made"
+      )
+      c.wait(
+        30000,
+        [[(function()
+      local e = require("proctor.engine")
+      for _, id in ipairs(_G.ids) do if e.state[id] ~= "completed" then return false end end
+      return true
+    end)()]],
+        "every run completed"
+      )
+      -- a spec with a task option still goes to the tasks layer
+      local task = c.lua([[
+      local ex = require("proctor").run({ cmd = "true", name = "a-task", open = { open = "none" } })
+      return { loaded = package.loaded["proctor.tasks"] ~= nil, id = ex.id }
+    ]])
+      T.ok(task.loaded, "a spec with a task field loads the tasks layer")
+      -- which holds because no task field is one of run()'s own
+      local shared = c.lua([[
+      local own = { text = true, notify = true, open = true, on_output = true, on_state = true,
+                    on_exit = true }
+      for _, f in ipairs(require("proctor.engine").load_core().spec_fields) do own[f.key] = true end
+      local both = {}
+      for k in pairs(require("proctor.tasks").FIELDS) do
+        if own[k] then both[#both + 1] = k end
+      end
+      return table.concat(both, ",")
+    ]])
+      T.eq(shared, "", "task fields that are run()'s own too")
+      c.stop()
     end
   )
 
