@@ -32,12 +32,11 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest fi
 
 static const char *instructions =
     "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console "
-    "the "
-    "user can type into and stop. Use run for commands that finish (it waits up to wait_ms and "
-    "returns "
-    "the exit status and output tail); use start for servers and watchers, then output, wait, "
-    "input and "
-    "cancel with its id. Cancel kills the whole process tree.";
+    "the user can type into and stop. Use run_command for commands that finish (it waits up to "
+    "wait_ms and returns the exit status and output tail); use start_command for servers, "
+    "watchers and REPLs, then read_output, wait_for_command, send_input, interact_with_command "
+    "(input, then the output until it waits for input again) and cancel_command with its id. "
+    "Cancel kills the whole process tree.";
 
 /* ---- the MCP side ---------------------------------------------------------------------------- */
 

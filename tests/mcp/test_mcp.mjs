@@ -26,7 +26,7 @@ const MCP = process.env.PROCTOR_MCP || INSTALLED; // e.g. a sanitizer build
 const NVIM = process.env.NVIM || "nvim";
 const ONLY = process.env.MCP_ONLY || "";
 const TIER = process.env.MCP_TIER || "mcp"; // the prefix of the PASS/FAIL names
-const TOOLS = ["run_command", "start_command", "command_status", "list_commands", "read_output", "send_input", "cancel_command", "wait_for_command"];
+const TOOLS = ["run_command", "start_command", "command_status", "list_commands", "read_output", "send_input", "cancel_command", "wait_for_command", "interact_with_command"];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-mcp-test-"));
 let failed = 0;
 const cleanups = [];
@@ -311,6 +311,78 @@ await test("input_reaches_stdin", async () => {
   eq((await call(E, "wait_for_command", { id: s.id })).stdout, "name? hi Ada\n", "answer");
   const late = await call(E, "send_input", { id: s.id, data: "x" }, { allowError: true });
   assert(late.isError && /ENOTRUNNING|ESTDINCLOSED/.test(late.content[0].text), `input after the end: ${late.content[0].text}`);
+});
+
+// A REPL: a prompt, then one answer per line. `gate` answers in two parts and waits for a
+// file between them; `block` waits for a file; `big` writes 200,000 bytes.
+function repl(dir) {
+  return `while printf 'calc> '; IFS= read -r line; do case $line in ` +
+    `quit) echo bye; exit 0;; ` +
+    `gate) echo part1; while [ ! -e ${dir}/gate ]; do sleep 0.02; done; echo part2;; ` +
+    `block) while [ ! -e ${dir}/block ]; do sleep 0.02; done;; ` +
+    `big) head -c 200000 /dev/zero | tr '\\0' x; echo;; ` +
+    `*) echo "got $line";; esac; done`;
+}
+
+await test("interact_answers_until_the_prompt_idle_timeout_or_exit", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "repl-"));
+  const s = await call(E, "start_command", { command: repl(dir) });
+  const P = "calc> $";
+  // The first call returns everything so far (the first prompt).
+  const a = await call(E, "interact_with_command", { id: s.id, prompt: P });
+  eq([a.stdout, a.ended_by, a.running, a.truncated, a.stdout_offset], ["calc> ", "prompt", true, false, 0], "first prompt");
+  const b = await call(E, "interact_with_command", { id: s.id, input: "hello\n", prompt: P });
+  eq([b.stdout, b.stderr, b.ended_by, b.input_bytes, b.stdout_offset], ["got hello\ncalc> ", "", "prompt", 6, 6], "an answer up to the prompt");
+  // Idle: the answer pauses (until the gate file exists); what came is returned at idle,
+  // the rest by the next call: nothing is lost between calls.
+  const c = await call(E, "interact_with_command", { id: s.id, input: "gate\n", idle_ms: 200 });
+  eq(c.ended_by, "idle", "the pause ends the call");
+  assert(["", "part1\n"].includes(c.stdout), `the part before the pause: ${JSON.stringify(c.stdout)}`);
+  fs.writeFileSync(path.join(dir, "gate"), "");
+  const d = await call(E, "interact_with_command", { id: s.id, prompt: P });
+  eq([c.stdout + d.stdout, d.ended_by], ["part1\npart2\ncalc> ", "prompt"], "the rest, with no input");
+  // Timeout: the prompt cannot come while it blocks.
+  const t = await call(E, "interact_with_command", { id: s.id, input: "block\n", prompt: P, timeout_ms: 300 });
+  eq([t.ended_by, t.stdout, t.running], ["timeout", "", true], "timeout");
+  // A call the client cancels (notifications/cancelled) gets no answer and stops watching;
+  // the execution keeps running and the next call still answers.
+  const ac = new AbortController();
+  const gone = call(E, "interact_with_command", { id: s.id, prompt: P }, { signal: ac.signal });
+  ac.abort("test cancels");
+  await gone.then(() => { throw new Error("the cancelled call resolved"); }, () => {});
+  fs.writeFileSync(path.join(dir, "block"), "");
+  eq((await call(E, "interact_with_command", { id: s.id, prompt: P })).stdout, "calc> ", "after the block");
+  // Bounded: the newest max_bytes, said so.
+  const g = await call(E, "interact_with_command", { id: s.id, input: "big\n", prompt: P, max_bytes: 1000 });
+  eq([g.ended_by, g.truncated, Buffer.byteLength(g.stdout), g.stdout_skipped], ["prompt", true, 1000, 200007 - 1000], "truncated");
+  assert(/^x+\ncalc> $/.test(g.stdout), "the newest bytes are kept");
+  const rest = await call(E, "read_output", { id: s.id, offset: g.stdout_offset - g.stdout_skipped, max_bytes: 16 });
+  eq(rest.data, "x".repeat(16), "read_output reads what was left out");
+  // The end: it exits after its answer.
+  const q = await call(E, "interact_with_command", { id: s.id, input: "quit\n", prompt: P });
+  eq([q.ended_by, q.stdout, q.running, q.exit_code, q.state], ["exit", "bye\n", false, 0, "completed"], "exit");
+  // Errors: a finished run, an unknown id, a closed stdin, a bad pattern.
+  const f = await call(E, "interact_with_command", { id: s.id, input: "x\n" }, { allowError: true });
+  assert(f.isError && /ENOTRUNNING: execution \d+ has ended \(completed\)/.test(f.content[0].text), `finished: ${f.content[0].text}`);
+  const u = await call(E, "interact_with_command", { id: 987654, input: "x\n" }, { allowError: true });
+  assert(u.isError && /ENOENT/.test(u.content[0].text), `unknown: ${u.content[0].text}`);
+  const r = await call(E, "run_command", { command: "sleep 120", wait_ms: 0 });
+  const ci = await call(E, "interact_with_command", { id: r.id, input: "x\n" }, { allowError: true });
+  assert(ci.isError && /ESTDINCLOSED: .*stdin: true/.test(ci.content[0].text), `closed stdin: ${ci.content[0].text}`);
+  await call(E, "cancel_command", { id: r.id });
+  const bad = await call(E, "interact_with_command", { id: r.id, prompt: "(" }, { allowError: true });
+  assert(bad.isError && /'prompt' is not a POSIX extended regular expression/.test(bad.content[0].text), `bad pattern: ${bad.content[0].text}`);
+});
+
+await test("interact_under_a_pty", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "repl-"));
+  const s = await call(E, "start_command", { command: repl(dir), pty: true });
+  const a = await call(E, "interact_with_command", { id: s.id, prompt: "calc> $" });
+  eq([a.stdout, a.stderr], ["calc> ", ""], "the first prompt");
+  const b = await call(E, "interact_with_command", { id: s.id, input: "hi\n", prompt: "calc> $" });
+  eq([b.stdout, b.ended_by], ["hi\r\ngot hi\r\ncalc> ", "prompt"], "the terminal: the echo, the answer, the prompt");
+  const q = await call(E, "interact_with_command", { id: s.id, input: "quit\n", prompt: "calc> $" });
+  eq([q.ended_by, q.exit_code], ["exit", 0], "exit");
 });
 
 await test("errors_are_tool_errors_or_protocol_errors", async () => {
