@@ -13,6 +13,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import Ajv2020 from "ajv/dist/2020.js";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -104,6 +105,18 @@ async function call(s, name, args = {}, opts = {}) {
 // ---- embedded ------------------------------------------------------------------------------
 
 const E = await connect();
+
+// A run_command with the default wait_ms, under the SDK's default request timeout (60 s),
+// for a command that does not end by itself: started here (on its own server), checked
+// near the end, so its wait overlaps the other tests.
+const DEFAULT_WAIT_TEST = "run_with_the_default_wait_answers_before_the_client_times_out";
+const defaultWaitRun = ONLY && !DEFAULT_WAIT_TEST.includes(ONLY) ? null : (async () => {
+  const W = await connect({ name: "default-wait" });
+  const dir = fs.mkdtempSync(path.join(tmp, "dw-"));
+  const r = await W.client.callTool({ name: "run_command", arguments: { command: `echo up; while [ ! -e ${dir}/go ]; do sleep 0.1; done` } });
+  return { W, dir, r };
+})();
+defaultWaitRun?.catch(() => {}); // the test reports it
 
 await test("initialize_negotiates_the_latest_version", async () => {
   eq(E.client.getServerVersion().name, "proctor-mcp", "server name");
@@ -421,6 +434,20 @@ await test("fence_and_secrets", async () => {
   const env = await call(F, "run_command", { command: "true", env: { TOKEN: "x" } }, { allowError: true });
   assert(env.isError && /secret/.test(env.content[0].text), "env may not override a secret");
 });
+
+await test(DEFAULT_WAIT_TEST, async () => {
+  assert(DEFAULT_REQUEST_TIMEOUT_MSEC >= 60000, `the SDK's default request timeout: ${DEFAULT_REQUEST_TIMEOUT_MSEC}`);
+  // No wait_ms and no request options: the SDK would give up (and cancel the run, killing
+  // the command) after its default timeout; the run answers first, the command still running.
+  const { W, dir, r } = await defaultWaitRun;
+  assert(!r.isError, `run answered: ${JSON.stringify(r.content)}`);
+  const x = r.structuredContent;
+  eq([x.running, x.state, x.stdout], [true, "running", "up\n"], "still running, with the tail so far");
+  assert(x.next.includes(`wait_for_command {id: ${x.id}}`), `says how to go on: ${x.next}`);
+  eq((await call(W, "command_status", { id: x.id })).running, true, "the command keeps running");
+  fs.writeFileSync(path.join(dir, "go"), "");
+  eq((await call(W, "wait_for_command", { id: x.id })).exit_code, 0, "and ends when told to");
+}, 120000);
 
 // ---- the allow list cannot be bypassed (:help proctor-mcp-policy) ----------------------------
 
