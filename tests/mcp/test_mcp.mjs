@@ -449,6 +449,117 @@ await test(DEFAULT_WAIT_TEST, async () => {
   eq((await call(W, "wait_for_command", { id: x.id })).exit_code, 0, "and ends when told to");
 }, 120000);
 
+// ---- protocol eras: 2026-07-28 (per-request _meta, no handshake) and the legacy ones -------------
+
+// A raw JSON-RPC client over stdio (the SDK knows versions up to 2025-11-25 only).
+function rawServer(args = ["--embedded"]) {
+  const child = spawn(MCP, args, { env: baseEnv(), cwd: tmp, stdio: ["pipe", "pipe", "pipe"] });
+  cleanups.push(() => { try { child.kill("SIGTERM"); } catch {} });
+  const answers = new Map(), waiting = new Map(), notes = [];
+  let buf = "";
+  child.stdout.on("data", (d) => {
+    buf += d;
+    for (let i; (i = buf.indexOf("\n")) >= 0;) {
+      const m = JSON.parse(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+      if (m.id === undefined) { notes.push(m); continue; }
+      answers.set(m.id, m);
+      waiting.get(m.id)?.(m);
+    }
+  });
+  child.stderr.on("data", () => {});
+  let next = 1;
+  const send = (m) => child.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+  const request = (method, params) => {
+    const id = next++;
+    const p = new Promise((res) => waiting.set(id, res));
+    send({ id, method, params });
+    return { id, answer: p };
+  };
+  const ask = async (method, params) => (await request(method, params).answer);
+  return { child, send, request, ask, answers, notes, close: () => child.stdin.end() };
+}
+const MODERN = "2026-07-28";
+const meta = (extra = {}) => ({ "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+  "io.modelcontextprotocol/clientInfo": { name: "modern-client", version: "1" }, ...extra });
+
+await test("mcp_2026_07_28_discover_and_stateless_requests", async () => {
+  const R = rawServer();
+  const d = (await R.ask("server/discover", { _meta: meta() })).result;
+  eq(d.supportedVersions, [MODERN, "2025-11-25", "2025-06-18"], "supportedVersions");
+  eq([d.resultType, typeof d.ttlMs, ["public", "private"].includes(d.cacheScope)], ["complete", "number", true], "a cacheable complete result");
+  eq([d._meta["io.modelcontextprotocol/serverInfo"].name, typeof d.capabilities.tools, typeof d.instructions], ["proctor-mcp", "object", "string"], "identity, capabilities, instructions");
+  // No initialize: every request carries its version and capabilities.
+  const l = (await R.ask("tools/list", { _meta: meta() })).result;
+  eq(l.tools.map((t) => t.name), TOOLS, "tools");
+  assert(l.resultType === "complete" && l.ttlMs >= 0 && ["public", "private"].includes(l.cacheScope), `tools/list is cacheable: ${JSON.stringify({ ...l, tools: undefined })}`);
+  const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
+  const check = ajv.compile(l.tools.find((t) => t.name === "run_command").outputSchema);
+  const r = (await R.ask("tools/call", { name: "run_command", arguments: { command: "echo hi" }, _meta: meta() })).result;
+  eq([r.resultType, r.structuredContent.stdout, r.structuredContent.owner], ["complete", "hi\n", "modern-client"], "a call, owned by the clientInfo name");
+  assert(check(r.structuredContent), `valid against the output schema: ${JSON.stringify(check.errors)}`);
+  eq(r._meta["io.modelcontextprotocol/serverInfo"].name, "proctor-mcp", "serverInfo on every result");
+  const e = (await R.ask("tools/call", { name: "command_status", arguments: { id: 424242 }, _meta: meta() })).result;
+  eq([e.isError, e.resultType], [true, "complete"], "a tool error is a complete result");
+  // The server-minted handle (the execution id) is all the state a later request needs.
+  const s = (await R.ask("tools/call", { name: "start_command", arguments: { command: "cat" }, _meta: meta() })).result.structuredContent;
+  const ix = (await R.ask("tools/call", { name: "interact_with_command", arguments: { id: s.id, input: "ping\n", eof: true, idle_ms: 0 }, _meta: meta() })).result;
+  eq([ix.resultType, ix.structuredContent.stdout, ix.structuredContent.ended_by], ["complete", "ping\n", "exit"], "interact by handle");
+  // Cancellation: no answer, the run's command is stopped.
+  const pidFile = path.join(fs.mkdtempSync(path.join(tmp, "mpid-")), "pid");
+  const run = R.request("tools/call", { name: "run_command", arguments: { command: `echo $$ > ${pidFile}; exec sleep 300`, wait_ms: 60000 }, _meta: meta() });
+  const pid = await until("the command started", () => fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8")));
+  R.send({ method: "notifications/cancelled", params: { requestId: run.id, reason: "test" } });
+  await until("the command ended after notifications/cancelled", () => !alive(pid), 10000);
+  eq((await R.ask("tools/list", { _meta: meta() })).result.resultType, "complete", "still serving");
+  assert(!R.answers.has(run.id), "the cancelled request got no answer");
+  // Errors: an unknown version, a request without the capabilities, discover without _meta.
+  const u = await R.ask("tools/list", { _meta: meta({ "io.modelcontextprotocol/protocolVersion": "1900-01-01" }) });
+  eq([u.error.code, u.error.data.requested, u.error.data.supported.includes(MODERN)], [-32022, "1900-01-01", true], "UnsupportedProtocolVersion");
+  const nc = await R.ask("tools/call", { name: "run_command", arguments: { command: "true" }, _meta: { "io.modelcontextprotocol/protocolVersion": MODERN } });
+  eq(nc.error.code, -32602, "clientCapabilities is required");
+  eq((await R.ask("server/discover", {})).error.code, -32602, "server/discover without _meta");
+  R.close();
+});
+
+await test("legacy_requests_before_initialize_are_refused", async () => {
+  const R = rawServer();
+  const dir = fs.mkdtempSync(path.join(tmp, "pre-"));
+  // An era-ambiguous method with neither a handshake nor _meta is not run under legacy rules.
+  const c = await R.ask("tools/call", { name: "run_command", arguments: { command: `touch ${dir}/ran` } });
+  eq(c.error.code, -32600, "tools/call before initialize");
+  assert(/initialize/.test(c.error.message) && c.error.message.includes(MODERN), `says both ways: ${c.error.message}`);
+  eq((await R.ask("tools/list", {})).error.code, -32600, "tools/list before initialize");
+  eq((await R.ask("ping", {})).result, {}, "ping is answered");
+  // initialize selects the legacy semantics; asking for 2026-07-28 there gets the newest legacy one.
+  eq((await R.ask("initialize", { protocolVersion: MODERN, capabilities: {}, clientInfo: { name: "x", version: "0" } })).result.protocolVersion, "2025-11-25", "no 2026-07-28 handshake");
+  R.send({ method: "notifications/initialized" });
+  const l = (await R.ask("tools/list", {})).result;
+  eq([l.tools.length, l.resultType, l.ttlMs], [TOOLS.length, undefined, undefined], "legacy results unchanged");
+  const r = (await R.ask("tools/call", { name: "run_command", arguments: { command: "echo ok" } })).result;
+  eq([r.structuredContent.stdout, r.resultType], ["ok\n", undefined], "served after initialize");
+  assert(!fs.existsSync(path.join(dir, "ran")), "the refused call ran nothing");
+  R.close();
+});
+
+await test("sdk_client_on_2025_06_18", async () => {
+  // The pinned SDK asks for 2025-11-25 (E above); this client's initialize asks for 2025-06-18.
+  const transport = new StdioClientTransport({ command: MCP, args: ["--embedded"], env: baseEnv(), cwd: tmp, stderr: "pipe" });
+  const send = transport.send.bind(transport);
+  transport.send = (m, o) => send(m.method === "initialize" ? { ...m, params: { ...m.params, protocolVersion: "2025-06-18" } } : m, o);
+  let negotiated;
+  transport.setProtocolVersion = (v) => { negotiated = v; };
+  const client = new Client({ name: "old-sdk", version: "1" }, { capabilities: {} });
+  await client.connect(transport);
+  cleanups.push(() => client.close().catch(() => {}));
+  eq(negotiated, "2025-06-18", "negotiated version");
+  const { tools } = await client.listTools();
+  eq(tools.map((t) => t.name), TOOLS, "tools");
+  const r = await client.callTool({ name: "run_command", arguments: { command: "echo old" } }); // validated by the SDK
+  eq([r.structuredContent.stdout, r.resultType], ["old\n", undefined], "a call");
+  await client.close();
+});
+
 // ---- the allow list cannot be bypassed (:help proctor-mcp-policy) ----------------------------
 
 await test("allow_list_env_bypasses_are_refused", async () => {
