@@ -265,7 +265,8 @@ static const char *const mc_tool_json[] = {
     "or it ended, or timeout_ms passed (ended_by says which). Each call returns the output since "
     "the previous interact with the same execution (from its start the first time), at most "
     "max_bytes per stream, the newest (truncated says when some were left out). Empty input "
-    "just reads what came.\","
+    "just reads what came; after start_command, call it once without input to wait for the "
+    "first prompt, so that it is not taken for the answer to your first input.\","
     "\"annotations\":{\"title\":\"Interact with a command\",\"readOnlyHint\":false,"
     "\"destructiveHint\":true,\"idempotentHint\":false,\"openWorldHint\":false},"
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{" ID_PROP
