@@ -34,6 +34,7 @@ void mc_call_free(call_t *c) {
   cJSON_Delete(c->rec);
   cJSON_Delete(c->tails[0]);
   cJSON_Delete(c->tails[1]);
+  mc_interact_free(c->ix);
   free(c);
 }
 

@@ -23,7 +23,19 @@
 #define DEFAULT_READ 65536
 #define PROGRESS_TAIL 512
 
-typedef enum { T_RUN, T_START, T_STATUS, T_LIST, T_OUTPUT, T_INPUT, T_CANCEL, T_WAIT } tool_id_t;
+typedef enum {
+  T_RUN,
+  T_START,
+  T_STATUS,
+  T_LIST,
+  T_OUTPUT,
+  T_INPUT,
+  T_CANCEL,
+  T_WAIT,
+  T_INTERACT
+} tool_id_t;
+
+struct interact; /* interact.c */
 
 typedef struct call {
   uint64_t serial;
@@ -42,6 +54,7 @@ typedef struct call {
   uint64_t started_ms;
   int progress_busy;
   double last_progress;
+  struct interact *ix; /* interact: its state (interact.c), else NULL */
   struct call *next;
 } call_t;
 
@@ -143,6 +156,13 @@ void mc_on_input(uint64_t tag, const mc_reply_t *r); /* slot 0: written, slot 1:
  * an incomplete character at the end left out when `cut_end`, the rest
  * repaired to UTF-8. *skip and *len say which bytes the text holds. */
 char *mc_answer_text(const mc_reply_t *r, int cut_end, size_t *skip, size_t *len);
+
+/* ---- interact.c ------------------------------------------------------------------------------ */
+
+/* interact_with_command, once connected: get ─► input ─► watch ─► answer. */
+void mc_interact_begin(call_t *c);
+/* Free an interact state (NULL: nothing). */
+void mc_interact_free(struct interact *ix);
 
 /* ---- progress.c ------------------------------------------------------------------------------ */
 

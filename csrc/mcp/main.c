@@ -5,7 +5,9 @@
  * Thread: main (the only one, besides the embedded engine's own).
  *
  * Lifecycle: initialize (protocol version negotiated: the client's when we
- * speak it, else our latest) → tools/list, tools/call (tools.c) → stdin EOF
+ * speak it, else our latest) → tools/list, tools/call (tools.c), or, MCP
+ * 2026-07-28, no handshake: server/discover and requests that carry their
+ * version in _meta (era.c) → stdin EOF
  * or SIGTERM/SIGINT: the connection to proctor closes (socket mode: the
  * executions stay in the editor, unless --kill-on-exit) or the embedded
  * engine cancels everything and waits (bounded by its grace period); exit 0.
@@ -28,37 +30,56 @@
 
 mc_opts_t mc_opts = {.discover = 1, .progress_ms = 1000};
 
-static const char *const versions[] = {"2025-11-25", "2025-06-18"}; /* newest first */
-
 static const char *instructions =
     "Commands run as proctor executions, visible in the user's editor (Neovim) with a live console "
-    "the "
-    "user can type into and stop. Use run for commands that finish (it waits up to wait_ms and "
-    "returns "
-    "the exit status and output tail); use start for servers and watchers, then output, wait, "
-    "input and "
-    "cancel with its id. Cancel kills the whole process tree.";
+    "the user can type into and stop. Use run_command for commands that finish (it waits up to "
+    "wait_ms and returns the exit status and output tail); use start_command for servers, "
+    "watchers and REPLs, then read_output, wait_for_command, send_input, interact_with_command "
+    "(input, then the output until it waits for input again) and cancel_command with its id. "
+    "Cancel kills the whole process tree.";
 
 /* ---- the MCP side ---------------------------------------------------------------------------- */
 
+static cJSON *capabilities(void) {
+  cJSON *caps = cJSON_CreateObject();
+  cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+  cJSON_AddFalseToObject(tools, "listChanged");
+  return caps;
+}
+
+/* initialize (legacy): the client's version when we speak it as a legacy one, else our
+ * newest legacy one (2026-07-28 has no handshake). */
 static void on_initialize(const cJSON *id, const cJSON *params) {
   const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
-  const char *version = versions[0];
-  for (size_t i = 0; cJSON_IsString(pv) && i < sizeof(versions) / sizeof(versions[0]); i++)
-    if (strcmp(pv->valuestring, versions[i]) == 0) version = versions[i];
+  const char *version = NULL;
+  for (size_t i = 0; mc_versions[i]; i++) {
+    if (strcmp(mc_versions[i], MC_MODERN_VERSION) == 0) continue;
+    if (version == NULL) version = mc_versions[i];
+    if (cJSON_IsString(pv) && strcmp(pv->valuestring, mc_versions[i]) == 0)
+      version = mc_versions[i];
+  }
   const cJSON *ci = cJSON_GetObjectItemCaseSensitive(params, "clientInfo");
   const cJSON *name = ci ? cJSON_GetObjectItemCaseSensitive(ci, "name") : NULL;
   if (cJSON_IsString(name) && name->valuestring[0]) mc_set_client_name(name->valuestring);
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "protocolVersion", version);
-  cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
-  cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
-  cJSON_AddFalseToObject(tools, "listChanged");
-  cJSON *si = cJSON_AddObjectToObject(r, "serverInfo");
-  cJSON_AddStringToObject(si, "name", "proctor-mcp");
-  cJSON_AddStringToObject(si, "title", "proctor");
-  cJSON_AddStringToObject(si, "version", MC_VERSION);
+  cJSON_AddItemToObject(r, "capabilities", capabilities());
+  cJSON_AddItemToObject(r, "serverInfo", mc_server_info());
   cJSON_AddStringToObject(r, "instructions", instructions);
+  mc_era_initialized();
+  mc_respond(id, r);
+}
+
+/* server/discover (2026-07-28): the versions, capabilities and instructions, cacheable. */
+static void on_discover(const cJSON *id) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON *v = cJSON_AddArrayToObject(r, "supportedVersions");
+  for (size_t i = 0; mc_versions[i]; i++)
+    cJSON_AddItemToArray(v, cJSON_CreateString(mc_versions[i]));
+  cJSON_AddItemToObject(r, "capabilities", capabilities());
+  cJSON_AddStringToObject(r, "instructions", instructions);
+  cJSON_AddNumberToObject(r, "ttlMs", MC_LIST_TTL_MS);
+  cJSON_AddStringToObject(r, "cacheScope", "public");
   mc_respond(id, r);
 }
 
@@ -104,7 +125,10 @@ static void on_message(const char *line, size_t len) {
   if (id == NULL) { /* a notification */
     if (strcmp(meth, "notifications/cancelled") == 0) {
       const cJSON *rid = params ? cJSON_GetObjectItemCaseSensitive(params, "requestId") : NULL;
-      if (rid) mc_tools_cancel(rid);
+      if (rid) {
+        mc_tools_cancel(rid);
+        mc_era_forget(rid); /* never answered */
+      }
     }
     /* notifications/initialized and anything else: nothing to do */
     cJSON_Delete(m);
@@ -112,12 +136,21 @@ static void on_message(const char *line, size_t len) {
   }
   if (!valid_id) {
     mc_respond_error(NULL, -32600, "invalid request: id must be a string or an integer");
+  } else if (mc_era_check(id, meth, params) != 0) {
+    /* answered with an error */
   } else if (strcmp(meth, "initialize") == 0) {
     on_initialize(id, params);
+  } else if (strcmp(meth, "server/discover") == 0) {
+    on_discover(id);
   } else if (strcmp(meth, "ping") == 0) {
     mc_respond(id, cJSON_CreateObject());
   } else if (strcmp(meth, "tools/list") == 0) {
-    mc_respond(id, mc_tools_list());
+    cJSON *list = mc_tools_list();
+    if (mc_era_modern(id)) { /* 2026-07-28: the list may be cached */
+      cJSON_AddNumberToObject(list, "ttlMs", MC_LIST_TTL_MS);
+      cJSON_AddStringToObject(list, "cacheScope", "public");
+    }
+    mc_respond(id, list);
   } else if (strcmp(meth, "tools/call") == 0) {
     if (params == NULL) mc_respond_error(id, -32602, "invalid params: tools/call needs params");
     else mc_tools_call(id, params);

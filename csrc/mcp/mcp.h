@@ -139,6 +139,31 @@ const char *mc_client_name(void);
  * MC_NAME_MAX bytes, cut at a character boundary. */
 void mc_set_client_name(const char *name);
 
+/* ---- era.c: legacy (initialize) and 2026-07-28 (per-request _meta) ----------------------------- */
+
+#define MC_MODERN_VERSION "2026-07-28"
+#define MC_UNSUPPORTED_VERSION (-32022) /* UnsupportedProtocolVersion (2026-07-28) */
+#define MC_LIST_TTL_MS 3600000 /* tools/list's ttlMs: the list never changes in a process */
+
+/* The protocol versions proctor-mcp speaks, newest first, NULL-terminated. */
+extern const char *const mc_versions[];
+/* Before a request `method` with `id` is served: 0 to serve it, or -1 after
+ * answering it with an error (an unsupported version, a malformed _meta, or a
+ * request without _meta before initialize). A 2026-07-28 request's id is
+ * remembered until it is answered (mc_era_decorate) or cancelled. */
+int mc_era_check(const cJSON *id, const char *method, const cJSON *params);
+/* A legacy initialize was answered: requests without _meta are served from now on. */
+void mc_era_initialized(void);
+/* 1 when `id` is a 2026-07-28 request not answered yet. */
+int mc_era_modern(const cJSON *id);
+/* Forget request `id` (it is never answered: cancelled, or answered with an error). */
+void mc_era_forget(const cJSON *id);
+/* Called for every result: a 2026-07-28 request's gets resultType and
+ * _meta serverInfo (and is forgotten). */
+void mc_era_decorate(const cJSON *id, cJSON *result);
+/* {name, title, version} of proctor-mcp (a new object). */
+cJSON *mc_server_info(void);
+
 /* ---- rpc.c: the msgpack-rpc client ------------------------------------------------------- */
 
 /* A reply: `err` (NULL on success) is [name, message] converted to JSON;

@@ -143,12 +143,14 @@ static cJSON *envelope(const cJSON *id) {
 }
 
 void mc_respond(const cJSON *id, cJSON *result) {
+  mc_era_decorate(id, result);
   cJSON *m = envelope(id);
   cJSON_AddItemToObject(m, "result", result);
   mc_send(m);
 }
 
 void mc_respond_error(const cJSON *id, int code, const char *message) {
+  mc_era_forget(id);
   cJSON *m = envelope(id);
   cJSON *e = cJSON_AddObjectToObject(m, "error");
   cJSON_AddNumberToObject(e, "code", code);

@@ -15,6 +15,8 @@
  *   start:  start ─► get ─► result            status: get ─► result
  *   output: get ─► read ─► result             list:   list ─► result
  *   input:  input [─► close_stdin] ─► result  cancel: cancel ─► result
+ *   interact: get ─► input ─► get every 25 ms until it waits for input ─► read ─► result
+ *             (interact.c)
  *
  * While run and wait wait, a client that sent _meta.progressToken gets
  * notifications/progress every mc_opts.progress_ms (elapsed time, output size
@@ -30,12 +32,13 @@
 
 /* The names tools/list shows (clear when a client shows them bare), and the
  * names of the first release, still accepted by tools/call (for one more
- * release: :help proctor-mcp-tools). Same order as tool_id_t. */
-static const char *const tool_names[] = {"run_command",    "start_command",   "command_status",
-                                         "list_commands",  "read_output",     "send_input",
-                                         "cancel_command", "wait_for_command"};
-static const char *const old_names[] = {"run",    "start", "status", "list",
-                                        "output", "input", "cancel", "wait"};
+ * release: :help proctor-mcp-tools; NULL: a later tool, no old name). Same
+ * order as tool_id_t. */
+static const char *const tool_names[] = {
+    "run_command", "start_command",  "command_status",   "list_commands",        "read_output",
+    "send_input",  "cancel_command", "wait_for_command", "interact_with_command"};
+static const char *const old_names[] = {"run",   "start",  "status", "list", "output",
+                                        "input", "cancel", "wait",   NULL};
 static cJSON *tool_defs[MC_NTOOLS];
 
 /* The owner identity said in hello: --session, else the client's name and
@@ -56,7 +59,7 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   int tool = -1;
   for (int i = 0; cJSON_IsString(name) && i < (int)MC_NTOOLS; i++)
     if (strcmp(name->valuestring, tool_names[i]) == 0 ||
-        strcmp(name->valuestring, old_names[i]) == 0)
+        (old_names[i] && strcmp(name->valuestring, old_names[i]) == 0))
       tool = i;
   if (tool < 0) {
     char msg[256];
@@ -130,6 +133,10 @@ void mc_tools_call(const cJSON *id, const cJSON *params) {
   case T_WAIT:
     cJSON_Delete(idj);
     mc_send_wait(c, mc_num(c, "timeout_ms", DEFAULT_WAIT_MS));
+    break;
+  case T_INTERACT:
+    cJSON_Delete(idj);
+    mc_interact_begin(c);
     break;
   }
 }

@@ -13,6 +13,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import Ajv2020 from "ajv/dist/2020.js";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -26,7 +27,7 @@ const MCP = process.env.PROCTOR_MCP || INSTALLED; // e.g. a sanitizer build
 const NVIM = process.env.NVIM || "nvim";
 const ONLY = process.env.MCP_ONLY || "";
 const TIER = process.env.MCP_TIER || "mcp"; // the prefix of the PASS/FAIL names
-const TOOLS = ["run_command", "start_command", "command_status", "list_commands", "read_output", "send_input", "cancel_command", "wait_for_command"];
+const TOOLS = ["run_command", "start_command", "command_status", "list_commands", "read_output", "send_input", "cancel_command", "wait_for_command", "interact_with_command"];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-mcp-test-"));
 let failed = 0;
 const cleanups = [];
@@ -104,6 +105,18 @@ async function call(s, name, args = {}, opts = {}) {
 // ---- embedded ------------------------------------------------------------------------------
 
 const E = await connect();
+
+// A run_command with the default wait_ms, under the SDK's default request timeout (60 s),
+// for a command that does not end by itself: started here (on its own server), checked
+// near the end, so its wait overlaps the other tests.
+const DEFAULT_WAIT_TEST = "run_with_the_default_wait_answers_before_the_client_times_out";
+const defaultWaitRun = ONLY && !DEFAULT_WAIT_TEST.includes(ONLY) ? null : (async () => {
+  const W = await connect({ name: "default-wait" });
+  const dir = fs.mkdtempSync(path.join(tmp, "dw-"));
+  const r = await W.client.callTool({ name: "run_command", arguments: { command: `echo up; while [ ! -e ${dir}/go ]; do sleep 0.1; done` } });
+  return { W, dir, r };
+})();
+defaultWaitRun?.catch(() => {}); // the test reports it
 
 await test("initialize_negotiates_the_latest_version", async () => {
   eq(E.client.getServerVersion().name, "proctor-mcp", "server name");
@@ -313,6 +326,78 @@ await test("input_reaches_stdin", async () => {
   assert(late.isError && /ENOTRUNNING|ESTDINCLOSED/.test(late.content[0].text), `input after the end: ${late.content[0].text}`);
 });
 
+// A REPL: a prompt, then one answer per line. `gate` answers in two parts and waits for a
+// file between them; `block` waits for a file; `big` writes 200,000 bytes.
+function repl(dir) {
+  return `while printf 'calc> '; IFS= read -r line; do case $line in ` +
+    `quit) echo bye; exit 0;; ` +
+    `gate) echo part1; while [ ! -e ${dir}/gate ]; do sleep 0.02; done; echo part2;; ` +
+    `block) while [ ! -e ${dir}/block ]; do sleep 0.02; done;; ` +
+    `big) head -c 200000 /dev/zero | tr '\\0' x; echo;; ` +
+    `*) echo "got $line";; esac; done`;
+}
+
+await test("interact_answers_until_the_prompt_idle_timeout_or_exit", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "repl-"));
+  const s = await call(E, "start_command", { command: repl(dir) });
+  const P = "calc> $";
+  // The first call returns everything so far (the first prompt).
+  const a = await call(E, "interact_with_command", { id: s.id, prompt: P });
+  eq([a.stdout, a.ended_by, a.running, a.truncated, a.stdout_offset], ["calc> ", "prompt", true, false, 0], "first prompt");
+  const b = await call(E, "interact_with_command", { id: s.id, input: "hello\n", prompt: P });
+  eq([b.stdout, b.stderr, b.ended_by, b.input_bytes, b.stdout_offset], ["got hello\ncalc> ", "", "prompt", 6, 6], "an answer up to the prompt");
+  // Idle: the answer pauses (until the gate file exists); what came is returned at idle,
+  // the rest by the next call: nothing is lost between calls.
+  const c = await call(E, "interact_with_command", { id: s.id, input: "gate\n", idle_ms: 200 });
+  eq(c.ended_by, "idle", "the pause ends the call");
+  assert(["", "part1\n"].includes(c.stdout), `the part before the pause: ${JSON.stringify(c.stdout)}`);
+  fs.writeFileSync(path.join(dir, "gate"), "");
+  const d = await call(E, "interact_with_command", { id: s.id, prompt: P });
+  eq([c.stdout + d.stdout, d.ended_by], ["part1\npart2\ncalc> ", "prompt"], "the rest, with no input");
+  // Timeout: the prompt cannot come while it blocks.
+  const t = await call(E, "interact_with_command", { id: s.id, input: "block\n", prompt: P, timeout_ms: 300 });
+  eq([t.ended_by, t.stdout, t.running], ["timeout", "", true], "timeout");
+  // A call the client cancels (notifications/cancelled) gets no answer and stops watching;
+  // the execution keeps running and the next call still answers.
+  const ac = new AbortController();
+  const gone = call(E, "interact_with_command", { id: s.id, prompt: P }, { signal: ac.signal });
+  ac.abort("test cancels");
+  await gone.then(() => { throw new Error("the cancelled call resolved"); }, () => {});
+  fs.writeFileSync(path.join(dir, "block"), "");
+  eq((await call(E, "interact_with_command", { id: s.id, prompt: P })).stdout, "calc> ", "after the block");
+  // Bounded: the newest max_bytes, said so.
+  const g = await call(E, "interact_with_command", { id: s.id, input: "big\n", prompt: P, max_bytes: 1000 });
+  eq([g.ended_by, g.truncated, Buffer.byteLength(g.stdout), g.stdout_skipped], ["prompt", true, 1000, 200007 - 1000], "truncated");
+  assert(/^x+\ncalc> $/.test(g.stdout), "the newest bytes are kept");
+  const rest = await call(E, "read_output", { id: s.id, offset: g.stdout_offset - g.stdout_skipped, max_bytes: 16 });
+  eq(rest.data, "x".repeat(16), "read_output reads what was left out");
+  // The end: it exits after its answer.
+  const q = await call(E, "interact_with_command", { id: s.id, input: "quit\n", prompt: P });
+  eq([q.ended_by, q.stdout, q.running, q.exit_code, q.state], ["exit", "bye\n", false, 0, "completed"], "exit");
+  // Errors: a finished run, an unknown id, a closed stdin, a bad pattern.
+  const f = await call(E, "interact_with_command", { id: s.id, input: "x\n" }, { allowError: true });
+  assert(f.isError && /ENOTRUNNING: execution \d+ has ended \(completed\)/.test(f.content[0].text), `finished: ${f.content[0].text}`);
+  const u = await call(E, "interact_with_command", { id: 987654, input: "x\n" }, { allowError: true });
+  assert(u.isError && /ENOENT/.test(u.content[0].text), `unknown: ${u.content[0].text}`);
+  const r = await call(E, "run_command", { command: "sleep 120", wait_ms: 0 });
+  const ci = await call(E, "interact_with_command", { id: r.id, input: "x\n" }, { allowError: true });
+  assert(ci.isError && /ESTDINCLOSED: .*stdin: true/.test(ci.content[0].text), `closed stdin: ${ci.content[0].text}`);
+  await call(E, "cancel_command", { id: r.id });
+  const bad = await call(E, "interact_with_command", { id: r.id, prompt: "(" }, { allowError: true });
+  assert(bad.isError && /'prompt' is not a POSIX extended regular expression/.test(bad.content[0].text), `bad pattern: ${bad.content[0].text}`);
+});
+
+await test("interact_under_a_pty", async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, "repl-"));
+  const s = await call(E, "start_command", { command: repl(dir), pty: true });
+  const a = await call(E, "interact_with_command", { id: s.id, prompt: "calc> $" });
+  eq([a.stdout, a.stderr], ["calc> ", ""], "the first prompt");
+  const b = await call(E, "interact_with_command", { id: s.id, input: "hi\n", prompt: "calc> $" });
+  eq([b.stdout, b.ended_by], ["hi\r\ngot hi\r\ncalc> ", "prompt"], "the terminal: the echo, the answer, the prompt");
+  const q = await call(E, "interact_with_command", { id: s.id, input: "quit\n", prompt: "calc> $" });
+  eq([q.ended_by, q.exit_code], ["exit", 0], "exit");
+});
+
 await test("errors_are_tool_errors_or_protocol_errors", async () => {
   let e;
   await E.client.callTool({ name: "nope", arguments: {} }).catch((x) => { e = x; });
@@ -348,6 +433,131 @@ await test("fence_and_secrets", async () => {
   eq((await call(F, "run_command", { command: "pwd", cwd: sub })).stdout, fs.realpathSync(sub) + "\n", "a subdirectory is allowed");
   const env = await call(F, "run_command", { command: "true", env: { TOKEN: "x" } }, { allowError: true });
   assert(env.isError && /secret/.test(env.content[0].text), "env may not override a secret");
+});
+
+await test(DEFAULT_WAIT_TEST, async () => {
+  assert(DEFAULT_REQUEST_TIMEOUT_MSEC >= 60000, `the SDK's default request timeout: ${DEFAULT_REQUEST_TIMEOUT_MSEC}`);
+  // No wait_ms and no request options: the SDK would give up (and cancel the run, killing
+  // the command) after its default timeout; the run answers first, the command still running.
+  const { W, dir, r } = await defaultWaitRun;
+  assert(!r.isError, `run answered: ${JSON.stringify(r.content)}`);
+  const x = r.structuredContent;
+  eq([x.running, x.state, x.stdout], [true, "running", "up\n"], "still running, with the tail so far");
+  assert(x.next.includes(`wait_for_command {id: ${x.id}}`), `says how to go on: ${x.next}`);
+  eq((await call(W, "command_status", { id: x.id })).running, true, "the command keeps running");
+  fs.writeFileSync(path.join(dir, "go"), "");
+  eq((await call(W, "wait_for_command", { id: x.id })).exit_code, 0, "and ends when told to");
+}, 120000);
+
+// ---- protocol eras: 2026-07-28 (per-request _meta, no handshake) and the legacy ones -------------
+
+// A raw JSON-RPC client over stdio (the SDK knows versions up to 2025-11-25 only).
+function rawServer(args = ["--embedded"]) {
+  const child = spawn(MCP, args, { env: baseEnv(), cwd: tmp, stdio: ["pipe", "pipe", "pipe"] });
+  cleanups.push(() => { try { child.kill("SIGTERM"); } catch {} });
+  const answers = new Map(), waiting = new Map(), notes = [];
+  let buf = "";
+  child.stdout.on("data", (d) => {
+    buf += d;
+    for (let i; (i = buf.indexOf("\n")) >= 0;) {
+      const m = JSON.parse(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+      if (m.id === undefined) { notes.push(m); continue; }
+      answers.set(m.id, m);
+      waiting.get(m.id)?.(m);
+    }
+  });
+  child.stderr.on("data", () => {});
+  let next = 1;
+  const send = (m) => child.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+  const request = (method, params) => {
+    const id = next++;
+    const p = new Promise((res) => waiting.set(id, res));
+    send({ id, method, params });
+    return { id, answer: p };
+  };
+  const ask = async (method, params) => (await request(method, params).answer);
+  return { child, send, request, ask, answers, notes, close: () => child.stdin.end() };
+}
+const MODERN = "2026-07-28";
+const meta = (extra = {}) => ({ "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+  "io.modelcontextprotocol/clientInfo": { name: "modern-client", version: "1" }, ...extra });
+
+await test("mcp_2026_07_28_discover_and_stateless_requests", async () => {
+  const R = rawServer();
+  const d = (await R.ask("server/discover", { _meta: meta() })).result;
+  eq(d.supportedVersions, [MODERN, "2025-11-25", "2025-06-18"], "supportedVersions");
+  eq([d.resultType, typeof d.ttlMs, ["public", "private"].includes(d.cacheScope)], ["complete", "number", true], "a cacheable complete result");
+  eq([d._meta["io.modelcontextprotocol/serverInfo"].name, typeof d.capabilities.tools, typeof d.instructions], ["proctor-mcp", "object", "string"], "identity, capabilities, instructions");
+  // No initialize: every request carries its version and capabilities.
+  const l = (await R.ask("tools/list", { _meta: meta() })).result;
+  eq(l.tools.map((t) => t.name), TOOLS, "tools");
+  assert(l.resultType === "complete" && l.ttlMs >= 0 && ["public", "private"].includes(l.cacheScope), `tools/list is cacheable: ${JSON.stringify({ ...l, tools: undefined })}`);
+  const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
+  const check = ajv.compile(l.tools.find((t) => t.name === "run_command").outputSchema);
+  const r = (await R.ask("tools/call", { name: "run_command", arguments: { command: "echo hi" }, _meta: meta() })).result;
+  eq([r.resultType, r.structuredContent.stdout, r.structuredContent.owner], ["complete", "hi\n", "modern-client"], "a call, owned by the clientInfo name");
+  assert(check(r.structuredContent), `valid against the output schema: ${JSON.stringify(check.errors)}`);
+  eq(r._meta["io.modelcontextprotocol/serverInfo"].name, "proctor-mcp", "serverInfo on every result");
+  const e = (await R.ask("tools/call", { name: "command_status", arguments: { id: 424242 }, _meta: meta() })).result;
+  eq([e.isError, e.resultType], [true, "complete"], "a tool error is a complete result");
+  // The server-minted handle (the execution id) is all the state a later request needs.
+  const s = (await R.ask("tools/call", { name: "start_command", arguments: { command: "cat" }, _meta: meta() })).result.structuredContent;
+  const ix = (await R.ask("tools/call", { name: "interact_with_command", arguments: { id: s.id, input: "ping\n", eof: true, idle_ms: 0 }, _meta: meta() })).result;
+  eq([ix.resultType, ix.structuredContent.stdout, ix.structuredContent.ended_by], ["complete", "ping\n", "exit"], "interact by handle");
+  // Cancellation: no answer, the run's command is stopped.
+  const pidFile = path.join(fs.mkdtempSync(path.join(tmp, "mpid-")), "pid");
+  const run = R.request("tools/call", { name: "run_command", arguments: { command: `echo $$ > ${pidFile}; exec sleep 300`, wait_ms: 60000 }, _meta: meta() });
+  const pid = await until("the command started", () => fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8")));
+  R.send({ method: "notifications/cancelled", params: { requestId: run.id, reason: "test" } });
+  await until("the command ended after notifications/cancelled", () => !alive(pid), 10000);
+  eq((await R.ask("tools/list", { _meta: meta() })).result.resultType, "complete", "still serving");
+  assert(!R.answers.has(run.id), "the cancelled request got no answer");
+  // Errors: an unknown version, a request without the capabilities, discover without _meta.
+  const u = await R.ask("tools/list", { _meta: meta({ "io.modelcontextprotocol/protocolVersion": "1900-01-01" }) });
+  eq([u.error.code, u.error.data.requested, u.error.data.supported.includes(MODERN)], [-32022, "1900-01-01", true], "UnsupportedProtocolVersion");
+  const nc = await R.ask("tools/call", { name: "run_command", arguments: { command: "true" }, _meta: { "io.modelcontextprotocol/protocolVersion": MODERN } });
+  eq(nc.error.code, -32602, "clientCapabilities is required");
+  eq((await R.ask("server/discover", {})).error.code, -32602, "server/discover without _meta");
+  R.close();
+});
+
+await test("legacy_requests_before_initialize_are_refused", async () => {
+  const R = rawServer();
+  const dir = fs.mkdtempSync(path.join(tmp, "pre-"));
+  // An era-ambiguous method with neither a handshake nor _meta is not run under legacy rules.
+  const c = await R.ask("tools/call", { name: "run_command", arguments: { command: `touch ${dir}/ran` } });
+  eq(c.error.code, -32600, "tools/call before initialize");
+  assert(/initialize/.test(c.error.message) && c.error.message.includes(MODERN), `says both ways: ${c.error.message}`);
+  eq((await R.ask("tools/list", {})).error.code, -32600, "tools/list before initialize");
+  eq((await R.ask("ping", {})).result, {}, "ping is answered");
+  // initialize selects the legacy semantics; asking for 2026-07-28 there gets the newest legacy one.
+  eq((await R.ask("initialize", { protocolVersion: MODERN, capabilities: {}, clientInfo: { name: "x", version: "0" } })).result.protocolVersion, "2025-11-25", "no 2026-07-28 handshake");
+  R.send({ method: "notifications/initialized" });
+  const l = (await R.ask("tools/list", {})).result;
+  eq([l.tools.length, l.resultType, l.ttlMs], [TOOLS.length, undefined, undefined], "legacy results unchanged");
+  const r = (await R.ask("tools/call", { name: "run_command", arguments: { command: "echo ok" } })).result;
+  eq([r.structuredContent.stdout, r.resultType], ["ok\n", undefined], "served after initialize");
+  assert(!fs.existsSync(path.join(dir, "ran")), "the refused call ran nothing");
+  R.close();
+});
+
+await test("sdk_client_on_2025_06_18", async () => {
+  // The pinned SDK asks for 2025-11-25 (E above); this client's initialize asks for 2025-06-18.
+  const transport = new StdioClientTransport({ command: MCP, args: ["--embedded"], env: baseEnv(), cwd: tmp, stderr: "pipe" });
+  const send = transport.send.bind(transport);
+  transport.send = (m, o) => send(m.method === "initialize" ? { ...m, params: { ...m.params, protocolVersion: "2025-06-18" } } : m, o);
+  let negotiated;
+  transport.setProtocolVersion = (v) => { negotiated = v; };
+  const client = new Client({ name: "old-sdk", version: "1" }, { capabilities: {} });
+  await client.connect(transport);
+  cleanups.push(() => client.close().catch(() => {}));
+  eq(negotiated, "2025-06-18", "negotiated version");
+  const { tools } = await client.listTools();
+  eq(tools.map((t) => t.name), TOOLS, "tools");
+  const r = await client.callTool({ name: "run_command", arguments: { command: "echo old" } }); // validated by the SDK
+  eq([r.structuredContent.stdout, r.resultType], ["old\n", undefined], "a call");
+  await client.close();
 });
 
 // ---- the allow list cannot be bypassed (:help proctor-mcp-policy) ----------------------------
