@@ -449,6 +449,7 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   pthread_cond_init(&c->cond, NULL);
   pr_queue_init(&c->cmds);
   pr_queue_init(&c->queued);
+  pr_targets_confs_init(&c->confs);
   pr_queue_init(&c->reg.order);
   c->xc.loop = loop;
   c->xc.sup = sup;
@@ -491,6 +492,7 @@ void pr_control_free_registry(pr_control_t *c) {
 }
 
 void pr_control_destroy(pr_control_t *c) {
+  pr_targets_confs_free(&c->confs);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cond);
 }

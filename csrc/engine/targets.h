@@ -15,6 +15,8 @@
 #ifndef PR_TARGETS_H
 #define PR_TARGETS_H
 
+#include <pthread.h>
+
 #include "engine/shepherd_link.h"
 
 typedef struct pr_target {
@@ -22,6 +24,38 @@ typedef struct pr_target {
   char *name;
   pr_sup_t sup; /* its link (sup.link_cmd: the transport of its first use) */
 } pr_target_t;
+
+/* The targets the host configured (setup{ targets }): name -> transport and
+ * default cwd. The only way an RPC client reaches a target: it names one of
+ * these, never a transport of its own. Any thread (locked by mu). */
+typedef struct pr_target_conf {
+  struct pr_target_conf *next;
+  char *name;
+  char *transport; /* the command (/bin/sh -c) that reaches its relay */
+  char *cwd;       /* default cwd on the far side, or NULL: the far home */
+} pr_target_conf_t;
+
+typedef struct {
+  pthread_mutex_t mu;
+  pr_target_conf_t *list; /* locked by mu */
+} pr_target_confs_t;
+
+/* pr_targets_confs_init / _free: an empty table / free it (no other thread may
+ * use it any more). */
+void pr_targets_confs_init(pr_target_confs_t *t);
+void pr_targets_confs_free(pr_target_confs_t *t);
+
+/* pr_targets_configure: set target `name` to `transport` and `cwd` (NULL: the
+ * far home), replacing what it had; transport NULL removes it. Executions
+ * already made keep the transport they were made with. Any thread. Returns 0,
+ * PR_EINVAL (an empty name or transport) or PR_ENOMEM. */
+int pr_targets_configure(pr_target_confs_t *t, const char *name, const char *transport,
+                         const char *cwd);
+
+/* pr_targets_lookup: copies of the transport and default cwd of configured
+ * target `name` (*cwd NULL when it has none; the caller frees both). Any
+ * thread. Returns 0, PR_ENOENT (not configured) or PR_ENOMEM. */
+int pr_targets_lookup(pr_target_confs_t *t, const char *name, char **transport, char **cwd);
 
 /* pr_targets_link: the link of target `name`, made on first use with
  * `transport` as its command and the local shepherd's binary, loop, ops and arg

@@ -249,6 +249,17 @@ static int l_release(lua_State *L) {
   return ok_or_fail(L, id > 0 ? pr_engine_release(e, (uint64_t)id, 0) : PR_ENOENT, id);
 }
 
+/* eng:target(name, transport|nil [, cwd]) -> true | nil, msg, name: configure
+ * target `name` (the only ones an RPC `start` may name); nil forgets it. */
+static int l_target(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  const char *name = luaL_checkstring(L, 2);
+  const char *transport = luaL_optstring(L, 3, NULL);
+  const char *cwd = luaL_optstring(L, 4, NULL);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, pr_engine_target(e, name, transport, cwd), 0);
+}
+
 /* eng:hold_output(id, on) -> true | nil, msg, name: consumer back-pressure for
  * one execution (the engine stops reading it while on). Asynchronous. */
 static int l_hold_output(lua_State *L) {
@@ -578,6 +589,7 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"restart", l_worker_restart},
                                           {"release", l_release},
                                           {"hold_output", l_hold_output},
+                                          {"target", l_target},
                                           {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {

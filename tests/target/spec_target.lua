@@ -268,6 +268,10 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   }
   local tr, err = targets.transport("copied", def)
   T.ok(tr, err)
+  T.eq(U.sh("ls -A " .. cache .. "/proctor 2>/dev/null"), "") -- building it ran nothing
+  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
+  T.eq(r.final.state, "completed", r.final.error)
+  T.eq(r.out.stdout, "far\n")
   local files = U.sh("ls -A " .. cache .. "/proctor")
   T.match(files, "^proctor%-shepherd%-%x+\n$")
   local file = cache .. "/proctor/" .. files:gsub("%s+$", "")
@@ -276,21 +280,51 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
     U.sh("cmp " .. file .. " " .. root .. "/lua/proctor/proctor-shepherd-static && echo same"),
     "same\n"
   )
-  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
-  T.eq(r.final.state, "completed")
-  T.eq(r.out.stdout, "far\n")
-  -- checked again: present, not copied again (same inode)
+  -- checked again (:checkhealth's way): present, not copied again (same inode)
   local ino = U.sh("stat -c %i " .. file)
-  T.ok(targets.transport("copied", def, true))
+  local what, why = targets.check_far("copied", def)
+  T.match(what or why, "target copied: ready")
   T.eq(U.sh("stat -c %i " .. file), ino)
-  -- a cache dir that cannot be written: a clear error
+  -- a cache dir that cannot be written: a clear error, in the record and in the check
   local ro = os.getenv("TARGET_DIR") .. "/rocache"
   U.sh("mkdir -p " .. ro .. " && touch " .. ro .. "/proctor") -- a file where the dir goes
   local bad =
     { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
-  local none, why = targets.transport("readonly", bad)
+  local btr = assert(targets.transport("readonly", bad))
+  local f = U.run(eng, { cmd = { "true" }, target = "readonly", transport = btr }, 30000)
+  T.eq(f.final.state .. " " .. tostring(f.final.reason), "failed target_lost")
+  T.match(f.final.error or "", "cannot install the shepherd")
+  local none, no = targets.check_far("readonly", bad)
   T.eq(none, nil)
-  T.match(why or "", "cannot install the shepherd")
+  T.match(no or "", "cannot install the shepherd")
+end)
+
+test("the far side is prepared off the host: it answers while a slow ssh connects", function()
+  -- ssh reaches the sshd through a ProxyCommand that waits for a gate file (at most 60 s):
+  -- building the transport must not run it, and the host answers while it waits.
+  local dir = os.getenv("TARGET_DIR") .. "/gated"
+  U.sh("mkdir -p " .. dir)
+  local gate, reached = dir .. "/gate", dir .. "/reached"
+  local proxy = (
+    "ProxyCommand=sh -c 'touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; "
+    .. "do sleep 0.05; i=$((i+1)); done; exec ssh -F %s -W %%h:%%p proctor-test'"
+  ):format(reached, gate, config)
+  local def = {
+    ssh = "proctor-test",
+    opts = { "-F", config, "-o", proxy, "-o", "SetEnv=XDG_CACHE_HOME=" .. dir .. "/cache" },
+  }
+  local tr, err = targets.transport("gated", def)
+  T.ok(tr, err)
+  T.eq(U.read_file(reached), nil, "building the transport ran ssh")
+  local id = assert(eng:start({ cmd = { "echo", "through" }, target = "gated", transport = tr }))
+  T.ok(U.wait_until(function() return U.read_file(reached) ~= nil end, 30000), "ssh started")
+  -- ssh waits at the gate: the host is not blocked, the execution waits in starting
+  U.pump(eng, 50)
+  T.eq(eng:get(id).state, "starting")
+  U.write_file(gate, "")
+  local r = U.wait_state(eng, id, "completed", 60000)
+  T.ok(r, "completed after the gate opened")
+  T.eq(select(1, eng:read(id, "stdout", 0, 100)), "through\n")
 end)
 
 eng:close()
