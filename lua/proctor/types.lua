@@ -166,6 +166,12 @@ function Engine:release(id) end
 ---@param on boolean
 ---@return boolean|nil ok, string|nil err, string|nil name
 function Engine:hold_output(id, on) end
+--- Configure a target (|proctor-targets|): its transport and default cwd; nil forgets it.
+---@param name string
+---@param transport string|nil
+---@param cwd string|nil
+---@return boolean|nil ok, string|nil err, string|nil name
+function Engine:target(name, transport, cwd) end
 ---@return proctor.DeleteResult
 function Engine:delete(id) end
 ---@return true|nil ok, string|nil err, string|nil name
