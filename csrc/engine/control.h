@@ -98,8 +98,10 @@ typedef struct pr_control {
   pr_queue_t cmds; /* locked by mu */
   int loop_done;   /* locked by mu: the engine has left its loop */
   uv_async_t async;
-  uv_timer_t close_timer; /* bounds the wait of CLOSE */
-  int batch;              /* > 0: a walk over the registry is ending executions: no retention */
+  uv_timer_t close_timer;  /* bounds the wait of CLOSE */
+  uv_timer_t idle_timer;   /* while a target's link is up: closes the idle ones */
+  uint32_t target_idle_ms; /* a link with no execution for this long is closed */
+  int batch;               /* > 0: a walk over the registry is ending executions: no retention */
   /* the owner (csrc/proctor.c) */
   void *owner;                   /* passed to CALL functions */
   void (*shutdown)(void *owner); /* closing is over: close the owner's handles */

@@ -31,6 +31,24 @@ pr_sup_t *pr_targets_link(pr_target_t **list, const pr_sup_t *local, const char 
   return &t->sup;
 }
 
+int pr_targets_close_idle(pr_target_t *list, uint64_t now, uint64_t idle_ms) {
+  int up = 0;
+  for (pr_target_t *t = list; t; t = t->next) {
+    if (!pr_sup_alive(&t->sup) || t->sup.jobs > 0 || !pr_queue_empty(&t->sup.sendq)) {
+      t->idle_since = 0;
+      up += pr_sup_alive(&t->sup);
+      continue;
+    }
+    if (t->idle_since == 0) t->idle_since = now ? now : 1;
+    if (now - t->idle_since >= idle_ms && pr_sup_close_idle(&t->sup) == 0) {
+      t->idle_since = 0;
+      continue;
+    }
+    up++;
+  }
+  return up;
+}
+
 void pr_targets_shutdown(pr_target_t *list, int grace_ms, int wait_ms) {
   for (pr_target_t *t = list; t; t = t->next) pr_sup_shutdown(&t->sup, grace_ms, wait_ms);
 }

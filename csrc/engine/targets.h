@@ -22,7 +22,8 @@
 typedef struct pr_target {
   struct pr_target *next;
   char *name;
-  pr_sup_t sup; /* its link (sup.link_cmd: the transport of its first use) */
+  pr_sup_t sup;        /* its link (sup.link_cmd: the transport of its first use) */
+  uint64_t idle_since; /* uv_now (ms) since its link is up with no job; 0: busy or down */
 } pr_target_t;
 
 /* The targets the host configured (setup{ targets }): name -> transport and
@@ -62,6 +63,11 @@ int pr_targets_lookup(pr_target_confs_t *t, const char *name, char **transport, 
  * (`local`, `ops`, `arg`). Returns NULL when out of memory. */
 pr_sup_t *pr_targets_link(pr_target_t **list, const pr_sup_t *local, const char *name,
                           const char *transport, const pr_sup_ops_t *ops, void *arg);
+
+/* pr_targets_close_idle: close the link of every target that has held no job
+ * for idle_ms as of `now` (uv_now, ms; pr_sup_close_idle: its transport ends,
+ * the next execution starts it again). Returns how many links are still up. */
+int pr_targets_close_idle(pr_target_t *list, uint64_t now, uint64_t idle_ms);
 
 /* pr_targets_shutdown: tell every connected link to kill its jobs (grace_ms)
  * and wait at most wait_ms each (pr_sup_shutdown). */

@@ -117,6 +117,8 @@ typedef struct {
   /* Memory bounds (doc *proctor-limits*). */
   uint32_t max_queued; /* queued (and held) executions per session; more: PR_EBUSY; default 10000 */
   uint64_t ended_output_max; /* bytes all ended executions' rings keep together; default 64 MiB */
+  uint32_t target_idle_ms;   /* a target's transport with no execution closes after this (ms);
+                              * default 300000; reopened by the next execution */
 } pr_engine_opts_t;
 
 /* A supervised worker (worker.h, doc *proctor-workers*): an execution that

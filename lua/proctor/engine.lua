@@ -123,6 +123,7 @@ function M.get()
     kill_grace_ms = c.kill_grace_ms,
     drain_ms = c.drain_ms,
     secret_timeout_ms = c.secret_timeout_ms,
+    target_idle_ms = c.target_idle_ms,
     shepherd = c.shepherd,
   }
   opts.listen = M.socket_path()

@@ -255,6 +255,25 @@ test("history keeps the target and the output of a target's execution", function
   e2:close()
 end)
 
+test("an idle transport closes after target_idle_ms; the next run opens it again", function()
+  local e2 = assert(core.new({ drain_ms = 300, target_idle_ms = 300 }))
+  local dir = os.getenv("TARGET_DIR") .. "/idle"
+  U.sh("mkdir -p " .. dir)
+  local pidf = dir .. "/relay.pid"
+  local tr = ("sh -c 'echo $$ > %s; exec %s --relay'"):format(pidf, shepherd)
+  -- a run longer than the idle time holds its transport: it completes
+  local r = U.run(e2, { cmd = { "sleep", "1" }, target = "idle", transport = tr }, 30000)
+  T.eq(r.final.state, "completed", r.final.error)
+  local pid = tonumber(U.read_file(pidf))
+  T.ok(pid, "the relay wrote its pid")
+  T.ok(U.wait_until(function() return not U.alive(pid) end, 30000), "the idle relay exited")
+  local r2 = U.run(e2, { cmd = { "echo", "again" }, target = "idle", transport = tr }, 30000)
+  T.eq(r2.final.state, "completed", r2.final.error)
+  T.eq(r2.out.stdout, "again\n")
+  T.ok(tonumber(U.read_file(pidf)) ~= pid, "a new relay")
+  e2:close()
+end)
+
 -- proctor.targets (the Lua layer's half): the far side checked, the static shepherd copied
 -- into the cache dir (XDG_CACHE_HOME, passed through ssh's SetEnv: nothing in a real home).
 package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
