@@ -255,6 +255,45 @@ test("history keeps the target and the output of a target's execution", function
   e2:close()
 end)
 
+test("a 100 MiB flood over ssh arrives whole, with back-pressure, in bounded memory", function()
+  local N = 100 * 1024 * 1024
+  local e3 = assert(core.new({ drain_ms = 300 }))
+  local tag = U.tag()
+  local id = assert(e3:start(ssh_spec({
+    cmd = { "sh", "-c", "head -c " .. N .. " /dev/zero" },
+    backpressure = true,
+    env = { PROCTOR_TEST_TAG = tag },
+  })))
+  local got, final, relay = 0, nil, nil
+  local t0 = U.now()
+  local deadline = t0 + 600000
+  while not final and U.now() < deadline do
+    for _, ev in ipairs(e3:wait(100, 4096)) do -- counted, never kept
+      if ev.id == id and ev.type == "output" then got = got + #ev.data end
+      if ev.id == id and ev.type == "state" and U.terminal[ev.state] then final = ev end
+    end
+    if not relay then -- the far side: job <- its reaper <- the relay
+      local job = U.tagged(tag)[1]
+      relay = job and U.ppid(U.ppid(job) or 0)
+    end
+  end
+  local secs = (U.now() - t0) / 1000
+  T.ok(final, "the flood ended")
+  T.eq(final.state, "completed", final.error)
+  T.eq(got, N, "every byte arrived")
+  T.ok(relay, "found the relay")
+  local peak = U.status_field(relay, "VmHWM") or 0 -- the relay stays up (the link is idle)
+  T.ok(peak > 0 and peak < 64 * 1024, ("the relay's peak RSS is %d KiB"):format(peak))
+  print(
+    ("# flood: 100 MiB over ssh in %.1f s (%.1f MiB/s), relay peak RSS %d KiB"):format(
+      secs,
+      100 / secs,
+      peak
+    )
+  )
+  e3:close()
+end)
+
 test("an idle transport closes after target_idle_ms; the next run opens it again", function()
   local e2 = assert(core.new({ drain_ms = 300, target_idle_ms = 300 }))
   local dir = os.getenv("TARGET_DIR") .. "/idle"
