@@ -294,6 +294,34 @@ test("a 100 MiB flood over ssh arrives whole, with back-pressure, in bounded mem
   e3:close()
 end)
 
+test("the link refuses a relay of another byte order or version, saying which", function()
+  local dir = os.getenv("TARGET_DIR") .. "/forged"
+  U.sh("mkdir -p " .. dir)
+  local PONG, magic = 10, 0x70726f6374720000 -- PR_W_PONG, PR_RELAY_MAGIC (base/wire.h)
+  local other = string.pack("<I1", 1) == "\1" and ">" or "<" -- the other byte order
+  local native = other == ">" and "<" or ">"
+  local cases = {
+    { string.pack(other .. "I4I4I8i8i8I4I4", PONG, 0, 0, magic | 1, 42, 0, 0), "other byte order" },
+    {
+      string.pack(native .. "I4I4I8i8i8I4I4", PONG, 0, 0, magic | 99, 42, 0, 0),
+      "version 99, this one 1",
+    },
+    { string.pack(native .. "I4I4I8i8i8I4I4", PONG, 0, 0, 0, 42, 0, 0), "version 0, this one 1" },
+    { ("%-40s"):format("Welcome to the far side"), "not a proctor relay" },
+  }
+  for i, c in ipairs(cases) do
+    local f = dir .. "/hello" .. i
+    U.write_file(f, c[1])
+    local r = U.run(eng, {
+      cmd = { "true" },
+      target = "forged" .. i,
+      transport = "cat " .. f .. "; exec sleep 60",
+    }, 30000)
+    T.eq(r.final.state .. " " .. tostring(r.final.reason), "failed target_lost")
+    T.match(r.final.error or "", c[2])
+  end
+end)
+
 test("an idle transport closes after target_idle_ms; the next run opens it again", function()
   local e2 = assert(core.new({ drain_ms = 300, target_idle_ms = 300 }))
   local dir = os.getenv("TARGET_DIR") .. "/idle"
