@@ -48,6 +48,25 @@ return function(test, T, H)
     T.eq(name, "EINVAL")
   end)
 
+  test("a task on a target: its output is matched (diagnostics) like a local one", function()
+    p.setup({ notify = "never", targets = { box = { command = { shepherd }, cwd = "/tmp" } } })
+    local ex = assert(p.run({
+      cmd = "echo 'src/far.c:3:5: warning: unused variable x [-Wunused-variable]'",
+      target = "box",
+      name = "far-build",
+      diagnostics = "gcc",
+      quickfix = "never",
+    }))
+    local D = require("proctor.tasks.diagnostics")
+    H.wait(20000, function()
+      local r = D.result(ex.id)
+      return r and r.done
+    end)
+    T.eq(p.record(ex.id).state, "completed")
+    T.eq(p.record(ex.id).target, "box")
+    T.eq(D.result(ex.id).count, 1)
+  end)
+
   test(":Proctor run -target= and the list show the target", function()
     p.setup({ notify = "never", targets = { box = { command = { shepherd } } } })
     vim.cmd("silent! only!")

@@ -322,6 +322,37 @@ test("the link refuses a relay of another byte order or version, saying which", 
   end
 end)
 
+test("a supervised worker on the target answers requests", function()
+  local e4 = assert(core.new({ drain_ms = 300 }))
+  local id = assert(e4:start(ssh_spec({
+    cmd = { "/usr/bin/python3", root .. "/examples/worker.py" },
+    worker = { protocol = "jsonl" },
+  })))
+  local ready, replies, want = false, 0, {}
+  local deadline = U.now() + 60000
+  while not ready and U.now() < deadline do
+    for _, ev in ipairs(e4:wait(50, 4096)) do
+      if ev.type == "worker" and ev.id == id and ev.worker_state == "ready" then ready = true end
+    end
+  end
+  T.ok(ready, "the worker became ready")
+  for i = 1, 100 do
+    want[assert(e4:worker_request(id, { op = "echo", value = i }))] = i
+  end
+  while replies < 100 and U.now() < deadline do
+    for _, ev in ipairs(e4:wait(50, 4096)) do
+      if ev.type == "reply" and want[ev.rid] then
+        T.ok(ev.ok and ev.result == want[ev.rid], "reply " .. tostring(ev.rid))
+        want[ev.rid] = nil
+        replies = replies + 1
+      end
+    end
+  end
+  T.eq(replies, 100)
+  T.eq(e4:get(id).target, "devbox")
+  e4:close()
+end)
+
 test("an idle transport closes after target_idle_ms; the next run opens it again", function()
   local e2 = assert(core.new({ drain_ms = 300, target_idle_ms = 300 }))
   local dir = os.getenv("TARGET_DIR") .. "/idle"
