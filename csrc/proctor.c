@@ -266,7 +266,17 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
   pr_exec_t *x;
   int rc = pr_control_admit(&e->ctl, 0); /* the host's queued + held bound */
   if (rc != 0) return rc;
-  rc = pr_exec_build(&e->ctl, s, environ, &x); /* host thread: environ is safe here */
+  pr_spec_t t = *s;
+  char *transport = NULL, *tcwd = NULL;
+  if (s->target && !s->transport) { /* a configured target (pr_engine_target) */
+    rc = pr_targets_lookup(&e->ctl.confs, s->target, &transport, &tcwd);
+    if (rc == PR_ENOENT) rc = PR_EINVAL; /* not configured */
+    t.transport = transport;
+    if (t.cwd == NULL) t.cwd = tcwd;
+  }
+  if (rc == 0) rc = pr_exec_build(&e->ctl, &t, environ, &x); /* host thread: environ is safe */
+  free(transport);
+  free(tcwd);
   if (rc != 0) {
     pr_control_unadmit(&e->ctl, 0);
     return rc;
@@ -386,6 +396,11 @@ int pr_engine_worker_cancel(pr_engine_t *e, uint64_t rid, uint64_t session) {
 int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session) {
   pr_cmd_t c = {.type = PR_CMD_WRESTART, .id = id, .session = session};
   return simple(e, &c);
+}
+
+int pr_engine_target(pr_engine_t *e, const char *name, const char *transport, const char *cwd) {
+  if (e->closed) return PR_ECLOSED;
+  return pr_targets_configure(&e->ctl.confs, name, transport, cwd);
 }
 
 int pr_engine_release(pr_engine_t *e, uint64_t id, uint64_t session) {

@@ -54,6 +54,13 @@ enum {
   PR_W_LOST,   /* link→e  the transport ended: payload says how (exit status, its stderr) */
 };
 
+/* A relay's hello: its first frame is a PONG with a = PR_RELAY_HELLO, "proctr" and the
+ * protocol version, in its byte order. The link refuses any other first frame, naming a
+ * far side of another byte order or version (frames are raw headers in host order). */
+#define PR_RELAY_VERSION 1
+#define PR_RELAY_MAGIC ((int64_t)0x70726f6374720000)
+#define PR_RELAY_HELLO (PR_RELAY_MAGIC | PR_RELAY_VERSION)
+
 /* Bytes a relay may send of one stream (or a link of one stdin) before the
  * other side gives credit back: what back-pressure lets travel at once. */
 #define PR_WIRE_WINDOW ((int64_t)256 * 1024)

@@ -21,6 +21,7 @@
 #define PR_DEFAULT_HISTORY 1000
 #define PR_DEFAULT_GRACE 2000
 #define PR_DEFAULT_DRAIN 500
+#define PR_DEFAULT_TARGET_IDLE 300000
 #define PR_DEFAULT_MAX_QUEUED 10000
 #define PR_DEFAULT_ENDED_OUTPUT ((uint64_t)64 << 20)
 #define CLOSE_SHEPHERD_MS 400 /* how long close() waits for the shepherd to exit */
@@ -434,10 +435,22 @@ static void finish_close(pr_control_t *c) {
   c->shutdown(c->owner);
 }
 
+/* Every so often while a target's link is up: close the ones idle for target_idle_ms;
+ * the timer stops once none is up (the next execution on a target starts it again). */
+static void on_idle_tick(uv_timer_t *t) {
+  pr_control_t *c = t->data;
+  if (pr_targets_close_idle(c->targets, uv_now(t->loop), c->target_idle_ms) == 0) uv_timer_stop(t);
+}
+
 /* ctx.link: the link of a target, made on first use. */
 static pr_sup_t *target_link(pr_exec_ctx_t *xc, const char *name, const char *transport) {
   pr_control_t *c = CONTROL_OF(xc);
-  return pr_targets_link(&c->targets, xc->sup, name, transport, &pr_control_sup_ops, c);
+  pr_sup_t *s = pr_targets_link(&c->targets, xc->sup, name, transport, &pr_control_sup_ops, c);
+  if (s && !uv_is_active((uv_handle_t *)&c->idle_timer)) {
+    uint64_t every = c->target_idle_ms / 4 < 1000 ? c->target_idle_ms / 4 + 1 : 1000;
+    uv_timer_start(&c->idle_timer, on_idle_tick, every, every);
+  }
+  return s;
 }
 
 /* ---- life -------------------------------------------------------------------------------- */
@@ -449,6 +462,7 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   pthread_cond_init(&c->cond, NULL);
   pr_queue_init(&c->cmds);
   pr_queue_init(&c->queued);
+  pr_targets_confs_init(&c->confs);
   pr_queue_init(&c->reg.order);
   c->xc.loop = loop;
   c->xc.sup = sup;
@@ -473,12 +487,16 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->async.data = c;
   if (rc == 0) rc = uv_timer_init(loop, &c->close_timer);
   c->close_timer.data = c;
+  if (rc == 0) rc = uv_timer_init(loop, &c->idle_timer);
+  c->idle_timer.data = c;
+  c->target_idle_ms = o->target_idle_ms ? o->target_idle_ms : PR_DEFAULT_TARGET_IDLE;
   return rc;
 }
 
 void pr_control_close_handles(pr_control_t *c) {
-  uv_handle_t *h[] = {(uv_handle_t *)&c->async, (uv_handle_t *)&c->close_timer};
-  for (int i = 0; i < 2; i++)
+  uv_handle_t *h[] = {(uv_handle_t *)&c->async, (uv_handle_t *)&c->close_timer,
+                      (uv_handle_t *)&c->idle_timer};
+  for (int i = 0; i < 3; i++)
     if (h[i]->loop && !uv_is_closing(h[i])) uv_close(h[i], NULL);
   pr_registry_close(&c->reg);
 }
@@ -491,6 +509,7 @@ void pr_control_free_registry(pr_control_t *c) {
 }
 
 void pr_control_destroy(pr_control_t *c) {
+  pr_targets_confs_free(&c->confs);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cond);
 }

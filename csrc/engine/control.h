@@ -76,29 +76,32 @@ typedef struct pr_cmd {
 } pr_cmd_t;
 
 typedef struct pr_control {
-  pr_exec_ctx_t xc;       /* what every execution sees */
-  pr_registry_t reg;      /* every execution (engine/registry.h) */
-  pr_source_t source;     /* reads secrets from their stores (engine/secret_source.h) */
-  pr_queue_t queued;      /* FIFO of queued executions (pr_exec_t.runq) */
-  pr_target_t *targets;   /* the links to targets, made on first use (engine/targets.h) */
-  uint32_t running;       /* starting + running */
-  uint32_t max_running;   /* 0 = unlimited */
-  uint32_t kill_grace_ms; /* default grace of a start spec */
-  size_t output_limit;    /* bytes per ring */
-  uint32_t max_queued;    /* queued + held executions per session (pr_control_admit) */
-  uint32_t host_waiting;  /* session 0's queued + held, admitted (atomic: the host admits) */
-  pr_idmap_t waiting;     /* engine: session (> 0) -> its queued + held count, as a pointer */
-  const char *listen;     /* the RPC socket path children get as PROCTOR_SOCKET, or NULL */
-  uint64_t next_id;       /* ids handed out (atomic) */
-  uint64_t next_rid;      /* worker request ids handed out (atomic) */
+  pr_exec_ctx_t xc;        /* what every execution sees */
+  pr_registry_t reg;       /* every execution (engine/registry.h) */
+  pr_source_t source;      /* reads secrets from their stores (engine/secret_source.h) */
+  pr_queue_t queued;       /* FIFO of queued executions (pr_exec_t.runq) */
+  pr_target_t *targets;    /* the links to targets, made on first use (engine/targets.h) */
+  pr_target_confs_t confs; /* the targets the host configured: all an RPC client may name */
+  uint32_t running;        /* starting + running */
+  uint32_t max_running;    /* 0 = unlimited */
+  uint32_t kill_grace_ms;  /* default grace of a start spec */
+  size_t output_limit;     /* bytes per ring */
+  uint32_t max_queued;     /* queued + held executions per session (pr_control_admit) */
+  uint32_t host_waiting;   /* session 0's queued + held, admitted (atomic: the host admits) */
+  pr_idmap_t waiting;      /* engine: session (> 0) -> its queued + held count, as a pointer */
+  const char *listen;      /* the RPC socket path children get as PROCTOR_SOCKET, or NULL */
+  uint64_t next_id;        /* ids handed out (atomic) */
+  uint64_t next_rid;       /* worker request ids handed out (atomic) */
   /* commands from the host */
   pthread_mutex_t mu;
   pthread_cond_t cond;
   pr_queue_t cmds; /* locked by mu */
   int loop_done;   /* locked by mu: the engine has left its loop */
   uv_async_t async;
-  uv_timer_t close_timer; /* bounds the wait of CLOSE */
-  int batch;              /* > 0: a walk over the registry is ending executions: no retention */
+  uv_timer_t close_timer;  /* bounds the wait of CLOSE */
+  uv_timer_t idle_timer;   /* while a target's link is up: closes the idle ones */
+  uint32_t target_idle_ms; /* a link with no execution for this long is closed */
+  int batch;               /* > 0: a walk over the registry is ending executions: no retention */
   /* the owner (csrc/proctor.c) */
   void *owner;                   /* passed to CALL functions */
   void (*shutdown)(void *owner); /* closing is over: close the owner's handles */

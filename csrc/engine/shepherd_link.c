@@ -156,6 +156,12 @@ static void drop(pr_sup_t *s) {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
+int pr_sup_close_idle(pr_sup_t *s) {
+  if (s->jobs > 0 || !pr_queue_empty(&s->sendq)) return PR_EBUSY;
+  drop(s);
+  return 0;
+}
+
 static void update_poll(pr_sup_t *s) {
   conn_t *c = s->conn;
   if (c == NULL) return;

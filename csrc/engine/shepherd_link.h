@@ -119,6 +119,12 @@ int pr_sup_sweep(pr_sup_t *s);
  * engine thread for at most wait_ms. */
 int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms);
 
+/* pr_sup_close_idle: drop the connection of a link that holds no job and has
+ * nothing queued, without a loss (no lost() call, no sweep): the link sees
+ * EOF and ends its transport, whose relay has nothing to kill. The next
+ * pr_sup_ensure starts a new one. Returns 0, or PR_EBUSY (jobs or packets). */
+int pr_sup_close_idle(pr_sup_t *s);
+
 /* pr_sup_destroy: free what pr_sup_init allocated (after the loop ended). */
 void pr_sup_destroy(pr_sup_t *s);
 

@@ -117,6 +117,8 @@ typedef struct {
   /* Memory bounds (doc *proctor-limits*). */
   uint32_t max_queued; /* queued (and held) executions per session; more: PR_EBUSY; default 10000 */
   uint64_t ended_output_max; /* bytes all ended executions' rings keep together; default 64 MiB */
+  uint32_t target_idle_ms;   /* a target's transport with no execution closes after this (ms);
+                              * default 300000; reopened by the next execution */
 } pr_engine_opts_t;
 
 /* A supervised worker (worker.h, doc *proctor-workers*): an execution that
@@ -225,8 +227,9 @@ typedef struct {
 #define PR_SPEC_FIELDS(X)                                                                      \
   X(CMD, "cmd", CMD, spec.argv, 0, 0, PR_SPEC_ANY, "argv list, or a string run by /bin/sh -c") \
   X(CWD, "cwd", STR, spec.cwd, 0, 0, PR_SPEC_ANY, "working directory (default: the host's)")   \
-  X(TARGET, "target", STR, spec.target, 0, 0, PR_SPEC_LUA,                                     \
-    "run on this target (|proctor-targets|): its name")                                        \
+  X(TARGET, "target", STR, spec.target, 0, 0, PR_SPEC_ANY,                                     \
+    "run on this target (|proctor-targets|): its name; over RPC one the editor configured "    \
+    "(eng:target)")                                                                            \
   X(TRANSPORT, "transport", STR, spec.transport, 0, 0, PR_SPEC_LUA,                            \
     "with target: the command (/bin/sh -c) that runs its relay, from its first use; not "      \
     "over RPC: a client names no command for the link to run")                                 \
@@ -495,10 +498,20 @@ void pr_engine_free(pr_engine_t *e);
 int pr_engine_closed(const pr_engine_t *e);
 
 /* pr_engine_start: create an execution (queued, then started when a slot is
- * free). Spawn errors arrive as a `failed` state event, never here.
- * Returns 0 and *id, or PR_EINVAL / PR_ETOOBIG / PR_ECLOSED / PR_ENOMEM, or
+ * free). Spawn errors arrive as a `failed` state event, never here. A target
+ * without a transport is looked up among the configured ones (pr_engine_target).
+ * Returns 0 and *id, or PR_EINVAL (also: a target not configured) / PR_ETOOBIG /
+ * PR_ECLOSED / PR_ENOMEM, or
  * PR_EBUSY when max_queued executions of the host are already queued or held. */
 int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
+
+/* pr_engine_target: configure target `name` (|proctor-targets|): the command
+ * (/bin/sh -c) that reaches its relay and its default cwd on the far side
+ * (NULL: the far home); transport NULL forgets it. A start spec (Lua or RPC)
+ * naming the target without a transport gets these; RPC clients can reach no
+ * other target. Executions already made keep theirs. Returns 0, PR_EINVAL (an
+ * empty name or transport), PR_ECLOSED or PR_ENOMEM. Any thread. */
+int pr_engine_target(pr_engine_t *e, const char *name, const char *transport, const char *cwd);
 
 /* pr_engine_cancel: request the end of an execution (force: SIGKILL now).
  * `reason` is recorded as the execution's reason when this call decides its

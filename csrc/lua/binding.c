@@ -150,23 +150,15 @@ static void opt_files(lua_State *L, pr_engine_opts_t *o) {
 
 /* ---- module functions ----------------------------------------------------------- */
 
-static const char *const new_keys[] = {"output_limit",
-                                       "history_limit",
-                                       "history_age_ms",
-                                       "max_running",
-                                       "kill_grace_ms",
-                                       "drain_ms",
-                                       "shepherd",
-                                       "listen",
-                                       "history_file",
-                                       "history_output_bytes",
-                                       "audit_file",
-                                       "audit_max_bytes",
-                                       "audit_keep",
-                                       "max_queued",
-                                       "ended_output_max",
-                                       "secret_timeout_ms",
-                                       NULL};
+static const char *const new_keys[] = {"output_limit",     "history_limit",
+                                       "history_age_ms",   "max_running",
+                                       "kill_grace_ms",    "drain_ms",
+                                       "shepherd",         "listen",
+                                       "history_file",     "history_output_bytes",
+                                       "audit_file",       "audit_max_bytes",
+                                       "audit_keep",       "max_queued",
+                                       "ended_output_max", "secret_timeout_ms",
+                                       "target_idle_ms",   NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -185,6 +177,7 @@ static int l_new(lua_State *L) {
     o.max_queued = (uint32_t)opt_nonneg(L, 1, "max_queued", 0, 100000000);
     o.ended_output_max = (uint64_t)opt_nonneg(L, 1, "ended_output_max", 0, (lua_Integer)1 << 50);
     o.secret_timeout_ms = (uint32_t)opt_nonneg(L, 1, "secret_timeout_ms", 0, 3600000);
+    o.target_idle_ms = (uint32_t)opt_nonneg(L, 1, "target_idle_ms", 0, 86400000);
     o.shepherd_path = opt_str(L, 1, "shepherd");
     o.listen = opt_str(L, 1, "listen");
     if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
@@ -247,6 +240,17 @@ static int l_release(lua_State *L) {
   lua_Integer id = check_id(L, 2);
   if (e == NULL) return fail(L, PR_ECLOSED, NULL);
   return ok_or_fail(L, id > 0 ? pr_engine_release(e, (uint64_t)id, 0) : PR_ENOENT, id);
+}
+
+/* eng:target(name, transport|nil [, cwd]) -> true | nil, msg, name: configure
+ * target `name` (the only ones an RPC `start` may name); nil forgets it. */
+static int l_target(lua_State *L) {
+  pr_engine_t *e = open_engine(L);
+  const char *name = luaL_checkstring(L, 2);
+  const char *transport = luaL_optstring(L, 3, NULL);
+  const char *cwd = luaL_optstring(L, 4, NULL);
+  if (e == NULL) return fail(L, PR_ECLOSED, NULL);
+  return ok_or_fail(L, pr_engine_target(e, name, transport, cwd), 0);
 }
 
 /* eng:hold_output(id, on) -> true | nil, msg, name: consumer back-pressure for
@@ -578,6 +582,7 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"restart", l_worker_restart},
                                           {"release", l_release},
                                           {"hold_output", l_hold_output},
+                                          {"target", l_target},
                                           {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {

@@ -255,10 +255,42 @@ static int env_allowed(call_t *c, const char *name) {
 
 /* ---- the start spec ------------------------------------------------------------------------------ */
 
+/* The target argument under --allow-target: 0 (none, or allowed), or -1 after
+ * failing the call. On a target the cwd is a path on the far side: kept as
+ * given (absolute, without ..), not resolved here. */
+static int target_allowed(call_t *c, const char **target, char **cwd) {
+  const cJSON *t = mc_arg(c, "target"), *cw = mc_arg(c, "cwd");
+  *target = NULL;
+  *cwd = NULL;
+  if (t == NULL) return 0;
+  size_t i = 0;
+  while (i < mc_opts.n_allow_target && strcmp(mc_opts.allow_target[i], t->valuestring) != 0) i++;
+  if (i == mc_opts.n_allow_target) {
+    mc_call_fail(c, "refused: this server allows %s (--allow-target)",
+                 mc_opts.n_allow_target ? "other targets" : "no target");
+    return -1;
+  }
+  if (cJSON_IsString(cw)) {
+    const char *p = cw->valuestring;
+    if (p[0] != '/' || strstr(p, "/../") || (strlen(p) >= 3 && !strcmp(p + strlen(p) - 3, "/.."))) {
+      mc_call_fail(c, "cwd on a target: an absolute path without .. expected, got %s", p);
+      return -1;
+    }
+    if ((*cwd = strdup(p)) == NULL) {
+      mc_call_fail(c, "out of memory");
+      return -1;
+    }
+  }
+  *target = t->valuestring;
+  return 0;
+}
+
 cJSON *mc_start_spec(call_t *c) {
   if (!command_allowed(c)) return NULL;
-  char *cwd = resolve_cwd(c);
-  if (cwd == NULL) return NULL;
+  const char *target;
+  char *cwd;
+  if (target_allowed(c, &target, &cwd) != 0) return NULL;
+  if (target == NULL && (cwd = resolve_cwd(c)) == NULL) return NULL;
   cJSON *spec = cJSON_CreateObject();
   const cJSON *cmd = mc_arg(c, "command"), *args = mc_arg(c, "args");
   if (args) {
@@ -274,7 +306,8 @@ cJSON *mc_start_spec(call_t *c) {
     cJSON_AddItemToArray(argv, cJSON_CreateString("-c"));
     cJSON_AddItemToArray(argv, cJSON_CreateString(cmd->valuestring));
   }
-  cJSON_AddStringToObject(spec, "cwd", cwd);
+  if (target) cJSON_AddStringToObject(spec, "target", target);
+  if (cwd) cJSON_AddStringToObject(spec, "cwd", cwd); /* a target without one: its own */
   free(cwd);
   const cJSON *env = mc_arg(c, "env");
   if (env && env->child) {

@@ -249,6 +249,8 @@ static void usage(FILE *f) {
       "                       may hold no metacharacter (see :help proctor-mcp-policy)\n"
       "  --allow-env NAME     with --allow: a variable the env argument may set (repeatable;\n"
       "                       never PATH, LD_*, BASH_ENV or ENV)\n"
+      "  --allow-target NAME  the target argument may name this target the editor\n"
+      "                       configured (repeatable; default: no target)\n"
       "  --secret NAME[=VAR]  give commands NAME with the value of our $VAR (default $NAME),\n"
       "                       masked as *** in all output and results (repeatable)\n"
       "  --kill-on-exit       socket mode: end our executions when proctor-mcp exits\n"
@@ -286,6 +288,7 @@ enum {
   O_DENY,
   O_ALLOW,
   O_ALLOW_ENV,
+  O_ALLOW_TARGET,
   O_SECRET,
   O_KILL_ON_EXIT,
   O_SESSION,
@@ -302,6 +305,7 @@ static const struct option longopts[] = {{"socket", required_argument, NULL, O_S
                                          {"deny", required_argument, NULL, O_DENY},
                                          {"allow", required_argument, NULL, O_ALLOW},
                                          {"allow-env", required_argument, NULL, O_ALLOW_ENV},
+                                         {"allow-target", required_argument, NULL, O_ALLOW_TARGET},
                                          {"secret", required_argument, NULL, O_SECRET},
                                          {"kill-on-exit", no_argument, NULL, O_KILL_ON_EXIT},
                                          {"session", required_argument, NULL, O_SESSION},
@@ -405,6 +409,13 @@ static int parse_args(int argc, char **argv) {
         return -1;
       }
       if (push(&mc_opts.allow_env, &mc_opts.n_allow_env, sizeof(char *), &v)) return -1;
+      break;
+    case O_ALLOW_TARGET:
+      if (v[0] == 0) {
+        mc_log("--allow-target: a target name expected");
+        return -1;
+      }
+      if (push(&mc_opts.allow_target, &mc_opts.n_allow_target, sizeof(char *), &v)) return -1;
       break;
     case O_SECRET:
       if (add_secret(v)) return -1;

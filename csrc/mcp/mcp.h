@@ -87,6 +87,8 @@ typedef struct {
   size_t n_allow;
   const char **allow_env; /* with an allow list: the only names `env` may set */
   size_t n_allow_env;
+  const char **allow_target; /* targets the `target` argument may name; none: no target */
+  size_t n_allow_target;
   mc_secret_t *secrets;
   size_t n_secrets;
   int kill_on_exit;      /* socket mode: executions end when proctor-mcp exits */

@@ -78,7 +78,10 @@
   "\"pty\":{\"type\":\"boolean\",\"description\":\"run under a pseudo-terminal (one stream, "      \
   "reported as "                                                                                   \
   "stdout); default false\"},"                                                                     \
-  "\"label\":{\"type\":\"string\",\"description\":\"a short name shown in the editor\"}"
+  "\"label\":{\"type\":\"string\",\"description\":\"a short name shown in the editor\"},"          \
+  "\"target\":{\"type\":\"string\",\"description\":\"run on this target of the editor (a "         \
+  "remote host or container) where this server allows it; cwd is then a path there "               \
+  "(default: the target's)\"}"
 
 static const char *const mc_tool_json[] = {
     /* run */

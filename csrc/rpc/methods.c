@@ -128,12 +128,30 @@ static int m_start(pr_rpc_req_t *q) {
   s.session = q->c->session;
   s.owner = q->c->name;
   pr_exec_t *x;
+  /* A target is one the host configured, reached through its transport: a
+   * client names the target, never a command for the link to run. */
+  char *transport = NULL, *tcwd = NULL;
+  if (s.target && (rc = pr_targets_lookup(&q->ctl->confs, s.target, &transport, &tcwd)) != 0) {
+    if (rc == PR_ENOENT)
+      snprintf(q->msg, sizeof(q->msg),
+               "unknown target \"%.64s\": the editor configures none by that name "
+               "(setup{ targets })",
+               s.target);
+    return rc == PR_ENOENT ? PR_EINVAL : rc;
+  }
+  s.transport = transport;
+  if (s.target && s.cwd == NULL) s.cwd = tcwd; /* the target's cwd, or the far home */
   if (pr_control_admit(q->ctl, s.session) != 0) {
+    free(transport);
+    free(tcwd);
     snprintf(q->msg, sizeof(q->msg), "%u executions of this session are already queued or held",
              q->ctl->max_queued);
     return PR_EBUSY;
   }
-  if ((rc = pr_exec_build(q->ctl, &s, q->c->srv->env, &x)) != 0) {
+  rc = pr_exec_build(q->ctl, &s, q->c->srv->env, &x); /* copies transport and cwd */
+  free(transport);
+  free(tcwd);
+  if (rc != 0) {
     pr_control_unadmit(q->ctl, s.session);
     return rc;
   }

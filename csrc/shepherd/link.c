@@ -257,6 +257,32 @@ static void on_frame(const pr_wire_hdr_t *h, const char *payload) {
   }
 }
 
+/* The relay's first frame: its hello (PR_RELAY_HELLO), or the transport is killed
+ * with a message naming what speaks there instead. */
+static int hello_seen;
+static void check_hello(const pr_wire_hdr_t *h) {
+  if (h->type == PR_W_PONG && h->a == PR_RELAY_HELLO) {
+    hello_seen = 1;
+    return;
+  }
+  uint64_t a = (uint64_t)h->a, sa = __builtin_bswap64(a);
+  uint64_t magic = (uint64_t)PR_RELAY_MAGIC, mask = ~(uint64_t)0xffff;
+  if (__builtin_bswap32(h->type) == PR_W_PONG && (sa & mask) == magic)
+    errlen = (size_t)snprintf(errtail, sizeof(errtail),
+                              "the far side's proctor-shepherd has the other byte order (its "
+                              "hello is byte-swapped): use a target of this machine's byte order");
+  else if (h->type == PR_W_PONG && ((a & mask) == magic || a == 0))
+    errlen = (size_t)snprintf(errtail, sizeof(errtail),
+                              "the far side's proctor-shepherd speaks relay protocol version %d, "
+                              "this one %d: install the same version there (or let proctor copy "
+                              "its own: leave out `shepherd`)",
+                              (int)(a & 0xffff), PR_RELAY_VERSION);
+  else errlen = (size_t)snprintf(errtail, sizeof(errtail), "not a proctor relay on the far side");
+  if (errlen >= sizeof(errtail)) errlen = sizeof(errtail) - 1;
+  kill(-tpid, SIGKILL);
+  transport_gone(0);
+}
+
 static void read_transport(void) {
   char tmp[65536];
   ssize_t n = read(tout, tmp, sizeof(tmp));
@@ -266,6 +292,7 @@ static void read_transport(void) {
   while (inq.len - at >= sizeof(pr_wire_hdr_t)) {
     pr_wire_hdr_t h;
     memcpy(&h, inq.p + at, sizeof(h));
+    if (!hello_seen) check_hello(&h);
     if (h.len > PR_WIRE_MAX_PAYLOAD) { /* not a relay speaking: a shell's noise? */
       kill(-tpid, SIGKILL);
       errlen = (size_t)snprintf(errtail, sizeof(errtail), "not a proctor relay on the far side");

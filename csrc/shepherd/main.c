@@ -432,7 +432,8 @@ int main(int argc, char **argv) {
 
   buf = malloc(PR_WIRE_MAX_PAYLOAD);
   if (buf == NULL) return 1;
-  pr_shep_send(PR_W_PONG, 0, 0, 0, pr_shep_self, NULL, 0); /* hello: the engine learns our pid */
+  /* hello: the engine learns our pid; a relay's link checks its byte order and version */
+  pr_shep_send(PR_W_PONG, 0, 0, pr_shep_relay ? PR_RELAY_HELLO : 0, pr_shep_self, NULL, 0);
   while (pr_shep_relay) relay_round(sfd, pr_shep_answer_wait(pr_shep_now_ms()));
   for (;;) {
     struct pollfd pfd[3] = {

@@ -259,9 +259,20 @@ int pr_relay_read(void (*on_packet)(const pr_wire_hdr_t *, const char *, int *, 
 
 /* ---- the poll set --------------------------------------------------------------------- */
 
+/* What each entry of the poll set is for, in the order pr_relay_pollfds wrote them: the
+ * job's id (found again in rjobs, O(1): a job may have gone meanwhile) and its stream
+ * (0: input to write, 1 and 2: output to read). */
+typedef struct {
+  uint64_t id;
+  int s;
+} slot_t;
+static slot_t *slots;
+static int nslots;
+
 int pr_relay_pollfds(struct pollfd **set, int *cap, int at) {
   size_t it = 0;
   rjob_t *r;
+  int first = at;
   while ((r = pr_idmap_next(&rjobs, &it, NULL)) != NULL) {
     if (at + 3 > *cap) {
       int ncap = (*cap + 3) * 2;
@@ -270,9 +281,22 @@ int pr_relay_pollfds(struct pollfd **set, int *cap, int at) {
       *set = p;
       *cap = ncap;
     }
+    if (at - first + 3 > nslots) {
+      int n = (at - first + 3) * 2;
+      slot_t *p = realloc(slots, (size_t)n * sizeof(*p));
+      if (p == NULL) return at;
+      slots = p;
+      nslots = n;
+    }
     for (int s = 1; s < 3; s++)
-      if (r->out[s] >= 0 && r->credit[s] > 0) (*set)[at++] = (struct pollfd){r->out[s], POLLIN, 0};
-    if (r->in >= 0 && r->inbuf.len > 0) (*set)[at++] = (struct pollfd){r->in, POLLOUT, 0};
+      if (r->out[s] >= 0 && r->credit[s] > 0) {
+        slots[at - first] = (slot_t){r->id, s};
+        (*set)[at++] = (struct pollfd){r->out[s], POLLIN, 0};
+      }
+    if (r->in >= 0 && r->inbuf.len > 0) {
+      slots[at - first] = (slot_t){r->id, 0};
+      (*set)[at++] = (struct pollfd){r->in, POLLOUT, 0};
+    }
   }
   return at;
 }
@@ -299,15 +323,13 @@ static void read_out(rjob_t *r, int s) {
 }
 
 void pr_relay_on_poll(const struct pollfd *set, int n) {
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && i < nslots; i++) {
     if (set[i].revents == 0) continue;
-    size_t it = 0;
-    rjob_t *r;
-    while ((r = pr_idmap_next(&rjobs, &it, NULL)) != NULL) {
-      if (set[i].events == POLLOUT && r->in == set[i].fd) write_input(r);
-      for (int s = 1; s < 3; s++)
-        if (set[i].events == POLLIN && r->out[s] == set[i].fd) read_out(r, s);
-    }
+    rjob_t *r = pr_idmap_get(&rjobs, slots[i].id); /* still there, with that fd? */
+    int s = slots[i].s;
+    if (r == NULL) continue;
+    if (s == 0 && set[i].events == POLLOUT && r->in == set[i].fd) write_input(r);
+    if (s > 0 && set[i].events == POLLIN && r->out[s] == set[i].fd) read_out(r, s);
   }
   pr_relay_tick();
 }

@@ -158,6 +158,9 @@ M.schema = {
     description = "after exit, how long output of background grandchildren is awaited" },
   { key = "engine.secret_timeout_ms", type = "number", default = 10000, check = H.int(1),
     description = "secrets read from a store (a keyring, a command) must arrive within this" },
+  { key = "engine.target_idle_ms", type = "number", default = 300000, check = H.int(1, 86400000),
+    description = "a target's transport (ssh) with no execution on it is closed after this; the next "
+      .. "run opens it again (|proctor-targets|)" },
   { key = "engine.shepherd", type = "string|nil", default = nil,
     description = "path of proctor-shepherd (nil: next to core.so)" },
 

@@ -24,6 +24,7 @@ local config = require("proctor.config")
 local compat = require("proctor.compat")
 local uv = compat.uv
 local util = require("proctor.util")
+local targets = require("proctor.targets")
 
 --- Version of the C core this Lua layer is written for.
 M.core_version = "0.1.0"
@@ -122,6 +123,7 @@ function M.get()
     kill_grace_ms = c.kill_grace_ms,
     drain_ms = c.drain_ms,
     secret_timeout_ms = c.secret_timeout_ms,
+    target_idle_ms = c.target_idle_ms,
     shepherd = c.shepherd,
   }
   opts.listen = M.socket_path()
@@ -153,6 +155,7 @@ function M.get()
     util.notify(w, vim.log.levels.WARN)
   end
   H.eng = eng
+  M.sync_targets()
   H.poll = uv.new_poll(eng:fd())
   H.timer = uv.new_timer()
   H.poll:start("r", H.on_readable)
@@ -225,6 +228,28 @@ function M.rpc_error() return H.rpc_error end
 --- The engine if it exists, without creating it.
 ---@return proctor.Engine|nil
 function M.current() return not H.closing and H.eng or nil end
+
+--- Tell the engine the targets of setup{ targets } (|proctor-targets|): they, and no
+--- others, are what an RPC `start` may name. Called when the engine is made and by
+--- setup(); a target whose transport cannot be built (no static shepherd) is left out.
+function M.sync_targets()
+  local eng = M.current()
+  if not eng then return end
+  local want = config.get().targets or {}
+  for name in pairs(H.targets or {}) do
+    if want[name] == nil then eng:target(name, nil) end
+  end
+  H.targets = {}
+  for name, def in pairs(want) do
+    local tr, cwd = targets.transport(name, def)
+    if tr then
+      eng:target(name, tr, cwd)
+      H.targets[name] = true
+    else
+      eng:target(name, nil)
+    end
+  end
+end
 
 --- Subscribe to every event. `fn(ev)` runs on the main loop, never in fast context.
 ---@param name string a unique name (subscribing again replaces)

@@ -196,9 +196,9 @@ function M.check()
   local targets = require("proctor.config").get().targets or {}
   if next(targets) == nil then r.info("none configured (:help proctor-targets)") end
   for name, def in pairs(targets) do
-    local tr, why = require("proctor.targets").transport(name, def, true)
-    if tr then
-      r.ok(name .. ": " .. tr)
+    local what, why = require("proctor.targets").check_far(name, def)
+    if what then
+      r.ok(name .. ": " .. what)
     else
       r.error(why, { ":help proctor-targets" })
     end

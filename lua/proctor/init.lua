@@ -130,6 +130,7 @@ function M.setup(opts)
   end
   -- rpc.start = "startup": the engine and its socket now, so that an agent
   -- started later finds this editor (:help proctor-mcp-mode).
+  engine.sync_targets() -- an engine made before this setup() learns the new targets
   local c = config.get()
   if c.rpc.enabled and c.rpc.start == "startup" then
     local eng, e = H.engine()

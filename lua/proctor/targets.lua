@@ -1,24 +1,26 @@
 --- proctor.targets — what a target of setup{ targets } becomes: the transport command
---- the engine runs for it (|proctor-targets|), and the shepherd on the far side.
+--- the engine's link runs for it (|proctor-targets|), and the shepherd on the far side.
 ---
----   { ssh = "me@devbox", opts = { "-p", "2222" } }  ─► ssh -T -o BatchMode=yes … me@devbox
----        '"$HOME"/.cache/proctor/proctor-shepherd-<hash> --relay'
+---   { ssh = "me@devbox", opts = { "-p", "2222" } }  ─► /bin/sh -c '<prepare>; exec ssh -T …
+---        me@devbox "…/proctor-shepherd-<hash> --relay"' (the copy check, then the relay)
 ---   { command = { "podman", "exec", "-i", "web-1" } } ─► podman exec -i web-1 proctor-shepherd --relay
 ---
---- On the first use of an ssh target without `shepherd = path`, the far side is
---- checked once (one ssh run: `uname -m`, and whether ${XDG_CACHE_HOME:-~/.cache}/proctor/ holds a
---- proctor-shepherd-<content hash> that runs); when it does not, the static
---- proctor-shepherd built beside this file (`make`, with musl-gcc) is copied
---- there through ssh: into a temporary name, mode 0700, renamed at once. A far
---- side of another architecture, or where it cannot run, is an error naming why.
+--- An ssh target without `shepherd = path` gets a transport that first checks the far
+--- side (one ssh run: `uname -m`, and whether ${XDG_CACHE_HOME:-~/.cache}/proctor/
+--- holds a proctor-shepherd-<content hash> that runs); when it does not, the static
+--- proctor-shepherd built beside this file (`make`, with musl-gcc) is copied there
+--- through ssh: into a temporary name, mode 0700, renamed at once. A far side of
+--- another architecture, or where it cannot run, ends the transport with a message
+--- naming why (the executions end `target_lost` with it). That check runs in the
+--- link's transport, a process of its own, each time the link starts: the editor
+--- never waits for ssh (the first execution waits in `starting`).
 ---
---- Pure Lua with io.popen: the same under Neovim and under Lua 5.4 (the target
---- tier). Requiring this module has no side effects.
+--- Pure Lua: building a transport runs nothing; M.check_far (:checkhealth) runs the
+--- check and waits for it. The same under Neovim and under Lua 5.4 (the target tier).
+--- Requiring this module has no side effects.
 
 local M = {}
 local H = {}
-
-H.cache = {} -- name -> { transport, cwd } once checked (this process)
 
 --- One word for /bin/sh.
 ---@param s string
@@ -36,10 +38,9 @@ local function join(argv)
   return table.concat(out, " ")
 end
 
--- Run a /bin/sh command line; its output (stdout and stderr) and whether it succeeded
--- (the status is printed last: LuaJIT's close() does not return it).
-function H.sh(line, input)
-  if input then line = line .. " < " .. M.quote(input) end
+-- Run a /bin/sh command line and wait: its output (stdout and stderr) and whether it
+-- succeeded (the status is printed last: LuaJIT's close() does not return it).
+function H.sh(line)
   local p = io.popen("{ " .. line .. '; } 2>&1; echo "proctor-rc=$?"', "r")
   if not p then return "", false end
   local out = p:read("*a") or ""
@@ -54,9 +55,8 @@ function H.here()
   return src:match("^(.*)/[^/]*$") or "."
 end
 
--- The static shepherd to copy: its path, its hash (16 hex digits), the arch it runs on.
+-- The static shepherd to copy (its path), or nil and why.
 function H.local_shepherd()
-  if H.shepherd then return H.shepherd end
   local path = H.here() .. "/proctor-shepherd-static"
   local f = io.open(path, "rb")
   if not f then
@@ -66,11 +66,7 @@ function H.local_shepherd()
         .. "or give the target `shepherd = path` of one installed on the far side"
   end
   f:close()
-  local sum = H.sh("sha256sum " .. M.quote(path)):match("^(%x+)")
-  local arch = H.sh("uname -m"):match("^(%S+)")
-  if not sum or not arch then return nil, "cannot hash " .. path end
-  H.shepherd = { path = path, hash = sum:sub(1, 16), arch = arch }
-  return H.shepherd
+  return path
 end
 
 --- The ssh command line of a target (without the remote command).
@@ -83,55 +79,48 @@ function H.ssh_argv(def)
   return argv
 end
 
--- The remote command that runs the relay: a configured shepherd, or our copy
--- (checked, and copied when missing).
-function H.remote_shepherd(name, def)
-  if def.shepherd then return M.quote(def.shepherd) .. " --relay" end
-  local sh, err = H.local_shepherd()
-  if not sh then return nil, err end
-  local ssh = join(H.ssh_argv(def))
-  local file = '"${XDG_CACHE_HOME:-$HOME/.cache}/proctor/proctor-shepherd-' .. sh.hash .. '"'
-  local probe = "uname -m; f=" .. file .. '; test -x "$f" && "$f" --check'
-  local out, ok = H.sh(ssh .. " " .. M.quote(probe))
-  if not ok and not out:match("^%S+\n") then
-    return nil, ("target %s: ssh failed: %s"):format(name, (out:gsub("%s+$", "")))
-  end
-  local arch = out:match("^(%S+)")
-  if arch ~= sh.arch then
-    return nil,
-      (
-        "target %s: the far side is %s, proctor-shepherd-static is %s: give the target "
-        .. "`shepherd = path` of one built for it"
-      ):format(name, tostring(arch), sh.arch)
-  end
-  if not out:find("proctor-shepherd ok", 1, true) then
-    local copy = 'set -e; umask 077; d="${XDG_CACHE_HOME:-$HOME/.cache}/proctor"; mkdir -p "$d"; '
-      .. 't="$d/.proctor-shepherd.$$"; cat > "$t"; chmod 700 "$t"; mv -f "$t" '
-      .. file
-      .. "; "
-      .. file
-      .. " --check"
-    local cout, cok = H.sh(ssh .. " " .. M.quote(copy), sh.path)
-    if not cok or not cout:find("proctor-shepherd ok", 1, true) then
-      return nil,
-        (
-          "target %s: cannot install the shepherd in ~/.cache/proctor on the far side "
-          .. "(no writable home, or a noexec mount?): %s"
-        ):format(name, (cout:gsub("%s+$", "")))
-    end
-  end
-  return file .. " --relay"
+-- The local script of an ssh target with our copy of the shepherd, run by /bin/sh in
+-- the link's transport (its stdin and stdout are the frames: every ssh but the last
+-- reads another stdin and writes into a variable). $1 = "check": stop before the relay.
+-- @SSH@, @NAME@ and @STATIC@ are replaced by quoted words; \$ is expanded far away.
+H.PREPARE = [=[
+n=@NAME@ s=@STATIC@
+h=$(sha256sum "$s" 2>&1) || { echo "target $n: cannot hash $s: $h" >&2; exit 1; }
+h=$(printf %s "$h" | cut -c1-16) a=$(uname -m)
+f="\${XDG_CACHE_HOME:-\$HOME/.cache}/proctor/proctor-shepherd-$h"
+o=$(@SSH@ "uname -m; f=\"$f\"; test -x \"\$f\" && \"\$f\" --check; true" </dev/null 2>&1) ||
+  { echo "target $n: ssh failed: $o" >&2; exit 1; }
+r=$(printf '%s\n' "$o" | head -n 1)
+[ "$r" = "$a" ] || { echo "target $n: the far side is $r, proctor-shepherd-static is $a:\
+ give the target \`shepherd = path\` of one built for it" >&2; exit 1; }
+case $o in *"proctor-shepherd ok"*) ;; *)
+  c=$(@SSH@ "set -e; umask 077; d=\"\${XDG_CACHE_HOME:-\$HOME/.cache}/proctor\"; mkdir -p \"\$d\";\
+ t=\"\$d/.proctor-shepherd.\$\$\"; cat > \"\$t\"; chmod 700 \"\$t\"; mv -f \"\$t\" \"$f\"; \"$f\" --check" \
+    <"$s" 2>&1)
+  case $c in *"proctor-shepherd ok"*) ;; *)
+    echo "target $n: cannot install the shepherd in ~/.cache/proctor on the far side\
+ (no writable home, or a noexec mount?): $c" >&2; exit 1 ;;
+  esac ;;
+esac
+[ "${1-}" = check ] && { echo "target $n: ready ($f)"; exit 0; }
+exec @SSH@ "\"$f\" --relay"]=]
+
+-- The transport of an ssh target without `shepherd`: the check, the copy, the relay.
+function H.prepared(name, def)
+  local static, err = H.local_shepherd()
+  if not static then return nil, err end
+  local subst = { SSH = join(H.ssh_argv(def)), NAME = M.quote(name), STATIC = M.quote(static) }
+  local script = H.PREPARE:gsub("@(%u+)@", subst)
+  return "/bin/sh -c " .. M.quote(script) .. " proctor-target"
 end
 
 --- What target `name` runs through: its transport command (for /bin/sh -c) and its
---- default cwd (nil: the far side's home). Checked (and the shepherd copied) once per
---- process; `force` checks again.
+--- default cwd (nil: the far side's home). Runs nothing (the far side is checked by
+--- the transport itself when the link starts it).
 ---@param name string
 ---@param def table a setup{ targets } entry
 ---@return string|nil transport, string|nil cwd_or_err
-function M.transport(name, def, force)
-  local c = H.cache[name]
-  if c and c.def == def and not force then return c.transport, c.cwd end
+function M.transport(name, def)
   local tr, err
   if def.command then
     local argv = {}
@@ -144,16 +133,31 @@ function M.transport(name, def, force)
     end
     if argv[#argv] ~= "--relay" then argv[#argv + 1] = "--relay" end
     tr = join(argv)
+  elseif def.ssh and def.shepherd then
+    tr = join(H.ssh_argv(def)) .. " " .. M.quote(M.quote(def.shepherd) .. " --relay")
   elseif def.ssh then
-    local remote
-    remote, err = H.remote_shepherd(name, def)
-    if remote then tr = join(H.ssh_argv(def)) .. " " .. M.quote(remote) end
+    tr, err = H.prepared(name, def)
   else
     err = ("target %s: needs ssh = host or command = { … }"):format(name)
   end
   if not tr then return nil, err end
-  H.cache[name] = { def = def, transport = tr, cwd = def.cwd }
   return tr, def.cwd
+end
+
+--- Check target `name` now and wait (:checkhealth): for an ssh target with our
+--- shepherd, the far side's architecture and the copy (made when missing). Returns
+--- a line saying what is there, or nil and why.
+---@param name string
+---@param def table
+---@return string|nil ok, string|nil err
+function M.check_far(name, def)
+  local tr, err = M.transport(name, def)
+  if not tr then return nil, err end
+  if not (def.ssh and not def.shepherd) then return tr end
+  local out, ok = H.sh(tr .. " check </dev/null")
+  out = out:gsub("%s+$", "")
+  if not ok then return nil, out end
+  return out
 end
 
 --- Check a setup{ targets } table: ok, or false and what is wrong.

@@ -166,6 +166,12 @@ function Engine:release(id) end
 ---@param on boolean
 ---@return boolean|nil ok, string|nil err, string|nil name
 function Engine:hold_output(id, on) end
+--- Configure a target (|proctor-targets|): its transport and default cwd; nil forgets it.
+---@param name string
+---@param transport string|nil
+---@param cwd string|nil
+---@return boolean|nil ok, string|nil err, string|nil name
+function Engine:target(name, transport, cwd) end
 ---@return proctor.DeleteResult
 function Engine:delete(id) end
 ---@return true|nil ok, string|nil err, string|nil name
@@ -229,6 +235,7 @@ function Engine:closed() end
 ---@field kill_grace_ms integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms integer after exit, how long output of background grandchildren is awaited
 ---@field secret_timeout_ms integer secrets read from a store (a keyring, a command) must arrive within this
+---@field target_idle_ms integer a target's transport (ssh) with no execution on it is closed after this; the next run opens it again (proctor-targets)
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
 
 ---@class proctor.Config.run
@@ -334,6 +341,7 @@ function Engine:closed() end
 ---@field kill_grace_ms? integer cancel: SIGTERM (a PTY: SIGHUP first), SIGKILL after this; also bounds the wait when Neovim exits
 ---@field drain_ms? integer after exit, how long output of background grandchildren is awaited
 ---@field secret_timeout_ms? integer secrets read from a store (a keyring, a command) must arrive within this
+---@field target_idle_ms? integer a target's transport (ssh) with no execution on it is closed after this; the next run opens it again (proctor-targets)
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)
 
 ---@class proctor.SetupOpts.run

@@ -163,7 +163,8 @@ static void test_relay_run_output_exit(void) {
   CHECK(start() == 0);
   pr_wire_hdr_t h;
   CHECK(next_frame(&h, NULL, 1, 10000));
-  CHECK_EQ(h.type, PR_W_PONG); /* the hello */
+  CHECK_EQ(h.type, PR_W_PONG);   /* the hello */
+  CHECK_EQ(h.a, PR_RELAY_HELLO); /* its byte order and version */
   spawn(7, 0, (const char *const[]){"sh", "-c", "echo out; echo err >&2; echo $T; exit 3", NULL});
   CHECK(wait_for(PR_W_SPAWNED, 7, &h, NULL, 0, 10000));
   CHECK(h.a > 0);

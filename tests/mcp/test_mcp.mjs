@@ -783,11 +783,11 @@ await test("latency", async () => {
 
 // ---- socket mode: a headless Neovim running proctor ---------------------------------------------
 
-function startNvim() {
+function startNvim(setup = "") {
   const run = fs.mkdtempSync(path.join(tmp, "nvrun-"));
   const listen = path.join(run, "nvim.sock");
   const env = { ...baseEnv(), XDG_RUNTIME_DIR: run };
-  const lua = `local e = require("proctor.engine"); assert(e.get()); vim.fn.writefile({ e.current():address() }, "${run}/address")`;
+  const lua = `${setup} local e = require("proctor.engine"); assert(e.get()); vim.fn.writefile({ e.current():address() }, "${run}/address")`;
   const child = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
     "-c", `set rtp^=${ROOT}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
   cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
@@ -942,6 +942,33 @@ await test("examples_mcp_json_entries_work", async () => {
     eq(r.stdout.split("\n")[0], "ok", `${name} runs a command`);
     if (entry.env.GITHUB_TOKEN) eq(r.stdout, "ok\n***\n", `${name} masks the secret`);
   }
+});
+
+await test("targets_only_where_the_operator_allows", async () => {
+  // A `command` target of the editor (the relay under a plain command, as podman or kubectl
+  // exec would start it; the ssh transport itself is the target tier's).
+  const far = fs.mkdtempSync(path.join(tmp, "far-"));
+  const relay = path.join(ROOT, "lua/proctor/proctor-shepherd");
+  const nv = startNvim(`require("proctor").setup({ targets = { far = { command = { "${relay}", "--relay" }, cwd = "${far}" } } });`);
+  const addrFile = path.join(nv.run, "address");
+  await until("Neovim's proctor socket", () => fs.existsSync(addrFile) && fs.readFileSync(addrFile, "utf8").trim(), 30000);
+  const D = await connect({ args: [], env: { ...nv.env }, name: "no-target-agent" });
+  const no = await call(D, "run_command", { command: "echo x", target: "far" }, { allowError: true });
+  assert(no.isError && /allows no target \(--allow-target\)/.test(no.content[0].text), `by default: ${no.content[0].text}`);
+  const A = await connect({ args: ["--allow-target", "far"], env: { ...nv.env }, name: "target-agent" });
+  const r = await call(A, "run_command", { command: "pwd; echo on-far", target: "far" });
+  eq([r.state, r.stdout, r.cwd], ["completed", `${far}\non-far\n`, far], "ran on the allowed target, in its cwd");
+  const t = nv.expr(`require('proctor.engine').current():get(${r.id}).target`);
+  eq(t, "far", "the editor's record names the target");
+  const other = await call(A, "run_command", { command: "true", target: "elsewhere" }, { allowError: true });
+  assert(other.isError && /allows other targets/.test(other.content[0].text), `another target: ${other.content[0].text}`);
+  const rel = await call(A, "run_command", { command: "true", target: "far", cwd: "/tmp/../etc" }, { allowError: true });
+  assert(rel.isError && /absolute path without \.\./.test(rel.content[0].text), `cwd with ..: ${rel.content[0].text}`);
+  // Allowed here but not configured by the editor: the engine refuses it.
+  const B = await connect({ args: ["--allow-target", "nowhere"], env: { ...nv.env }, name: "target-agent-2" });
+  const un = await call(B, "run_command", { command: "true", target: "nowhere" }, { allowError: true });
+  assert(un.isError && /unknown target/.test(un.content[0].text), `not configured: ${un.content[0].text}`);
+  nv.child.kill("SIGTERM");
 });
 
 await test("unsafe_sockets_are_refused", async () => {

@@ -35,6 +35,38 @@ return function(test, T, H)
     end
   )
 
+  test("setup() tells the running engine its targets: RPC clients can name only those", function()
+    p.setup({ notify = "never", targets = { late = { command = { shepherd }, cwd = "/" } } })
+    local eng = assert(require("proctor.engine").get())
+    local id = assert(eng:start({ cmd = { "pwd" }, target = "late" })) -- no transport: the engine's
+    H.wait(20000, function() return p.record(id) and p.record(id).state == "completed" end)
+    T.eq(p.record(id).target, "late")
+    T.eq(select(1, eng:read(id, "stdout", 0, 100)), "/\n")
+    p.setup({ notify = "never", targets = {} }) -- forgotten
+    local none, _, name = eng:start({ cmd = { "pwd" }, target = "late" })
+    T.eq(none, nil)
+    T.eq(name, "EINVAL")
+  end)
+
+  test("a task on a target: its output is matched (diagnostics) like a local one", function()
+    p.setup({ notify = "never", targets = { box = { command = { shepherd }, cwd = "/tmp" } } })
+    local ex = assert(p.run({
+      cmd = "echo 'src/far.c:3:5: warning: unused variable x [-Wunused-variable]'",
+      target = "box",
+      name = "far-build",
+      diagnostics = "gcc",
+      quickfix = "never",
+    }))
+    local D = require("proctor.tasks.diagnostics")
+    H.wait(20000, function()
+      local r = D.result(ex.id)
+      return r and r.done
+    end)
+    T.eq(p.record(ex.id).state, "completed")
+    T.eq(p.record(ex.id).target, "box")
+    T.eq(D.result(ex.id).count, 1)
+  end)
+
   test(":Proctor run -target= and the list show the target", function()
     p.setup({ notify = "never", targets = { box = { command = { shepherd } } } })
     vim.cmd("silent! only!")

@@ -10,6 +10,7 @@
 --   start        when present: its content is run as a host execution
 --                (session 0); the id goes to start.out
 --   stop         when present: eng:close(), then exit 0
+-- PROCTOR_RPC_RELAY (a transport) and PROCTOR_RPC_FAR_CWD configure target "far".
 local core = require("proctor.core")
 local sock, ctl, limit = arg[1], arg[2], tonumber(arg[3])
 
@@ -33,6 +34,12 @@ local function write(p, s)
   f:write(s)
   f:close()
   assert(os.rename(p .. ".tmp", p))
+end
+
+-- A configured target (|proctor-targets|), as the editor's setup{ targets } makes one: a
+-- `command` target whose relay runs here, in a directory of its own (its default cwd).
+if os.getenv("PROCTOR_RPC_RELAY") then
+  assert(eng:target("far", os.getenv("PROCTOR_RPC_RELAY"), os.getenv("PROCTOR_RPC_FAR_CWD")))
 end
 
 write(ctl .. "/ready", eng:address() or "")

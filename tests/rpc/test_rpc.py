@@ -47,7 +47,11 @@ class Host:
         os.mkdir(self.ctl)
         self.sockdir = os.path.join(self.dir, "run")  # created by the server, 0700
         self.path = os.path.join(self.sockdir, "proctor.sock")
-        env = dict(os.environ, LUA_CPATH=os.path.join(ROOT, "build/lua5.4/?.so") + ";;")
+        self.far = os.path.join(self.dir, "far")  # the cwd of the configured target "far"
+        os.mkdir(self.far)
+        env = dict(os.environ, LUA_CPATH=os.path.join(ROOT, "build/lua5.4/?.so") + ";;",
+                   PROCTOR_RPC_RELAY=os.path.join(ROOT, "build/proctor-shepherd") + " --relay",
+                   PROCTOR_RPC_FAR_CWD=self.far)
         args = [LUA, os.path.join(HERE, "host.lua"), self.path, self.ctl]
         if output_limit:
             args.append(str(output_limit))
@@ -578,7 +582,6 @@ def stalled_client_does_not_slow_others(h):
     pk = lambda *m: msgpack.packb(list(m), use_bin_type=True)
     a.sendall(pk(0, 1, "start", [{"cmd": ["head", "-c", str(100 << 20), "/dev/zero"]}]))
     a.sendall(pk(0, 2, "subscribe", [None]))
-    time.sleep(0.2)
     b = Client(h.path)
     rss0 = h.rss_kib()
     # B: a ticker whose every line must arrive promptly while A's flood runs.
@@ -1053,6 +1056,37 @@ def secrets_and_env_policy_over_rpc(h):
            "a source that fails: %r" % rec)
     expect(rpc_error(c.request, "start", {"cmd": ["true"], "secrets": {"A": {"store": "kwallet", "attributes": {"a": "b"}}}})
            == "EINVAL", "unknown store")
+    c.close()
+
+
+@test
+def targets_over_rpc(h):
+    """start names a target the editor configured and gets its transport and cwd; a
+    target it does not know and a transport of the client's own are refused."""
+    c = Client(h.path)
+    i = c.request("start", {"cmd": ["sh", "-c", "pwd; echo far"], "target": "far"})
+    rec = c.request("wait", i, 30000)
+    expect(rec["state"] == "completed" and rec.get("target") == "far", "ran on far: %r" % rec)
+    out = c.request("read", i, "stdout")["data"]
+    expect(out == (h.far + "\nfar\n").encode(), "the target's cwd: %r" % out)
+    j = c.request("start", {"cmd": ["pwd"], "target": "far", "cwd": "/"})
+    expect(c.request("wait", j, 30000)["state"] == "completed", "a cwd of the client's")
+    expect(c.request("read", j, "stdout")["data"] == b"/\n", "the client's cwd on the far side")
+    try:
+        c.request("start", {"cmd": ["true"], "target": "nowhere"})
+        expect(False, "an unknown target was accepted")
+    except RpcError as e:
+        expect(e.name == "EINVAL" and "unknown target" in str(e.err[1]), "unknown: %r" % e.err)
+    mark = os.path.join(h.dir, "transport-ran")
+    for spec in ({"cmd": ["true"], "target": "far", "transport": "touch " + mark},
+                 {"cmd": ["true"], "target": "nowhere", "transport": "touch " + mark},
+                 {"cmd": ["true"], "transport": "touch " + mark}):
+        try:
+            c.request("start", spec)
+            expect(False, "a transport was accepted: %r" % spec)
+        except RpcError as e:
+            expect(e.name == "EINVAL" and "transport" in str(e.err[1]), "transport: %r" % e.err)
+    expect(not os.path.exists(mark), "no client's transport ran")
     c.close()
 
 

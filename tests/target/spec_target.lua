@@ -255,6 +255,124 @@ test("history keeps the target and the output of a target's execution", function
   e2:close()
 end)
 
+test("a 100 MiB flood over ssh arrives whole, with back-pressure, in bounded memory", function()
+  local N = 100 * 1024 * 1024
+  local e3 = assert(core.new({ drain_ms = 300 }))
+  local tag = U.tag()
+  local id = assert(e3:start(ssh_spec({
+    cmd = { "sh", "-c", "head -c " .. N .. " /dev/zero" },
+    backpressure = true,
+    env = { PROCTOR_TEST_TAG = tag },
+  })))
+  local got, final, relay = 0, nil, nil
+  local t0 = U.now()
+  local deadline = t0 + 600000
+  while not final and U.now() < deadline do
+    for _, ev in ipairs(e3:wait(100, 4096)) do -- counted, never kept
+      if ev.id == id and ev.type == "output" then got = got + #ev.data end
+      if ev.id == id and ev.type == "state" and U.terminal[ev.state] then final = ev end
+    end
+    if not relay then -- the far side: job <- its reaper <- the relay
+      local job = U.tagged(tag)[1]
+      relay = job and U.ppid(U.ppid(job) or 0)
+    end
+  end
+  local secs = (U.now() - t0) / 1000
+  T.ok(final, "the flood ended")
+  T.eq(final.state, "completed", final.error)
+  T.eq(got, N, "every byte arrived")
+  T.ok(relay, "found the relay")
+  local peak = U.status_field(relay, "VmHWM") or 0 -- the relay stays up (the link is idle)
+  T.ok(peak > 0 and peak < 64 * 1024, ("the relay's peak RSS is %d KiB"):format(peak))
+  print(
+    ("# flood: 100 MiB over ssh in %.1f s (%.1f MiB/s), relay peak RSS %d KiB"):format(
+      secs,
+      100 / secs,
+      peak
+    )
+  )
+  e3:close()
+end)
+
+test("the link refuses a relay of another byte order or version, saying which", function()
+  local dir = os.getenv("TARGET_DIR") .. "/forged"
+  U.sh("mkdir -p " .. dir)
+  local PONG, magic = 10, 0x70726f6374720000 -- PR_W_PONG, PR_RELAY_MAGIC (base/wire.h)
+  local pack = rawget(string, "pack") -- Lua 5.4 (this tier's Lua)
+  local other = pack("<I1", 1) == "\1" and ">" or "<" -- the other byte order
+  local native = other == ">" and "<" or ">"
+  local cases = {
+    { pack(other .. "I4I4I8i8i8I4I4", PONG, 0, 0, magic | 1, 42, 0, 0), "other byte order" },
+    {
+      pack(native .. "I4I4I8i8i8I4I4", PONG, 0, 0, magic | 99, 42, 0, 0),
+      "version 99, this one 1",
+    },
+    { pack(native .. "I4I4I8i8i8I4I4", PONG, 0, 0, 0, 42, 0, 0), "version 0, this one 1" },
+    { ("%-40s"):format("Welcome to the far side"), "not a proctor relay" },
+  }
+  for i, c in ipairs(cases) do
+    local f = dir .. "/hello" .. i
+    U.write_file(f, c[1])
+    local r = U.run(eng, {
+      cmd = { "true" },
+      target = "forged" .. i,
+      transport = "cat " .. f .. "; exec sleep 60",
+    }, 30000)
+    T.eq(r.final.state .. " " .. tostring(r.final.reason), "failed target_lost")
+    T.match(r.final.error or "", c[2])
+  end
+end)
+
+test("a supervised worker on the target answers requests", function()
+  local e4 = assert(core.new({ drain_ms = 300 }))
+  local id = assert(e4:start(ssh_spec({
+    cmd = { "/usr/bin/python3", root .. "/examples/worker.py" },
+    worker = { protocol = "jsonl" },
+  })))
+  local ready, replies, want = false, 0, {}
+  local deadline = U.now() + 60000
+  while not ready and U.now() < deadline do
+    for _, ev in ipairs(e4:wait(50, 4096)) do
+      if ev.type == "worker" and ev.id == id and ev.worker_state == "ready" then ready = true end
+    end
+  end
+  T.ok(ready, "the worker became ready")
+  for i = 1, 100 do
+    want[assert(e4:worker_request(id, { op = "echo", value = i }))] = i
+  end
+  while replies < 100 and U.now() < deadline do
+    for _, ev in ipairs(e4:wait(50, 4096)) do
+      if ev.type == "reply" and want[ev.rid] then
+        T.ok(ev.ok and ev.result == want[ev.rid], "reply " .. tostring(ev.rid))
+        want[ev.rid] = nil
+        replies = replies + 1
+      end
+    end
+  end
+  T.eq(replies, 100)
+  T.eq(e4:get(id).target, "devbox")
+  e4:close()
+end)
+
+test("an idle transport closes after target_idle_ms; the next run opens it again", function()
+  local e2 = assert(core.new({ drain_ms = 300, target_idle_ms = 300 }))
+  local dir = os.getenv("TARGET_DIR") .. "/idle"
+  U.sh("mkdir -p " .. dir)
+  local pidf = dir .. "/relay.pid"
+  local tr = ("sh -c 'echo $$ > %s; exec %s --relay'"):format(pidf, shepherd)
+  -- a run longer than the idle time holds its transport: it completes
+  local r = U.run(e2, { cmd = { "sleep", "1" }, target = "idle", transport = tr }, 30000)
+  T.eq(r.final.state, "completed", r.final.error)
+  local pid = tonumber(U.read_file(pidf))
+  T.ok(pid, "the relay wrote its pid")
+  T.ok(U.wait_until(function() return not U.alive(pid) end, 30000), "the idle relay exited")
+  local r2 = U.run(e2, { cmd = { "echo", "again" }, target = "idle", transport = tr }, 30000)
+  T.eq(r2.final.state, "completed", r2.final.error)
+  T.eq(r2.out.stdout, "again\n")
+  T.ok(tonumber(U.read_file(pidf)) ~= pid, "a new relay")
+  e2:close()
+end)
+
 -- proctor.targets (the Lua layer's half): the far side checked, the static shepherd copied
 -- into the cache dir (XDG_CACHE_HOME, passed through ssh's SetEnv: nothing in a real home).
 package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
@@ -268,6 +386,10 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   }
   local tr, err = targets.transport("copied", def)
   T.ok(tr, err)
+  T.eq(U.sh("ls -A " .. cache .. "/proctor 2>/dev/null"), "") -- building it ran nothing
+  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
+  T.eq(r.final.state, "completed", r.final.error)
+  T.eq(r.out.stdout, "far\n")
   local files = U.sh("ls -A " .. cache .. "/proctor")
   T.match(files, "^proctor%-shepherd%-%x+\n$")
   local file = cache .. "/proctor/" .. files:gsub("%s+$", "")
@@ -276,21 +398,51 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
     U.sh("cmp " .. file .. " " .. root .. "/lua/proctor/proctor-shepherd-static && echo same"),
     "same\n"
   )
-  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
-  T.eq(r.final.state, "completed")
-  T.eq(r.out.stdout, "far\n")
-  -- checked again: present, not copied again (same inode)
+  -- checked again (:checkhealth's way): present, not copied again (same inode)
   local ino = U.sh("stat -c %i " .. file)
-  T.ok(targets.transport("copied", def, true))
+  local what, why = targets.check_far("copied", def)
+  T.match(what or why, "target copied: ready")
   T.eq(U.sh("stat -c %i " .. file), ino)
-  -- a cache dir that cannot be written: a clear error
+  -- a cache dir that cannot be written: a clear error, in the record and in the check
   local ro = os.getenv("TARGET_DIR") .. "/rocache"
   U.sh("mkdir -p " .. ro .. " && touch " .. ro .. "/proctor") -- a file where the dir goes
   local bad =
     { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
-  local none, why = targets.transport("readonly", bad)
+  local btr = assert(targets.transport("readonly", bad))
+  local f = U.run(eng, { cmd = { "true" }, target = "readonly", transport = btr }, 30000)
+  T.eq(f.final.state .. " " .. tostring(f.final.reason), "failed target_lost")
+  T.match(f.final.error or "", "cannot install the shepherd")
+  local none, no = targets.check_far("readonly", bad)
   T.eq(none, nil)
-  T.match(why or "", "cannot install the shepherd")
+  T.match(no or "", "cannot install the shepherd")
+end)
+
+test("the far side is prepared off the host: it answers while a slow ssh connects", function()
+  -- ssh reaches the sshd through a ProxyCommand that waits for a gate file (at most 60 s):
+  -- building the transport must not run it, and the host answers while it waits.
+  local dir = os.getenv("TARGET_DIR") .. "/gated"
+  U.sh("mkdir -p " .. dir)
+  local gate, reached = dir .. "/gate", dir .. "/reached"
+  local proxy = (
+    "ProxyCommand=sh -c 'touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; "
+    .. "do sleep 0.05; i=$((i+1)); done; exec ssh -F %s -W %%h:%%p proctor-test'"
+  ):format(reached, gate, config)
+  local def = {
+    ssh = "proctor-test",
+    opts = { "-F", config, "-o", proxy, "-o", "SetEnv=XDG_CACHE_HOME=" .. dir .. "/cache" },
+  }
+  local tr, err = targets.transport("gated", def)
+  T.ok(tr, err)
+  T.eq(U.read_file(reached), nil, "building the transport ran ssh")
+  local id = assert(eng:start({ cmd = { "echo", "through" }, target = "gated", transport = tr }))
+  T.ok(U.wait_until(function() return U.read_file(reached) ~= nil end, 30000), "ssh started")
+  -- ssh waits at the gate: the host is not blocked, the execution waits in starting
+  U.pump(eng, 50)
+  T.eq(eng:get(id).state, "starting")
+  U.write_file(gate, "")
+  local r = U.wait_state(eng, id, "completed", 60000)
+  T.ok(r, "completed after the gate opened")
+  T.eq(select(1, eng:read(id, "stdout", 0, 100)), "through\n")
 end)
 
 eng:close()
