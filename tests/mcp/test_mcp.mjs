@@ -14,6 +14,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
+// The SDK v2 client (2026-07-28 and the 2025 era), beside v1 above: both official.
+import { Client as ClientV2 } from "@modelcontextprotocol/client";
+import { StdioClientTransport as StdioClientTransportV2 } from "@modelcontextprotocol/client/stdio";
 import Ajv2020 from "ajv/dist/2020.js";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -558,6 +561,27 @@ await test("sdk_client_on_2025_06_18", async () => {
   const r = await client.callTool({ name: "run_command", arguments: { command: "echo old" } }); // validated by the SDK
   eq([r.structuredContent.stdout, r.resultType], ["old\n", undefined], "a call");
   await client.close();
+});
+
+await test("sdk_v2_client_negotiates_2026_07_28_and_falls_back", async () => {
+  // The official v2 client probes with server/discover ("auto"), pins the modern
+  // era, or stays with initialize ("legacy"): each gets its era, and the tools work.
+  for (const [mode, want] of [[{ pin: "2026-07-28" }, "2026-07-28"], ["auto", "2026-07-28"], ["legacy", "2025-11-25"]]) {
+    const transport = new StdioClientTransportV2({ command: MCP, args: ["--embedded"], env: baseEnv(), cwd: tmp, stderr: "pipe" });
+    const client = new ClientV2({ name: "sdk-v2", version: "1" }, { capabilities: {}, versionNegotiation: { mode } });
+    await client.connect(transport);
+    cleanups.push(() => client.close().catch(() => {}));
+    const era = JSON.stringify(mode);
+    eq(client.getNegotiatedProtocolVersion(), want, `${era}: negotiated version`);
+    eq((await client.listTools()).tools.map((t) => t.name), TOOLS, `${era}: tools`);
+    const r = await client.callTool({ name: "run_command", arguments: { command: "echo v2; [[ -n $BASH_VERSION ]] && echo bash" } });
+    eq([r.isError ?? false, r.structuredContent.stdout, r.structuredContent.owner], [false, "v2\nbash\n", "sdk-v2"], `${era}: a call`);
+    // The execution id is the server-minted handle later calls carry.
+    const s = (await client.callTool({ name: "start_command", arguments: { command: "cat" } })).structuredContent;
+    const ix = (await client.callTool({ name: "interact_with_command", arguments: { id: s.id, input: "ping\n", eof: true, idle_ms: 0 } })).structuredContent;
+    eq([ix.stdout, ix.ended_by], ["ping\n", "exit"], `${era}: interact by handle`);
+    await client.close();
+  }
 });
 
 // ---- the allow list cannot be bypassed (:help proctor-mcp-policy) ----------------------------
