@@ -5,6 +5,9 @@
 #   format     clang-format (csrc/, tests/c/) and stylua (lua/, plugin/, tests/, scripts/,
 #              bench/) would change nothing: scripts/format.sh --check
 #   luacheck   the same Lua files, .luacheckrc, zero warnings
+#   mutants    every tests/mutants/*.patch still applies to the tree exactly (no
+#              fuzz), so code that moved re-points its mutants in the same change
+#              and `make mutate` never tries a bug on the wrong line
 # Exits 1 when one failed. scripts/setup.sh lint installs the tools.
 set -u
 cd "$(dirname "$0")/.."
@@ -23,7 +26,7 @@ report() {
   else
     sed 's/^/   /' "$out" | head -n 60
     files=$(sed -n -e 's/^Diff in \(.*\):$/\1/p' -e 's/^\([^ :]*\.[ch]\):[0-9]*:[0-9]*: .*/\1/p' \
-      -e 's/^    \([^ :]*\.lua\):[0-9]*:[0-9]*: .*/\1/p' "$out" | sort -u)
+      -e 's/^    \([^ :]*\.lua\):[0-9]*:[0-9]*: .*/\1/p' -e 's/^\(tests\/mutants\/[^:]*\.patch\): .*/\1/p' "$out" | sort -u)
     n=$(printf '%s' "$files" | grep -c .)
     echo "FAIL lint/$name: $why; $n file(s): $(printf '%s' "$files" | head -n 8 | tr '\n' ' ')$([ "$n" -gt 8 ] && echo ...)"
     rc=1
@@ -38,4 +41,15 @@ else
   echo "FAIL lint/luacheck: $LUACHECK is not installed (run: scripts/setup.sh lint)"
   rc=1
 fi
+mutants_apply() {
+  bad=0
+  for p in tests/mutants/*.patch; do
+    if ! patch -p1 --dry-run --fuzz=0 -s -f <"$p" >/dev/null 2>&1; then
+      echo "$p: does not apply without fuzz (redo its change where the code is now)"
+      bad=1
+    fi
+  done
+  return $bad
+}
+report mutants "patches that no longer apply exactly (tests/mutants/README.md)" mutants_apply
 exit $rc
