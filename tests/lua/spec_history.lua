@@ -261,15 +261,40 @@ return function(T, opts)
     eng:close()
   end)
 
-  -- Offsets of the frames of a history file ([u32 checksum, bin]: 0x92 0xce ...).
+  -- The frames of a history file, walked as the loader reads them: each is a
+  -- msgpack [checksum, bin] (0x92, the checksum as msgpack packs a uint32 --
+  -- in 1, 2, 3 or 5 bytes: a checksum below 2^16 is not 0xce -- then
+  -- 0xc4/c5/c6 and the body's length). { at = offset, len = offset of the
+  -- bin's first length byte } per frame.
   local function frames(s)
     local at, v = 19, {}
-    while true do
-      local i = s:find("\x92\xce", at, true)
-      if not i then return v end
-      v[#v + 1] = i
-      at = i + 1
+    local function be(i, n)
+      local x = 0
+      for k = 0, n - 1 do
+        x = x * 256 + s:byte(i + k)
+      end
+      return x
     end
+    while at <= #s do
+      assert(s:byte(at) == 0x92, "no frame at offset " .. at)
+      local p, t = at + 1, s:byte(at + 1)
+      p = p
+        + (
+          t <= 0x7f and 1
+          or t == 0xcc and 2
+          or t == 0xcd and 3
+          or t == 0xce and 5
+          or error("checksum type " .. t)
+        )
+      local b = s:byte(p)
+      local n = b == 0xc4 and 1
+        or b == 0xc5 and 2
+        or b == 0xc6 and 4
+        or error("bin type " .. tostring(b))
+      v[#v + 1] = { at = at, len = p + 1 }
+      at = p + 1 + n + be(p + 1, n)
+    end
+    return v
   end
 
   for _, how in ipairs({ "header", "length" }) do
@@ -287,11 +312,11 @@ return function(T, opts)
         eng:close()
         local s = U.read_file(h)
         local f = frames(s)
-        T.ok(#f >= 20, "frames: " .. #f)
-        -- frame 6 is the end frame of the third execution: [0x92, 0xce, 4 bytes, 0xc4/c5/c6, len...]
-        local at = f[6]
-        local bad = how == "header" and s:sub(1, at - 1) .. "X" .. s:sub(at + 1)
-          or s:sub(1, at + 6) .. "\xff" .. s:sub(at + 8)
+        T.eq(#f, 20, "frames (a start and an end per run)")
+        -- frame 6 is the end frame of the third execution: its 0x92, or the
+        -- first byte of its body's length
+        local at = how == "header" and f[6].at or f[6].len
+        local bad = s:sub(1, at - 1) .. (how == "header" and "X" or "\xff") .. s:sub(at + 1)
         write(h, bad)
         eng = assert(core.new { history_file = h })
         local w = eng:warnings()
