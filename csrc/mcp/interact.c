@@ -150,6 +150,15 @@ static void on_answer_read(uint64_t tag, const mc_reply_t *r) {
   if (--ix->pending == 0) answered(c);
 }
 
+/* Ask the engine for stream i's bytes from `from` up to the last poll's
+ * count; 1 when the call is gone meanwhile (answered, canceled or failed). */
+static int read_to_seen(call_t *c, int i, double from, mc_rpc_cb cb, uint64_t serial) {
+  cJSON *p = mc_params2(cJSON_CreateNumber((double)c->id), cJSON_CreateString(c->ix->names[i]));
+  cJSON_AddItemToArray(p, cJSON_CreateNumber(from));
+  cJSON_AddItemToArray(p, cJSON_CreateNumber(c->ix->seen[i] - from));
+  return mc_call_rpc(c, "read", p, cb, i) || mc_call_find(serial) == NULL;
+}
+
 /* Read the answer: the newest max_bytes of each stream from the cursor to the last poll. */
 static void finish(call_t *c, const char *why) {
   struct interact *ix = c->ix;
@@ -169,11 +178,7 @@ static void finish(call_t *c, const char *why) {
       }
       continue;
     }
-    cJSON *p = mc_params2(cJSON_CreateNumber((double)c->id), cJSON_CreateString(ix->names[i]));
-    cJSON_AddItemToArray(p, cJSON_CreateNumber(at));
-    cJSON_AddItemToArray(p, cJSON_CreateNumber(ix->seen[i] - at));
-    if (mc_call_rpc(c, "read", p, on_answer_read, i)) return;
-    if (mc_call_find(serial) == NULL) return;
+    if (read_to_seen(c, i, at, on_answer_read, serial)) return;
   }
 }
 
@@ -232,11 +237,7 @@ static void on_poll(uint64_t tag, const mc_reply_t *r) {
     if (!grew[i]) continue;
     double lo = ix->seen[i] > IX_WINDOW ? ix->seen[i] - IX_WINDOW : 0;
     if (lo < ix->mark[i]) lo = ix->mark[i];
-    cJSON *p = mc_params2(cJSON_CreateNumber((double)c->id), cJSON_CreateString(ix->names[i]));
-    cJSON_AddItemToArray(p, cJSON_CreateNumber(lo));
-    cJSON_AddItemToArray(p, cJSON_CreateNumber(ix->seen[i] - lo));
-    if (mc_call_rpc(c, "read", p, on_window, i)) return;
-    if (mc_call_find(serial) == NULL) return;
+    if (read_to_seen(c, i, lo, on_window, serial)) return;
   }
 }
 
