@@ -155,19 +155,23 @@ local function fail(fmt, ...)
   bad = bad + 1
 end
 if next(EXTENSIONS) == nil then fail("%s: no H.EXTENSIONS table found (the registry)", registry) end
--- Edge from -> to of kind "ext" (a lookup of extension `name`): the floor rule and the graph.
-local function ext_edge(from, to, path, n, name)
-  local key = from .. " -> " .. to
-  edges[from][to] = true
-  if graph then print(string.format("%s (%s:%d, ext %s)", key, path, n, name)) end
+-- The floor rule for an edge from -> to (`how`: "requires", "looks up … (_ext)").
+local function check_floor(from, to, path, n, how)
   local ff, ft = floor_of(from), floor_of(to)
   if ff and ft and ft > ff then
+    local key = from .. " -> " .. to
     if UPWARD[key] then
       seen_up[key] = true
     else
-      fail("%s:%d %s looks up %s (_ext), a higher floor", path, n, from, to)
+      fail("%s:%d %s %s %s, a higher floor", path, n, from, how, to)
     end
   end
+end
+-- Edge from -> to of kind "ext" (a lookup of extension `name`): the floor rule and the graph.
+local function ext_edge(from, to, path, n, name)
+  edges[from][to] = true
+  if graph then print(string.format("%s -> %s (%s:%d, ext %s)", from, to, path, n, name)) end
+  check_floor(from, to, path, n, "looks up (_ext)")
 end
 for _, path in ipairs(files) do
   local from = module_of(path)
@@ -209,14 +213,7 @@ for _, path in ipairs(files) do
         if graph then
           print(string.format("%s (%s:%d, %s)", key, path, n, top and "top" or "lazy"))
         end
-        local ff, ft = floor_of(from), floor_of(to)
-        if ff and ft and ft > ff then
-          if UPWARD[key] then
-            seen_up[key] = true
-          else
-            fail("%s:%d %s requires %s, a higher floor", path, n, from, to)
-          end
-        end
+        check_floor(from, to, path, n, "requires")
         if not top and not LAZY_MODULES[from] then
           if LAZY[key] then
             seen_lazy[key] = true
