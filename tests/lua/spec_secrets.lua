@@ -335,6 +335,12 @@ return function(T, opts)
     local leader = eng:get(id).pid
     local reaper, shepherd = U.ppid(leader), U.shepherd(leader)
     T.ok(reaper and shepherd and reaper ~= shepherd, "the job's reaper and the shepherd")
+    -- Lazy binding would save every vector register (pieces of the last spawn
+    -- request among them) on the stack at a function's first call: the
+    -- shepherd resolves all of them at start. Whether a spill happens depends
+    -- on which call comes first, so the scans below cannot show its absence.
+    local exe = U.sh("readlink /proc/" .. shepherd .. "/exe"):gsub("%s+$", "")
+    T.match(U.sh("readelf -d '" .. exe .. "'"), "BIND_NOW", "the shepherd is linked with -z now")
     -- the probe itself works: the job's own environment holds the value
     T.ok(memory_holds(leader, value), "the scan finds the value where it must be (the child)")
     T.ok(not memory_holds(shepherd, value), "the shepherd's memory holds the secret value")
