@@ -268,9 +268,9 @@ return function(T, opts)
   -- bin's first length byte } per frame.
   local function frames(s)
     local at, v = 19, {}
-    local function be(i, n)
+    local function be(i, width)
       local x = 0
-      for k = 0, n - 1 do
+      for k = 0, width - 1 do
         x = x * 256 + s:byte(i + k)
       end
       return x
@@ -287,12 +287,12 @@ return function(T, opts)
           or error("checksum type " .. t)
         )
       local b = s:byte(p)
-      local n = b == 0xc4 and 1
+      local width = b == 0xc4 and 1
         or b == 0xc5 and 2
         or b == 0xc6 and 4
         or error("bin type " .. tostring(b))
       v[#v + 1] = { at = at, len = p + 1 }
-      at = p + 1 + n + be(p + 1, n)
+      at = p + 1 + width + be(p + 1, width)
     end
     return v
   end
