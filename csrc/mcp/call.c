@@ -129,6 +129,18 @@ void mc_call_rpc_fail(call_t *c, const cJSON *err) {
                cJSON_IsString(msg) ? msg->valuestring : "unknown error");
 }
 
+call_t *mc_call_record(uint64_t tag, const mc_reply_t *r) {
+  call_t *c = mc_call_answered(tag);
+  if (c == NULL) return NULL;
+  if (r->err) {
+    mc_call_rpc_fail(c, r->err);
+    return NULL;
+  }
+  cJSON_Delete(c->rec);
+  c->rec = cJSON_Duplicate(r->result, 1);
+  return c;
+}
+
 int mc_call_rpc(call_t *c, const char *method, cJSON *params, mc_rpc_cb cb, int slot) {
   int rc = mc_rpc_call(method, params, cb, c->serial << 2 | (uint64_t)slot);
   if (rc == -2) {

@@ -80,6 +80,9 @@ void mc_call_rpc_fail(call_t *c, const cJSON *err);
 int mc_call_rpc(call_t *c, const char *method, cJSON *params, mc_rpc_cb cb, int slot);
 /* The call an answer is for: NULL when it is gone or cancelled (then freed once idle). */
 call_t *mc_call_answered(uint64_t tag);
+/* The call an answer with an execution record is for, the record now its c->rec; NULL when
+ * it is gone or cancelled, or when the answer was an error (the call then failed with it). */
+call_t *mc_call_record(uint64_t tag, const mc_reply_t *r);
 
 /* ---- arguments and records (cJSON, as the tool and the server gave them) ------------------- */
 

@@ -207,15 +207,9 @@ static void on_window(uint64_t tag, const mc_reply_t *r) {
 }
 
 static void on_poll(uint64_t tag, const mc_reply_t *r) {
-  call_t *c = mc_call_answered(tag);
+  call_t *c = mc_call_record(tag, r);
   if (c == NULL) return;
-  if (r->err) {
-    mc_call_rpc_fail(c, r->err);
-    return;
-  }
   struct interact *ix = c->ix;
-  cJSON_Delete(c->rec);
-  c->rec = cJSON_Duplicate(r->result, 1);
   ix->ended = mc_rec_terminal(mc_rec_str(c->rec, "state"));
   int grew[2] = {0, 0};
   for (int i = 0; i < ix->n; i++) {
@@ -274,15 +268,9 @@ static void on_input(uint64_t tag, const mc_reply_t *r) {
 
 /* The record before the input: the streams and where the answer starts. */
 static void on_first_get(uint64_t tag, const mc_reply_t *r) {
-  call_t *c = mc_call_answered(tag);
+  call_t *c = mc_call_record(tag, r);
   if (c == NULL) return;
-  if (r->err) {
-    mc_call_rpc_fail(c, r->err);
-    return;
-  }
   struct interact *ix = c->ix;
-  cJSON_Delete(c->rec);
-  c->rec = cJSON_Duplicate(r->result, 1);
   const char *state = mc_rec_str(c->rec, "state");
   const char *input = input_arg(c);
   int pty = mc_rec_pty(c->rec);
