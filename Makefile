@@ -315,7 +315,7 @@ mutate: ## check the tests catch every deliberate bug in tests/mutants/ (before 
 check-symbols: all ## fail unless luaopen_proctor_core is all that each core exports (also the package tier)
 	@scripts/check-symbols.sh $(NVIM_SO) $(LUA54_SO)
 
-lint: ## clang-format, stylua and luacheck: zero changes, zero warnings (also the lint tier; installs the tools)
+lint: ## clang-format, stylua and luacheck: zero changes, zero warnings; every mutant applies exactly (also the lint tier; installs the tools)
 	@$(SETUP) lint
 	@scripts/lint.sh
 
