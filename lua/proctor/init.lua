@@ -779,21 +779,29 @@ function H.forget(id)
   H.text[id], H.quiet[id] = nil, nil
 end
 
--- Once after the first setup(), on a tick after startup (VimEnter): load what
--- the first run() would load itself, the console extension (its modules and
--- the actions its keys dispatch to) and the field checks (with the core they
--- are read from), so that a fan-out's first run() finds them loaded. Nothing
--- starts: no engine, no process, no file of the project is read. A failure
--- is left for run() to report.
+-- Once after the first setup(), once the editor is up (VimEnter): load what
+-- the first run() would load itself, so that a fan-out's first run() finds it
+-- loaded: the field checks (with the core they are read from), then the
+-- console extension's modules (the actions its keys dispatch to last), one a
+-- tick, so that no tick holds the editor long. Nothing starts: no engine, no
+-- process, no file of the project is read. A failure is left for run() to report.
 function H.warm_up()
   if H.warming then return end
   H.warming = true
-  local function load()
-    pcall(H.spec)
-    pcall(M._ext, "console")
-    H.warmed = true
+  local mods = H.EXTENSIONS.console
+  local steps = { function() H.spec() end }
+  for i = 1, #mods - 1 do
+    steps[#steps + 1] = function() require(mods[i]) end
   end
-  local function later() vim.defer_fn(load, 0) end
+  steps[#steps + 1] = function() M._ext("console") end -- the last module, and marked loaded
+  local i = 0
+  local function step()
+    i = i + 1
+    if not steps[i] then return end
+    pcall(steps[i])
+    vim.defer_fn(step, 0)
+  end
+  local function later() vim.defer_fn(step, 0) end
   if vim.v.vim_did_enter == 1 then
     later()
   else
