@@ -20,6 +20,8 @@
 ---   :terminal's environment  VIM, VIMRUNTIME passed on;    VIM, VIMRUNTIME left out; a server
 ---                            NVIM = v:servername           started for NVIM when none (0.9)
 ---   CTRL-C in vim.wait()     seen when its time is up      ends it at once (-2)
+---   a function kept out of   jit.off (LuaJIT)              the same; nothing without LuaJIT
+---   the trace compiler
 ---
 --- Probes are cheap and run once, on first use. Requiring this module has no
 --- side effects.
@@ -31,6 +33,25 @@ local api = vim.api
 
 --- The libuv binding (luv).
 M.uv = vim.uv or vim.loop
+
+--- Keep LuaJIT's trace compiler out of the functions given (each one's own code:
+--- a trace that reaches one of them stops there, and none starts inside it); the
+--- functions are returned. For code that runs a bounded number of times per user
+--- action and mostly calls into C, such as run()'s path: a loop of 100 run()s
+--- in a fresh editor spent more of its main-thread time recording and then
+--- abandoning traces through it (NYI C calls, closures) than running it. A
+--- no-op without LuaJIT. Never for small leaves called from everywhere
+--- (config.get): a trace elsewhere that calls one would stop there too.
+---@param ... function
+---@return ... function
+function M.interpreted(...)
+  if jit then
+    for i = 1, select("#", ...) do
+      jit.off((select(i, ...)))
+    end
+  end
+  return ...
+end
 
 --- Does this Neovim have 'winbar'?
 ---@return boolean

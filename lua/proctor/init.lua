@@ -136,6 +136,7 @@ function M.setup(opts)
     local eng, e = H.engine()
     if not eng then util.notify("setup: rpc.start: " .. tostring(e), vim.log.levels.WARN) end
   end
+  H.warm_up()
   return true
 end
 
@@ -448,11 +449,15 @@ H.CORE_KEYS = nil -- the core fields run() passes on, in the core's order
 H.NOT_RUN = { worker = true, cmd = true }
 
 do
+  -- the checks run on every run(): interpreted, as the rest of run()'s path (H.run)
+  local checked = compat.interpreted
   local function is(t)
-    return function(v) return type(v) == t end
+    return checked(function(v) return type(v) == t end)
   end
   local function int(min, max)
-    return function(v) return type(v) == "number" and v == math.floor(v) and v >= min and v <= max end
+    return checked(
+      function(v) return type(v) == "number" and v == math.floor(v) and v >= min and v <= max end
+    )
   end
   local function env(v)
     if type(v) ~= "table" then return false end
@@ -472,6 +477,7 @@ do
   local function notify(v)
     return type(v) == "boolean" or v == "never" or v == "on_failure" or v == "always"
   end
+  checked(env, names, notify)
   -- a core field's check, by the type core.spec_fields gives it
   local BY_TYPE = {
     boolean = function() return { is("boolean"), "a boolean" } end,
@@ -492,7 +498,7 @@ do
     text = { is("boolean"), "a boolean" },
     notify = { notify, 'a boolean or "never", "on_failure", "always"' },
     open = {
-      function(v) return type(v) == "boolean" or type(v) == "table" end,
+      checked(function(v) return type(v) == "boolean" or type(v) == "table" end),
       "a boolean or a table of open options",
     },
     on_output = { is("function"), "a function" },
@@ -593,8 +599,14 @@ end
 
 H.CALLBACKS = { "on_output", "on_state", "on_exit" }
 
+-- The console extension's api (loaded on first need; see H.warm_up).
+function H.console()
+  if H.ext_required.console then return H.ext.console.api end
+  return M._ext("console").api
+end
+
 -- The console's window of run{ open } (nil: open = "none"), made before the start.
-function H.window(open) return M._ext("console").api.window(open) end
+function H.window(open) return H.console().window(open) end
 
 -- The body of run(): nil, msg, name on failure.
 function H.run(spec)
@@ -655,7 +667,7 @@ function H.run(spec)
   if s.owner == nil then s.owner = cfg.owner end
   local eng, err = engine.get()
   if not eng then return H.fail("ENOENGINE", err) end
-  H.hook()
+  if not H.hooked then H.hook() end
   local open = spec.open and (type(spec.open) == "table" and spec.open or {}) or nil
   -- The console's window is made first: a pty gets its text area from the first byte.
   local made, window = true, nil
@@ -693,10 +705,27 @@ function H.run(spec)
       how[k] = v
     end
     if window ~= nil then how.window = window end
-    M._ext("console").api.open_run({ id = id, label = s.label, pty = s.pty and true or false }, how)
+    H.console().open_run({ id = id, label = s.label, pty = s.pty and true or false }, how)
   end
   return ex
 end
+
+-- run()'s path is interpreted, never traced (compat.interpreted): 100 run()s in
+-- one loop of a fresh editor spent more main-thread time in LuaJIT recording
+-- and abandoning traces through it than in running it (bench/RESULTS.md,
+-- "Issue 30, round 6"). Its leaves that are called from everywhere
+-- (config.get, engine.get) stay traceable.
+compat.interpreted(
+  M.run,
+  M._run,
+  H.run,
+  H.plain,
+  H.spec,
+  H.check_spec,
+  H.problem,
+  H.console,
+  H.window
+)
 
 -- The start spec of a PTY execution with the environment :terminal gives its
 -- jobs (|proctor-console-env|): VIM and VIMRUNTIME left out (a Vim or another
@@ -748,6 +777,36 @@ function H.forget(id)
   H.extend("forget", id)
   H.watch[id] = nil
   H.text[id], H.quiet[id] = nil, nil
+end
+
+-- Once after the first setup(), once the editor is up (VimEnter): load what
+-- the first run() would load itself, so that a fan-out's first run() finds it
+-- loaded: the field checks (with the core they are read from), then the
+-- console extension's modules (the actions its keys dispatch to last), one a
+-- tick, so that no tick holds the editor long. Nothing starts: no engine, no
+-- process, no file of the project is read. A failure is left for run() to report.
+function H.warm_up()
+  if H.warming then return end
+  H.warming = true
+  local mods = H.EXTENSIONS.console
+  local steps = { function() H.spec() end }
+  for i = 1, #mods - 1 do
+    steps[#steps + 1] = function() require(mods[i]) end
+  end
+  steps[#steps + 1] = function() M._ext("console") end -- the last module, and marked loaded
+  local i = 0
+  local function step()
+    i = i + 1
+    if not steps[i] then return end
+    pcall(steps[i])
+    vim.defer_fn(step, 0)
+  end
+  local function later() vim.defer_fn(step, 0) end
+  if vim.v.vim_did_enter == 1 then
+    later()
+  else
+    vim.api.nvim_create_autocmd("VimEnter", { once = true, callback = later })
+  end
 end
 
 -- Register the subscribers once.

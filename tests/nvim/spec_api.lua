@@ -554,6 +554,80 @@ return function(test, T, H)
     end
   )
 
+  -- After setup(), once the editor is up, the modules a run with a console
+  -- needs are loaded (setup()'s warm-up), so a fan-out's first run() loads
+  -- none; and LuaJIT records no trace through run()'s path (compat.interpreted):
+  -- a loop of runs in a fresh editor spent most of its time recording traces.
+  test(
+    "fan-out after setup: the loop loads no module and records no trace in run()'s path",
+    function()
+      local c = H.child()
+      T.eq(
+        c.lua([[
+      require("proctor").setup({ notify = "never" })
+      return package.loaded["proctor.actions"] ~= nil
+    ]]),
+        false,
+        "setup() itself loaded the console's modules"
+      )
+      c.wait(
+        30000,
+        [[package.loaded["proctor.actions"] ~= nil and package.loaded["proctor.console"] ~= nil
+        and package.loaded["proctor.core"] ~= nil]],
+        "setup()'s warm-up: the console extension and the core loaded"
+      )
+      local got = c.lua([[
+      local p = require("proctor")
+      local ju = jit and require("jit.util")
+      local before = {}
+      for name in pairs(package.loaded) do before[name] = true end
+      local traced = {}
+      local function on_trace(what, _, func, pc)
+        if what ~= "start" then return end
+        local info = ju.funcinfo(func, pc)
+        local src = info.source or ""
+        if src:find("/lua/proctor/init%.lua$") or src:find("/lua/proctor/console/") then
+          traced[#traced + 1] = src:gsub("^.*/lua/", "") .. ":" .. tostring(info.currentline)
+        end
+      end
+      if jit then jit.attach(on_trace, "trace") end
+      local ids = {}
+      local ok, err = pcall(function()
+        for i = 1, 100 do
+          ids[i] = p.run({ cmd = { "printf", "y%s\\n", tostring(i) }, open = { open = "none" },
+                           notify = false }).id
+        end
+      end)
+      if jit then jit.attach(on_trace) end
+      local loaded = {}
+      for name in pairs(package.loaded) do
+        if not before[name] then loaded[#loaded + 1] = name end
+      end
+      table.sort(loaded)
+      _G.ids = ids
+      return { ok = ok, err = tostring(err), loaded = table.concat(loaded, ","),
+               traced = table.concat(traced, ","), n = #ids }
+    ]])
+      T.ok(got.ok, got.err)
+      T.eq(got.n, 100, "runs started")
+      T.eq(got.loaded, "", "modules loaded during the loop")
+      T.eq(got.traced, "", "traces started in run()'s path (init.lua, console/)")
+      c.wait(
+        30000,
+        [[(function()
+      local cs = require("proctor.console")._H.consoles
+      local e = require("proctor.engine")
+      for _, id in ipairs(_G.ids) do
+        if not cs[id] or e.state[id] ~= "completed" then return false end
+      end
+      return true
+    end)()]],
+        "every console made and every run completed"
+      )
+      c.stop()
+    end
+  )
+
   test("run(): a spawn error is the execution's end (failed, spawn_error, the message)", function()
     local p = require("proctor")
     local prev = api.nvim_get_current_buf()

@@ -806,6 +806,12 @@ end
 
 M._H = H
 
+-- What run{ open } calls for each run is interpreted, as run()'s own path is
+-- (lua/proctor/init.lua, compat.interpreted): a fan-out of runs would
+-- otherwise record traces through it.
+compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder)
+compat.interpreted(Backlog.new, Backlog.start)
+
 -- proctor.open(), run{ open }; a deleted record's console goes
 proctor._extend("console", { api = M, forget = M.forget })
 
