@@ -50,7 +50,7 @@ test("first use copies the shepherd in; lifecycle, exit codes, streams, env, cwd
   local r, id = U.run(
     eng,
     web { cmd = { "sh", "-c", "echo out $PWD; echo $FOO >&2; exit 3" }, env = { FOO = "bar" } },
-    60000
+    120000 -- the first run checks, copies and starts the relay: three podman execs
   )
   T.eq(table.concat(r.states, ","), "queued,starting,running,failed", r.final.error)
   T.eq(r.final.exit_code, 3)

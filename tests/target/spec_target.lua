@@ -425,7 +425,7 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   local tr, err = targets.transport("copied", def)
   T.ok(tr, err)
   T.eq(U.sh("ls -A " .. cache .. "/proctor 2>/dev/null"), "") -- building it ran nothing
-  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
+  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 120000)
   T.eq(r.final.state, "completed", r.final.error)
   T.eq(r.out.stdout, "far\n")
   local files = U.sh("ls -A " .. cache .. "/proctor")
@@ -447,7 +447,7 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   local bad =
     { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
   local btr = assert(targets.transport("readonly", bad))
-  local f = U.run(eng, { cmd = { "true" }, target = "readonly", transport = btr }, 30000)
+  local f = U.run(eng, { cmd = { "true" }, target = "readonly", transport = btr }, 120000)
   T.eq(f.final.state .. " " .. tostring(f.final.reason), "failed target_lost")
   T.match(f.final.error or "", "cannot install the shepherd")
   local none, no = targets.check_far("readonly", bad)
