@@ -199,7 +199,7 @@ function M.check(v)
   for k, def in pairs(v) do
     if type(k) ~= "string" or type(def) ~= "table" then return false, what end
     local n = (def.ssh and 1 or 0) + (def.podman and 1 or 0) + (def.command and 1 or 0)
-    if n ~= 1 then return false, what .. ": " .. k .. " needs one of ssh, podman, command" end
+    if n ~= 1 then return false, what .. ": " .. k .. " needs one of ssh, command, podman" end
     for _, f in ipairs({ "ssh", "podman" }) do
       if def[f] ~= nil and type(def[f]) ~= "string" then
         return false, what .. ": " .. k .. "." .. f
