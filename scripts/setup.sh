@@ -22,9 +22,11 @@ STYLUA_VERSION="stylua 2.5.2"
 build_pkgs="build-essential pkg-config libuv1-dev libmsgpack-dev liblua5.4-dev lua5.4 libluajit-5.1-dev luajit libcjson-dev
   musl-tools"
 # the keyring tier: a real Secret Service (gnome-keyring) in a private D-Bus session,
-# libsecret (dlopen'ed by the core; secret-tool stores the test items)
+# libsecret (dlopen'ed by the core; secret-tool stores the test items); the target tier:
+# sshd, and podman with runc and a static busybox (the image it builds, no registry)
 test_pkgs="neovim python3 python3-msgpack python3-pynvim clang libclang-rt-dev valgrind procps util-linux
-  dbus-daemon dbus-bin gnome-keyring libsecret-1-0 libsecret-tools openssh-server openssh-client $lint_pkgs"
+  dbus-daemon dbus-bin gnome-keyring libsecret-1-0 libsecret-tools openssh-server openssh-client
+  podman runc busybox-static $lint_pkgs"
 bench_pkgs="neovim procps time python3 lua-luv"
 demo_pkgs="neovim"
 

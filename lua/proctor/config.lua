@@ -62,7 +62,8 @@ function H.enum(values)
   return check
 end
 
--- setup{ targets }: name = { ssh = host, opts, shepherd, cwd } or { command = argv }.
+-- setup{ targets }: name = { ssh = host | podman = container, opts, shepherd, cwd } or
+-- { command = argv }.
 function H.targets(v) return targets.check(v) end
 
 -- setup{ tasks }: name = definition (a table with cmd or sequence) or
@@ -244,7 +245,8 @@ M.schema = {
   { key = "targets", type = "table", default = {}, show = "{}", check = H.targets,
     luacats = "table<string, proctor.TargetDef>",
     description = "where run{ target = name } runs: name = { ssh = \"user@host\", opts = { ... }, "
-      .. "shepherd = path?, cwd = path? } or { command = { ... } } (|proctor-targets|)" },
+      .. "shepherd = path?, cwd = path? }, { podman = container, opts?, shepherd?, cwd? } "
+      .. "or { command = { ... } } (|proctor-targets|)" },
   { key = "tasks", type = "table", default = {}, show = "{}", check = H.tasks,
     luacats = "table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil>",
     description = "your tasks: name = definition (run{} fields and task options, |proctor-tasks|), or "

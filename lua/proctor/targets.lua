@@ -79,22 +79,45 @@ function H.ssh_argv(def)
   return argv
 end
 
--- The local script of an ssh target with our copy of the shepherd, run by /bin/sh in
--- the link's transport (its stdin and stdout are the frames: every ssh but the last
--- reads another stdin and writes into a variable). $1 = "check": stop before the relay.
--- @SSH@, @NAME@ and @STATIC@ are replaced by quoted words; \$ is expanded far away.
+--- The podman command line of a target, up to the command run in the container
+--- (`opts` go after `exec`: podman's own options and exec's, such as --user).
+function H.podman_argv(def)
+  local argv = { "podman", "exec" }
+  for _, o in ipairs(def.opts or {}) do
+    argv[#argv + 1] = o
+  end
+  argv[#argv + 1] = "-i"
+  argv[#argv + 1] = def.podman
+  return argv
+end
+
+-- The far side's shell of a target with a transport of its own: the argv that runs
+-- one /bin/sh command line there (the line is the next word), and the tool's name.
+function H.far_shell(def)
+  if def.ssh then return H.ssh_argv(def), "ssh" end
+  local argv = H.podman_argv(def)
+  argv[#argv + 1] = "/bin/sh"
+  argv[#argv + 1] = "-c"
+  return argv, "podman"
+end
+
+-- The local script of an ssh or podman target with our copy of the shepherd, run by
+-- /bin/sh in the link's transport (its stdin and stdout are the frames: every far run
+-- but the last reads another stdin and writes into a variable). $1 = "check": stop
+-- before the relay. @FAR@ (the far shell's argv, its command line follows), @TOOL@,
+-- @NAME@ and @STATIC@ are replaced by quoted words; \$ is expanded far away.
 H.PREPARE = [=[
 n=@NAME@ s=@STATIC@
 h=$(sha256sum "$s" 2>&1) || { echo "target $n: cannot hash $s: $h" >&2; exit 1; }
 h=$(printf %s "$h" | cut -c1-16) a=$(uname -m)
 f="\${XDG_CACHE_HOME:-\$HOME/.cache}/proctor/proctor-shepherd-$h"
-o=$(@SSH@ "uname -m; f=\"$f\"; test -x \"\$f\" && \"\$f\" --check; true" </dev/null 2>&1) ||
-  { echo "target $n: ssh failed: $o" >&2; exit 1; }
+o=$(@FAR@ "uname -m; f=\"$f\"; test -x \"\$f\" && \"\$f\" --check; true" </dev/null 2>&1) ||
+  { echo "target $n: @TOOL@ failed: $o" >&2; exit 1; }
 r=$(printf '%s\n' "$o" | head -n 1)
 [ "$r" = "$a" ] || { echo "target $n: the far side is $r, proctor-shepherd-static is $a:\
  give the target \`shepherd = path\` of one built for it" >&2; exit 1; }
 case $o in *"proctor-shepherd ok"*) ;; *)
-  c=$(@SSH@ "set -e; umask 077; d=\"\${XDG_CACHE_HOME:-\$HOME/.cache}/proctor\"; mkdir -p \"\$d\";\
+  c=$(@FAR@ "set -e; umask 077; d=\"\${XDG_CACHE_HOME:-\$HOME/.cache}/proctor\"; mkdir -p \"\$d\";\
  t=\"\$d/.proctor-shepherd.\$\$\"; cat > \"\$t\"; chmod 700 \"\$t\"; mv -f \"\$t\" \"$f\"; \"$f\" --check" \
     <"$s" 2>&1)
   case $c in *"proctor-shepherd ok"*) ;; *)
@@ -103,13 +126,15 @@ case $o in *"proctor-shepherd ok"*) ;; *)
   esac ;;
 esac
 [ "${1-}" = check ] && { echo "target $n: ready ($f)"; exit 0; }
-exec @SSH@ "\"$f\" --relay"]=]
+exec @FAR@ "exec \"$f\" --relay"]=]
 
--- The transport of an ssh target without `shepherd`: the check, the copy, the relay.
+-- The transport of an ssh or podman target without `shepherd`: the check, the copy,
+-- the relay.
 function H.prepared(name, def)
   local static, err = H.local_shepherd()
   if not static then return nil, err end
-  local subst = { SSH = join(H.ssh_argv(def)), NAME = M.quote(name), STATIC = M.quote(static) }
+  local far, tool = H.far_shell(def)
+  local subst = { FAR = join(far), TOOL = tool, NAME = M.quote(name), STATIC = M.quote(static) }
   local script = H.PREPARE:gsub("@(%u+)@", subst)
   return "/bin/sh -c " .. M.quote(script) .. " proctor-target"
 end
@@ -135,17 +160,22 @@ function M.transport(name, def)
     tr = join(argv)
   elseif def.ssh and def.shepherd then
     tr = join(H.ssh_argv(def)) .. " " .. M.quote(M.quote(def.shepherd) .. " --relay")
-  elseif def.ssh then
+  elseif def.podman and def.shepherd then
+    local argv = H.podman_argv(def)
+    argv[#argv + 1] = def.shepherd
+    argv[#argv + 1] = "--relay"
+    tr = join(argv)
+  elseif def.ssh or def.podman then
     tr, err = H.prepared(name, def)
   else
-    err = ("target %s: needs ssh = host or command = { … }"):format(name)
+    err = ("target %s: needs ssh = host, podman = container or command = { … }"):format(name)
   end
   if not tr then return nil, err end
   return tr, def.cwd
 end
 
---- Check target `name` now and wait (:checkhealth): for an ssh target with our
---- shepherd, the far side's architecture and the copy (made when missing). Returns
+--- Check target `name` now and wait (:checkhealth): for an ssh or podman target with
+--- our shepherd, the far side's architecture and the copy (made when missing). Returns
 --- a line saying what is there, or nil and why.
 ---@param name string
 ---@param def table
@@ -153,7 +183,7 @@ end
 function M.check_far(name, def)
   local tr, err = M.transport(name, def)
   if not tr then return nil, err end
-  if not (def.ssh and not def.shepherd) then return tr end
+  if not ((def.ssh or def.podman) and not def.shepherd) then return tr end
   local out, ok = H.sh(tr .. " check </dev/null")
   out = out:gsub("%s+$", "")
   if not ok then return nil, out end
@@ -164,12 +194,17 @@ end
 ---@param v table
 ---@return boolean ok, string|nil what
 function M.check(v)
-  local what = "a table of name = { ssh = host, opts = { … } } or { command = { … } }"
+  local what = "a table of name = { ssh = host, opts = { … } }, { podman = container }"
+    .. " or { command = { … } }"
   for k, def in pairs(v) do
     if type(k) ~= "string" or type(def) ~= "table" then return false, what end
-    local n = (def.ssh and 1 or 0) + (def.command and 1 or 0)
-    if n ~= 1 then return false, what .. ": " .. k .. " needs one of ssh, command" end
-    if def.ssh and type(def.ssh) ~= "string" then return false, what .. ": " .. k .. ".ssh" end
+    local n = (def.ssh and 1 or 0) + (def.podman and 1 or 0) + (def.command and 1 or 0)
+    if n ~= 1 then return false, what .. ": " .. k .. " needs one of ssh, command, podman" end
+    for _, f in ipairs({ "ssh", "podman" }) do
+      if def[f] ~= nil and type(def[f]) ~= "string" then
+        return false, what .. ": " .. k .. "." .. f
+      end
+    end
     if def.command and (type(def.command) ~= "table" or #def.command == 0) then
       return false, what .. ": " .. k .. ".command must be a list of strings"
     end

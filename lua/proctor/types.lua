@@ -216,7 +216,7 @@ function Engine:closed() end
 ---@field audit proctor.Config.audit proctor-audit
 ---@field rpc proctor.Config.rpc the msgpack-rpc socket (proctor-rpc)
 ---@field list proctor.Config.list the list view (proctor-list)
----@field targets table<string, proctor.TargetDef> where run{ target = name } runs: name = { ssh = "user@host", opts = { ... }, shepherd = path?, cwd = path? } or { command = { ... } } (proctor-targets)
+---@field targets table<string, proctor.TargetDef> where run{ target = name } runs: name = { ssh = "user@host", opts = { ... }, shepherd = path?, cwd = path? }, { podman = container, opts?, shepherd?, cwd? } or { command = { ... } } (proctor-targets)
 ---@field tasks table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil> your tasks: name = definition (run{} fields and task options, proctor-tasks), or function(dir) returning one (nil: not a task there)
 ---@field task_defaults proctor.Config.task_defaults task options a task or run{} does not set (proctor-tasks)
 ---@field discover proctor.Config.discover task sources (proctor-tasks-discovery); false turns one off
@@ -322,7 +322,7 @@ function Engine:closed() end
 ---@field audit? proctor.SetupOpts.audit proctor-audit
 ---@field rpc? proctor.SetupOpts.rpc the msgpack-rpc socket (proctor-rpc)
 ---@field list? proctor.SetupOpts.list the list view (proctor-list)
----@field targets? table<string, proctor.TargetDef> where run{ target = name } runs: name = { ssh = "user@host", opts = { ... }, shepherd = path?, cwd = path? } or { command = { ... } } (proctor-targets)
+---@field targets? table<string, proctor.TargetDef> where run{ target = name } runs: name = { ssh = "user@host", opts = { ... }, shepherd = path?, cwd = path? }, { podman = container, opts?, shepherd?, cwd? } or { command = { ... } } (proctor-targets)
 ---@field tasks? table<string|integer, proctor.TaskDef|fun(dir: string): proctor.TaskDef|nil> your tasks: name = definition (run{} fields and task options, proctor-tasks), or function(dir) returning one (nil: not a task there)
 ---@field task_defaults? proctor.SetupOpts.task_defaults task options a task or run{} does not set (proctor-tasks)
 ---@field discover? proctor.SetupOpts.discover task sources (proctor-tasks-discovery); false turns one off

@@ -838,6 +838,88 @@ static void test_lifecycle_table(void) {
   }
 }
 
+/* Whether `pid` runs (exists and is not a zombie). */
+static int running(pid_t pid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' && p[2] != 'Z';
+}
+
+/* The pid a target's transport wrote into `file` (0: none yet). */
+static pid_t pid_in(const char *file) {
+  FILE *f = fopen(file, "r");
+  int pid = 0;
+  if (f && fscanf(f, "%d", &pid) != 1) pid = 0;
+  if (f) fclose(f);
+  return (pid_t)pid;
+}
+
+/* engine.target_idle_ms: a target's link that holds no execution closes after the
+ * idle time (its relay exits; the execution stays completed, not lost) and the next
+ * run on the target opens a new one. The idle timer and the link's teardown run on
+ * the engine thread while this thread polls (TSan). Condition waits only. */
+static void test_target_idle_close(void) {
+  char self[512], dir[300], pidf[320], tr[1200];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = 0;
+  *strrchr(self, '/') = 0; /* build/: the shepherd is here */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(pidf, sizeof(pidf), "%s/relay.pid", dir);
+  /* the link runs "exec TRANSPORT": one command, which writes its pid and becomes the relay */
+  snprintf(tr, sizeof(tr), "sh -c 'echo $$ > \"%s\"; exec \"%s/proctor-shepherd\" --relay'", pidf,
+           self);
+  pr_engine_opts_t opts = {.target_idle_ms = 100};
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(&opts, &e));
+  outcome_t *o = calloc(3, sizeof(*o));
+  pr_spec_t s = {.shell = "echo one", .target = "idle", .transport = tr, .kill_grace_ms = -1};
+  uint64_t id = 0;
+  CHECK_OK(pr_engine_start(e, &s, &id));
+  CHECK(drain(e, o, 1, 1, 60000));
+  pr_record_t *r = NULL;
+  CHECK_OK(pr_engine_get(e, id, 0, &r));
+  CHECKF(r->state == PR_COMPLETED, "%s: %s", r->reason, r->error ? r->error : "");
+  pr_record_free(r);
+  pid_t first = pid_in(pidf);
+  CHECK(first > 0);
+  /* the link closes once idle: its relay exits (events still polled meanwhile) */
+  uint64_t deadline = now_ms() + 60000;
+  pr_event_t *evs[64];
+  while (running(first) && now_ms() < deadline) {
+    pr_engine_wait(e, 50);
+    size_t k = pr_engine_poll(e, evs, 64, 0);
+    for (size_t i = 0; i < k; i++) {
+      if (evs[i]->id == id && evs[i]->type == PR_EV_STATE) o[1].terminal++;
+      pr_event_free(evs[i]);
+    }
+  }
+  CHECKF(!running(first), "the idle relay %d still runs", (int)first);
+  s.shell = "echo two";
+  CHECK_OK(pr_engine_start(e, &s, &id));
+  CHECK_EQ(id, 2);
+  CHECK(drain(e, o, 2, 1, 60000));
+  CHECK_EQ(o[1].state, PR_COMPLETED);
+  CHECK_EQ(o[1].terminal, 1); /* closing an idle link loses nothing */
+  CHECK_EQ(o[2].state, PR_COMPLETED);
+  CHECK(o[2].data && strcmp(o[2].data, "two\n") == 0);
+  pid_t second = pid_in(pidf);
+  CHECKF(second > 0 && second != first, "a new relay: %d after %d", (int)second, (int)first);
+  free_outcomes(o, 2);
+  pr_engine_close(e);
+  pr_engine_free(e);
+  unlink(pidf);
+  rmdir(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_table);
@@ -857,5 +939,6 @@ int main(int argc, char **argv) {
   RUN(test_close_writes_queued_history);
   RUN(test_two_engines_share_history);
   RUN(test_secret_source_bounds);
+  RUN(test_target_idle_close);
   return TAP_END();
 }

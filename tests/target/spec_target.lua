@@ -294,6 +294,44 @@ test("a 100 MiB flood over ssh arrives whole, with back-pressure, in bounded mem
   e3:close()
 end)
 
+test(
+  "a 10 MiB pty flood over ssh: every byte arrives, resized on the way, the marker last",
+  function()
+    local N = 10 * 1024 * 1024
+    local e5 = assert(core.new({ drain_ms = 300 }))
+    -- no newline in the flood (the pty would make each one \r\n); the job waits until it
+    -- sees the new size, so the resize lands while it runs
+    local id = assert(e5:start(ssh_spec({
+      cmd = "head -c "
+        .. N
+        .. " /dev/zero | tr '\\0' x; while [ \"$(stty size)\" != '50 132' ]; do sleep 0.05; done;"
+        .. " echo; echo END-OF-FLOOD",
+      pty = true,
+      cols = 80,
+      rows = 24,
+    })))
+    local got, final, resized = 0, nil, false
+    local t0 = U.now()
+    local deadline = t0 + 300000
+    while not final and U.now() < deadline do
+      for _, ev in ipairs(e5:wait(100, 4096)) do -- counted, never kept
+        if ev.id == id and ev.type == "output" then got = got + #ev.data end
+        if ev.id == id and ev.type == "state" and U.terminal[ev.state] then final = ev end
+      end
+      if not resized and got >= N / 2 then resized = e5:resize(id, 132, 50) end
+    end
+    T.ok(final, "the flood ended")
+    T.eq(final.state, "completed", final.error)
+    T.eq(resized, true, "resized while it ran")
+    local tail = "\r\nEND-OF-FLOOD\r\n"
+    T.eq(got, N + #tail, "every byte arrived")
+    local last = e5:read(id, "pty", got - #tail - 4, 64)
+    T.eq(last, "xxxx" .. tail, "the ring ends with the marker")
+    print(("# pty flood: 10 MiB over ssh in %.1f s"):format((U.now() - t0) / 1000))
+    e5:close()
+  end
+)
+
 test("the link refuses a relay of another byte order or version, saying which", function()
   local dir = os.getenv("TARGET_DIR") .. "/forged"
   U.sh("mkdir -p " .. dir)
@@ -387,7 +425,7 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   local tr, err = targets.transport("copied", def)
   T.ok(tr, err)
   T.eq(U.sh("ls -A " .. cache .. "/proctor 2>/dev/null"), "") -- building it ran nothing
-  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 30000)
+  local r = U.run(eng, { cmd = { "echo", "far" }, target = "copied", transport = tr }, 120000)
   T.eq(r.final.state, "completed", r.final.error)
   T.eq(r.out.stdout, "far\n")
   local files = U.sh("ls -A " .. cache .. "/proctor")
@@ -409,7 +447,7 @@ test("first use copies the static shepherd (hash-named, 0700), later uses find i
   local bad =
     { ssh = "proctor-test", opts = { "-F", config, "-o", "SetEnv=XDG_CACHE_HOME=" .. ro } }
   local btr = assert(targets.transport("readonly", bad))
-  local f = U.run(eng, { cmd = { "true" }, target = "readonly", transport = btr }, 30000)
+  local f = U.run(eng, { cmd = { "true" }, target = "readonly", transport = btr }, 120000)
   T.eq(f.final.state .. " " .. tostring(f.final.reason), "failed target_lost")
   T.match(f.final.error or "", "cannot install the shepherd")
   local none, no = targets.check_far("readonly", bad)
