@@ -10,7 +10,11 @@
 ---        │           tail (from a line start when one is near), count the rest
 ---        ▼
 ---   take(budget): "[proctor] … skipped N bytes" first when something was
----                 skipped, then at most `budget` bytes (pipes: \n -> \r\n)
+---                 skipped, then at most `budget` bytes (pipes: \n -> \r\n);
+---                 given the terminal's width, `\r` redraws that a later one
+---                 overwrites are left out (console/overwrite.lua) and, while
+---                 that shrinks them, more of the backlog is taken, up to
+---                 SCAN × budget bytes of it
 ---
 --- Requiring this module has no side effects.
 
@@ -20,13 +24,24 @@
 ---@field n integer bytes in chunks
 ---@field skipped integer bytes skipped since the last take (reported by it)
 ---@field at_bol boolean what the terminal got last ended a line
+---@field ow proctor.Overwrite what the terminal's parser has seen (console/overwrite.lua)
 local B = {}
 B.__index = B
+
+local overwrite = require("proctor.console.overwrite")
+
+-- One take reads at most SCAN × budget bytes of the backlog: leaving out
+-- overwritten redraws costs the main thread a pass over every byte (about as
+-- much as the terminal's parse of the bytes it saves).
+B.SCAN = 8
 
 --- A new, empty backlog.
 ---@return proctor.Backlog
 function B.new()
-  return setmetatable({ next = {}, chunks = {}, n = 0, skipped = 0, at_bol = true }, B)
+  return setmetatable(
+    { next = {}, chunks = {}, n = 0, skipped = 0, at_bol = true, ow = overwrite.new() },
+    B
+  )
 end
 
 --- Note that stream `stream` continues at absolute offset `offset` (a replay
@@ -104,29 +119,54 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 --- backlog and, when `max_lines` is given, at most that many lines (a
 --- terminal's cost is per line as much as per byte: 16 KiB of `seq` is 2,300
 --- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
---- needs both). Returns the text, the bytes of the backlog it used and (with
---- `max_lines`) the lines in it.
+--- needs both). With `width` (the terminal's columns, at most: the narrowest
+--- window showing it) the redraws a later one overwrites are left out of the
+--- text (never out of the ring), and while that leaves the text under half
+--- the budget more is taken, up to B.SCAN × `budget` bytes of the backlog.
+--- Returns the text, the bytes of the backlog it used and (with `max_lines`)
+--- the lines in it.
 ---@param budget integer
 ---@param crlf boolean
 ---@param note fun(skipped: integer): string
 ---@param max_lines integer|nil
+---@param width integer|nil
 ---@return string text, integer taken, integer|nil lines
-function B:take(budget, crlf, note, max_lines)
+function B:take(budget, crlf, note, max_lines, width)
   local parts = {}
-  local note_len = 0
   if self.skipped > 0 then
-    parts[1] = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
-    note_len = #parts[1]
+    local head = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
+    parts[1] = overwrite.feed(self.ow, head, nil)
     self.skipped = 0
   end
-  local taken, chunks, k = 0, self.chunks, 1
+  local taken, out, lines = 0, 0, max_lines and 0
+  repeat
+    local raw, k = self:cut(budget - out, max_lines and max_lines - lines)
+    taken = taken + #raw
+    if lines then lines = lines + k end
+    local text = overwrite.feed(self.ow, raw, width)
+    out = out + #text
+    parts[#parts + 1] = text
+  until not width
+    or self.n == 0
+    or out >= budget / 2
+    or taken >= B.SCAN * budget
+    or (lines and lines >= max_lines)
+  local text = table.concat(parts)
+  if crlf then text = text:gsub("\n", "\r\n") end
+  if text ~= "" then self.at_bol = text:sub(-1) == "\n" end
+  return text, taken, lines
+end
+
+-- Remove and return the first `budget` bytes of the backlog, cut after its
+-- `max_lines`-th line end when given; and the lines in it.
+function B:cut(budget, max_lines)
+  local parts, taken, chunks, k = {}, 0, self.chunks, 1
   while k <= #chunks and taken < budget do
     local ch = chunks[k]
     if taken + #ch > budget then
       local cut = budget - taken
       parts[#parts + 1] = ch:sub(1, cut)
       chunks[k] = ch:sub(cut + 1)
-      taken = budget
       break
     end
     parts[#parts + 1] = ch
@@ -141,11 +181,9 @@ function B:take(budget, crlf, note, max_lines)
     self.chunks = rest
   end
   local text = table.concat(parts)
-  local n
+  local n = 0
   if max_lines then
-    -- cut after the max_lines-th line end of the backlog's bytes (the note excluded)
-    local pos = note_len
-    n = 0
+    local pos = 0
     while n < max_lines do
       pos = text:find("\n", pos + 1, true)
       if not pos then break end
@@ -154,20 +192,21 @@ function B:take(budget, crlf, note, max_lines)
     if pos and pos < #text then
       local back = text:sub(pos + 1)
       table.insert(self.chunks, 1, back)
-      taken = taken - #back
       text = text:sub(1, pos)
     end
   end
-  self.n = self.n - taken
-  if crlf then text = text:gsub("\n", "\r\n") end
-  self:sent(text)
-  return text, taken, n
+  self.n = self.n - #text
+  return text, n
 end
 
---- Note that `text` went to the terminal (typed echo too): where a line starts.
+--- Note that `text` went to the terminal other than through take() (typed
+--- echo, the final line): where a line starts, and the parser's state.
 ---@param text string
 function B:sent(text)
-  if text ~= "" then self.at_bol = text:sub(-1) == "\n" end
+  if text ~= "" then
+    overwrite.feed(self.ow, text, nil)
+    self.at_bol = text:sub(-1) == "\n"
+  end
 end
 
 --- `text` on a line of its own (a line break first unless one just ended).
