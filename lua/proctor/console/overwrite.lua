@@ -116,8 +116,8 @@ function M.feed(st, text, width)
   local state, params = st.state, st.params
   local csi_from = 1 -- where this call's part of the current CSI's parameters starts
   local esc_at = 1 -- where the escape sequence being read started (a barrier starts there)
-  local k, ascii = 1, true -- the run's segments so far; segment k is ASCII so far
-  seg_cols[1], seg_cover[1] = 0, 0
+  -- the run's segments so far; segment k's counts are kept in locals until it ends
+  local k, cols, cover, ascii, el, sgr = 1, 0, 0, true, false, false
   local nd = 0
   local i = 1
   while i <= n do
@@ -125,12 +125,13 @@ function M.feed(st, text, width)
     local stop, unsafe -- a barrier: the run ends before this byte (and turns leaving out off)
     if state == GROUND then
       if b >= 32 and b < 127 then
-        seg_cols[k] = seg_cols[k] + 1
-        if ascii then seg_cover[k] = seg_cover[k] + 1 end
+        cols = cols + 1
+        if ascii then cover = cover + 1 end
       elseif b == CR then
+        seg_cols[k], seg_cover[k], seg_el[k], seg_sgr[k] = cols, cover, el, sgr
         k = k + 1
-        seg_from[k], seg_cols[k], seg_cover[k], seg_el[k], seg_sgr[k] = i + 1, 0, 0, false, false
-        ascii = true
+        seg_from[k] = i + 1
+        cols, cover, ascii, el, sgr = 0, 0, true, false, false
       elseif b == ESCB then
         state, esc_at = ESC, i
       elseif b >= 128 then
@@ -138,7 +139,7 @@ function M.feed(st, text, width)
         if b == 0xC2 and i < n and byte(text, i + 1) < 0xA0 then
           stop = i
         else
-          seg_cols[k] = seg_cols[k] + 1
+          cols = cols + 1
           ascii = false
         end
       else -- LF, TAB, BS, BEL, DEL, other C0: the run ends
@@ -181,9 +182,9 @@ function M.feed(st, text, width)
         end
         state, params = GROUND, ""
         if kind == "sgr" then
-          seg_sgr[k] = true
+          sgr = true
         elseif kind == "el" then
-          seg_el[k] = true
+          el = true
         else
           stop, unsafe = esc_at, kind == "unsafe"
         end
@@ -217,9 +218,11 @@ function M.feed(st, text, width)
       end
     end
     if stop then
-      if k >= 3 and width and not st.unsafe then nd = decide(k, width, nd) end
-      k, ascii = 1, true
-      seg_cols[1], seg_cover[1] = 0, 0
+      if k >= 3 and width and not st.unsafe then
+        seg_cols[k], seg_cover[k], seg_el[k], seg_sgr[k] = cols, cover, el, sgr
+        nd = decide(k, width, nd)
+      end
+      k, cols, cover, ascii, el, sgr = 1, 0, 0, true, false, false
       if unsafe then st.unsafe = true end
     end
     i = i + 1
@@ -231,7 +234,10 @@ function M.feed(st, text, width)
     end -- a runaway sequence: be careful
   end
   st.state, st.params = state, params
-  if k >= 3 and width and not st.unsafe then nd = decide(k, width, nd) end
+  if k >= 3 and width and not st.unsafe then
+    seg_cols[k], seg_cover[k], seg_el[k], seg_sgr[k] = cols, cover, el, sgr
+    nd = decide(k, width, nd)
+  end
   if nd == 0 then return text end
   -- The text without the spans (in order), their pen changes kept.
   local parts, np, at = {}, 0, 1
