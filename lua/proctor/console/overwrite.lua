@@ -242,11 +242,11 @@ function M.feed(st, text, width)
   -- The text without the spans (in order), their pen changes kept.
   local parts, np, at = {}, 0, 1
   for d = 1, nd do
-    local from, to, sgr = drops[d * 3 - 2], drops[d * 3 - 1], drops[d * 3]
+    local from, to, pens = drops[d * 3 - 2], drops[d * 3 - 1], drops[d * 3]
     np = np + 1
     parts[np] = sub(text, at, from - 1)
     local kept = 0
-    if sgr then
+    if pens then
       local p = from
       while true do
         local e = find(text, "\27", p, true)
