@@ -161,12 +161,19 @@ end
 -- `max_lines`-th line end when given; and the lines in it.
 function B:cut(budget, max_lines)
   local parts, taken, chunks, k = {}, 0, self.chunks, 1
+  local rest
   while k <= #chunks and taken < budget do
     local ch = chunks[k]
     if taken + #ch > budget then
       local cut = budget - taken
       parts[#parts + 1] = ch:sub(1, cut)
-      chunks[k] = ch:sub(cut + 1)
+      -- the rest of a big chunk (an output event can be MiBs) in pieces of
+      -- `budget`: the next takes copy what they take, not all of the rest
+      rest = {}
+      for from = cut + 1, #ch, budget do
+        rest[#rest + 1] = ch:sub(from, from + budget - 1)
+      end
+      k = k + 1
       break
     end
     parts[#parts + 1] = ch
@@ -174,7 +181,7 @@ function B:cut(budget, max_lines)
     k = k + 1
   end
   if k > 1 then
-    local rest = {}
+    rest = rest or {}
     for j = k, #chunks do
       rest[#rest + 1] = chunks[j]
     end
