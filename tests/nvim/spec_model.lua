@@ -132,6 +132,7 @@ return function(test, T, H)
   test("overwrite: no redraw that may wrap or may not be covered is left out", function()
     -- width 4: "abcde" wraps to the next row; what follows it is on that row
     T.eq(ow("\rabcde\rx\ry", 4), "\rabcde\ry")
+    T.eq(ow("\rabcde\rabcdefgh\rx", 4), "\rabcde\rabcdefgh\rx", "abcde wraps: a row more")
     T.eq(ow("\rabc\rabcdefgh\rx", 4), "\rabcdefgh\rx", "its first row covers abc")
     T.eq(ow("\rabc\rabcdefgh\rx\rab", 4), "\rabcdefgh\rab", "x and ab are on its next row")
     T.eq(ow("\rab\rééééé\rabc", 4), "\rab\rééééé\rabc", "abc may be a row below ab")
