@@ -190,10 +190,13 @@ return function(test, T, H)
     local api = vim.api
     local width = 50
     local function screen(pieces)
+      -- a window exactly `width` columns wide: the terminal's width
       vim.cmd("silent! only!")
+      vim.cmd("vsplit")
+      vim.cmd("vertical resize " .. width)
+      T.eq(api.nvim_win_get_width(0), width, "the window's width")
       local buf = api.nvim_create_buf(false, true)
       api.nvim_win_set_buf(0, buf)
-      vim.cmd("vertical resize " .. width)
       local chan = api.nvim_open_term(buf, {})
       for _, p in ipairs(pieces) do
         api.nvim_chan_send(chan, p)
@@ -218,6 +221,7 @@ return function(test, T, H)
         rows[#rows + 1] = table.concat(cells, " ")
       end
       api.nvim_buf_delete(buf, { force = true })
+      vim.cmd("silent! only!")
       return rows
     end
     local left = 0
