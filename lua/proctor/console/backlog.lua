@@ -13,14 +13,15 @@
 ---                 skipped, then at most `budget` bytes (pipes: \n -> \r\n);
 ---                 given the terminal's width, `\r` redraws that a later one
 ---                 overwrites are left out (console/overwrite.lua) and, while
----                 that shrinks them, more of the backlog is taken, up to
----                 SCAN × budget bytes of it
+---                 that keeps the text under the budget, more of the backlog
+---                 is taken, up to SCAN × budget bytes of it
 ---
 --- Requiring this module has no side effects.
 
 ---@class proctor.Backlog
 ---@field next table<string, integer> next expected byte offset per stream
 ---@field chunks string[] waiting to be rendered, oldest first
+---@field off integer bytes of chunks[1] already taken
 ---@field n integer bytes in chunks
 ---@field skipped integer bytes skipped since the last take (reported by it)
 ---@field at_bol boolean what the terminal got last ended a line
@@ -39,7 +40,7 @@ B.SCAN = 8
 ---@return proctor.Backlog
 function B.new()
   return setmetatable(
-    { next = {}, chunks = {}, n = 0, skipped = 0, at_bol = true, ow = overwrite.new() },
+    { next = {}, chunks = {}, off = 0, n = 0, skipped = 0, at_bol = true, ow = overwrite.new() },
     B
   )
 end
@@ -85,6 +86,10 @@ end
 --- so no escape sequence or UTF-8 character is cut in half.
 ---@param keep integer
 function B:trim(keep)
+  if self.off > 0 then -- what take() left of the first chunk
+    self.chunks[1] = self.chunks[1]:sub(self.off + 1)
+    self.off = 0
+  end
   local chunks = self.chunks
   local drop = self.n - keep
   if drop <= 0 then return end
@@ -121,8 +126,8 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 --- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
 --- needs both). With `width` (the terminal's columns, at most: the narrowest
 --- window showing it) the redraws a later one overwrites are left out of the
---- text (never out of the ring), and while that leaves the text under half
---- the budget more is taken, up to B.SCAN × `budget` bytes of the backlog.
+--- text (never out of the ring), and while that keeps the text under the
+--- budget more is taken, up to B.SCAN × `budget` bytes of the backlog.
 --- Returns the text, the bytes of the backlog it used and (with `max_lines`)
 --- the lines in it.
 ---@param budget integer
@@ -138,72 +143,40 @@ function B:take(budget, crlf, note, max_lines, width)
     parts[1] = overwrite.feed(self.ow, head, nil)
     self.skipped = 0
   end
-  local taken, out, lines = 0, 0, max_lines and 0
-  repeat
-    local raw, k = self:cut(budget - out, max_lines and max_lines - lines)
-    taken = taken + #raw
-    if lines then lines = lines + k end
-    local text = overwrite.feed(self.ow, raw, width)
-    out = out + #text
+  local chunks = self.chunks
+  local taken, out, lines, off = 0, 0, max_lines and 0, self.off
+  -- Read the chunks in place (an output event can be MiBs; a take copies what
+  -- it sends, not the rest), from `off` in the first one.
+  while chunks[1] and out < budget do
+    local ch = chunks[1]
+    local last = math.min(#ch, off + budget - out)
+    if lines then -- cut after the (max_lines - lines)-th line end
+      local pos = off
+      while lines < max_lines do
+        local nl = ch:find("\n", pos + 1, true)
+        if not nl or nl > last then break end
+        lines, pos = lines + 1, nl
+      end
+      if lines >= max_lines then last = pos end
+    end
+    local text = overwrite.feed(self.ow, ch, width, off + 1, last)
     parts[#parts + 1] = text
-  until not width
-    or self.n == 0
-    or out >= budget / 2
-    or taken >= B.SCAN * budget
-    or (lines and lines >= max_lines)
+    out = out + #text
+    taken = taken + last - off
+    if last == #ch then
+      table.remove(chunks, 1)
+      off = 0
+    else
+      off = last
+    end
+    if taken >= B.SCAN * budget or (lines and lines >= max_lines) then break end
+  end
+  self.off = off
+  self.n = self.n - taken
   local text = table.concat(parts)
   if crlf then text = text:gsub("\n", "\r\n") end
   if text ~= "" then self.at_bol = text:sub(-1) == "\n" end
   return text, taken, lines
-end
-
--- Remove and return the first `budget` bytes of the backlog, cut after its
--- `max_lines`-th line end when given; and the lines in it.
-function B:cut(budget, max_lines)
-  local parts, taken, chunks, k = {}, 0, self.chunks, 1
-  local rest
-  while k <= #chunks and taken < budget do
-    local ch = chunks[k]
-    if taken + #ch > budget then
-      local cut = budget - taken
-      parts[#parts + 1] = ch:sub(1, cut)
-      -- the rest of a big chunk (an output event can be MiBs) in pieces of
-      -- `budget`: the next takes copy what they take, not all of the rest
-      rest = {}
-      for from = cut + 1, #ch, budget do
-        rest[#rest + 1] = ch:sub(from, from + budget - 1)
-      end
-      k = k + 1
-      break
-    end
-    parts[#parts + 1] = ch
-    taken = taken + #ch
-    k = k + 1
-  end
-  if k > 1 then
-    rest = rest or {}
-    for j = k, #chunks do
-      rest[#rest + 1] = chunks[j]
-    end
-    self.chunks = rest
-  end
-  local text = table.concat(parts)
-  local n = 0
-  if max_lines then
-    local pos = 0
-    while n < max_lines do
-      pos = text:find("\n", pos + 1, true)
-      if not pos then break end
-      n = n + 1
-    end
-    if pos and pos < #text then
-      local back = text:sub(pos + 1)
-      table.insert(self.chunks, 1, back)
-      text = text:sub(1, pos)
-    end
-  end
-  self.n = self.n - #text
-  return text, n
 end
 
 --- Note that `text` went to the terminal other than through take() (typed

@@ -102,24 +102,28 @@ local function decide(k, width, nd)
   return nd
 end
 
---- Feed `text` (what goes to the terminal next) through the state `st`;
---- returns the text to send: `text` itself, or it with overwritten redraws
---- left out when `width` (the terminal's columns; nil: keep every byte) allows.
+--- Feed `text` (what goes to the terminal next; bytes `first`..`last` of it
+--- when given, read in place) through the state `st`; returns the text to
+--- send: those bytes, or them with overwritten redraws left out when `width`
+--- (the terminal's columns; nil: keep every byte) allows.
 ---@param st proctor.Overwrite
 ---@param text string
 ---@param width integer|nil
+---@param first integer|nil default 1
+---@param last integer|nil default #text
 ---@return string
-function M.feed(st, text, width)
-  local n = #text
-  if n == 0 then return text end
+function M.feed(st, text, width, first, last)
+  first = first or 1
+  local n = last or #text
+  if n < first then return "" end
   if not width or width < 2 then width = nil end
   local state, params = st.state, st.params
-  local csi_from = 1 -- where this call's part of the current CSI's parameters starts
-  local esc_at = 1 -- where the escape sequence being read started (a barrier starts there)
+  local csi_from = first -- where this call's part of the current CSI's parameters starts
+  local esc_at = first -- where the escape sequence being read started (a barrier starts there)
   -- the run's segments so far; segment k's counts are kept in locals until it ends
   local k, cols, cover, ascii, el, sgr = 1, 0, 0, true, false, false
   local nd = 0
-  local i = 1
+  local i = first
   while i <= n do
     local b = byte(text, i)
     local stop, unsafe -- a barrier: the run ends before this byte (and turns leaving out off)
@@ -238,9 +242,9 @@ function M.feed(st, text, width)
     seg_cols[k], seg_cover[k], seg_el[k], seg_sgr[k] = cols, cover, el, sgr
     nd = decide(k, width, nd)
   end
-  if nd == 0 then return text end
+  if nd == 0 then return (first == 1 and n == #text) and text or sub(text, first, n) end
   -- The text without the spans (in order), their pen changes kept.
-  local parts, np, at = {}, 0, 1
+  local parts, np, at = {}, 0, first
   for d = 1, nd do
     local from, to, pens = drops[d * 3 - 2], drops[d * 3 - 1], drops[d * 3]
     np = np + 1
@@ -262,7 +266,7 @@ function M.feed(st, text, width)
     at = to + 1
   end
   np = np + 1
-  parts[np] = sub(text, at)
+  parts[np] = sub(text, at, n)
   return table.concat(parts)
 end
 
