@@ -143,12 +143,12 @@ function B:take(budget, crlf, note, max_lines, width)
     parts[1] = overwrite.feed(self.ow, head, nil)
     self.skipped = 0
   end
-  local chunks = self.chunks
+  local chunks, k = self.chunks, 1
   local taken, out, lines, off = 0, 0, max_lines and 0, self.off
   -- Read the chunks in place (an output event can be MiBs; a take copies what
   -- it sends, not the rest), from `off` in the first one.
-  while chunks[1] and out < budget do
-    local ch = chunks[1]
+  while chunks[k] and out < budget do
+    local ch = chunks[k]
     local last = math.min(#ch, off + budget - out)
     if lines then -- cut after the (max_lines - lines)-th line end
       local pos = off
@@ -164,12 +164,18 @@ function B:take(budget, crlf, note, max_lines, width)
     out = out + #text
     taken = taken + last - off
     if last == #ch then
-      table.remove(chunks, 1)
-      off = 0
+      k, off = k + 1, 0
     else
       off = last
     end
     if taken >= B.SCAN * budget or (lines and lines >= max_lines) then break end
+  end
+  if k > 1 then -- the chunks read whole go
+    local rest = {}
+    for j = k, #chunks do
+      rest[#rest + 1] = chunks[j]
+    end
+    self.chunks = rest
   end
   self.off = off
   self.n = self.n - taken
