@@ -82,6 +82,81 @@ return function(test, T, H)
     end
   end)
 
+  -- The bytes each console's terminal got (nvim_chan_send wrapped for one test).
+  local function count_sends()
+    local sent, orig = {}, api.nvim_chan_send
+    api.nvim_chan_send = function(chan, data)
+      sent[chan] = (sent[chan] or 0) + #data
+      return orig(chan, data)
+    end
+    T.defer(function() api.nvim_chan_send = orig end)
+    return sent
+  end
+
+  test("console: 10,000 \\r updates show the last; the terminal gets fewer bytes", function()
+    close_others()
+    local sent = count_sends()
+    local ex = p.run({
+      cmd = [[awk 'BEGIN { for (i = 1; i <= 10000; i++) printf "\rcount %d", i; print "" }']],
+      pty = true,
+    })
+    local buf = ex:open()
+    T.match(H.wait_final(buf), "completed: exit 0")
+    T.eq(table.concat(body(buf), "\n"), "count 10000")
+    local out = ex:output("pty") or ""
+    -- "\rcount " and the digits (38,894 of them) 10,000 times, then \r\n
+    T.eq(#out, 10000 * 7 + 38894 + 2, "the ring kept every byte")
+    local chan = require("proctor.console")._H.consoles[ex.id].chan
+    T.ok(
+      sent[chan] and sent[chan] < #out / 4,
+      ("the terminal got %s bytes of %d"):format(tostring(sent[chan]), #out)
+    )
+    T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
+  end)
+
+  test("console: a coloured \\r progress bar renders as :terminal renders its bytes", function()
+    close_others()
+    -- a bar in two colours, erased and redrawn in place, percent after it; a
+    -- second bar on the next line; then a plain line
+    -- (no subshell per step: forks are slow on a loaded machine)
+    local script = [[b=; for i in $(seq 1 25); do b="$b#"; d=; j=$i; ]]
+      .. [[while [ $j -lt 25 ]; do d="$d-"; j=$((j + 1)); done; ]]
+      .. [[printf '\r\033[K\033[32m%s\033[2m%s\033[0m %3d%%' "$b" "$d" $((i * 4)); done; ]]
+      .. [[printf '\n'; for i in 1 2 3 4 5 6 7 8 9; do printf '\r\033[1;3%dmstep %d\033[0m' $i $i; ]]
+      .. [[done; printf '\ndone\n']]
+    local ex = p.run({ cmd = script, pty = true })
+    local buf = ex:open()
+    T.match(H.wait_final(buf), "completed: exit 0")
+    local win = vim.fn.bufwinid(buf)
+    local function screen(b)
+      api.nvim_win_set_buf(win, b)
+      vim.fn.win_execute(win, "normal! gg0")
+      vim.cmd("redraw")
+      local pos = vim.fn.screenpos(win, 1, 1)
+      local rows = {}
+      for r = 0, 2 do
+        local cells = {}
+        for col = 0, 40 do
+          local row, c = pos.row + r, pos.col + col
+          cells[#cells + 1] = vim.fn.screenchar(row, c) .. ":" .. vim.fn.screenattr(row, c)
+        end
+        rows[#rows + 1] = table.concat(cells, " ")
+      end
+      return rows
+    end
+    -- :terminal's rendering of the same bytes (the ring keeps every one), in
+    -- the same window (the same width)
+    local ref = api.nvim_create_buf(false, true)
+    T.defer(function() pcall(api.nvim_buf_delete, ref, { force = true }) end)
+    api.nvim_win_set_buf(win, ref)
+    local chan = api.nvim_open_term(ref, {})
+    api.nvim_chan_send(chan, (ex:output("pty")))
+    H.wait(5000, function() return H.has_line(ref, "^done") end, "the reference terminal")
+    T.eq(table.concat(body(buf), "\n"), table.concat(H.lines(ref), "\n"))
+    T.eq(body(buf)[1], "######################### 100%")
+    T.eq(table.concat(screen(buf), "\n"), table.concat(screen(ref), "\n"), "the cells' attributes")
+  end)
+
   test("console: 10,000 lines, nothing lost, last line present", function()
     close_others()
     local old = vim.o.scrollback

@@ -10,23 +10,39 @@
 ---        │           tail (from a line start when one is near), count the rest
 ---        ▼
 ---   take(budget): "[proctor] … skipped N bytes" first when something was
----                 skipped, then at most `budget` bytes (pipes: \n -> \r\n)
+---                 skipped, then at most `budget` bytes (pipes: \n -> \r\n);
+---                 given the terminal's width, `\r` redraws that a later one
+---                 overwrites are left out (console/overwrite.lua) and, while
+---                 that keeps the text under the budget, more of the backlog
+---                 is taken, up to SCAN × budget bytes of it
 ---
 --- Requiring this module has no side effects.
 
 ---@class proctor.Backlog
 ---@field next table<string, integer> next expected byte offset per stream
 ---@field chunks string[] waiting to be rendered, oldest first
+---@field off integer bytes of chunks[1] already taken
 ---@field n integer bytes in chunks
 ---@field skipped integer bytes skipped since the last take (reported by it)
 ---@field at_bol boolean what the terminal got last ended a line
+---@field ow proctor.Overwrite what the terminal's parser has seen (console/overwrite.lua)
 local B = {}
 B.__index = B
+
+local overwrite = require("proctor.console.overwrite")
+
+-- One take reads at most SCAN × budget bytes of the backlog: leaving out
+-- overwritten redraws costs the main thread a pass over every byte (about as
+-- much as the terminal's parse of the bytes it saves).
+B.SCAN = 8
 
 --- A new, empty backlog.
 ---@return proctor.Backlog
 function B.new()
-  return setmetatable({ next = {}, chunks = {}, n = 0, skipped = 0, at_bol = true }, B)
+  return setmetatable(
+    { next = {}, chunks = {}, off = 0, n = 0, skipped = 0, at_bol = true, ow = overwrite.new() },
+    B
+  )
 end
 
 --- Note that stream `stream` continues at absolute offset `offset` (a replay
@@ -70,6 +86,10 @@ end
 --- so no escape sequence or UTF-8 character is cut in half.
 ---@param keep integer
 function B:trim(keep)
+  if self.off > 0 then -- what take() left of the first chunk
+    self.chunks[1] = self.chunks[1]:sub(self.off + 1)
+    self.off = 0
+  end
   local chunks = self.chunks
   local drop = self.n - keep
   if drop <= 0 then return end
@@ -104,70 +124,75 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 --- backlog and, when `max_lines` is given, at most that many lines (a
 --- terminal's cost is per line as much as per byte: 16 KiB of `seq` is 2,300
 --- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
---- needs both). Returns the text, the bytes of the backlog it used and (with
---- `max_lines`) the lines in it.
+--- needs both). With `width` (the terminal's columns, at most: the narrowest
+--- window showing it) the redraws a later one overwrites are left out of the
+--- text (never out of the ring), and while that keeps the text under the
+--- budget more is taken, up to B.SCAN × `budget` bytes of the backlog.
+--- Returns the text, the bytes of the backlog it used and (with `max_lines`)
+--- the lines in it.
 ---@param budget integer
 ---@param crlf boolean
 ---@param note fun(skipped: integer): string
 ---@param max_lines integer|nil
+---@param width integer|nil
 ---@return string text, integer taken, integer|nil lines
-function B:take(budget, crlf, note, max_lines)
+function B:take(budget, crlf, note, max_lines, width)
   local parts = {}
-  local note_len = 0
   if self.skipped > 0 then
-    parts[1] = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
-    note_len = #parts[1]
+    local head = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
+    parts[1] = overwrite.feed(self.ow, head, nil)
     self.skipped = 0
   end
-  local taken, chunks, k = 0, self.chunks, 1
-  while k <= #chunks and taken < budget do
+  local chunks, k = self.chunks, 1
+  local taken, out, lines, off = 0, 0, max_lines and 0, self.off
+  -- Read the chunks in place (an output event can be MiBs; a take copies what
+  -- it sends, not the rest), from `off` in the first one.
+  while chunks[k] and out < budget do
     local ch = chunks[k]
-    if taken + #ch > budget then
-      local cut = budget - taken
-      parts[#parts + 1] = ch:sub(1, cut)
-      chunks[k] = ch:sub(cut + 1)
-      taken = budget
-      break
+    local last = math.min(#ch, off + budget - out)
+    if lines then -- cut after the (max_lines - lines)-th line end
+      local pos = off
+      while lines < max_lines do
+        local nl = ch:find("\n", pos + 1, true)
+        if not nl or nl > last then break end
+        lines, pos = lines + 1, nl
+      end
+      if lines >= max_lines then last = pos end
     end
-    parts[#parts + 1] = ch
-    taken = taken + #ch
-    k = k + 1
+    local text = overwrite.feed(self.ow, ch, width, off + 1, last)
+    parts[#parts + 1] = text
+    out = out + #text
+    taken = taken + last - off
+    if last == #ch then
+      k, off = k + 1, 0
+    else
+      off = last
+    end
+    if taken >= B.SCAN * budget or (lines and lines >= max_lines) then break end
   end
-  if k > 1 then
+  if k > 1 then -- the chunks read whole go
     local rest = {}
     for j = k, #chunks do
       rest[#rest + 1] = chunks[j]
     end
     self.chunks = rest
   end
-  local text = table.concat(parts)
-  local n
-  if max_lines then
-    -- cut after the max_lines-th line end of the backlog's bytes (the note excluded)
-    local pos = note_len
-    n = 0
-    while n < max_lines do
-      pos = text:find("\n", pos + 1, true)
-      if not pos then break end
-      n = n + 1
-    end
-    if pos and pos < #text then
-      local back = text:sub(pos + 1)
-      table.insert(self.chunks, 1, back)
-      taken = taken - #back
-      text = text:sub(1, pos)
-    end
-  end
+  self.off = off
   self.n = self.n - taken
+  local text = table.concat(parts)
   if crlf then text = text:gsub("\n", "\r\n") end
-  self:sent(text)
-  return text, taken, n
+  if text ~= "" then self.at_bol = text:sub(-1) == "\n" end
+  return text, taken, lines
 end
 
---- Note that `text` went to the terminal (typed echo too): where a line starts.
+--- Note that `text` went to the terminal other than through take() (typed
+--- echo, the final line): where a line starts, and the parser's state.
 ---@param text string
 function B:sent(text)
-  if text ~= "" then self.at_bol = text:sub(-1) == "\n" end
+  if text ~= "" then
+    overwrite.feed(self.ow, text, nil)
+    self.at_bol = text:sub(-1) == "\n"
+  end
 end
 
 --- `text` on a line of its own (a line break first unless one just ended).

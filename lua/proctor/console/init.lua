@@ -559,7 +559,8 @@ end
 -- Render up to `budget` bytes and `max_lines` lines of `c`; returns the bytes
 -- taken from the backlog and the lines sent.
 function H.render_one(c, budget, max_lines)
-  local data, taken, lines = c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines)
+  local data, taken, lines =
+    c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines, H.width(c))
   local final = false
   if c.backlog.n == 0 and c.ended and not c.final_done then
     c.final_done = true
@@ -584,6 +585,17 @@ function H.render_one(c, budget, max_lines)
     vim.cmd("stopinsert")
   end
   return taken, lines
+end
+
+-- The columns of console `c`'s terminal, at least: the narrowest window showing
+-- it (the backlog leaves out `\r` redraws that cannot wrap at that width).
+function H.width(c)
+  local w
+  for _, win in ipairs(vim.fn.win_findbuf(c.buf)) do
+    local cols = compat.text_size(win)
+    if not w or cols < w then w = cols end
+  end
+  return w
 end
 
 function H.send(c, data)
