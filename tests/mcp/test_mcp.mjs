@@ -9,7 +9,10 @@
 // from build/sdk-tests/mcp/ (so the SDKs resolve from build/node_modules).
 //
 //   env: PROCTOR_ROOT (the checkout), NVIM (default nvim), MCP_ONLY (substring
-//   filter), PROCTOR_MCP (another proctor-mcp binary to test, e.g. an ASan build)
+//   filter), PROCTOR_MCP (another proctor-mcp binary to test, e.g. an ASan build),
+//   TEST_TIMES=1 (a line "TIME <ms> <name>" after each test, as the Lua harness prints),
+//   MCP_EDITOR_ONLY=1 (only the tests that start $NVIM, declared with editorTest: tests/run
+//   runs the whole file on the first Neovim and these on the others, as the rpc tier does)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
@@ -30,6 +33,8 @@ const MCP = process.env.PROCTOR_MCP || INSTALLED; // e.g. a sanitizer build
 const NVIM = process.env.NVIM || "nvim";
 const ONLY = process.env.MCP_ONLY || "";
 const TIER = process.env.MCP_TIER || "mcp"; // the prefix of the PASS/FAIL names
+const TIMES = !["", "0", undefined].includes(process.env.TEST_TIMES);
+const EDITOR_ONLY = !["", "0", undefined].includes(process.env.MCP_EDITOR_ONLY);
 const TOOLS = ["run_command", "start_command", "command_status", "list_commands", "read_output", "send_input", "cancel_command", "wait_for_command", "interact_with_command"];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "proctor-mcp-test-"));
 let failed = 0;
@@ -37,9 +42,15 @@ const cleanups = [];
 
 // ---- harness -------------------------------------------------------------------------
 
-async function test(name, fn, timeoutMs = 90000) {
+// The test running now, and whether it was declared to start Neovim (editorTest).
+let current = { name: "", editor: false };
+
+async function test(name, fn, timeoutMs = 90000, editor = false) {
   if (ONLY && !name.includes(ONLY)) return;
+  if (EDITOR_ONLY && !editor) return;
   let timer;
+  const t0 = Date.now();
+  current = { name, editor };
   try {
     await Promise.race([
       fn(),
@@ -51,7 +62,19 @@ async function test(name, fn, timeoutMs = 90000) {
     console.log(`FAIL ${TIER}/${name}: ${String(e && e.stack || e).split("\n").slice(0, 3).join(" | ")}`);
   } finally {
     clearTimeout(timer);
+    if (TIMES) console.log(`TIME ${Date.now() - t0} ${TIER}/${name}`);
+    current = { name: "", editor: false };
   }
+}
+
+// A test that starts the editor ($NVIM): the only kind MCP_EDITOR_ONLY runs.
+const editorTest = (name, fn, timeoutMs) => test(name, fn, timeoutMs, true);
+
+// $NVIM, for a test declared with editorTest only: a test that starts Neovim
+// unannounced would be left out on the other Neovims (MCP_EDITOR_ONLY).
+function nvimForThisTest() {
+  if (!current.editor) throw new Error(`${current.name} starts $NVIM: declare it with editorTest`);
+  return NVIM;
 }
 
 function assert(cond, msg) { if (!cond) throw new Error(msg); }
@@ -111,9 +134,9 @@ const E = await connect();
 
 // A run_command with the default wait_ms, under the SDK's default request timeout (60 s),
 // for a command that does not end by itself: started here (on its own server), checked
-// near the end, so its wait overlaps the other tests.
+// last of all, so its wait overlaps every other test.
 const DEFAULT_WAIT_TEST = "run_with_the_default_wait_answers_before_the_client_times_out";
-const defaultWaitRun = ONLY && !DEFAULT_WAIT_TEST.includes(ONLY) ? null : (async () => {
+const defaultWaitRun = EDITOR_ONLY || (ONLY && !DEFAULT_WAIT_TEST.includes(ONLY)) ? null : (async () => {
   const W = await connect({ name: "default-wait" });
   const dir = fs.mkdtempSync(path.join(tmp, "dw-"));
   const r = await W.client.callTool({ name: "run_command", arguments: { command: `echo up; while [ ! -e ${dir}/go ]; do sleep 0.1; done` } });
@@ -437,20 +460,6 @@ await test("fence_and_secrets", async () => {
   const env = await call(F, "run_command", { command: "true", env: { TOKEN: "x" } }, { allowError: true });
   assert(env.isError && /secret/.test(env.content[0].text), "env may not override a secret");
 });
-
-await test(DEFAULT_WAIT_TEST, async () => {
-  assert(DEFAULT_REQUEST_TIMEOUT_MSEC >= 60000, `the SDK's default request timeout: ${DEFAULT_REQUEST_TIMEOUT_MSEC}`);
-  // No wait_ms and no request options: the SDK would give up (and cancel the run, killing
-  // the command) after its default timeout; the run answers first, the command still running.
-  const { W, dir, r } = await defaultWaitRun;
-  assert(!r.isError, `run answered: ${JSON.stringify(r.content)}`);
-  const x = r.structuredContent;
-  eq([x.running, x.state, x.stdout], [true, "running", "up\n"], "still running, with the tail so far");
-  assert(x.next.includes(`wait_for_command {id: ${x.id}}`), `says how to go on: ${x.next}`);
-  eq((await call(W, "command_status", { id: x.id })).running, true, "the command keeps running");
-  fs.writeFileSync(path.join(dir, "go"), "");
-  eq((await call(W, "wait_for_command", { id: x.id })).exit_code, 0, "and ends when told to");
-}, 120000);
 
 // ---- protocol eras: 2026-07-28 (per-request _meta, no handshake) and the legacy ones -------------
 
@@ -812,7 +821,7 @@ function startNvim(setup = "") {
   const listen = path.join(run, "nvim.sock");
   const env = { ...baseEnv(), XDG_RUNTIME_DIR: run };
   const lua = `${setup} local e = require("proctor.engine"); assert(e.get()); vim.fn.writefile({ e.current():address() }, "${run}/address")`;
-  const child = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
+  const child = spawn(nvimForThisTest(), ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
     "-c", `set rtp^=${ROOT}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
   cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
   const nv = {
@@ -828,7 +837,7 @@ function startNvim(setup = "") {
   return nv;
 }
 
-await test("socket_mode_executions_live_in_the_editor", async () => {
+await editorTest("socket_mode_executions_live_in_the_editor", async () => {
   const nv = startNvim();
   const addrFile = path.join(nv.run, "address");
   // (writefile() is not atomic: wait for the address itself, not the file)
@@ -876,7 +885,7 @@ await test("socket_mode_executions_live_in_the_editor", async () => {
   assert(/proctor|ENOENT|socket/.test(gone.content[0].text), `after the editor exited: ${gone.content[0].text}`);
 });
 
-await test("reconnect_keeps_control_of_the_runs", async () => {
+await editorTest("reconnect_keeps_control_of_the_runs", async () => {
   const nv = startNvim();
   const addrFile = path.join(nv.run, "address");
   await until("Neovim's proctor socket", () => fs.existsSync(addrFile) && fs.readFileSync(addrFile, "utf8").trim(), 30000);
@@ -906,7 +915,7 @@ await test("reconnect_keeps_control_of_the_runs", async () => {
   nv.child.kill("SIGTERM");
 });
 
-await test("discovery_finds_the_editor_with_the_sdk_default_environment", async () => {
+await editorTest("discovery_finds_the_editor_with_the_sdk_default_environment", async () => {
   // The editor keeps its socket under its XDG_RUNTIME_DIR, a login's
   // /run/user/<uid>; it starts its engine at start-up (rpc.start) and nothing
   // else. The agent's MCP client passes only the SDK's default environment (no
@@ -921,7 +930,7 @@ await test("discovery_finds_the_editor_with_the_sdk_default_environment", async 
   const env = { ...baseEnv(), XDG_RUNTIME_DIR: xdg, XDG_STATE_HOME: path.join(root, "state") };
   const lua = `_G.notes = {}; vim.notify = function(m) table.insert(_G.notes, m) end; `
     + `require("proctor").setup({ rpc = { start = "startup" } })`;
-  const child = spawn(NVIM, ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
+  const child = spawn(nvimForThisTest(), ["--headless", "-u", "NONE", "-i", "NONE", "-n", "--listen", listen,
     "-c", `set rtp^=${ROOT}`, "-c", `lua ${lua}`], { env, stdio: "ignore" });
   cleanups.push(() => { try { child.kill("SIGKILL"); } catch {} });
   const sock = path.join(xdg, "proctor", `${child.pid}.sock`);
@@ -968,7 +977,7 @@ await test("examples_mcp_json_entries_work", async () => {
   }
 });
 
-await test("targets_only_where_the_operator_allows", async () => {
+await editorTest("targets_only_where_the_operator_allows", async () => {
   // A `command` target of the editor (the relay under a plain command, as podman or kubectl
   // exec would start it; the ssh transport itself is the target tier's).
   const far = fs.mkdtempSync(path.join(tmp, "far-"));
@@ -1007,6 +1016,21 @@ await test("unsafe_sockets_are_refused", async () => {
   const r = await call(U, "run_command", { command: "true" }, { allowError: true });
   assert(r.isError && /refused/.test(r.content[0].text), `refused: ${r.content[0].text}`);
 });
+
+// Last: its 30 s wait began at the top of the file and ran beside every other test.
+await test(DEFAULT_WAIT_TEST, async () => {
+  assert(DEFAULT_REQUEST_TIMEOUT_MSEC >= 60000, `the SDK's default request timeout: ${DEFAULT_REQUEST_TIMEOUT_MSEC}`);
+  // No wait_ms and no request options: the SDK would give up (and cancel the run, killing
+  // the command) after its default timeout; the run answers first, the command still running.
+  const { W, dir, r } = await defaultWaitRun;
+  assert(!r.isError, `run answered: ${JSON.stringify(r.content)}`);
+  const x = r.structuredContent;
+  eq([x.running, x.state, x.stdout], [true, "running", "up\n"], "still running, with the tail so far");
+  assert(x.next.includes(`wait_for_command {id: ${x.id}}`), `says how to go on: ${x.next}`);
+  eq((await call(W, "command_status", { id: x.id })).running, true, "the command keeps running");
+  fs.writeFileSync(path.join(dir, "go"), "");
+  eq((await call(W, "wait_for_command", { id: x.id })).exit_code, 0, "and ends when told to");
+}, 120000);
 
 for (const c of cleanups.reverse()) await c();
 fs.rmSync(tmp, { recursive: true, force: true });
