@@ -290,7 +290,7 @@ nvim-current: ## fetch Debian unstable's Neovim (0.11 or newer) into build/nvim-
 
 test: ## build everything, lint, check the layers and run every test tier (Neovim tiers on 0.7.2, 0.10.4 and the current one); ends with "N passed, N failed"
 	@$(SETUP) test
-	@$(MAKE) --no-print-directory all rock $(TEST_BINS)
+	@$(MAKE) --no-print-directory -j2 all rock $(TEST_BINS)
 	@scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true
 	@$(MAKE) --no-print-directory nvim-current || true
 	@NVIM_COMPAT=$(NVIM_COMPAT) NVIM_CURRENT=$(NVIM_CURRENT) tests/run
