@@ -134,6 +134,66 @@ return function(test, T, H)
     )
   end
 
+  -- The terminal's cost is measured, not assumed: a render tick gives the
+  -- terminal what fits in the time left of its bound at the cost recent sends
+  -- had. Sends are made to look slow (the render's clock moves 50 us per unit:
+  -- a line, or UNIT_BYTES bytes of one); every tick after the first send stays
+  -- within the bound, counted in that cost (the old 300 lines a tick: 17 ms).
+  test(
+    "console: a tick's terminal writes fit its time bound at their measured cost (slow sends)",
+    function()
+      close_others()
+      local prev = api.nvim_get_current_buf()
+      local CH = require("proctor.console")._H
+      local uv = vim.uv or vim.loop
+      local COST_NS = 50000
+      local extra, tick_cost, ticks, watching = 0, 0, {}, true
+      local saved =
+        { clock = CH.clock, render = CH.render, send = api.nvim_chan_send, unit = CH.unit_us }
+      T.defer(function()
+        CH.clock, CH.render, CH.unit_us = saved.clock, saved.render, saved.unit
+        api.nvim_chan_send = saved.send
+        pcall(api.nvim_win_set_buf, 0, prev)
+      end)
+      CH.unit_us = 15
+      CH.clock = function() return uv.hrtime() + extra end
+      api.nvim_chan_send = function(ch, data)
+        saved.send(ch, data)
+        if not watching then return end
+        local _, lines = data:gsub("\n", "")
+        local cost = COST_NS * (lines + #data / CH.UNIT_BYTES)
+        extra, tick_cost = extra + cost, tick_cost + cost
+      end
+      CH.render = function(...)
+        tick_cost = 0
+        saved.render(...)
+        if tick_cost > 0 then ticks[#ticks + 1] = tick_cost end
+      end
+      local n = 20000 -- 108,894 bytes: under backlog_limit, every line is rendered
+      local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
+      local buf = api.nvim_get_current_buf()
+      T.eq(T.ok(ex:wait(60000)).state, "completed")
+      H.wait(60000, function()
+        local l = body(buf)
+        return l[#l] == tostring(n)
+      end, "the last number shown")
+      watching = false
+      local l = body(buf)
+      for i = 0, 999 do -- the tail, every line in order
+        T.eq(l[#l - i], tostring(n - i), "line " .. (#l - i))
+      end
+      T.ok(#ticks > 20, "render ticks: " .. #ticks)
+      -- the last send's own unit aside, and the \r a pipe's \n gets
+      local bound = CH.RENDER_MS * 1e6 + 2 * COST_NS
+      for i = 2, #ticks do
+        T.ok(
+          ticks[i] <= bound,
+          string.format("tick %d: %.2f ms of sends (bound %.2f)", i, ticks[i] / 1e6, bound / 1e6)
+        )
+      end
+    end
+  )
+
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()
     local console = require("proctor.console")

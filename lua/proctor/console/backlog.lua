@@ -103,15 +103,17 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 --- any; `note(skipped)` makes its text), then at most `budget` bytes of the
 --- backlog and, when `max_lines` is given, at most that many lines (a
 --- terminal's cost is per line as much as per byte: 16 KiB of `seq` is 2,300
---- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
---- needs both). Returns the text, the bytes of the backlog it used and (with
---- `max_lines`) the lines in it.
+--- lines to scroll). With `unit_bytes` a line counts 1 + its bytes /
+--- unit_bytes toward `max_lines` (the first line is always taken). With
+--- `crlf` a \n becomes \r\n (pipes: the terminal needs both). Returns the
+--- text, the bytes of the backlog it used and (with `max_lines`) the lines in it.
 ---@param budget integer
 ---@param crlf boolean
 ---@param note fun(skipped: integer): string
 ---@param max_lines integer|nil
+---@param unit_bytes integer|nil
 ---@return string text, integer taken, integer|nil lines
-function B:take(budget, crlf, note, max_lines)
+function B:take(budget, crlf, note, max_lines, unit_bytes)
   local parts = {}
   local note_len = 0
   if self.skipped > 0 then
@@ -147,9 +149,16 @@ function B:take(budget, crlf, note, max_lines)
     local pos = note_len
     n = 0
     while n < max_lines do
-      pos = text:find("\n", pos + 1, true)
-      if not pos then break end
-      n = n + 1
+      local nl = text:find("\n", pos + 1, true)
+      local over = unit_bytes
+        and n > 0
+        and n + (nl and 1 or 0) + ((nl or #text) - note_len) / unit_bytes > max_lines
+      if over then break end
+      if not nl then -- the rest has no line end: it goes too
+        pos = nil
+        break
+      end
+      pos, n = nl, n + 1
     end
     if pos and pos < #text then
       local back = text:sub(pos + 1)

@@ -96,6 +96,19 @@ H.RENDER_MS = 4
 H.PACE_MS = 10
 H.LINES_PER_PACE = 300
 H.pace_start, H.pace_lines = 0, 0
+-- What one nvim_chan_send costs is measured, not assumed: libvterm parses the
+-- bytes and scrolls each line inside the call, so a send is sized to fit what
+-- is left of the tick's H.RENDER_MS. Its cost is counted in units (a line, or
+-- H.UNIT_BYTES bytes of one: a long line or a \r update costs by its bytes);
+-- H.unit_us follows the measured cost of recent sends (per unit, us), kept
+-- within H.UNIT_US_MIN..H.UNIT_US_MAX so one send that was descheduled cannot
+-- stall the console (at the cap a tick still gives the terminal 20 units).
+-- A tick's sends then stay within H.RENDER_MS, the last send's own unit aside.
+H.UNIT_BYTES = 64
+H.UNIT_US_MIN, H.UNIT_US_MAX = 1, 200
+H.unit_us = 15
+-- The clock of the render's time bounds (ns); a test makes sends look slow.
+H.clock = uv.hrtime
 -- Longest wait for a resized terminal to refresh (Neovim refreshes 10 ms after a change).
 H.SETTLE_MS = 100
 
@@ -441,7 +454,7 @@ function H.render()
   local budget = config.get().console.bytes_per_tick
   -- Lines are bounded per terminal refresh (H.PACE_MS) and the tick by time:
   -- a flood of short lines costs the terminal per line, not per byte.
-  local t0 = uv.hrtime()
+  local t0 = H.clock()
   local now = t0 / 1e6
   if now - H.pace_start >= H.PACE_MS then
     H.pace_start, H.pace_lines = now, 0
@@ -471,9 +484,12 @@ function H.render()
     elseif wins and H.held(c, wins) then
       H.settle(id) -- the terminal is being resized: its refresh first (see the header)
     elseif wins then
-      local late = (uv.hrtime() - t0) / 1e6 >= H.RENDER_MS
-      if budget > 0 and H.pace_lines < H.LINES_PER_PACE and not late then
-        local taken, lines = H.render_one(c, budget, H.LINES_PER_PACE - H.pace_lines)
+      local left_ms = H.RENDER_MS - (H.clock() - t0) / 1e6
+      if budget > 0 and H.pace_lines < H.LINES_PER_PACE and left_ms > 0 then
+        -- as much as the terminal is expected to take in the time left
+        local units = math.max(1, math.floor(left_ms * 1000 / H.unit_us))
+        local max_lines = math.min(H.LINES_PER_PACE - H.pace_lines, units)
+        local taken, lines = H.render_one(c, math.min(budget, units * H.UNIT_BYTES), max_lines)
         budget = budget - taken
         H.pace_lines = H.pace_lines + (lines or 0)
         if c.backlog:pending() or (c.ended and not c.final_done) then again[#again + 1] = id end
@@ -556,10 +572,11 @@ function H.skip_note(id)
   end
 end
 
--- Render up to `budget` bytes and `max_lines` lines of `c`; returns the bytes
--- taken from the backlog and the lines sent.
+-- Render up to `budget` bytes and `max_lines` units (a line and its bytes, see
+-- H.UNIT_BYTES) of `c`; returns the bytes taken from the backlog and the lines sent.
 function H.render_one(c, budget, max_lines)
-  local data, taken, lines = c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines)
+  local data, taken, lines =
+    c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines, H.UNIT_BYTES)
   local final = false
   if c.backlog.n == 0 and c.ended and not c.final_done then
     c.final_done = true
@@ -587,8 +604,24 @@ function H.render_one(c, budget, max_lines)
 end
 
 function H.send(c, data)
+  local t0 = H.clock()
   local ok = pcall(api.nvim_chan_send, c.chan, data)
-  if not ok then H.consoles[c.id] = nil end
+  if not ok then
+    H.consoles[c.id] = nil
+    return
+  end
+  H.measured(data, (H.clock() - t0) / 1e3)
+end
+
+-- A send of `data` took `us` microseconds: follow the terminal's cost per unit,
+-- within its bounds. A dearer send is believed at once (the next tick must not
+-- overrun), a cheaper one slowly (a moving average over the last few sends).
+function H.measured(data, us)
+  local _, lines = data:gsub("\n", "")
+  local units = lines + #data / H.UNIT_BYTES
+  if units < 1 then return end
+  local per = math.min(H.UNIT_US_MAX, math.max(H.UNIT_US_MIN, us / units))
+  H.unit_us = per > H.unit_us and per or 0.75 * H.unit_us + 0.25 * per
 end
 
 function H.on_event(ev)
