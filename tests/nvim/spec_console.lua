@@ -194,6 +194,61 @@ return function(test, T, H)
     end
   )
 
+  -- Making the consoles of runs started together: a tick does not begin one
+  -- that the cost of the last ones says would take it past its bound. Makes
+  -- are made to look slow (the clock moves 1.5 ms per console): one a tick.
+  test("console making: a tick begins no console its bound has no room for (slow makes)", function()
+    close_others()
+    local CH = require("proctor.console")._H
+    local COST_NS = 1.5e6
+    local extra, tick_cost, tick_n, ticks = 0, 0, 0, {}
+    local saved = { clock = CH.clock, make = CH.make, some = CH.make_some, ms = CH.make_ms }
+    T.defer(function()
+      CH.clock, CH.make, CH.make_some, CH.make_ms = saved.clock, saved.make, saved.some, saved.ms
+    end)
+    CH.make_ms = 1
+    CH.clock = function() return extra end -- only the makes move it: counted, not timed
+    CH.make = function(...)
+      local c = saved.make(...)
+      extra, tick_cost, tick_n = extra + COST_NS, tick_cost + COST_NS, tick_n + 1
+      return c
+    end
+    CH.make_some = function(...)
+      tick_cost, tick_n = 0, 0
+      saved.some(...)
+      if tick_n > 0 then ticks[#ticks + 1] = { tick_n, tick_cost } end
+    end
+    local exs = {}
+    for i = 1, 12 do
+      exs[i] = p.run({ cmd = "true", label = "mk" .. i, open = { open = "none" } })
+    end
+    H.wait(30000, function()
+      for _, ex in ipairs(exs) do
+        if not CH.consoles[ex.id] then return false end
+      end
+      return true
+    end, "every console made")
+    local n = 0
+    for i, t in ipairs(ticks) do
+      n = n + t[1]
+      T.ok(
+        t[1] == 1 or t[2] <= CH.MAKE_MS * 1e6,
+        string.format(
+          "tick %d: %d consoles, %.1f ms (bound %d ms)",
+          i,
+          t[1],
+          t[2] / 1e6,
+          CH.MAKE_MS
+        )
+      )
+    end
+    T.eq(n, 12, "consoles made in the ticks")
+    for _, ex in ipairs(exs) do
+      ex:wait(10000)
+      p.delete(ex.id)
+    end
+  end)
+
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()
     local console = require("proctor.console")

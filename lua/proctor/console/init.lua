@@ -86,6 +86,7 @@ H.made = {} -- id -> true: a console buffer of this id was made in this Neovim
 H.bars_scheduled = false
 -- Time one tick may spend making the consoles of runs (ms); at least one is made per tick.
 H.MAKE_MS = 2
+H.make_ms = 1 -- what making one console cost lately (ms); see H.make_some
 -- Time one render tick may spend feeding terminals (ms); see H.render.
 H.RENDER_MS = 4
 -- Lines given to the terminals per H.PACE_MS. A terminal costs about 15 us of
@@ -456,13 +457,13 @@ function H.render()
   -- a flood of short lines costs the terminal per line, not per byte.
   local t0 = H.clock()
   local now = t0 / 1e6
-  if now - H.pace_start >= H.PACE_MS then
+  if now - H.pace_start >= H.PACE_MS or now < H.pace_start then
     H.pace_start, H.pace_lines = now, 0
   end
   if H.pace_lines >= H.LINES_PER_PACE then
     H.render_scheduled = true
     if not H.timer then H.timer = uv.new_timer() end
-    local wait = math.max(1, math.ceil(H.pace_start + H.PACE_MS - now))
+    local wait = math.min(H.PACE_MS, math.max(1, math.ceil(H.pace_start + H.PACE_MS - now)))
     H.timer:start(wait, 0, function() vim.schedule(H.render) end)
     return
   end
@@ -742,18 +743,25 @@ function H.schedule_make()
   vim.schedule(H.make_some)
 end
 
--- One tick of making queued consoles: for at most H.MAKE_MS (at least one).
+-- One tick of making queued consoles: for at most H.MAKE_MS (at least one). A
+-- console is not begun when what the last ones cost (H.make_ms: a dearer one
+-- believed at once, a cheaper one slowly) would take the tick past it: one
+-- costs 0.5-3 ms of the main thread (nvim_open_term most of it).
 function H.make_some()
   H.making = false
-  local t0 = uv.hrtime()
-  local order, i = H.pending_order, 1
+  local t0 = H.clock()
+  local order, i, made = H.pending_order, 1, 0
   while i <= #order do
     local id = order[i]
-    i = i + 1
     if H.pending[id] then
+      local t = H.clock()
+      if made > 0 and (t - t0) / 1e6 + H.make_ms > H.MAKE_MS then break end
       H.make(id)
-      if (uv.hrtime() - t0) / 1e6 >= H.MAKE_MS then break end
+      made = made + 1
+      local ms = (H.clock() - t) / 1e6
+      H.make_ms = ms > H.make_ms and ms or 0.75 * H.make_ms + 0.25 * ms
     end
+    i = i + 1
   end
   local rest = {}
   for k = i, #order do
