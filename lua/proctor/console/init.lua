@@ -102,11 +102,12 @@ H.pace_start, H.pace_lines = 0, 0
 -- is left of the tick's H.RENDER_MS. Its cost is counted in units (a line, or
 -- H.UNIT_BYTES bytes of one: a long line or a \r update costs by its bytes);
 -- H.unit_us follows the measured cost of recent sends (per unit, us), kept
--- within H.UNIT_US_MIN..H.UNIT_US_MAX so one send that was descheduled cannot
--- stall the console (at the cap a tick still gives the terminal 20 units).
+-- within H.UNIT_US_MIN..H.UNIT_US_MAX so sends that were descheduled on a
+-- loaded machine cannot stall the console (at the cap, 3-5 times what a unit
+-- costs, a tick still gives the terminal 80 units).
 -- A tick's sends then stay within H.RENDER_MS, the last send's own unit aside.
 H.UNIT_BYTES = 64
-H.UNIT_US_MIN, H.UNIT_US_MAX = 1, 200
+H.UNIT_US_MIN, H.UNIT_US_MAX = 1, 50
 H.unit_us = 15
 -- The clock of the render's time bounds (ns); a test makes sends look slow.
 H.clock = uv.hrtime
@@ -625,7 +626,7 @@ function H.measured(data, us)
   local units = lines + #data / H.UNIT_BYTES
   if units < 1 then return end
   local per = math.min(H.UNIT_US_MAX, math.max(H.UNIT_US_MIN, us / units))
-  H.unit_us = per > H.unit_us and per or 0.75 * H.unit_us + 0.25 * per
+  H.unit_us = per > H.unit_us and per or 0.5 * (H.unit_us + per)
 end
 
 function H.on_event(ev)
