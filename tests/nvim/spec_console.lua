@@ -136,9 +136,9 @@ return function(test, T, H)
 
   -- The terminal's cost is measured, not assumed: a render tick gives the
   -- terminal what fits in the time left of its bound at the cost recent sends
-  -- had. Sends are made to look slow (the render's clock moves 50 us per unit:
+  -- had. Sends are made to look slow (the render's clock moves 25 us per unit:
   -- a line, or UNIT_BYTES bytes of one); every tick after the first send stays
-  -- within the bound, counted in that cost (the old 300 lines a tick: 17 ms).
+  -- within the bound, counted in that cost (the old 300 lines a tick: 8 ms).
   test(
     "console: a tick's terminal writes fit its time bound at their measured cost (slow sends)",
     function()
@@ -146,7 +146,7 @@ return function(test, T, H)
       local prev = api.nvim_get_current_buf()
       local CH = require("proctor.console")._H
       local uv = vim.uv or vim.loop
-      local COST_NS = 50000
+      local COST_NS = 25000 -- the cap of the measured cost (UNIT_US_MAX)
       local extra, tick_cost, ticks, watching = 0, 0, {}, true
       local saved =
         { clock = CH.clock, render = CH.render, send = api.nvim_chan_send, unit = CH.unit_us }

@@ -103,11 +103,11 @@ H.pace_start, H.pace_lines = 0, 0
 -- H.UNIT_BYTES bytes of one: a long line or a \r update costs by its bytes);
 -- H.unit_us follows the measured cost of recent sends (per unit, us), kept
 -- within H.UNIT_US_MIN..H.UNIT_US_MAX so sends that were descheduled on a
--- loaded machine cannot stall the console (at the cap, 3-5 times what a unit
--- costs, a tick still gives the terminal 80 units).
+-- loaded machine cannot stall the console (at the cap, about twice what a unit
+-- costs, a tick still gives the terminal 160 units).
 -- A tick's sends then stay within H.RENDER_MS, the last send's own unit aside.
 H.UNIT_BYTES = 64
-H.UNIT_US_MIN, H.UNIT_US_MAX = 1, 50
+H.UNIT_US_MIN, H.UNIT_US_MAX = 1, 25
 H.unit_us = 15
 -- The clock of the render's time bounds (ns); a test makes sends look slow.
 H.clock = uv.hrtime
