@@ -88,89 +88,17 @@ test("first use copies the shepherd in; lifecycle, exit codes, streams, env, cwd
   T.match(what or why, "target web: ready")
 end)
 
-test("input and close_stdin", function()
-  local id = assert(eng:start(web { cmd = { "sh", "-c", "cat; echo done" }, stdin = true }))
-  U.wait_state(eng, id, "running", 60000)
-  T.eq(eng:input(id, "abc\n"), true)
-  T.eq(eng:close_stdin(id), true)
-  local r = U.collect(eng, { id }, 60000)[id]
-  T.eq(r.final.state, "completed")
-  T.eq(r.out.stdout, "abc\ndone\n")
-end)
-
-test("pty console: size, resize, colours, input", function()
-  local id = assert(eng:start(web {
-    cmd = {
-      "sh",
-      "-c",
-      "stty size; printf '\\033[31mred\\033[0m\\n'; read x; echo got $x; stty size",
-    },
-    pty = true,
-    cols = 100,
-    rows = 30,
-  }))
-  U.wait_output(eng, id, "red", 60000)
-  T.eq(eng:resize(id, 120, 40), true)
-  T.eq(eng:input(id, "hi\r"), true)
-  local r = U.collect(eng, { id }, 60000)[id]
-  T.eq(r.final.state, "completed")
-  T.ok(r.out.pty:find("30 100", 1, true), r.out.pty)
-  T.ok(r.out.pty:find("\27[31mred\27[0m", 1, true), r.out.pty)
-  T.ok(r.out.pty:find("got hi", 1, true), r.out.pty)
-  T.ok(r.out.pty:find("40 120", 1, true), r.out.pty)
-end)
-
-test("cancel: a TERM-ignoring tree with a setsid escapee leaves 0 survivors", function()
-  local tag = U.tag()
-  local id = assert(eng:start(web {
-    cmd = {
-      "sh",
-      "-c",
-      "trap '' TERM; sleep 300 & setsid sh -c 'trap \"\" TERM; sleep 300; :' & wait",
-    },
-    env = { PROCTOR_TEST_TAG = tag },
-    kill_grace_ms = 300,
-  }))
-  U.wait_state(eng, id, "running", 60000)
-  T.ok(U.wait_until(function() return #U.tagged(tag) >= 4 end, 10000), "the tree never started")
-  T.eq(eng:cancel(id), "canceling")
-  local r = U.collect(eng, { id }, 60000)[id]
-  T.eq(r.final.state, "canceled")
-  T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000), "survivors in the container")
-  T.eq(inside("ps -o pid,args | grep -c '[s]leep 300'"), "0\n")
-end)
-
-test("timeout_ms", function()
-  local r = U.run(eng, web { cmd = { "sleep", "30" }, timeout_ms = 300 }, 60000)
-  T.eq(r.final.state, "timed_out")
-  T.eq(r.final.reason, "timeout")
-end)
-
-test("secrets travel in the spawn and are masked here", function()
-  local secret = "s3cr3t-" .. U.tag()
-  local r = U.run(eng, web { cmd = 'printf "a $TOKEN b"', secrets = { TOKEN = secret } }, 60000)
-  T.eq(r.final.state, "completed")
-  T.eq(r.out.stdout, "a *** b")
-end)
-
-test("200 executions over one podman exec", function()
-  local ids = {}
-  for i = 1, 200 do
-    ids[i] = assert(eng:start(web { cmd = { "sh", "-c", 'echo "${PROCTOR_JOB%%:*}"' } }))
-  end
-  local all = U.collect(eng, ids, 180000)
-  local relays, n = {}, 0
-  for _, id in ipairs(ids) do
-    T.eq(all[id].final.state, "completed")
-    T.match(all[id].out.stdout or "(none)", "^%d+\n$")
-    relays[all[id].out.stdout or "(none)"] = true
-  end
-  for _ in pairs(relays) do
-    n = n + 1
-  end
-  T.eq(n, 1, "every job under one relay")
-  T.eq(#relay_execs(), 1, "one podman exec")
-end)
+require("shared").define {
+  eng = eng,
+  test = test,
+  spec = web,
+  ms = 60000,
+  transports = function() return #relay_execs() end,
+  far_survivors = function()
+    local n = inside("ps -o pid,args | grep -c '[s]leep 300'")
+    return n ~= "0\n" and n or nil
+  end,
+}
 
 test(
   "podman exec SIGKILLed mid-run: the container's jobs die, executions end target_lost",
