@@ -822,7 +822,7 @@ M._H = H
 -- (lua/proctor/init.lua, compat.interpreted): a fan-out of runs would
 -- otherwise record traces through it.
 compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder)
-compat.interpreted(Backlog.new, Backlog.start)
+compat.interpreted(Backlog.new, Backlog.start, require("proctor.console.overwrite").new)
 
 -- proctor.open(), run{ open }; a deleted record's console goes
 proctor._extend("console", { api = M, forget = M.forget })
