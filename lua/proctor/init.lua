@@ -599,7 +599,10 @@ end
 
 H.CALLBACKS = { "on_output", "on_state", "on_exit" }
 
--- The console extension's api (loaded on first need; see H.warm_up).
+-- The console extension's api (loaded on first need; see H.warm_up). Its loaded
+-- case does not call M._ext, nor run() H.hook once hooked: a small function
+-- called on every run() would start a LuaJIT trace of its own (spec_api
+-- "fan-out after setup" sees one at M._ext).
 function H.console()
   if H.ext_required.console then return H.ext.console.api end
   return M._ext("console").api
