@@ -63,6 +63,35 @@ return function(test, T, H)
     T.eq(b:pending(), false)
   end)
 
+  test(
+    "backlog: with unit_bytes a line counts by its bytes too; the first line always goes",
+    function()
+      local b = Backlog.new()
+      -- 5 units: "a\nbbbbbb\n" is 2 lines + 9/4; with "c\n" it would be 3 + 11/4
+      b:push("a\nbbbbbb\nc\nd", 1000, 500)
+      local t1, n1, l1 = b:take(100, false, note, 5, 4)
+      T.eq(t1, "a\nbbbbbb\n")
+      T.eq(n1, 9)
+      T.eq(l1, 2)
+      -- the rest, "c\nd": 1 + 2/4, then the unended "d" adds 3/4 (in all 1.75, under 2)
+      local t2, _, l2 = b:take(100, false, note, 2, 4)
+      T.eq(t2, "c\nd")
+      T.eq(l2, 1)
+      -- one long line is taken whole though it alone exceeds the units
+      b:push("0123456789\nx\n", 1000, 500)
+      local t3, _, l3 = b:take(100, false, note, 2, 4)
+      T.eq(t3, "0123456789\n")
+      T.eq(l3, 1)
+      -- a line end, then an unended rest that would overrun: cut after the line end
+      b:take(100, false, note)
+      b:push("x\nyyyyyyyyyyyy", 1000, 500)
+      local t4, _, l4 = b:take(100, false, note, 3, 4)
+      T.eq(t4, "x\n")
+      T.eq(l4, 1)
+      T.eq(b.n, 12)
+    end
+  )
+
   test("backlog: take honours the budget, cuts a chunk, converts \\n for pipes", function()
     local b = Backlog.new()
     b:push("aaaa\n", 1000, 500)

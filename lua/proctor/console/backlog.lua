@@ -123,8 +123,10 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 --- any; `note(skipped)` makes its text), then at most `budget` bytes of the
 --- backlog and, when `max_lines` is given, at most that many lines (a
 --- terminal's cost is per line as much as per byte: 16 KiB of `seq` is 2,300
---- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
---- needs both). With `width` (the terminal's columns, at most: the narrowest
+--- lines to scroll). With `unit_bytes` a line counts 1 + its bytes /
+--- unit_bytes toward `max_lines` (the bytes counted from the start of this
+--- take; the first line always goes). With `crlf` a \n becomes \r\n (pipes:
+--- the terminal needs both). With `width` (the terminal's columns, at most: the narrowest
 --- window showing it) the redraws a later one overwrites are left out of the
 --- text (never out of the ring), and while that keeps the text under the
 --- budget more is taken, up to B.SCAN × `budget` bytes of the backlog.
@@ -134,9 +136,10 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 ---@param crlf boolean
 ---@param note fun(skipped: integer): string
 ---@param max_lines integer|nil
+---@param unit_bytes integer|nil
 ---@param width integer|nil
 ---@return string text, integer taken, integer|nil lines
-function B:take(budget, crlf, note, max_lines, width)
+function B:take(budget, crlf, note, max_lines, unit_bytes, width)
   local parts = {}
   if self.skipped > 0 then
     local head = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
@@ -145,19 +148,33 @@ function B:take(budget, crlf, note, max_lines, width)
   end
   local chunks, k = self.chunks, 1
   local taken, out, lines, off = 0, 0, max_lines and 0, self.off
+  local full = false -- max_lines reached
   -- Read the chunks in place (an output event can be MiBs; a take copies what
   -- it sends, not the rest), from `off` in the first one.
   while chunks[k] and out < budget do
     local ch = chunks[k]
     local last = math.min(#ch, off + budget - out)
-    if lines then -- cut after the (max_lines - lines)-th line end
+    if lines then -- cut after the last line end that max_lines has room for
       local pos = off
-      while lines < max_lines do
+      while true do
+        if lines >= max_lines then
+          last, full = pos, true
+          break
+        end
         local nl = ch:find("\n", pos + 1, true)
-        if not nl or nl > last then break end
+        if not nl or nl > last then
+          -- the rest of this piece has no line end: with unit_bytes its bytes count too
+          if unit_bytes and lines > 0 and lines + (taken + last - off) / unit_bytes > max_lines then
+            last, full = pos, true
+          end
+          break
+        end
+        if unit_bytes and lines > 0 and lines + 1 + (taken + nl - off) / unit_bytes > max_lines then
+          last, full = pos, true
+          break
+        end
         lines, pos = lines + 1, nl
       end
-      if lines >= max_lines then last = pos end
     end
     local text = overwrite.feed(self.ow, ch, width, off + 1, last)
     parts[#parts + 1] = text
@@ -168,7 +185,7 @@ function B:take(budget, crlf, note, max_lines, width)
     else
       off = last
     end
-    if taken >= B.SCAN * budget or (lines and lines >= max_lines) then break end
+    if taken >= B.SCAN * budget or full then break end
   end
   if k > 1 then -- the chunks read whole go
     local rest = {}
