@@ -114,6 +114,41 @@ return function(test, T, H)
     T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
   end)
 
+  -- A poll hands over at most output_max_bytes of a stream, the newest; the
+  -- bytes before them stay in the ring, and the console reads them from there
+  -- when its render comes to them. The whole burst is in the ring before the
+  -- first poll (the main loop does not run meanwhile), so the first poll cuts.
+  test(
+    "console: polls cut to 4 KiB: what a poll left in the ring is read from it, nothing skipped",
+    function()
+      close_others()
+      local cfg = require("proctor.config").get()
+      local saved = cfg.output_max_bytes
+      cfg.output_max_bytes = 4096
+      T.defer(function() cfg.output_max_bytes = saved end)
+      local n, total = 5000, 0
+      for i = 1, n do
+        total = total + #tostring(i) + 1
+      end
+      local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
+      local buf = api.nvim_get_current_buf()
+      local eng, uv = engine.current(), vim.uv or vim.loop
+      local deadline = uv.now() + 60000
+      repeat
+        uv.sleep(10)
+        uv.update_time()
+        local rec = eng:get(ex.id)
+      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      T.match(H.wait_final(buf, 60000), "completed: exit 0")
+      T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
+      local l = body(buf)
+      T.eq(#l, n, "lines shown")
+      for i = 1, n do
+        T.eq(l[i], tostring(i), "line " .. i)
+      end
+    end
+  )
+
   test("console: a coloured \\r progress bar renders as :terminal renders its bytes", function()
     close_others()
     -- a bar in two colours, erased and redrawn in place, percent after it; a
