@@ -187,7 +187,7 @@ function M.open_run(rec, opts)
     id = rec.id,
     pty = rec.pty,
     label = rec.label,
-    backlog = Backlog.new(),
+    backlog = Backlog.new(H.reader(rec.id)),
     parked = true,
   }
   for _, s in ipairs(rec.pty and { "pty" } or { "stdout", "stderr" }) do
@@ -341,7 +341,7 @@ function H.create(eng, rec, win, stub)
     id = id,
     buf = buf,
     pty = rec.pty,
-    backlog = stub and stub.backlog or Backlog.new(),
+    backlog = stub and stub.backlog or Backlog.new(H.reader(id)),
     final_done = false,
     editor = editor.new(),
     ended = stub and stub.ended,
@@ -422,6 +422,17 @@ end
 -- Normal-mode keys of a console (setup{ keymaps = { console } }).
 function H.keymaps(c)
   keys.map(c.buf, "console", function() return c.id end)
+end
+
+-- What a console's backlog reads the ring with: a poll hands over at most
+-- output_max_bytes of a stream (the newest), and the bytes it left in the ring
+-- are read by offset when the render comes to them (console/backlog.lua).
+function H.reader(id)
+  return function(stream, from, max)
+    local eng = engine.current()
+    if not eng then return nil end
+    return eng:read(id, stream, from, max)
+  end
 end
 
 -- Queue `data` for rendering. Past backlog_limit only the tail is kept; a
@@ -865,7 +876,7 @@ M._H = H
 -- What run{ open } calls for each run is interpreted, as run()'s own path is
 -- (lua/proctor/init.lua, compat.interpreted): a fan-out of runs would
 -- otherwise record traces through it.
-compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder)
+compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder, H.reader)
 compat.interpreted(Backlog.new, Backlog.start, require("proctor.console.overwrite").new)
 
 -- proctor.open(), run{ open }; a deleted record's console goes
