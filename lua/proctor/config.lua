@@ -322,7 +322,8 @@ M.schema = {
   -- a TLB flush across the engine thread's CPU): 256 KiB a poll cost 2-6 ms of a drain tick
   { key = "output_max_bytes", type = "number", default = 65536, check = H.int(0),
     description = "bytes of one stream handed to Lua per poll; under a flood the rest is skipped "
-      .. "(never copied) and counted as missed. 0: every byte reaches Lua" },
+      .. "(never copied) and counted as missed (a console reads it from the ring). 0: every byte "
+      .. "reaches Lua" },
 }
 --stylua: ignore end
 
