@@ -123,9 +123,9 @@ return function(test, T, H)
       local l = H.lines(buf)
       l[#l] = nil -- the final line
       T.eq(
-        tonumber(l[1]:match("^%[proctor%] … skipped (%d+) bytes")),
+        tonumber((l[1] or ""):match("^%[proctor%] … skipped (%d+) bytes")),
         total - kept,
-        "the note: " .. l[1]
+        "the note: " .. tostring(l[1])
       )
       T.eq(#l, 1 + kept / 8, "the note and the lines the ring kept")
       for i = 2, #l do
