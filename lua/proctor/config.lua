@@ -318,9 +318,12 @@ M.schema = {
     description = "quitting Neovim while executions run asks first (|proctor-quit|); :qa! never asks" },
   { key = "events_per_tick", type = "number", default = 4096, check = H.int(1),
     description = "engine events handled per loop tick" },
-  { key = "output_max_bytes", type = "number", default = 262144, check = H.int(0),
+  -- 64 KiB: a bigger Lua string is an allocation of its own (mmap'd, faulted in, unmapped with
+  -- a TLB flush across the engine thread's CPU): 256 KiB a poll cost 2-6 ms of a drain tick
+  { key = "output_max_bytes", type = "number", default = 65536, check = H.int(0),
     description = "bytes of one stream handed to Lua per poll; under a flood the rest is skipped "
-      .. "(never copied) and counted as missed. 0: every byte reaches Lua" },
+      .. "(never copied) and counted as missed (a console reads it from the ring). 0: every byte "
+      .. "reaches Lua" },
 }
 --stylua: ignore end
 

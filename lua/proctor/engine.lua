@@ -430,6 +430,7 @@ function H.drain_once(max, ms)
   -- thread busy with the flood).
   if H.floor > 0 and max_bytes > 0 and max_bytes < H.floor then max_bytes = H.floor end
   local got = 0
+  local t0 = ms and uv.hrtime() -- the poll counts in the tick's time too
   -- events left from a tick cut short by its time bound go first
   local backlog = max ~= math.huge and H.qtail - H.qhead + 1 >= want
   repeat
@@ -442,7 +443,6 @@ function H.drain_once(max, ms)
     end
   until got < want or max ~= math.huge
   local n = 0
-  local t0 = ms and uv.hrtime()
   while H.qhead <= H.qtail and n < max do
     local ev = H.queue[H.qhead]
     H.queue[H.qhead] = nil

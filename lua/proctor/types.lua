@@ -224,7 +224,7 @@ function Engine:closed() end
 ---@field notify "never"|"on_failure"|"always"
 ---@field confirm_quit boolean quitting Neovim while executions run asks first (proctor-quit); :qa! never asks
 ---@field events_per_tick integer engine events handled per loop tick
----@field output_max_bytes integer bytes of one stream handed to Lua per poll; under a flood the rest is skipped (never copied) and counted as missed. 0: every byte reaches Lua
+---@field output_max_bytes integer bytes of one stream handed to Lua per poll; under a flood the rest is skipped (never copied) and counted as missed (a console reads it from the ring). 0: every byte reaches Lua
 
 ---@class proctor.Config.engine
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
@@ -330,7 +330,7 @@ function Engine:closed() end
 ---@field notify? "never"|"on_failure"|"always"
 ---@field confirm_quit? boolean quitting Neovim while executions run asks first (proctor-quit); :qa! never asks
 ---@field events_per_tick? integer engine events handled per loop tick
----@field output_max_bytes? integer bytes of one stream handed to Lua per poll; under a flood the rest is skipped (never copied) and counted as missed. 0: every byte reaches Lua
+---@field output_max_bytes? integer bytes of one stream handed to Lua per poll; under a flood the rest is skipped (never copied) and counted as missed (a console reads it from the ring). 0: every byte reaches Lua
 
 ---@class proctor.SetupOpts.engine
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)

@@ -124,6 +124,39 @@ return function(test, T, H)
     T.eq(ex:record().owner, "nvim")
   end)
 
+  -- A poll's bytes are the main thread's cost (a big string is an mmap'd
+  -- allocation, and its page faults and unmapping): one output event carries at
+  -- most output_max_bytes, 64 KiB by default; what it skipped is counted.
+  test(
+    "on_output: an event carries at most output_max_bytes (64 KiB by default), the rest counted as missed",
+    function()
+      local p = require("proctor")
+      local cfg = require("proctor.config").get()
+      T.eq(cfg.output_max_bytes, 65536, "the default")
+      local total, seen, biggest, missed = 1048576, 0, 0, 0
+      local ex = p.run({
+        cmd = "head -c " .. total .. " /dev/zero",
+        on_output = function(_, _, data, m)
+          seen = seen + #data + (m or 0)
+          missed = missed + (m or 0)
+          biggest = math.max(biggest, #data)
+        end,
+      })
+      -- no poll until every byte is in the ring: the main loop does not run
+      local eng = require("proctor.engine").current()
+      local deadline = vim.loop.now() + 30000
+      repeat
+        vim.loop.sleep(10)
+        vim.loop.update_time()
+        local rec = eng:get(ex.id)
+      until (rec and rec.bytes and rec.bytes.stdout == total) or vim.loop.now() > deadline
+      T.eq(T.ok(ex:wait(30000)).state, "completed")
+      T.ok(biggest <= 65536, "largest event: " .. biggest)
+      T.ok(missed > 0, "bytes skipped under the flood")
+      T.eq(seen, total, "bytes given or counted missed")
+    end
+  )
+
   test("wait times out with ETIMEDOUT; cancel, force and the contract strings", function()
     local p = require("proctor")
     local ex = p.run({ cmd = { "sleep", "30" } })

@@ -114,6 +114,41 @@ return function(test, T, H)
     T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
   end)
 
+  -- A poll hands over at most output_max_bytes of a stream, the newest; the
+  -- bytes before them stay in the ring, and the console reads them from there
+  -- when its render comes to them. The whole burst is in the ring before the
+  -- first poll (the main loop does not run meanwhile), so the first poll cuts.
+  test(
+    "console: polls cut to 4 KiB: what a poll left in the ring is read from it, nothing skipped",
+    function()
+      close_others()
+      local cfg = require("proctor.config").get()
+      local saved = cfg.output_max_bytes
+      cfg.output_max_bytes = 4096
+      T.defer(function() cfg.output_max_bytes = saved end)
+      local n, total = 5000, 0
+      for i = 1, n do
+        total = total + #tostring(i) + 1
+      end
+      local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
+      local buf = api.nvim_get_current_buf()
+      local eng, uv = engine.current(), vim.uv or vim.loop
+      local deadline = uv.now() + 60000
+      repeat
+        uv.sleep(10)
+        uv.update_time()
+        local rec = eng:get(ex.id)
+      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      T.match(H.wait_final(buf, 60000), "completed: exit 0")
+      T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
+      local l = body(buf)
+      T.eq(#l, n, "lines shown")
+      for i = 1, n do
+        T.eq(l[i], tostring(i), "line " .. i)
+      end
+    end
+  )
+
   test("console: a coloured \\r progress bar renders as :terminal renders its bytes", function()
     close_others()
     -- a bar in two colours, erased and redrawn in place, percent after it; a
@@ -208,6 +243,121 @@ return function(test, T, H)
       end
     )
   end
+
+  -- The terminal's cost is measured, not assumed: a render tick gives the
+  -- terminal what fits in the time left of its bound at the cost recent sends
+  -- had. Sends are made to look slow (the render's clock moves 25 us per unit:
+  -- a line, or UNIT_BYTES bytes of one); every tick after the first send stays
+  -- within the bound, counted in that cost (the old 300 lines a tick: 8 ms).
+  test(
+    "console: a tick's terminal writes fit its time bound at their measured cost (slow sends)",
+    function()
+      close_others()
+      local prev = api.nvim_get_current_buf()
+      local CH = require("proctor.console")._H
+      local uv = vim.uv or vim.loop
+      local COST_NS = 25000 -- the cap of the measured cost (UNIT_US_MAX)
+      local extra, tick_cost, ticks, watching = 0, 0, {}, true
+      local saved =
+        { clock = CH.clock, render = CH.render, send = api.nvim_chan_send, unit = CH.unit_us }
+      T.defer(function()
+        CH.clock, CH.render, CH.unit_us = saved.clock, saved.render, saved.unit
+        api.nvim_chan_send = saved.send
+        pcall(api.nvim_win_set_buf, 0, prev)
+      end)
+      CH.unit_us = 15
+      CH.clock = function() return uv.hrtime() + extra end
+      api.nvim_chan_send = function(ch, data)
+        saved.send(ch, data)
+        if not watching then return end
+        local _, lines = data:gsub("\n", "")
+        local cost = COST_NS * (lines + #data / CH.UNIT_BYTES)
+        extra, tick_cost = extra + cost, tick_cost + cost
+      end
+      CH.render = function(...)
+        tick_cost = 0
+        saved.render(...)
+        if tick_cost > 0 then ticks[#ticks + 1] = tick_cost end
+      end
+      local n = 20000 -- 108,894 bytes: under backlog_limit, every line is rendered
+      local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
+      local buf = api.nvim_get_current_buf()
+      T.eq(T.ok(ex:wait(60000)).state, "completed")
+      H.wait(60000, function()
+        local l = body(buf)
+        return l[#l] == tostring(n)
+      end, "the last number shown")
+      watching = false
+      local l = body(buf)
+      for i = 0, 999 do -- the tail, every line in order
+        T.eq(l[#l - i], tostring(n - i), "line " .. (#l - i))
+      end
+      T.ok(#ticks > 20, "render ticks: " .. #ticks)
+      -- the last send's own unit aside, and the \r a pipe's \n gets
+      local bound = CH.RENDER_MS * 1e6 + 2 * COST_NS
+      for i = 2, #ticks do
+        T.ok(
+          ticks[i] <= bound,
+          string.format("tick %d: %.2f ms of sends (bound %.2f)", i, ticks[i] / 1e6, bound / 1e6)
+        )
+      end
+    end
+  )
+
+  -- Making the consoles of runs started together: a tick does not begin one
+  -- that the cost of the last ones says would take it past its bound. Makes
+  -- are made to look slow (the clock moves 1.5 ms per console): one a tick.
+  test("console making: a tick begins no console its bound has no room for (slow makes)", function()
+    close_others()
+    local CH = require("proctor.console")._H
+    local COST_NS = 1.5e6
+    local extra, tick_cost, tick_n, ticks = 0, 0, 0, {}
+    local saved = { clock = CH.clock, make = CH.make, some = CH.make_some, ms = CH.make_ms }
+    T.defer(function()
+      CH.clock, CH.make, CH.make_some, CH.make_ms = saved.clock, saved.make, saved.some, saved.ms
+    end)
+    CH.make_ms = 1
+    CH.clock = function() return extra end -- only the makes move it: counted, not timed
+    CH.make = function(...)
+      local c = saved.make(...)
+      extra, tick_cost, tick_n = extra + COST_NS, tick_cost + COST_NS, tick_n + 1
+      return c
+    end
+    CH.make_some = function(...)
+      tick_cost, tick_n = 0, 0
+      saved.some(...)
+      if tick_n > 0 then ticks[#ticks + 1] = { tick_n, tick_cost } end
+    end
+    local exs = {}
+    for i = 1, 12 do
+      exs[i] = p.run({ cmd = "true", label = "mk" .. i, open = { open = "none" } })
+    end
+    H.wait(30000, function()
+      for _, ex in ipairs(exs) do
+        if not CH.consoles[ex.id] then return false end
+      end
+      return true
+    end, "every console made")
+    local n = 0
+    for i, t in ipairs(ticks) do
+      n = n + t[1]
+      T.ok(
+        t[1] == 1 or t[2] <= CH.MAKE_MS * 1e6,
+        string.format(
+          "tick %d: %d consoles, %.1f ms (bound %d ms)",
+          i,
+          t[1],
+          t[2] / 1e6,
+          CH.MAKE_MS
+        )
+      )
+    end
+    T.eq(n, 12, "consoles made in the ticks")
+    for _, ex in ipairs(exs) do
+      ex:wait(10000)
+      p.delete(ex.id)
+    end
+  end)
 
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()

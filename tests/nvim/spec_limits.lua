@@ -92,6 +92,48 @@ return function(test, T, H)
     require("proctor.engine")._reset()
   end)
 
+  -- A console reads what a poll left in the ring (output_max_bytes) from the
+  -- ring; only what the ring itself dropped (output_limit) is skipped, and its
+  -- note says exactly how much. The ring drops before the first poll: the main
+  -- loop does not run until the child wrote everything.
+  test(
+    "bounds: a console skips what its ring dropped before a poll, exactly, and shows the rest",
+    function()
+      local engine = require("proctor.engine")
+      engine._reset() -- engine options apply when it starts
+      setup({ output_max_bytes = 4096, engine = { output_limit = 16384 } })
+      T.defer(function()
+        engine._reset()
+        setup()
+      end)
+      vim.cmd("silent! only!")
+      vim.cmd("enew")
+      local n = 25000 -- 8-byte lines, 200,000 bytes: under console.backlog_limit
+      local total, kept = 8 * n, 16384
+      local ex = assert(p().run({ cmd = "seq -f %07g 1 " .. n, open = { open = "current" } }))
+      local buf = vim.api.nvim_get_current_buf()
+      local eng = engine.current()
+      local deadline = uv.now() + 60000
+      repeat
+        uv.sleep(10)
+        uv.update_time()
+        local rec = eng:get(ex.id)
+      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      T.match(H.wait_final(buf, 60000), "completed: exit 0")
+      local l = H.lines(buf)
+      l[#l] = nil -- the final line
+      T.eq(
+        tonumber((l[1] or ""):match("^%[proctor%] … skipped (%d+) bytes")),
+        total - kept,
+        "the note: " .. tostring(l[1])
+      )
+      T.eq(#l, 1 + kept / 8, "the note and the lines the ring kept")
+      for i = 2, #l do
+        T.eq(l[i], ("%07d"):format((total - kept) / 8 + i - 1), "line " .. i)
+      end
+    end
+  )
+
   test(
     "bounds: output dropped under the ended-output budget shows in the record, console and text view",
     function()

@@ -21,6 +21,85 @@ return function(test, T, H)
     T.eq(b:accept("pty", "z", 100), "z")
   end)
 
+  -- A ring of `text` whose oldest `lost` bytes are gone, read as eng:read reads
+  -- it (data from max(from, head), the next offset); counts the reads.
+  local function ring(text, lost)
+    local r = { reads = 0, head = lost or 0 }
+    function r.read(_, from, max)
+      r.reads = r.reads + 1
+      local first = math.max(from, r.head)
+      local last = math.min(#text, first + max)
+      return text:sub(first + 1, last), last
+    end
+    return r
+  end
+  local function lines(n)
+    local t = {}
+    for i = 1, n do
+      t[i] = ("%04d\n"):format(i)
+    end
+    return table.concat(t)
+  end
+
+  test("backlog: a gap the poll left in the ring waits as a hole and is read from it", function()
+    local text = lines(100) -- 500 bytes
+    local r = ring(text)
+    local b = Backlog.new(r.read)
+    b:push(b:accept("stdout", text:sub(1, 10), 0), 10000, 5000)
+    -- a poll handed over only the newest 10 bytes
+    b:push(b:accept("stdout", text:sub(491), 490), 10000, 5000)
+    T.eq(b.n, 500, "the hole counts as waiting")
+    T.eq(b.skipped, 0, "nothing skipped")
+    T.eq(r.reads, 0, "read when its turn comes")
+    local got = {}
+    while b:pending() do
+      got[#got + 1] = b:take(100, false, note)
+    end
+    T.eq(table.concat(got), text, "every byte, in order, no note")
+    T.ok(
+      r.reads >= 1 and r.reads <= #got,
+      ("one read a take at most: %d reads, %d takes"):format(r.reads, #got)
+    )
+  end)
+
+  test(
+    "backlog: a hole the ring no longer holds in full: only the lost part is skipped, in place",
+    function()
+      local text = lines(100)
+      local r = ring(text)
+      local b = Backlog.new(r.read)
+      b:push(b:accept("stdout", text:sub(1, 10), 0), 10000, 5000)
+      b:push(b:accept("stdout", text:sub(491), 490), 10000, 5000)
+      r.head = 250 -- the ring dropped 0..249 meanwhile: 10..249 of the hole are gone
+      local out = {}
+      while b:pending() do
+        out[#out + 1] = b:take(1000, false, note)
+      end
+      T.eq(table.concat(out), text:sub(1, 10) .. "<skipped 240>\r\n" .. text:sub(251))
+      -- gone altogether (the execution was deleted): the whole hole
+      local b2 = Backlog.new(function() return nil end)
+      b2:push(b2:accept("stdout", "ab", 0), 100, 50)
+      b2:push(b2:accept("stdout", "yz", 10), 100, 50)
+      T.eq(b2:take(100, false, note), "ab")
+      T.eq(b2:take(100, false, note), "\r\n<skipped 8>\r\nyz")
+      T.eq(b2:pending(), false)
+    end
+  )
+
+  test("backlog: trimming cuts into a hole; its read starts after a line end", function()
+    local text = lines(100)
+    local r = ring(text)
+    local b = Backlog.new(r.read)
+    b:push(b:accept("stdout", text:sub(1, 5), 0), 10000, 5000)
+    b:push(b:accept("stdout", text:sub(496), 495), 100, 52) -- keep about 52 of 500
+    T.eq(b.n, 52)
+    T.eq(r.reads, 0, "a trim reads nothing")
+    local t = b:take(1000, false, note)
+    -- 448 trimmed, then 0090's rest and its line end (2 bytes) when read
+    T.eq(t, "<skipped 450>\r\n" .. text:sub(451))
+    T.eq(b:pending(), false)
+  end)
+
   test(
     "backlog: push keeps the tail past the limit, from a line start; take reports the skip",
     function()
@@ -62,6 +141,35 @@ return function(test, T, H)
     T.eq(b.n, 0)
     T.eq(b:pending(), false)
   end)
+
+  test(
+    "backlog: with unit_bytes a line counts by its bytes too; the first line always goes",
+    function()
+      local b = Backlog.new()
+      -- 5 units: "a\nbbbbbb\n" is 2 lines + 9/4; with "c\n" it would be 3 + 11/4
+      b:push("a\nbbbbbb\nc\nd", 1000, 500)
+      local t1, n1, l1 = b:take(100, false, note, 5, 4)
+      T.eq(t1, "a\nbbbbbb\n")
+      T.eq(n1, 9)
+      T.eq(l1, 2)
+      -- the rest, "c\nd": 1 + 2/4, then the unended "d" adds 3/4 (in all 1.75, under 2)
+      local t2, _, l2 = b:take(100, false, note, 2, 4)
+      T.eq(t2, "c\nd")
+      T.eq(l2, 1)
+      -- one long line is taken whole though it alone exceeds the units
+      b:push("0123456789\nx\n", 1000, 500)
+      local t3, _, l3 = b:take(100, false, note, 2, 4)
+      T.eq(t3, "0123456789\n")
+      T.eq(l3, 1)
+      -- a line end, then an unended rest that would overrun: cut after the line end
+      b:take(100, false, note)
+      b:push("x\nyyyyyyyyyyyy", 1000, 500)
+      local t4, _, l4 = b:take(100, false, note, 3, 4)
+      T.eq(t4, "x\n")
+      T.eq(l4, 1)
+      T.eq(b.n, 12)
+    end
+  )
 
   test("backlog: take honours the budget, cuts a chunk, converts \\n for pipes", function()
     local b = Backlog.new()

@@ -3,31 +3,43 @@
 --- A pure model (no Neovim API, no windows): the console feeds it output
 --- events and takes at most a budget of bytes per render tick.
 ---
----   output event ──► accept(): drop what was seen, count a gap as skipped
----        │
+---   output event ──► accept(): drop what was seen; a gap before it (bytes a
+---        │           poll left in the ring: output_max_bytes) is queued as a
+---        │           hole when the backlog can read the ring, else skipped
 ---        ▼
----   push(): append ── more than `limit` waiting? keep about `keep` bytes of the
----        │           tail (from a line start when one is near), count the rest
+---   push(): append ── more than `limit` waiting (holes count)? keep about
+---        │           `keep` bytes of the tail (from a line start when one is
+---        │           near), count the rest
 ---        ▼
 ---   take(budget): "[proctor] … skipped N bytes" first when something was
 ---                 skipped, then at most `budget` bytes (pipes: \n -> \r\n);
----                 given the terminal's width, `\r` redraws that a later one
----                 overwrites are left out (console/overwrite.lua) and, while
----                 that keeps the text under the budget, more of the backlog
----                 is taken, up to SCAN × budget bytes of it
+---                 a hole is read from the ring (one read a take, at most
+---                 READ_MAX bytes): only what the ring no longer holds is
+---                 skipped; given the terminal's width, `\r` redraws that a
+---                 later one overwrites are left out (console/overwrite.lua)
+---                 and, while that keeps the text under the budget, more of
+---                 the backlog is taken, up to SCAN × budget bytes of it
 ---
 --- Requiring this module has no side effects.
 
 ---@class proctor.Backlog
 ---@field next table<string, integer> next expected byte offset per stream
----@field chunks string[] waiting to be rendered, oldest first
----@field off integer bytes of chunks[1] already taken
----@field n integer bytes in chunks
+---@field chunks (string|proctor.BacklogHole)[] waiting to be rendered, oldest first
+---@field off integer bytes of chunks[1] already taken (a string then)
+---@field n integer bytes in chunks, holes included
+---@field read fun(stream: string, from: integer, max: integer): string|nil, integer|nil|nil
+---   reads the ring by offset (the core's eng:read: data, next offset; nil when gone)
 ---@field skipped integer bytes skipped since the last take (reported by it)
 ---@field at_bol boolean what the terminal got last ended a line
 ---@field ow proctor.Overwrite what the terminal's parser has seen (console/overwrite.lua)
 local B = {}
 B.__index = B
+
+---@class proctor.BacklogHole bytes the ring holds that no output event brought
+---@field stream string
+---@field from integer absolute offset of the first byte
+---@field to integer one past the last
+---@field align boolean|nil cut by trim(): start after the next line end when one is near
 
 local overwrite = require("proctor.console.overwrite")
 
@@ -35,14 +47,31 @@ local overwrite = require("proctor.console.overwrite")
 -- overwritten redraws costs the main thread a pass over every byte (about as
 -- much as the terminal's parse of the bytes it saves).
 B.SCAN = 8
+-- A hole is read from the ring at most this many bytes at a time (one read a
+-- take; the read waits for the engine thread): a bigger Lua string is an
+-- allocation of its own (mmap'd, faulted in, unmapped).
+B.READ_MAX = 65536
 
---- A new, empty backlog.
+-- Bytes a chunk stands for.
+local function size(ch) return type(ch) == "string" and #ch or ch.to - ch.from end
+
+--- A new, empty backlog. With `read` (a function(stream, from, max) that
+--- reads the ring by offset and returns data and the next offset, or nil when
+--- the execution is gone) a gap between output events waits as a hole and is
+--- read when its turn comes; without it a gap counts as skipped.
+---@param read fun(stream: string, from: integer, max: integer): string|nil, integer|nil|nil
 ---@return proctor.Backlog
-function B.new()
-  return setmetatable(
-    { next = {}, chunks = {}, off = 0, n = 0, skipped = 0, at_bol = true, ow = overwrite.new() },
-    B
-  )
+function B.new(read)
+  return setmetatable({
+    next = {},
+    chunks = {},
+    off = 0,
+    n = 0,
+    skipped = 0,
+    at_bol = true,
+    ow = overwrite.new(),
+    read = read,
+  }, B)
 end
 
 --- Note that stream `stream` continues at absolute offset `offset` (a replay
@@ -52,8 +81,10 @@ end
 function B:start(stream, offset) self.next[stream] = offset end
 
 --- Output `data` of `stream` whose first byte is at absolute offset `offset`.
---- The part already seen is dropped; a gap before it counts as skipped.
---- Returns the new bytes (nil when there are none).
+--- The part already seen is dropped; a gap before it (a poll hands over at
+--- most output_max_bytes, the newest) is queued as a hole to read from the
+--- ring (with `read`, see B.new) or counted as skipped. Returns the new bytes
+--- (nil when there are none), to push() after the hole.
 ---@param stream string
 ---@param data string
 ---@param offset integer
@@ -65,7 +96,12 @@ function B:accept(stream, data, offset)
     data = data:sub(nxt - offset + 1)
     offset = nxt
   elseif offset > nxt then
-    self.skipped = self.skipped + (offset - nxt)
+    if self.read then
+      self.chunks[#self.chunks + 1] = { stream = stream, from = nxt, to = offset }
+      self.n = self.n + (offset - nxt)
+    else
+      self.skipped = self.skipped + (offset - nxt)
+    end
   end
   self.next[stream] = offset + #data
   return data
@@ -83,7 +119,8 @@ end
 
 --- Drop the head so that about `keep` bytes remain, counting the dropped bytes
 --- as skipped. The cut moves to the next line start when one is within 4 KiB,
---- so no escape sequence or UTF-8 character is cut in half.
+--- so no escape sequence or UTF-8 character is cut in half (in a hole: when it
+--- is read).
 ---@param keep integer
 function B:trim(keep)
   if self.off > 0 then -- what take() left of the first chunk
@@ -94,25 +131,69 @@ function B:trim(keep)
   local drop = self.n - keep
   if drop <= 0 then return end
   local i = 1
-  while i <= #chunks and #chunks[i] <= drop do
-    drop = drop - #chunks[i]
-    self.skipped = self.skipped + #chunks[i]
-    self.n = self.n - #chunks[i]
+  while i <= #chunks and size(chunks[i]) <= drop do
+    local z = size(chunks[i])
+    drop = drop - z
+    self.skipped = self.skipped + z
+    self.n = self.n - z
     i = i + 1
   end
   local rest = {}
   for j = i, #chunks do
     rest[#rest + 1] = chunks[j]
   end
-  if drop > 0 and rest[1] then
-    local head = rest[1]
-    local nl = head:find("\n", drop + 1, true)
-    if nl and nl - drop <= 4096 then drop = nl end
-    rest[1] = head:sub(drop + 1)
+  local head = rest[1]
+  if drop > 0 and head then
+    if type(head) == "string" then
+      local nl = head:find("\n", drop + 1, true)
+      if nl and nl - drop <= 4096 then drop = nl end
+      rest[1] = head:sub(drop + 1)
+    else
+      rest[1] = { stream = head.stream, from = head.from + drop, to = head.to, align = true }
+    end
     self.skipped = self.skipped + drop
     self.n = self.n - drop
   end
   self.chunks = rest
+end
+
+--- Read the hole chunks[k] from the ring, at most `max` bytes of it: what was
+--- read takes its place, before what is left of the hole. Bytes the ring no
+--- longer holds (it keeps the newest output_limit) count as skipped, and so
+--- does the cut of a hole trim() cut (to the next line end within 4 KiB).
+--- Returns the bytes counted as skipped.
+---@param k integer
+---@param max integer
+---@return integer
+function B:fill(k, max)
+  local chunks, h = self.chunks, self.chunks[k]
+  local data, nxt = self.read(h.stream, h.from, math.max(1, math.min(h.to - h.from, max)))
+  if type(data) ~= "string" or not nxt or (#data == 0 and nxt <= h.from) then
+    data, nxt = "", h.to -- gone (deleted), or nothing readable: all of it
+  end
+  if nxt > h.to then
+    data = data:sub(1, math.max(0, #data - (nxt - h.to)))
+    nxt = h.to
+  end
+  local lost = (nxt - #data) - h.from -- before the ring's oldest byte
+  if h.align and #data > 0 and lost == 0 then
+    local nl = data:find("\n", 1, true)
+    if nl and nl <= 4096 then
+      lost, data = nl, data:sub(nl + 1)
+    end
+  end
+  local rest = nxt < h.to and { stream = h.stream, from = nxt, to = h.to } or nil
+  self.n = self.n - lost
+  self.skipped = self.skipped + lost
+  if #data > 0 then
+    chunks[k] = data
+    if rest then table.insert(chunks, k + 1, rest) end
+  elseif rest then
+    chunks[k] = rest
+  else
+    table.remove(chunks, k)
+  end
+  return lost
 end
 
 --- Is there anything to render (bytes, or a skip to report)?
@@ -123,41 +204,70 @@ function B:pending() return self.n > 0 or self.skipped > 0 end
 --- any; `note(skipped)` makes its text), then at most `budget` bytes of the
 --- backlog and, when `max_lines` is given, at most that many lines (a
 --- terminal's cost is per line as much as per byte: 16 KiB of `seq` is 2,300
---- lines to scroll). With `crlf` a \n becomes \r\n (pipes: the terminal
---- needs both). With `width` (the terminal's columns, at most: the narrowest
+--- lines to scroll). With `unit_bytes` a line counts 1 + its bytes /
+--- unit_bytes toward `max_lines` (the bytes counted from the start of this
+--- take; the first line always goes). With `crlf` a \n becomes \r\n (pipes:
+--- the terminal needs both). With `width` (the terminal's columns, at most: the narrowest
 --- window showing it) the redraws a later one overwrites are left out of the
 --- text (never out of the ring), and while that keeps the text under the
---- budget more is taken, up to B.SCAN × `budget` bytes of the backlog.
---- Returns the text, the bytes of the backlog it used and (with `max_lines`)
---- the lines in it.
+--- budget more is taken, up to B.SCAN × `budget` bytes of the backlog. A
+--- hole is read from the ring when the take reaches it (B:fill, one read a
+--- take); when the ring no longer held part of it the take stops there, so
+--- the next one reports the skip in its place. Returns the text, the bytes of
+--- the backlog it used and (with `max_lines`) the lines in it.
 ---@param budget integer
 ---@param crlf boolean
 ---@param note fun(skipped: integer): string
 ---@param max_lines integer|nil
+---@param unit_bytes integer|nil
 ---@param width integer|nil
 ---@return string text, integer taken, integer|nil lines
-function B:take(budget, crlf, note, max_lines, width)
+function B:take(budget, crlf, note, max_lines, unit_bytes, width)
+  local chunks, k = self.chunks, 1
+  local taken, out, lines, off = 0, 0, max_lines and 0, self.off
+  local scan = math.min(B.READ_MAX, B.SCAN * budget) -- what one read of a hole may bring
+  -- a hole first: read now, so that what the ring lost is in this take's note
+  local filled = type(chunks[1]) == "table"
+  if filled then self:fill(1, scan) end
   local parts = {}
   if self.skipped > 0 then
     local head = (self.at_bol and "" or "\r\n") .. note(self.skipped) .. "\r\n"
     parts[1] = overwrite.feed(self.ow, head, nil)
     self.skipped = 0
   end
-  local chunks, k = self.chunks, 1
-  local taken, out, lines, off = 0, 0, max_lines and 0, self.off
+  local full = false -- max_lines reached
   -- Read the chunks in place (an output event can be MiBs; a take copies what
   -- it sends, not the rest), from `off` in the first one.
   while chunks[k] and out < budget do
     local ch = chunks[k]
+    if type(ch) == "table" then
+      -- a hole: read it from the ring; what the ring lost is noted first (next take)
+      if filled or taken >= scan or self:fill(k, scan - taken) > 0 then break end
+      filled, ch = true, chunks[k]
+      if type(ch) ~= "string" then break end
+    end
     local last = math.min(#ch, off + budget - out)
-    if lines then -- cut after the (max_lines - lines)-th line end
+    if lines then -- cut after the last line end that max_lines has room for
       local pos = off
-      while lines < max_lines do
+      while true do
+        if lines >= max_lines then
+          last, full = pos, true
+          break
+        end
         local nl = ch:find("\n", pos + 1, true)
-        if not nl or nl > last then break end
+        if not nl or nl > last then
+          -- the rest of this piece has no line end: with unit_bytes its bytes count too
+          if unit_bytes and lines > 0 and lines + (taken + last - off) / unit_bytes > max_lines then
+            last, full = pos, true
+          end
+          break
+        end
+        if unit_bytes and lines > 0 and lines + 1 + (taken + nl - off) / unit_bytes > max_lines then
+          last, full = pos, true
+          break
+        end
         lines, pos = lines + 1, nl
       end
-      if lines >= max_lines then last = pos end
     end
     local text = overwrite.feed(self.ow, ch, width, off + 1, last)
     parts[#parts + 1] = text
@@ -168,7 +278,7 @@ function B:take(budget, crlf, note, max_lines, width)
     else
       off = last
     end
-    if taken >= B.SCAN * budget or (lines and lines >= max_lines) then break end
+    if taken >= B.SCAN * budget or full then break end
   end
   if k > 1 then -- the chunks read whole go
     local rest = {}

@@ -86,6 +86,7 @@ H.made = {} -- id -> true: a console buffer of this id was made in this Neovim
 H.bars_scheduled = false
 -- Time one tick may spend making the consoles of runs (ms); at least one is made per tick.
 H.MAKE_MS = 2
+H.make_ms = 1 -- what making one console cost lately (ms); see H.make_some
 -- Time one render tick may spend feeding terminals (ms); see H.render.
 H.RENDER_MS = 4
 -- Lines given to the terminals per H.PACE_MS. A terminal costs about 15 us of
@@ -96,6 +97,20 @@ H.RENDER_MS = 4
 H.PACE_MS = 10
 H.LINES_PER_PACE = 300
 H.pace_start, H.pace_lines = 0, 0
+-- What one nvim_chan_send costs is measured, not assumed: libvterm parses the
+-- bytes and scrolls each line inside the call, so a send is sized to fit what
+-- is left of the tick's H.RENDER_MS. Its cost is counted in units (a line, or
+-- H.UNIT_BYTES bytes of one: a long line or a \r update costs by its bytes);
+-- H.unit_us follows the measured cost of recent sends (per unit, us), kept
+-- within H.UNIT_US_MIN..H.UNIT_US_MAX so sends that were descheduled on a
+-- loaded machine cannot stall the console (at the cap, about twice what a unit
+-- costs, a tick still gives the terminal 160 units).
+-- A tick's sends then stay within H.RENDER_MS, the last send's own unit aside.
+H.UNIT_BYTES = 64
+H.UNIT_US_MIN, H.UNIT_US_MAX = 1, 25
+H.unit_us = 15
+-- The clock of the render's time bounds (ns); a test makes sends look slow.
+H.clock = uv.hrtime
 -- Longest wait for a resized terminal to refresh (Neovim refreshes 10 ms after a change).
 H.SETTLE_MS = 100
 
@@ -172,7 +187,7 @@ function M.open_run(rec, opts)
     id = rec.id,
     pty = rec.pty,
     label = rec.label,
-    backlog = Backlog.new(),
+    backlog = Backlog.new(H.reader(rec.id)),
     parked = true,
   }
   for _, s in ipairs(rec.pty and { "pty" } or { "stdout", "stderr" }) do
@@ -326,7 +341,7 @@ function H.create(eng, rec, win, stub)
     id = id,
     buf = buf,
     pty = rec.pty,
-    backlog = stub and stub.backlog or Backlog.new(),
+    backlog = stub and stub.backlog or Backlog.new(H.reader(id)),
     final_done = false,
     editor = editor.new(),
     ended = stub and stub.ended,
@@ -409,6 +424,17 @@ function H.keymaps(c)
   keys.map(c.buf, "console", function() return c.id end)
 end
 
+-- What a console's backlog reads the ring with: a poll hands over at most
+-- output_max_bytes of a stream (the newest), and the bytes it left in the ring
+-- are read by offset when the render comes to them (console/backlog.lua).
+function H.reader(id)
+  return function(stream, from, max)
+    local eng = engine.current()
+    if not eng then return nil end
+    return eng:read(id, stream, from, max)
+  end
+end
+
 -- Queue `data` for rendering. Past backlog_limit only the tail is kept; a
 -- parked console (no window shows it) keeps at most twice tail_bytes: that is
 -- all it will render when shown, so 200 hidden consoles cost 200 small tails.
@@ -441,15 +467,15 @@ function H.render()
   local budget = config.get().console.bytes_per_tick
   -- Lines are bounded per terminal refresh (H.PACE_MS) and the tick by time:
   -- a flood of short lines costs the terminal per line, not per byte.
-  local t0 = uv.hrtime()
+  local t0 = H.clock()
   local now = t0 / 1e6
-  if now - H.pace_start >= H.PACE_MS then
+  if now - H.pace_start >= H.PACE_MS or now < H.pace_start then
     H.pace_start, H.pace_lines = now, 0
   end
   if H.pace_lines >= H.LINES_PER_PACE then
     H.render_scheduled = true
     if not H.timer then H.timer = uv.new_timer() end
-    local wait = math.max(1, math.ceil(H.pace_start + H.PACE_MS - now))
+    local wait = math.min(H.PACE_MS, math.max(1, math.ceil(H.pace_start + H.PACE_MS - now)))
     H.timer:start(wait, 0, function() vim.schedule(H.render) end)
     return
   end
@@ -471,9 +497,15 @@ function H.render()
     elseif wins and H.held(c, wins) then
       H.settle(id) -- the terminal is being resized: its refresh first (see the header)
     elseif wins then
-      local late = (uv.hrtime() - t0) / 1e6 >= H.RENDER_MS
-      if budget > 0 and H.pace_lines < H.LINES_PER_PACE and not late then
-        local taken, lines = H.render_one(c, budget, H.LINES_PER_PACE - H.pace_lines)
+      local left_ms = H.RENDER_MS - (H.clock() - t0) / 1e6
+      if budget > 0 and H.pace_lines < H.LINES_PER_PACE and left_ms > 0 then
+        -- as much as the terminal is expected to take in the time left
+        local units = math.max(1, math.floor(left_ms * 1000 / H.unit_us))
+        local max_lines = math.min(H.LINES_PER_PACE - H.pace_lines, units)
+        -- (cut at a line end only; bytes without one go by bytes_per_tick: small
+        -- sends cut inside 200,000 \r updates, with skipped bytes between them,
+        -- left a garbled last row in 2 of 8 runs on Neovim 0.12, cause not found)
+        local taken, lines = H.render_one(c, budget, max_lines)
         budget = budget - taken
         H.pace_lines = H.pace_lines + (lines or 0)
         if c.backlog:pending() or (c.ended and not c.final_done) then again[#again + 1] = id end
@@ -556,11 +588,11 @@ function H.skip_note(id)
   end
 end
 
--- Render up to `budget` bytes and `max_lines` lines of `c`; returns the bytes
--- taken from the backlog and the lines sent.
+-- Render up to `budget` bytes and `max_lines` units (a line and its bytes, see
+-- H.UNIT_BYTES) of `c`; returns the bytes taken from the backlog and the lines sent.
 function H.render_one(c, budget, max_lines)
   local data, taken, lines =
-    c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines, H.width(c))
+    c.backlog:take(budget, not c.pty, H.skip_note(c.id), max_lines, H.UNIT_BYTES, H.width(c))
   local final = false
   if c.backlog.n == 0 and c.ended and not c.final_done then
     c.final_done = true
@@ -599,8 +631,24 @@ function H.width(c)
 end
 
 function H.send(c, data)
+  local t0 = H.clock()
   local ok = pcall(api.nvim_chan_send, c.chan, data)
-  if not ok then H.consoles[c.id] = nil end
+  if not ok then
+    H.consoles[c.id] = nil
+    return
+  end
+  H.measured(data, (H.clock() - t0) / 1e3)
+end
+
+-- A send of `data` took `us` microseconds: follow the terminal's cost per unit,
+-- within its bounds. A dearer send is believed at once (the next tick must not
+-- overrun), a cheaper one slowly (a moving average over the last few sends).
+function H.measured(data, us)
+  local _, lines = data:gsub("\n", "")
+  local units = lines + #data / H.UNIT_BYTES
+  if units < 1 then return end
+  local per = math.min(H.UNIT_US_MAX, math.max(H.UNIT_US_MIN, us / units))
+  H.unit_us = per > H.unit_us and per or 0.5 * (H.unit_us + per)
 end
 
 function H.on_event(ev)
@@ -721,18 +769,25 @@ function H.schedule_make()
   vim.schedule(H.make_some)
 end
 
--- One tick of making queued consoles: for at most H.MAKE_MS (at least one).
+-- One tick of making queued consoles: for at most H.MAKE_MS (at least one). A
+-- console is not begun when what the last ones cost (H.make_ms: a dearer one
+-- believed at once, a cheaper one slowly) would take the tick past it: one
+-- costs 0.5-3 ms of the main thread (nvim_open_term most of it).
 function H.make_some()
   H.making = false
-  local t0 = uv.hrtime()
-  local order, i = H.pending_order, 1
+  local t0 = H.clock()
+  local order, i, made = H.pending_order, 1, 0
   while i <= #order do
     local id = order[i]
-    i = i + 1
     if H.pending[id] then
+      local t = H.clock()
+      if made > 0 and (t - t0) / 1e6 + H.make_ms > H.MAKE_MS then break end
       H.make(id)
-      if (uv.hrtime() - t0) / 1e6 >= H.MAKE_MS then break end
+      made = made + 1
+      local ms = (H.clock() - t) / 1e6
+      H.make_ms = ms > H.make_ms and ms or 0.75 * H.make_ms + 0.25 * ms
     end
+    i = i + 1
   end
   local rest = {}
   for k = i, #order do
@@ -821,7 +876,7 @@ M._H = H
 -- What run{ open } calls for each run is interpreted, as run()'s own path is
 -- (lua/proctor/init.lua, compat.interpreted): a fan-out of runs would
 -- otherwise record traces through it.
-compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder)
+compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder, H.reader)
 compat.interpreted(Backlog.new, Backlog.start, require("proctor.console.overwrite").new)
 
 -- proctor.open(), run{ open }; a deleted record's console goes
