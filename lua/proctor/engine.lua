@@ -42,6 +42,8 @@ H.subs, H.sub_order = {}, {}
 H.tick_subs, H.tick_order = {}, {}
 H.closing = false
 H.floors, H.floor = {}, 0 -- M.want_output: name -> bytes, and the largest
+H.depth = 0 -- batches being dispatched now (a nested pump, ex:wait() in a callback, adds one)
+H.in_drain = false -- the drain tick (H.drain) runs
 
 --- Per-id state as seen by the Lua layer (updated when a state event is dispatched).
 ---@type table<integer, string>
@@ -283,6 +285,13 @@ function M.on_batch(name, fn)
   H.tick_subs[name] = fn
 end
 
+--- Is the drain tick handing a batch of events to the subscribers now? Work a
+--- subscriber asks for then can be done by its `on_batch` function, after the
+--- batch and in the same tick, instead of a `vim.schedule` later. (Not in a
+--- pump of ex:wait(), which may run where a render may not.)
+---@return boolean
+function M.dispatching() return H.in_drain and H.depth > 0 end
+
 --- Handle every event the core has pending now (used by wait()); returns the count.
 ---@return integer
 function M.pump()
@@ -367,7 +376,7 @@ function M._reset()
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
   M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
-  H.floors, H.floor = {}, 0
+  H.floors, H.floor, H.depth, H.in_drain = {}, 0, 0, false
   M.canceling = {}
 end
 
@@ -403,7 +412,9 @@ function H.drain()
   H.scheduled = false
   if not H.eng or H.closing then return end
   local max = config.get().events_per_tick
+  H.in_drain = true
   local _, more = H.drain_once(max, H.DRAIN_MS)
+  H.in_drain = false
   if more then
     H.scheduled = true
     H.timer:start(0, 0, function() vim.schedule(H.drain) end)
@@ -443,6 +454,7 @@ function H.drain_once(max, ms)
     end
   until got < want or max ~= math.huge
   local n = 0
+  H.depth = H.depth + 1
   while H.qhead <= H.qtail and n < max do
     local ev = H.queue[H.qhead]
     H.queue[H.qhead] = nil
@@ -451,6 +463,7 @@ function H.drain_once(max, ms)
     H.dispatch(ev)
     if ms and (uv.hrtime() - t0) >= ms * 1e6 then break end
   end
+  H.depth = H.depth - 1
   if H.qhead > H.qtail then
     H.queue, H.qhead, H.qtail = {}, 1, 0
   end

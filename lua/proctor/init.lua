@@ -708,7 +708,13 @@ function H.run(spec)
       how[k] = v
     end
     if window ~= nil then how.window = window end
-    H.console().open_run({ id = id, label = s.label, pty = s.pty and true or false }, how)
+    -- the size the process starts with: the console does not ask the engine
+    -- thread for it again (eng:resize waits for an answer)
+    local rec = { id = id, label = s.label, pty = s.pty and true or false }
+    if s.pty then
+      rec.cols, rec.rows = start.cols, start.rows
+    end
+    H.console().open_run(rec, how)
   end
   return ex
 end

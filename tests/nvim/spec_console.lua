@@ -149,6 +149,78 @@ return function(test, T, H)
     end
   )
 
+  test(
+    "console: run{ pty, open } does not ask the engine thread again for the size its process started with",
+    function()
+      close_others()
+      -- eng:resize waits for the engine thread's answer (which is busy starting
+      -- the job): run() must not call it for the size the spec already had
+      local methods = getmetatable(engine.get()).__index
+      local resize, calls = methods.resize, 0
+      methods.resize = function(...)
+        calls = calls + 1
+        return resize(...)
+      end
+      T.defer(function() methods.resize = resize end)
+      local ex = p.run({ cmd = "stty size", pty = true, open = { open = "current" } })
+      T.eq(calls, 0, "eng:resize calls in run()")
+      local buf = require("proctor.console")._H.consoles[ex.id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      local cols, rows = require("proctor.compat").text_size(vim.fn.bufwinid(buf))
+      T.eq(body(buf)[1], rows .. " " .. cols, "the process got the window's size")
+    end
+  )
+
+  test(
+    "console: output reaches the terminal in the drain tick that polled it, the exit's final line in the tick that saw the exit",
+    function()
+      close_others()
+      -- Number the drain ticks (engine._H.drain, scheduled by the wake fd) and
+      -- note which one dispatched the run's first output and its end, and in
+      -- which one each send to its terminal happened.
+      local EH = engine._H
+      local drain, n, cur = EH.drain, 0, nil
+      EH.drain = function(...)
+        n = n + 1
+        cur = n
+        drain(...)
+        cur = nil
+      end
+      T.defer(function() EH.drain = drain end)
+      local id, first_out, end_tick
+      engine.subscribe("test_ticks", function(ev)
+        if ev.id ~= id then return end
+        if ev.type == "output" and not first_out then first_out = cur or "a later tick" end
+        if ev.type == "state" and engine.TERMINAL[ev.state] then
+          end_tick = cur or "a later tick"
+        end
+      end)
+      T.defer(function()
+        engine.subscribe("test_ticks", function() end)
+      end)
+      local sends, orig = {}, api.nvim_chan_send
+      api.nvim_chan_send = function(chan, data)
+        sends[#sends + 1] = { tick = cur or "a later tick", data = data }
+        return orig(chan, data)
+      end
+      T.defer(function() api.nvim_chan_send = orig end)
+      local ex = p.run({ cmd = "printf 'hello\\n'", pty = true, open = { open = "current" } })
+      id = ex.id
+      local buf = require("proctor.console")._H.consoles[id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      local hello, final
+      for _, s in ipairs(sends) do
+        if not hello and s.data:find("hello", 1, true) then hello = s end
+        if s.data:find("[proctor]", 1, true) then final = s end
+      end
+      T.ok(hello and final, "both were sent")
+      T.eq(type(first_out), "number", "the first output came in a drain tick")
+      T.eq(type(end_tick), "number", "the end came in a drain tick")
+      T.eq(hello.tick, first_out, "the tick of the first output's send")
+      T.eq(final.tick, end_tick, "the tick of the final line's send")
+    end
+  )
+
   test("console: a coloured \\r progress bar renders as :terminal renders its bytes", function()
     close_others()
     -- a bar in two colours, erased and redrawn in place, percent after it; a

@@ -73,6 +73,7 @@ H.consoles = {} ---@type table<integer, proctor.Console>
 H.dirty = {} -- ids with something to render, in order
 H.is_dirty = {}
 H.render_scheduled = false
+H.batch_render = false -- a render waits for the end of the batch being dispatched
 H.timer = nil
 H.tick_timer = nil
 H.settle_timer = nil
@@ -172,13 +173,14 @@ end
 
 --- The console of a run that just started (proctor.run{ open }), made without
 --- waiting for the engine thread: `rec` is what the host knows ({ id, label,
---- pty }), and every byte is still to come, so nothing is read back from the
+--- pty, and a PTY's cols and rows: the size its process starts with, which
+--- H.resize_all then does not set again}), and every byte is still to come, so nothing is read back from the
 --- ring buffer. Shown in a window (`opts.window`, or an `open` other than
 --- "none") it is made now; a hidden one is queued and made on a later tick, at
 --- most `H.MAKE_MS` of them per tick (100 runs in one loop return at once), its
 --- output kept meanwhile as a hidden console's is. M.get() and M.open() make a
 --- queued console at once.
----@param rec {id: integer, label: string|nil, pty: boolean|nil}
+---@param rec {id: integer, label: string|nil, pty: boolean|nil, cols: integer|nil, rows: integer|nil}
 ---@param opts proctor.OpenOpts
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open_run(rec, opts)
@@ -189,6 +191,8 @@ function M.open_run(rec, opts)
     label = rec.label,
     backlog = Backlog.new(H.reader(rec.id)),
     parked = true,
+    cols = rec.cols, -- the size the process started with
+    rows = rec.rows,
   }
   for _, s in ipairs(rec.pty and { "pty" } or { "stdout", "stderr" }) do
     c.backlog:start(s, 0)
@@ -291,6 +295,7 @@ function H.hook()
   if H.hooked then return end
   H.hooked = true
   engine.subscribe("console", H.on_event)
+  engine.on_batch("console", H.after_batch)
   local g = api.nvim_create_augroup("proctor_console", { clear = true })
   api.nvim_create_autocmd("CmdlineLeave", {
     group = g,
@@ -345,6 +350,8 @@ function H.create(eng, rec, win, stub)
     final_done = false,
     editor = editor.new(),
     ended = stub and stub.ended,
+    cols = stub and stub.cols, -- a run's: the size its process started with (H.resize_all)
+    rows = stub and stub.rows,
   }
   win = win or api.nvim_get_current_win()
   api.nvim_win_call(win, function()
@@ -455,10 +462,25 @@ function H.mark(c)
   H.schedule_render()
 end
 
+-- A render asked for while the engine hands out a batch of events runs when
+-- the batch is done, in the same tick (H.after_batch): output reaches the
+-- terminal in the tick that polled it, and an exit's final line in the tick
+-- that saw the exit. Otherwise, on the next tick.
 function H.schedule_render()
   if H.render_scheduled then return end
   H.render_scheduled = true
+  if engine.dispatching() then
+    H.batch_render = true
+    return
+  end
   vim.schedule(H.render)
+end
+
+-- engine.on_batch: a batch of events was dispatched.
+function H.after_batch()
+  if not H.batch_render then return end
+  H.batch_render = false
+  H.render()
 end
 
 -- One render tick: hand at most bytes_per_tick bytes to the terminals.
