@@ -116,6 +116,8 @@ function M.get()
   local c = config.get().engine
   local opts = {
     output_limit = c.output_limit,
+    output_memory = c.output_memory,
+    spill_dir = c.spill_dir,
     history_limit = c.history_limit,
     max_running = c.max_running,
     max_queued = c.max_queued,
@@ -150,11 +152,8 @@ function M.get()
     eng, msg = core.new(opts)
   end
   if not eng then return nil, "the engine did not start: " .. tostring(msg) end
-  -- What the history/audit files had to say (a torn tail, a refused file): once each.
-  for _, w in ipairs(eng.warnings and eng:warnings() or {}) do
-    util.notify(w, vim.log.levels.WARN)
-  end
   H.eng = eng
+  H.warn()
   M.sync_targets()
   H.poll = uv.new_poll(eng:fd())
   H.timer = uv.new_timer()
@@ -463,9 +462,22 @@ function H.drain_once(max, ms)
   return n, H.qhead <= H.qtail or got >= want
 end
 
+-- What the history/audit files had to say (a torn tail, a refused file, a
+-- failed write) and a spill file that could not be made or written: once
+-- each, when the engine starts and when an execution ends.
+function H.warn()
+  local eng = H.eng
+  for _, w in ipairs(eng and eng.warnings and eng:warnings() or {}) do
+    util.notify(w, vim.log.levels.WARN)
+  end
+end
+
 function H.dispatch(ev)
   if ev.type == "state" then
-    if M.TERMINAL[ev.state] then M.canceling[ev.id] = nil end
+    if M.TERMINAL[ev.state] then
+      M.canceling[ev.id] = nil
+      H.warn()
+    end
     local prev = M.state[ev.id]
     if prev then M.counts[prev] = (M.counts[prev] or 1) - 1 end
     M.state[ev.id] = ev.state
