@@ -24,6 +24,8 @@
 #define PR_DEFAULT_TARGET_IDLE 300000
 #define PR_DEFAULT_MAX_QUEUED 10000
 #define PR_DEFAULT_ENDED_OUTPUT ((uint64_t)64 << 20)
+/* As much as one poll hands the host (the Lua layer's output_max_bytes): a live
+ * console's reads stay in memory. */
 #define PR_DEFAULT_OUTPUT_MEMORY (256u << 10)
 #define CLOSE_SHEPHERD_MS 400 /* how long close() waits for the shepherd to exit */
 #define CLOSE_TARGET_MS 2000  /* ... and for each target's link (its relay kills, then exits) */
