@@ -432,6 +432,44 @@ static void test_spill_write_fails(void) {
   rmdir(dir);
 }
 
+/* PR_SPILL_MAX_FILES: past it a ring keeps its bytes in memory (up to its
+ * limit), which is no failure; a file closed frees a place. */
+static void test_spill_max_files(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_spill_t *s = pr_spill_new(dir, 10);
+  CHECK(s);
+  enum { N = PR_SPILL_MAX_FILES + 1 };
+  static pr_ring_t *v[N];
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    uint64_t total = 0;
+    CHECK((v[i] = pr_ring_new(100)) != NULL);
+    pr_ring_set_spill(v[i], s);
+    put(v[i], &total, 60);
+    bad += pr_ring_retained(v[i]) != 60;
+  }
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(s->files, PR_SPILL_MAX_FILES);
+  CHECK(v[N - 1]->fd < 0 && v[N - 1]->nospill && v[N - 1]->cap >= 60);
+  check_pattern(v[N - 1], 60);
+  CHECK_EQ(pr_spill_failure(s), 0);
+  pr_ring_unref(v[0]);
+  CHECK_EQ(s->files, PR_SPILL_MAX_FILES - 1);
+  pr_ring_t *r = pr_ring_new(100);
+  CHECK(r);
+  pr_ring_set_spill(r, s);
+  uint64_t total = 0;
+  put(r, &total, 60);
+  CHECK(r->fd >= 0 && s->files == PR_SPILL_MAX_FILES);
+  pr_ring_unref(r);
+  for (int i = 1; i < N; i++) pr_ring_unref(v[i]);
+  CHECK_EQ(s->files, 0);
+  pr_spill_unref(s);
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
+}
+
 /* A small deterministic generator (tests must not depend on rand's state). */
 static uint64_t rng_next(uint64_t *x) {
   *x ^= *x << 13;
@@ -564,6 +602,7 @@ int main(void) {
   RUN(test_spill_not_inherited);
   RUN(test_spill_dir_unusable);
   RUN(test_spill_write_fails);
+  RUN(test_spill_max_files);
   RUN(test_spill_same_as_memory);
   RUN(test_spill_threads);
   return TAP_END();
