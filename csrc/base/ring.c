@@ -472,6 +472,13 @@ uint64_t pr_ring_undelivered(pr_ring_t *r) {
   return n;
 }
 
+size_t pr_ring_window(pr_ring_t *r) {
+  pthread_mutex_lock(&r->mu);
+  size_t n = mem_limit(r);
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
 void pr_ring_stats(pr_ring_t *r, uint64_t *head, uint64_t *tail) {
   pthread_mutex_lock(&r->mu);
   *head = r->head;

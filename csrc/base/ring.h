@@ -136,6 +136,13 @@ int pr_ring_mark(pr_ring_t *r);
 /* pr_ring_undelivered: tail - delivered (bytes written the poller has not taken). */
 uint64_t pr_ring_undelivered(pr_ring_t *r);
 
+/* pr_ring_window: the most undelivered bytes a back-pressured reader lets the
+ * ring hold: its memory part while it may spill (so a paused stream's bytes
+ * are handed over from memory, never read back from the file), else its
+ * limit. It only grows (a ring that stops spilling keeps its bytes in memory
+ * up to the limit). Any thread. */
+size_t pr_ring_window(pr_ring_t *r);
+
 /* pr_ring_stats: snapshot of head and tail. */
 void pr_ring_stats(pr_ring_t *r, uint64_t *head, uint64_t *tail);
 
