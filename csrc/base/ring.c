@@ -257,28 +257,39 @@ static void fall_back(pr_ring_t *r, int err, uint64_t h) {
   }
 }
 
-/* Move the oldest `e` bytes of (memory ++ data) to the file; bytes before
- * `h` (the head after this write) are not written. On success the memory
- * part lost min(e, in_mem) bytes and the first e - in_mem bytes of data count
- * as written (tail moved past them). Returns 0, -1 past PR_SPILL_MAX_FILES,
- * or an errno. */
-static int evict(pr_ring_t *r, const char *data, size_t e, uint64_t h) {
+/* Move the oldest bytes of (memory ++ data) to the file, so that memory ++
+ * data fits in cap; bytes before `h` (the head after this write) are dropped
+ * first, not written. Called and returns with r->mu held, but the file is
+ * written without it: the engine thread is the ring's only writer (of buf,
+ * the file and the offsets), readers read memory, which this does not change,
+ * and the file's [head, spilled), whose positions this does not touch (a byte
+ * written here lands where a byte before the new head was). So a host
+ * thread's take never waits on the disk (a pwrite stalled by the kernel's
+ * writeback held the main thread for as long). On success the memory part
+ * lost its oldest bytes and, when data alone is over cap, its first n - cap
+ * bytes count as written (tail moved past them). Returns 0, -1 past
+ * PR_SPILL_MAX_FILES, or an errno. */
+static int evict(pr_ring_t *r, const char *data, size_t n, uint64_t h) {
   int err = file_ensure(r);
   if (err) return err;
+  drop_before(r, h);
+  size_t e = in_mem(r) + n > r->cap ? in_mem(r) + n - r->cap : 0;
   size_t em = e < in_mem(r) ? e : in_mem(r), ed = e - em;
-  for (size_t done = 0; done < em;) { /* memory, in up to two pieces */
-    size_t pos = (r->start + done) % r->cap, k = r->cap - pos;
+  uint64_t o = r->spilled;
+  size_t start = r->start;
+  void (*hook)(pr_ring_t *) = r->spill->test_write;
+  pthread_mutex_unlock(&r->mu);
+  if (hook && e > 0) hook(r);
+  for (size_t done = 0; done < em && !err;) { /* memory, in up to two pieces */
+    size_t pos = (start + done) % r->cap, k = r->cap - pos;
     if (k > em - done) k = em - done;
-    uint64_t o = r->spilled + done;
-    size_t s = h > o ? (h - o < k ? (size_t)(h - o) : k) : 0;
-    if (k > s && (err = file_io(r, 1, o + s, r->buf + pos + s, k - s)) != 0) return err;
+    err = file_io(r, 1, o + done, r->buf + pos, k);
     done += k;
   }
-  if (ed > 0) { /* then the start of data (memory was all written: it begins at tail) */
-    uint64_t o = r->tail;
-    size_t s = h > o ? (h - o < ed ? (size_t)(h - o) : ed) : 0;
-    if (ed > s && (err = file_io(r, 1, o + s, (char *)data + s, ed - s)) != 0) return err;
-  }
+  /* then the start of data (memory was all written: it began at tail) */
+  if (ed > 0 && !err) err = file_io(r, 1, o + em, (char *)data, ed);
+  pthread_mutex_lock(&r->mu);
+  if (err) return err;
   mem_forget(r, em);
   if (ed > 0) { /* memory is empty now; these data bytes went straight to the file */
     r->tail += ed;
@@ -351,7 +362,7 @@ int pr_ring_write(pr_ring_t *r, const char *data, size_t n) {
     if (relayout(r, ncap) != 0) rc = PR_ENOMEM; /* keep going with what we have */
   }
   if (in_mem(r) + n > r->cap && r->cap > 0 && may_spill(r)) {
-    int err = evict(r, data, in_mem(r) + n - r->cap, h);
+    int err = evict(r, data, n, h);
     if (err == 0) {
       size_t ed = n > r->cap ? n - r->cap : 0;
       data += ed;

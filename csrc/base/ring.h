@@ -18,8 +18,10 @@
  * Spilling (pr_ring_set_spill): a ring given a spill context keeps only its
  * newest `memory` bytes in memory; older retained bytes go to a spill file,
  * each at its absolute offset modulo `limit` (a circular region of at most
- * `limit` bytes), written with pwrite by the writer and read back with pread
- * by readers, under the same mutex:
+ * `limit` bytes), written with pwrite by the writer (the engine thread, the
+ * only one that changes a ring's bytes and offsets: it writes the file
+ * without the mutex, so a reader never waits on the disk) and read back with
+ * pread by readers under the mutex:
  *
  *   absolute offsets:   head ............ spilled ............ tail
  *                        | in the file    | in memory (buf)    |
@@ -38,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct pr_ring pr_ring_t;
+
 /* pr_spill_t: where an engine's rings put their older bytes; shared by the
  * rings (each holds a reference), any thread. */
 typedef struct pr_spill {
@@ -48,13 +52,17 @@ typedef struct pr_spill {
   int failed;       /* atomic: errno (> 0) of the first failure to make or use a file */
   int reported;     /* atomic: pr_spill_failure has returned `failed` */
   uint64_t nfailed; /* atomic: rings that fell back to memory after a failure */
+  /* Tests only (NULL in the engine): called by a ring's writer before it
+   * writes a spill file, in the same state as that write (the ring's mutex
+   * not held). Set before the first ring uses the context. */
+  void (*test_write)(pr_ring_t *r);
 } pr_spill_t;
 
 /* PR_SPILL_MAX_FILES: spill files one context keeps open at once; a ring
  * that outgrows its memory part past it keeps its bytes in memory. */
 #define PR_SPILL_MAX_FILES 256
 
-typedef struct pr_ring {
+struct pr_ring {
   pthread_mutex_t mu;
   int refs;           /* guarded by mu */
   char *buf;          /* cap bytes; the bytes [spilled, tail) start at buf[start] and wrap */
@@ -70,7 +78,7 @@ typedef struct pr_ring {
   pr_spill_t *spill;  /* NULL: every byte in memory */
   int fd;             /* the spill file, or -1 */
   int nospill;        /* 1 after a failure or past PR_SPILL_MAX_FILES: memory up to limit */
-} pr_ring_t;
+};
 
 /* pr_spill_new: a spill context keeping `memory` bytes of each ring in memory
  * (memory >= 1) and the rest in files under `dir` (copied; NULL or "" means
