@@ -143,9 +143,10 @@ M.schema = {
   { key = "engine", description = "options of the engine, read when it starts (the first use)" },
   { key = "engine.output_limit", type = "number", default = 8 * 1024 * 1024, show = "8 * 1024 * 1024",
     check = H.int(1), description = "bytes kept per execution and stream (ring buffer)" },
-  { key = "engine.output_memory", type = "number", default = 256 * 1024, show = "256 * 1024",
+  { key = "engine.output_memory", type = "number|nil", default = nil, show = "nil",
     check = H.int(1), description = "of those, the newest bytes kept in memory; older ones go to a "
-      .. "spill file in spill_dir (>= output_limit: no file) (|proctor-limits|)" },
+      .. "spill file in spill_dir (nil: output_max_bytes, what one poll hands a console, or 256 KiB "
+      .. "when that is 0; >= output_limit: no file) (|proctor-limits|)" },
   { key = "engine.spill_dir", type = "string|nil", default = nil,
     description = "where spill files are made, on disk (nil: $XDG_CACHE_HOME/proctor, else "
       .. "~/.cache/proctor)" },

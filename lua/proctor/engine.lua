@@ -116,7 +116,7 @@ function M.get()
   local c = config.get().engine
   local opts = {
     output_limit = c.output_limit,
-    output_memory = c.output_memory,
+    output_memory = c.output_memory or H.poll_bytes(),
     spill_dir = c.spill_dir,
     history_limit = c.history_limit,
     max_running = c.max_running,
@@ -374,6 +374,15 @@ end
 
 -- Fast context: the wake fd is readable. Stop watching until the drain ran.
 -- The executions that are not over (quitting now would cancel them).
+-- The default of engine.output_memory: output_max_bytes, the bytes one poll
+-- hands a console, so that a live console reads every poll from memory, never
+-- back from the spill file (nil when that is 0, "every byte": the core's 256 KiB).
+function H.poll_bytes()
+  local n = config.get().output_max_bytes
+  if n and n > 0 then return n end
+  return nil
+end
+
 function H.live()
   local eng = M.current()
   if not eng then return {} end

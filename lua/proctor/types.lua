@@ -230,7 +230,7 @@ function Engine:closed() end
 
 ---@class proctor.Config.engine
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
----@field output_memory integer of those, the newest bytes kept in memory; older ones go to a spill file in spill_dir (>= output_limit: no file) (proctor-limits)
+---@field output_memory integer|nil of those, the newest bytes kept in memory; older ones go to a spill file in spill_dir (nil: output_max_bytes, what one poll hands a console, or 256 KiB when that is 0; >= output_limit: no file) (proctor-limits)
 ---@field spill_dir string|nil where spill files are made, on disk (nil: $XDG_CACHE_HOME/proctor, else ~/.cache/proctor)
 ---@field history_limit integer finished executions kept (this editor's and the history's); 0: every one
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
@@ -338,7 +338,7 @@ function Engine:closed() end
 
 ---@class proctor.SetupOpts.engine
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)
----@field output_memory? integer of those, the newest bytes kept in memory; older ones go to a spill file in spill_dir (>= output_limit: no file) (proctor-limits)
+---@field output_memory? integer|nil of those, the newest bytes kept in memory; older ones go to a spill file in spill_dir (nil: output_max_bytes, what one poll hands a console, or 256 KiB when that is 0; >= output_limit: no file) (proctor-limits)
 ---@field spill_dir? string|nil where spill files are made, on disk (nil: $XDG_CACHE_HOME/proctor, else ~/.cache/proctor)
 ---@field history_limit? integer finished executions kept (this editor's and the history's); 0: every one
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)

@@ -674,7 +674,8 @@ return function(test, T, H)
     function()
       local p = require("proctor")
       local limit = require("proctor.config").get().engine.output_limit
-      local mem = require("proctor.config").get().engine.output_memory
+      local cfg = require("proctor.config").get()
+      local mem = cfg.engine.output_memory or cfg.output_max_bytes
       T.eq(limit, 8 * 1024 * 1024)
       T.ok(mem < limit, "the default keeps part of the ring in memory")
       local n = 1500000 -- `seq 1 1500000`: 10,888,896 bytes
@@ -716,4 +717,32 @@ return function(test, T, H)
       T.eq(spill_fds(sys), 0, "a child of Neovim has no spill file")
     end
   )
+
+  -- engine.output_memory defaults to output_max_bytes, by name: polls of
+  -- 64 KiB keep 64 KiB of a ring in memory (a console reads every poll from
+  -- memory), so a run of 150,000 bytes spills (with 256 KiB it would not).
+  test("output_memory follows output_max_bytes: 64 KiB polls, a 150,000-byte run spills", function()
+    local c = H.child()
+    c.lua([[
+      require("proctor").setup({ notify = "never", output_max_bytes = 65536 })
+      _G.ex = require("proctor").run({ cmd = { "head", "-c", "150000", "/dev/zero" },
+                                       open = { open = "none" }, notify = false })
+    ]])
+    c.wait(30000, [[require("proctor.engine").state[_G.ex.id] == "completed"]], "the run completed")
+    local got = c.lua([[
+      local cache = vim.env.XDG_CACHE_HOME
+      local dir = (cache and cache:sub(1, 1) == "/" and cache or (vim.env.HOME .. "/.cache"))
+        .. "/proctor/"
+      local n = 0
+      for _, fd in ipairs(vim.fn.readdir("/proc/self/fd")) do
+        if vim.fn.resolve("/proc/self/fd/" .. fd):find(dir, 1, true) then n = n + 1 end
+      end
+      local out, missed = _G.ex:output()
+      return { fds = n, bytes = #out, missed = missed }
+    ]])
+    T.eq(got.bytes, 150000, "every byte read back")
+    T.eq(got.missed, 0)
+    T.ok(got.fds >= 1, "a spill file open: the ring kept 64 KiB in memory")
+    c.stop()
+  end)
 end
