@@ -249,7 +249,8 @@ fuzz: ## fuzz the RPC decoder+dispatcher, then the worker parsers with secrets, 
 	$(FUZZ_WORKER_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 $(BUILD)/fuzz-corpus-worker tests/fuzz/corpus-worker
 
-TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN) \
+TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_ring_tsan \
+            $(BUILD)/test_base_asan $(FUZZ_BIN) \
             $(BUILD)/test_relay_asan \
             $(FUZZ_WORKER_BIN)
 
