@@ -203,6 +203,9 @@ $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctes
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
+# The ring under TSan (its writer/reader test: the engine and the host on one spilling ring).
+$(BUILD)/test_ring_tsan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
+	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_ring.c csrc/base/ring.c csrc/base/error.c $(UV_LIBS)
 
 # The relay shepherd (--relay) under ASan/UBSan, driven through a socketpair.
 $(BUILD)/proctor-shepherd-asan: $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
@@ -246,7 +249,8 @@ fuzz: ## fuzz the RPC decoder+dispatcher, then the worker parsers with secrets, 
 	$(FUZZ_WORKER_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 	  -print_final_stats=1 $(BUILD)/fuzz-corpus-worker tests/fuzz/corpus-worker
 
-TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_base_asan $(FUZZ_BIN) \
+TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ring_asan $(BUILD)/test_ring_tsan \
+            $(BUILD)/test_base_asan $(FUZZ_BIN) \
             $(BUILD)/test_relay_asan \
             $(FUZZ_WORKER_BIN)
 

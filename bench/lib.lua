@@ -186,17 +186,22 @@ end
 --- Start the responsiveness probe: a 10 ms one-shot timer re-armed at every
 --- fire records its lateness (fire time − arm time − 10 ms), and each fire
 --- vim.schedule()s a callback whose delay (run time − schedule time) is what a
---- key press would feel. `stop()` returns { timer = stats, sched = stats }.
+--- key press would feel; each fire also reads the Lua heap's size
+--- (collectgarbage "count"). `stop()` returns { timer = stats, sched = stats,
+--- lua_peak_kib = the largest Lua heap seen }.
 function M.probe()
   local timer = uv.new_timer()
   local late, delay = {}, {}
   local running = true
   local armed
+  local lua_peak = collectgarbage("count")
   local function arm()
     armed = M.now_ms()
     timer:start(10, 0, function()
       local t = M.now_ms()
       late[#late + 1] = t - armed - 10
+      local kib = collectgarbage("count")
+      if kib > lua_peak then lua_peak = kib end
       vim.schedule(function() delay[#delay + 1] = M.now_ms() - t end)
       if running then arm() end
     end)
@@ -207,23 +212,35 @@ function M.probe()
       running = false
       timer:stop()
       timer:close()
-      return { timer = M.stats(late), sched = M.stats(delay) }
+      return { timer = M.stats(late), sched = M.stats(delay), lua_peak_kib = lua_peak }
     end,
   }
 end
 
 --- Run `fn(finish)` in Neovim; `finish(result)` writes the result (adding the
---- process's peak RSS as rss_kib) and quits. An error is written as
---- { error = msg } instead.
+--- process's peak RSS as rss_kib, and history_records: what M.proctor_engine()
+--- found in the history when it started the engine) and quits. An error is
+--- written as { error = msg } instead.
 function M.nvim_main(fn)
   local function finish(res)
     res = res or {}
     res.rss_kib = res.rss_kib or M.mem().VmHWM
+    res.history_records = res.history_records or M.history_records
     M.result(res)
     vim.schedule(function() vim.cmd("qall!") end)
   end
   local ok, err = xpcall(fn, debug.traceback, finish)
   if not ok then finish({ error = tostring(err) }) end
+end
+
+--- The Neovim layer's engine, started now; remembers how many records it held
+--- at its start (M.history_records): records loaded from a history file, whose
+--- kept output is memory of this process. bench/run gives every case an empty
+--- state directory, so this is 0; the report notes any case where it was not.
+function M.proctor_engine()
+  local eng = assert(require("proctor.engine").get())
+  M.history_records = #eng:list()
+  return eng
 end
 
 --- Call `fn` every `ms` milliseconds in the main loop until it returns true or

@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -432,6 +433,20 @@ int pr_engine_wait(pr_engine_t *e, int timeout_ms) { return pr_hostq_wait(&e->hq
 
 void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n) {
   pr_journal_warnings(e->journal, out, n);
+  int err = e->ctl.spill ? pr_spill_failure(e->ctl.spill) : 0;
+  if (err == 0) return;
+  char msg[512];
+  snprintf(msg, sizeof(msg),
+           "output spill file in %s: %s: output is kept in memory (up to output_limit a stream)",
+           e->ctl.spill->dir, strerror(err));
+  char *s = strdup(msg);
+  char **v = s ? realloc(*out, (*n + 1) * sizeof(char *)) : NULL;
+  if (v == NULL) {
+    free(s);
+    return;
+  }
+  v[(*n)++] = s;
+  *out = v;
 }
 
 /* ---- test hooks (include/proctor_test.h) --------------------------------------------- */

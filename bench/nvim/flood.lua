@@ -223,7 +223,10 @@ lib.nvim_main(function(finish)
         or (res.record_bytes ~= nil and res.record_bytes ~= LINES * 80)
         or (VARIANT ~= "proctor" and ((gaps or 0) > 0 or (res.missed_bytes or 0) > 0))
       res.gaps, res.buf_lines, res.short_bytes = gaps, nlines, short
-      res.timer, res.sched = p.timer, p.sched
+      res.timer, res.sched, res.lua_peak_kib = p.timer, p.sched, p.lua_peak_kib
+      if VARIANT == "proctor" then -- records beside this run's: loaded from a history
+        res.history_records = #require("proctor.engine").get():list() - 1
+      end
       finish(res)
     end
     local shown, gaps, n = check(buf)

@@ -212,7 +212,7 @@ lib.nvim_main(function(finish)
     require("overseer").setup({})
   elseif VARIANT:find("^proctor") then
     require("proctor").setup({ notify = "never" })
-    require("proctor.engine").get() -- the engine starts before the clock
+    lib.proctor_engine() -- the engine starts before the clock
     require("proctor.console") -- and its modules are loaded, as the peers' are by setup()
   end
   local function ready()
@@ -254,6 +254,7 @@ function M.workload(finish)
         wall_ms = lib.now_ms() - t0,
         timer = p.timer,
         sched = p.sched,
+        lua_peak_kib = p.lua_peak_kib,
       })
       return true
     end, function() finish({ error = "not every run exited" }) end)
@@ -275,6 +276,7 @@ function M.workload(finish)
       exit_ms = ended - t0,
       timer = p.timer,
       sched = p.sched,
+      lua_peak_kib = p.lua_peak_kib,
       final_shown = shown and true or false,
       lost = not shown,
       shown_instead = instead or nil,

@@ -86,6 +86,7 @@ typedef struct pr_control {
   uint32_t max_running;    /* 0 = unlimited */
   uint32_t kill_grace_ms;  /* default grace of a start spec */
   size_t output_limit;     /* bytes per ring */
+  pr_spill_t *spill;       /* where rings keep their older bytes (base/ring.h), or NULL */
   uint32_t max_queued;     /* queued + held executions per session (pr_control_admit) */
   uint32_t host_waiting;   /* session 0's queued + held, admitted (atomic: the host admits) */
   pr_idmap_t waiting;      /* engine: session (> 0) -> its queued + held count, as a pointer */

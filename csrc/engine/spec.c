@@ -123,6 +123,7 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
   for (int i = 0; i < PR_NSTREAM; i++) {
     if ((i == PR_PTY) != (x->pty != 0)) continue;
     if ((x->streams[i].ring = pr_ring_new(c->output_limit)) == NULL) goto fail;
+    pr_ring_set_spill(x->streams[i].ring, c->spill);
     x->streams[i].exec = x;
   }
 

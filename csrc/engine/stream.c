@@ -65,13 +65,22 @@ void pr_stream_close(pr_stream_t *s) {
 
 /* ---- output -------------------------------------------------------------------- */
 
-/* How many bytes the next read may take (back-pressure: what the ring can
- * hold before the host has taken what is pending). */
+/* Back-pressure keeps at most pr_ring_window bytes undelivered: the ring's
+ * memory part while it spills (a flood is then handed over from memory, not
+ * written to the spill file and read back), else its limit. Reads stop at
+ * the window (read_room, got_bytes) and restart below it (pr_exec_resume). */
+static int over_window(pr_stream_t *s) {
+  return pr_ring_undelivered(s->ring) >= pr_ring_window(s->ring);
+}
+
+/* How many bytes the next read may take (back-pressure: what the window
+ * leaves before the host has taken what is pending). */
 static size_t read_room(pr_stream_t *s) {
   size_t n = sizeof(s->exec->ctx->readbuf);
   if (s->exec->backpressure) {
     uint64_t pending = pr_ring_undelivered(s->ring);
-    size_t room = pending >= s->ring->limit ? 0 : (size_t)(s->ring->limit - pending);
+    size_t window = pr_ring_window(s->ring);
+    size_t room = pending >= window ? 0 : (size_t)(window - pending);
     if (room < n) n = room;
   }
   return n;
@@ -114,7 +123,7 @@ static void got_bytes(pr_stream_t *s, const char *p, size_t n) {
   x->up->more(x);
   pr_ring_write(s->ring, p, n);
   pr_notify_output(x->ctx->ls, x, stream);
-  if (x->backpressure && pr_ring_undelivered(s->ring) >= s->ring->limit) pause_stream(s);
+  if (x->backpressure && over_window(s)) pause_stream(s);
 }
 
 static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf) {
@@ -181,7 +190,7 @@ void pr_exec_resume(pr_exec_t *x) {
   for (int i = 0; i < PR_NSTREAM; i++) {
     pr_stream_t *s = &x->streams[i];
     if (!s->open || !s->paused) continue;
-    if (!x->out_held && pr_ring_undelivered(s->ring) < s->ring->limit) {
+    if (!x->out_held && !over_window(s)) {
       s->paused = 0;
       if (is_pty(s)) uv_poll_start(&s->h.poll, UV_READABLE | UV_DISCONNECT, on_pty_poll);
       else uv_read_start((uv_stream_t *)&s->h.pipe, on_alloc, on_read);

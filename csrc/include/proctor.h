@@ -100,6 +100,10 @@ typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND }
 /* Engine options. Zero means "default" for every field. */
 typedef struct {
   size_t output_limit;        /* bytes retained per stream; default 8 MiB */
+  size_t output_memory;       /* of those, bytes kept in memory; older ones go to a spill file
+                               * (base/ring.h); default 256 KiB; >= output_limit: no file */
+  const char *spill_dir;      /* where spill files are made; NULL: $XDG_CACHE_HOME/proctor,
+                               * else ~/.cache/proctor */
   uint32_t history_limit;     /* terminal records kept; default 1000; PR_HISTORY_ALL: every one */
   uint64_t history_age_ms;    /* terminal records older than this are pruned; 0 = never */
   uint32_t max_running;       /* executions running at once; 0 = unlimited */
@@ -610,7 +614,8 @@ int pr_engine_worker_cancel(pr_engine_t *e, uint64_t rid, uint64_t session);
 int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
 
 /* pr_engine_warnings: take what the history and audit files reported so far
- * (torn record skipped, file in use, disk behind...); each warning is
+ * (torn record skipped, file in use, disk behind...), and the first failure
+ * to make or write an output spill file (base/ring.h); each warning is
  * returned once. *out is a malloc'd array of *n malloc'd strings (NULL when
  * none); the caller frees both. */
 void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n);

@@ -158,7 +158,8 @@ static const char *const new_keys[] = {"output_limit",     "history_limit",
                                        "audit_file",       "audit_max_bytes",
                                        "audit_keep",       "max_queued",
                                        "ended_output_max", "secret_timeout_ms",
-                                       "target_idle_ms",   NULL};
+                                       "target_idle_ms",   "output_memory",
+                                       "spill_dir",        NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -167,6 +168,8 @@ static int l_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     check_table_keys(L, 1, new_keys);
     o.output_limit = (size_t)opt_nonneg(L, 1, "output_limit", 0, (lua_Integer)1 << 40);
+    o.output_memory = (size_t)opt_nonneg(L, 1, "output_memory", 0, (lua_Integer)1 << 40);
+    o.spill_dir = opt_str(L, 1, "spill_dir");
     /* 0 keeps every record (the help's promise); absent: the default */
     lua_Integer hl = opt_nonneg(L, 1, "history_limit", -1, 100000000);
     o.history_limit = hl < 0 ? 0 : hl == 0 ? PR_HISTORY_ALL : (uint32_t)hl;

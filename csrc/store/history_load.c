@@ -97,8 +97,9 @@ static pr_ring_t *loaded_ring(size_t limit, uint64_t total, const char *p, size_
   pr_ring_t *r = pr_ring_new(limit);
   if (r == NULL) return NULL;
   /* A fresh, unshared ring: start it at the offset of its first kept byte so
-   * offsets (and `missed`) read as they did in the session that wrote it. */
-  r->head = r->tail = r->delivered = total >= n ? total - n : 0;
+   * offsets (and `missed`) read as they did in the session that wrote it
+   * (every offset of ring.h's diagram, `spilled` too: nothing is in a file). */
+  r->head = r->spilled = r->tail = r->delivered = total >= n ? total - n : 0;
   pr_ring_write(r, p, n);
   pr_ring_shrink(r);
   return r;

@@ -143,6 +143,13 @@ M.schema = {
   { key = "engine", description = "options of the engine, read when it starts (the first use)" },
   { key = "engine.output_limit", type = "number", default = 8 * 1024 * 1024, show = "8 * 1024 * 1024",
     check = H.int(1), description = "bytes kept per execution and stream (ring buffer)" },
+  { key = "engine.output_memory", type = "number|nil", default = nil, show = "nil",
+    check = H.int(1), description = "of those, the newest bytes kept in memory; older ones go to a "
+      .. "spill file in spill_dir (nil: output_max_bytes, what one poll hands a console, or 256 KiB "
+      .. "when that is 0; >= output_limit: no file) (|proctor-limits|)" },
+  { key = "engine.spill_dir", type = "string|nil", default = nil,
+    description = "where spill files are made, on disk (nil: $XDG_CACHE_HOME/proctor, else "
+      .. "~/.cache/proctor)" },
   { key = "engine.history_limit", type = "number", default = 1000, check = H.int(0),
     description = "finished executions kept (this editor's and the history's); 0: every one" },
   { key = "engine.max_running", type = "number|nil", default = nil, check = H.int(1),

@@ -118,6 +118,8 @@ function M.get()
   local c = config.get().engine
   local opts = {
     output_limit = c.output_limit,
+    output_memory = c.output_memory or H.poll_bytes(),
+    spill_dir = c.spill_dir,
     history_limit = c.history_limit,
     max_running = c.max_running,
     max_queued = c.max_queued,
@@ -152,11 +154,8 @@ function M.get()
     eng, msg = core.new(opts)
   end
   if not eng then return nil, "the engine did not start: " .. tostring(msg) end
-  -- What the history/audit files had to say (a torn tail, a refused file): once each.
-  for _, w in ipairs(eng.warnings and eng:warnings() or {}) do
-    util.notify(w, vim.log.levels.WARN)
-  end
   H.eng = eng
+  H.warn()
   M.sync_targets()
   H.poll = uv.new_poll(eng:fd())
   H.timer = uv.new_timer()
@@ -384,6 +383,15 @@ end
 
 -- Fast context: the wake fd is readable. Stop watching until the drain ran.
 -- The executions that are not over (quitting now would cancel them).
+-- The default of engine.output_memory: output_max_bytes, the bytes one poll
+-- hands a console, so that a live console reads every poll from memory, never
+-- back from the spill file (nil when that is 0, "every byte": the core's 256 KiB).
+function H.poll_bytes()
+  local n = config.get().output_max_bytes
+  if n and n > 0 then return n end
+  return nil
+end
+
 function H.live()
   local eng = M.current()
   if not eng then return {} end
@@ -476,9 +484,22 @@ function H.drain_once(max, ms)
   return n, H.qhead <= H.qtail or got >= want
 end
 
+-- What the history/audit files had to say (a torn tail, a refused file, a
+-- failed write) and a spill file that could not be made or written: once
+-- each, when the engine starts and when an execution ends.
+function H.warn()
+  local eng = H.eng
+  for _, w in ipairs(eng and eng.warnings and eng:warnings() or {}) do
+    util.notify(w, vim.log.levels.WARN)
+  end
+end
+
 function H.dispatch(ev)
   if ev.type == "state" then
-    if M.TERMINAL[ev.state] then M.canceling[ev.id] = nil end
+    if M.TERMINAL[ev.state] then
+      M.canceling[ev.id] = nil
+      H.warn()
+    end
     local prev = M.state[ev.id]
     if prev then M.counts[prev] = (M.counts[prev] or 1) - 1 end
     M.state[ev.id] = ev.state

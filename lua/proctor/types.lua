@@ -131,6 +131,8 @@
 
 ---@class proctor.CoreOpts
 ---@field output_limit integer|nil
+---@field output_memory integer|nil bytes of each ring kept in memory, the older ones in a spill file (default 256 KiB)
+---@field spill_dir string|nil directory of the spill files (default $XDG_CACHE_HOME/proctor, else ~/.cache/proctor)
 ---@field history_limit integer|nil
 ---@field history_age_ms integer|nil
 ---@field max_running integer|nil
@@ -228,6 +230,8 @@ function Engine:closed() end
 
 ---@class proctor.Config.engine
 ---@field output_limit integer bytes kept per execution and stream (ring buffer)
+---@field output_memory integer|nil of those, the newest bytes kept in memory; older ones go to a spill file in spill_dir (nil: output_max_bytes, what one poll hands a console, or 256 KiB when that is 0; >= output_limit: no file) (proctor-limits)
+---@field spill_dir string|nil where spill files are made, on disk (nil: $XDG_CACHE_HOME/proctor, else ~/.cache/proctor)
 ---@field history_limit integer finished executions kept (this editor's and the history's); 0: every one
 ---@field max_running integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
 ---@field max_queued integer executions of this editor queued or held at once; more starts fail with EBUSY
@@ -334,6 +338,8 @@ function Engine:closed() end
 
 ---@class proctor.SetupOpts.engine
 ---@field output_limit? integer bytes kept per execution and stream (ring buffer)
+---@field output_memory? integer|nil of those, the newest bytes kept in memory; older ones go to a spill file in spill_dir (nil: output_max_bytes, what one poll hands a console, or 256 KiB when that is 0; >= output_limit: no file) (proctor-limits)
+---@field spill_dir? string|nil where spill files are made, on disk (nil: $XDG_CACHE_HOME/proctor, else ~/.cache/proctor)
 ---@field history_limit? integer finished executions kept (this editor's and the history's); 0: every one
 ---@field max_running? integer|nil at most this many run at once, the rest wait "queued" (nil: no cap)
 ---@field max_queued? integer executions of this editor queued or held at once; more starts fail with EBUSY

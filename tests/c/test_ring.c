@@ -1,5 +1,14 @@
-/* test_ring.c — unit tests of the output ring (csrc/base/ring.c). */
+/* test_ring.c — unit tests of the output ring (csrc/base/ring.c) and its spill file. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "include/proctor_test.h"
 #include "tap.h"
@@ -162,6 +171,471 @@ static void test_grow_keeps_bytes(void) {
   pr_ring_unref(r);
 }
 
+/* ---- spilling (pr_ring_set_spill) --------------------------------------------------- */
+
+/* A private directory for spill files: $TMPDIR/proctor-ring.XXXXXX. */
+static int spill_tmpdir(char *dir, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, size, "%s/proctor-ring.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  return mkdtemp(dir) != NULL;
+}
+
+/* Entries in `dir` besides . and .. (-1 when it cannot be read). */
+static int dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+
+/* A ring of `limit` bytes keeping `memory` of them in memory, spilling under `dir`. */
+static pr_ring_t *spill_ring(const char *dir, size_t limit, size_t memory, pr_spill_t **sp) {
+  pr_spill_t *s = pr_spill_new(dir, memory);
+  pr_ring_t *r = pr_ring_new(limit);
+  if (s == NULL || r == NULL) return NULL;
+  pr_ring_set_spill(r, s);
+  if (sp) *sp = s;
+  else pr_spill_unref(s);
+  return r;
+}
+
+/* Reads across the memory/file boundary: every range of retained bytes, from
+ * the file only, memory only and both, comes back as written; the ring keeps
+ * only `memory` bytes allocated; the file is unlinked (the directory stays
+ * empty), 0600 and close-on-exec. */
+static void test_spill_read_across(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_ring_t *r = spill_ring(dir, 1 << 16, 4096, NULL);
+  CHECK(r);
+  uint64_t total = 0;
+  for (int k = 0; k < 30; k++) put(r, &total, 1000);
+  CHECK(r->fd >= 0);
+  CHECK(r->cap == 4096 && r->tail - r->spilled <= 4096 && r->head == 0 && r->spilled > 20000);
+  check_pattern(r, total);
+  uint64_t b = r->spilled;
+  uint64_t from[] = {0, 100, b - 10, b - 1, b, b + 1, total - 5};
+  for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++) {
+    char *d;
+    size_t n;
+    uint64_t next, missed;
+    CHECK_OK(pr_ring_read(r, from[i], 300, &d, &n, &next, &missed));
+    size_t want = total - from[i] < 300 ? (size_t)(total - from[i]) : 300;
+    CHECKF(n == want && next == from[i] + n && missed == 0, "from %ju: n %zu", (uintmax_t)from[i],
+           n);
+    for (size_t j = 0; j < n; j++) CHECK(d[j] == (char)((from[i] + j) % 251));
+    free(d);
+  }
+  struct stat st;
+  CHECK(fstat(r->fd, &st) == 0 && (st.st_mode & 0777) == 0600);
+  CHECK(fcntl(r->fd, F_GETFD) & FD_CLOEXEC);
+  CHECK_EQ(dir_entries(dir), 0);
+  pr_ring_unref(r);
+  rmdir(dir);
+}
+
+/* More than `limit` bytes: the file is a circular region, so the oldest
+ * retained bytes sit after the newest in it; reads across that wrap, take and
+ * take_tail (whose start lies in the file) give the last `limit` bytes. */
+static void test_spill_wrap_and_take(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_ring_t *r = spill_ring(dir, 10000, 1024, NULL);
+  CHECK(r);
+  uint64_t total = 0;
+  for (int k = 0; k < 40; k++) put(r, &total, 777); /* 31080 bytes: wraps the file 3 times */
+  check_pattern(r, total);
+  uint64_t head, tail;
+  pr_ring_stats(r, &head, &tail);
+  CHECK(head == total - 10000 && tail == total);
+  char *d;
+  size_t n;
+  uint64_t from, missed;
+  int resume;
+  CHECK_OK(pr_ring_take_tail(r, 5000, &d, &n, &from, &missed, &resume));
+  CHECK(n == 5000 && from == total - 5000 && missed == total - 5000);
+  for (size_t j = 0; j < n; j++) CHECK(d[j] == (char)((from + j) % 251));
+  free(d);
+  put(r, &total, 3000); /* a write larger than memory: most of it straight to the file */
+  CHECK_OK(pr_ring_take(r, &d, &n, &from, &missed, &resume));
+  CHECK(n == 3000 && from == total - 3000 && missed == 0);
+  for (size_t j = 0; j < n; j++) CHECK(d[j] == (char)((from + j) % 251));
+  free(d);
+  put(r, &total, 8000); /* one write larger than the limit */
+  char big[12000];
+  for (size_t i = 0; i < sizeof(big); i++) big[i] = (char)((total + i) % 251);
+  pr_ring_write(r, big, sizeof(big));
+  total += sizeof(big);
+  check_pattern(r, total);
+  pr_ring_stats(r, &head, &tail);
+  CHECK(head == total - 10000);
+  pr_ring_unref(r);
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
+}
+
+/* Trim and shrink after exit: a trim that leaves more than the memory part
+ * keeps the file; one that leaves no byte in the file closes it;
+ * the last unref closes the file (the context counts no open file). */
+static void test_spill_trim_shrink(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_spill_t *s;
+  pr_ring_t *r = spill_ring(dir, 1 << 15, 2048, &s);
+  CHECK(r);
+  uint64_t total = 0;
+  for (int k = 0; k < 20; k++) put(r, &total, 1500);
+  pr_ring_shrink(r);
+  check_pattern(r, total);
+  CHECK(r->fd >= 0 && s->files == 1);
+  CHECK(pr_ring_trim(r, 10000) == 10000);
+  CHECK(r->fd >= 0);
+  check_pattern(r, total);
+  CHECK(pr_ring_trim(r, 1800) == 1800); /* 1800 <= 2048: nothing left in the file */
+  CHECK(r->fd < 0 && s->files == 0 && r->spilled == r->head);
+  check_pattern(r, total);
+  uint64_t head, tail;
+  pr_ring_stats(r, &head, &tail);
+  CHECK(head == total - 1800);
+  for (int k = 0; k < 5; k++) put(r, &total, 1500); /* spills again: a new file */
+  CHECK(r->fd >= 0 && s->files == 1);
+  check_pattern(r, total);
+  CHECK(pr_ring_trim(r, 0) == 0 && r->fd < 0 && s->files == 0);
+  for (int k = 0; k < 5; k++) put(r, &total, 1500);
+  CHECK(s->files == 1);
+  pr_ring_ref(r); /* a queued output marker holds the ring: the file stays */
+  pr_ring_unref(r);
+  CHECK(s->files == 1);
+  pr_ring_unref(r);
+  CHECK(s->files == 0);
+  CHECK_EQ(dir_entries(dir), 0);
+  CHECK_EQ(pr_spill_failure(s), 0);
+  pr_spill_unref(s);
+  rmdir(dir);
+}
+
+/* The spill file is close-on-exec: a child the process starts has no
+ * descriptor of it (checked in /proc/<child>/fd). */
+static void test_spill_not_inherited(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_ring_t *r = spill_ring(dir, 1 << 16, 4096, NULL);
+  CHECK(r);
+  uint64_t total = 0;
+  for (int k = 0; k < 10; k++) put(r, &total, 1000);
+  CHECK(r->fd >= 0);
+  int p[2];
+  CHECK(pipe2(p, O_CLOEXEC) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) { /* wait for the parent to look, reading the pipe's read end (stdin) */
+    dup2(p[0], 0);
+    execl("/bin/sh", "sh", "-c", "read x", (char *)NULL);
+    _exit(127);
+  }
+  close(p[0]);
+  char fds[64], comm[64] = "";
+  snprintf(fds, sizeof(fds), "/proc/%d/comm", (int)pid);
+  for (int i = 0; i < 10000 && strncmp(comm, "sh", 2) != 0; i++) { /* exec'd: runs sh */
+    FILE *f = fopen(fds, "r");
+    if (f) {
+      if (fgets(comm, sizeof(comm), f) == NULL) comm[0] = 0;
+      fclose(f);
+    }
+    usleep(1000);
+  }
+  snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)pid);
+  int seen = 0, found = 0;
+  DIR *d = opendir(fds);
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+    char link[512], target[512];
+    snprintf(link, sizeof(link), "%s/%s", fds, e->d_name);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    seen++;
+    found += strncmp(target, dir, strlen(dir)) == 0;
+  }
+  if (d) closedir(d);
+  close(p[1]);
+  int st;
+  waitpid(pid, &st, 0);
+  pr_ring_unref(r);
+  rmdir(dir);
+  CHECK(strncmp(comm, "sh", 2) == 0);
+  CHECK(seen > 0);
+  CHECK_EQ(found, 0);
+}
+
+/* A spill directory that cannot be used (under a regular file; a read-only
+ * file system): every retained byte stays in memory up to the limit, and the
+ * context reports the failure once. */
+static void test_spill_dir_unusable(void) {
+  char dir[256], bad[300];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  snprintf(bad, sizeof(bad), "%s/file", dir);
+  FILE *f = fopen(bad, "w");
+  CHECK(f);
+  fclose(f);
+  snprintf(bad, sizeof(bad), "%s/file/spill", dir);
+  const char *where[] = {bad, "/proc/self"};
+  for (int w = 0; w < 2; w++) {
+    pr_spill_t *s;
+    pr_ring_t *r = spill_ring(where[w], 20000, 1024, &s);
+    CHECK(r);
+    uint64_t total = 0;
+    for (int k = 0; k < 30; k++) put(r, &total, 1000);
+    CHECKF(r->fd < 0 && r->nospill && r->cap >= 20000, "in %s", where[w]);
+    check_pattern(r, total);
+    uint64_t head, tail;
+    pr_ring_stats(r, &head, &tail);
+    CHECK(head == total - 20000);
+    CHECKF(pr_spill_failure(s) > 0, "in %s", where[w]);
+    CHECK_EQ(pr_spill_failure(s), 0); /* once */
+    pr_ring_unref(r);
+    pr_spill_unref(s);
+  }
+  snprintf(bad, sizeof(bad), "%s/file", dir);
+  unlink(bad);
+  rmdir(dir);
+}
+
+/* A write to the file that fails midway (RLIMIT_FSIZE: EFBIG, like ENOSPC):
+ * the file's bytes come back into memory, and nothing retained is lost. */
+static void test_spill_write_fails(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_spill_t *s;
+  pr_ring_t *r = spill_ring(dir, 1 << 16, 2048, &s);
+  CHECK(r);
+  struct rlimit old, lim;
+  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  lim = old;
+  lim.rlim_cur = 10000;
+  void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  uint64_t total = 0;
+  for (int k = 0; k < 40; k++) put(r, &total, 1000);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, was);
+  CHECK(r->fd < 0 && r->nospill && s->files == 0);
+  check_pattern(r, total);
+  uint64_t head, tail;
+  pr_ring_stats(r, &head, &tail);
+  CHECK(head == 0 && tail == 40000);
+  CHECK_EQ(pr_spill_failure(s), EFBIG);
+  pr_ring_unref(r);
+  pr_spill_unref(s);
+  rmdir(dir);
+}
+
+/* PR_SPILL_MAX_FILES: past it a ring keeps its bytes in memory (up to its
+ * limit), which is no failure; a file closed frees a place. */
+static void test_spill_max_files(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_spill_t *s = pr_spill_new(dir, 10);
+  CHECK(s);
+  enum { N = PR_SPILL_MAX_FILES + 1 };
+  static pr_ring_t *v[N];
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    uint64_t total = 0;
+    CHECK((v[i] = pr_ring_new(100)) != NULL);
+    pr_ring_set_spill(v[i], s);
+    put(v[i], &total, 60);
+    bad += pr_ring_retained(v[i]) != 60;
+  }
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(s->files, PR_SPILL_MAX_FILES);
+  CHECK(v[N - 1]->fd < 0 && v[N - 1]->nospill && v[N - 1]->cap >= 60);
+  check_pattern(v[N - 1], 60);
+  CHECK_EQ(pr_spill_failure(s), 0);
+  pr_ring_unref(v[0]);
+  CHECK_EQ(s->files, PR_SPILL_MAX_FILES - 1);
+  pr_ring_t *r = pr_ring_new(100);
+  CHECK(r);
+  pr_ring_set_spill(r, s);
+  uint64_t total = 0;
+  put(r, &total, 60);
+  CHECK(r->fd >= 0 && s->files == PR_SPILL_MAX_FILES);
+  pr_ring_unref(r);
+  for (int i = 1; i < N; i++) pr_ring_unref(v[i]);
+  CHECK_EQ(s->files, 0);
+  pr_spill_unref(s);
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
+}
+
+/* A small deterministic generator (tests must not depend on rand's state). */
+static uint64_t rng_next(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* Differential: random writes (some larger than memory or the limit), reads,
+ * takes, tail takes, trims and shrinks on a spilling ring and on an in-memory
+ * ring of the same limit give the same answers, byte for byte. */
+static void test_spill_same_as_memory(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  static char buf[40000];
+  for (uint64_t seed = 1; seed <= 6; seed++) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+    size_t limit = 1000 + (size_t)(rng_next(&x) % 20000), mem = 1 + (size_t)(rng_next(&x) % 3000);
+    pr_ring_t *a = spill_ring(dir, limit, mem, NULL), *b = pr_ring_new(limit);
+    CHECK(a && b);
+    for (int step = 0; step < 3000; step++) {
+      uint64_t op = rng_next(&x) % 100, ha, ta, hb, tb;
+      pr_ring_stats(b, &hb, &tb);
+      if (op < 55) {
+        size_t n = (size_t)(rng_next(&x) % (op < 50 ? 1500 : sizeof(buf)));
+        for (size_t i = 0; i < n; i++) buf[i] = (char)rng_next(&x);
+        pr_ring_write(a, buf, n);
+        pr_ring_write(b, buf, n);
+      } else if (op < 80) {
+        uint64_t from = tb - (rng_next(&x) % (limit + 500));
+        if (from > tb) from = 0;
+        size_t max = (size_t)(rng_next(&x) % (limit + 10));
+        char *da, *db;
+        size_t na, nb;
+        uint64_t xa, xb, ma, mb;
+        CHECK_OK(pr_ring_read(a, from, max, &da, &na, &xa, &ma));
+        CHECK_OK(pr_ring_read(b, from, max, &db, &nb, &xb, &mb));
+        CHECKF(na == nb && xa == xb && ma == mb && (na == 0 || memcmp(da, db, na) == 0),
+               "seed %ju step %d: read %ju+%zu", (uintmax_t)seed, step, (uintmax_t)from, max);
+        free(da);
+        free(db);
+      } else if (op < 92) {
+        size_t max = op < 86 ? 0 : (size_t)(rng_next(&x) % (limit + 10));
+        char *da, *db;
+        size_t na, nb;
+        uint64_t fa, fb, ma, mb;
+        int ra, rb;
+        CHECK_OK(pr_ring_take_tail(a, max, &da, &na, &fa, &ma, &ra));
+        CHECK_OK(pr_ring_take_tail(b, max, &db, &nb, &fb, &mb, &rb));
+        CHECKF(na == nb && fa == fb && ma == mb && (na == 0 || memcmp(da, db, na) == 0),
+               "seed %ju step %d: take %zu", (uintmax_t)seed, step, max);
+        free(da);
+        free(db);
+      } else if (op < 96) {
+        size_t keep = (size_t)(rng_next(&x) % (limit + 100));
+        CHECK_EQ(pr_ring_trim(a, keep), pr_ring_trim(b, keep));
+      } else {
+        pr_ring_shrink(a);
+        pr_ring_shrink(b);
+      }
+      pr_ring_stats(a, &ha, &ta);
+      pr_ring_stats(b, &hb, &tb);
+      CHECKF(ha == hb && ta == tb && pr_ring_undelivered(a) == pr_ring_undelivered(b),
+             "seed %ju step %d: head %ju/%ju tail %ju/%ju", (uintmax_t)seed, step, (uintmax_t)ha,
+             (uintmax_t)hb, (uintmax_t)ta, (uintmax_t)tb);
+      CHECK(ta - a->spilled <= (mem < limit ? mem : limit));
+    }
+    pr_ring_unref(a);
+    pr_ring_unref(b);
+  }
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
+}
+
+/* A writer and a reader on two threads (the engine and the host): the reader
+ * sees the pattern in order while the writer spills and wraps (ASan here;
+ * the TSan build of this file checks the locking). */
+typedef struct {
+  pr_ring_t *r;
+  uint64_t total;
+  int finished; /* atomic */
+} spill_thread_t;
+
+static void *spill_writer(void *arg) {
+  spill_thread_t *t = arg;
+  for (int k = 0; k < 3000; k++) put(t->r, &t->total, 1 + (size_t)(k * 7919 % 3000));
+  __atomic_store_n(&t->finished, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_spill_threads(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  spill_thread_t t = {spill_ring(dir, 50000, 4096, NULL), 0, 0};
+  CHECK(t.r);
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, spill_writer, &t) == 0);
+  int bad = 0, last = 0;
+  uint64_t seen = 0;
+  while (!last) {
+    last = __atomic_load_n(&t.finished, __ATOMIC_ACQUIRE); /* then one more take */
+    char *d;
+    size_t n;
+    uint64_t from, missed;
+    int resume;
+    if (pr_ring_take(t.r, &d, &n, &from, &missed, &resume) != 0) bad++;
+    for (size_t j = 0; j < n; j++) bad += d[j] != (char)((from + j) % 251);
+    free(d);
+    seen += n;
+  }
+  pthread_join(th, NULL);
+  CHECK_EQ(bad, 0);
+  CHECK(seen > 0);
+  check_pattern(t.r, t.total);
+  pr_ring_unref(t.r);
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
+}
+
+/* The writer writes the spill file without holding the ring's mutex, so a
+ * host thread's take never waits on the disk (a pwrite the kernel's
+ * writeback stalls): at each spill write the mutex is free; what is read
+ * back is still the pattern, also with a reader taking between the writes. */
+static int writes_free, writes_locked;
+
+static void probe_write(pr_ring_t *r) {
+  if (pthread_mutex_trylock(&r->mu) == 0) {
+    writes_free++;
+    pthread_mutex_unlock(&r->mu);
+  } else {
+    writes_locked++;
+  }
+}
+
+static void test_spill_write_unlocked(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  pr_spill_t *s;
+  pr_ring_t *r = spill_ring(dir, 1 << 15, 2048, &s);
+  CHECK(r);
+  s->test_write = probe_write;
+  uint64_t total = 0, seen = 0;
+  int bad = 0;
+  for (int k = 0; k < 100; k++) {
+    put(r, &total, 1 + (size_t)(k * 613 % 5000)); /* some writes alone over the memory part */
+    if (k % 3) continue;
+    char *d;
+    size_t n;
+    uint64_t from, missed;
+    int resume;
+    CHECK_OK(pr_ring_take(r, &d, &n, &from, &missed, &resume));
+    for (size_t j = 0; j < n; j++) bad += d[j] != (char)((from + j) % 251);
+    seen += n;
+    free(d);
+  }
+  CHECK_EQ(bad, 0);
+  CHECK(seen > 0);
+  CHECKF(writes_free > 0 && writes_locked == 0, "spill writes: %d with the mutex free, %d held",
+         writes_free, writes_locked);
+  check_pattern(r, total);
+  pr_ring_unref(r);
+  pr_spill_unref(s);
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
+}
+
 int main(void) {
   RUN(test_write_read_offsets);
   RUN(test_drop_head_keep_tail);
@@ -169,5 +643,15 @@ int main(void) {
   RUN(test_take_and_marker);
   RUN(test_trim_keeps_tail);
   RUN(test_grow_keeps_bytes);
+  RUN(test_spill_read_across);
+  RUN(test_spill_wrap_and_take);
+  RUN(test_spill_trim_shrink);
+  RUN(test_spill_not_inherited);
+  RUN(test_spill_dir_unusable);
+  RUN(test_spill_write_fails);
+  RUN(test_spill_max_files);
+  RUN(test_spill_same_as_memory);
+  RUN(test_spill_threads);
+  RUN(test_spill_write_unlocked);
   return TAP_END();
 }

@@ -242,6 +242,37 @@ return function(T, ctx)
     end
   end)
 
+  -- A spilling ring's back-pressure window is its memory part: a slow reader
+  -- never leaves more than output_memory bytes undelivered (else a flood goes
+  -- to the spill file and back), and nothing is lost.
+  test("back-pressure on a spilling ring holds at most output_memory undelivered", function()
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
+    local memory = 16384
+    local eng = assert(core.new { output_limit = 262144, output_memory = memory, spill_dir = dir })
+    T.defer(function() eng:close() end)
+    local id = assert(eng:start { cmd = { "sh", "-c", "seq 1 100000" }, backpressure = true })
+    local got, taken, final = {}, 0, nil
+    while not final do
+      U.sleep(10) -- a slow reader: the child outruns it
+      for _, ev in ipairs(eng:wait(200, 65536)) do
+        if ev.id == id and ev.type == "output" then
+          T.eq(ev.missed, 0, "missed")
+          got[#got + 1] = ev.data
+          taken = taken + #ev.data
+        elseif ev.id == id and ev.type == "state" and U.terminal[ev.state] then
+          final = ev
+        end
+      end
+      -- only this loop takes from the ring: what it has not taken is undelivered
+      local pending = eng:get(id).bytes.stdout - taken
+      T.ok(pending <= memory, ("%d bytes undelivered, window %d"):format(pending, memory))
+    end
+    local out = table.concat(got)
+    T.eq(#out, 588895, "bytes delivered")
+    T.ok(out == U.sh("seq 1 100000"), "content differs")
+  end)
+
   test(
     "back-pressure keeps what is still in the pipe after the exit, however late the consumer",
     function()

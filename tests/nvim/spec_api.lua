@@ -698,4 +698,84 @@ return function(test, T, H)
       T.eq(rec.state, "canceled", "execution " .. i)
     end
   end)
+
+  -- engine.output_memory: a ring keeps its newest bytes in memory and the
+  -- older ones of its output_limit in a spill file (csrc/base/ring.c). What
+  -- the API reads back is the same: the last output_limit bytes, exactly.
+  test(
+    "ex:output() of a 10 MiB run gives its last 8 MiB exactly (older bytes read from the spill file)",
+    function()
+      local p = require("proctor")
+      local limit = require("proctor.config").get().engine.output_limit
+      local cfg = require("proctor.config").get()
+      local mem = cfg.engine.output_memory or cfg.output_max_bytes
+      T.eq(limit, 8 * 1024 * 1024)
+      T.ok(mem < limit, "the default keeps part of the ring in memory")
+      local n = 1500000 -- `seq 1 1500000`: 10,888,896 bytes
+      local ex = p.run({ cmd = { "seq", "1", tostring(n) } })
+      local rec = T.ok(ex:wait(60000))
+      T.eq(rec.state, "completed")
+      local parts = {}
+      for i = 1, n do
+        parts[i] = tostring(i)
+      end
+      local all = table.concat(parts, "\n") .. "\n"
+      T.ok(#all > 10 * 1024 * 1024)
+      local out, missed = ex:output()
+      T.eq(#out, limit, "bytes kept")
+      T.eq(missed, #all - limit, "bytes dropped")
+      T.ok(out == all:sub(-limit), "the last 8 MiB, byte for byte")
+      -- The file is this editor's (unlinked, in the spill directory) and no
+      -- process it starts afterwards has it: not a job of proctor, not a job
+      -- of Neovim's own (jobstart does not close descriptors, close-on-exec does).
+      local cache = vim.env.XDG_CACHE_HOME
+      local dir = (cache and cache:sub(1, 1) == "/" and cache or (vim.env.HOME .. "/.cache"))
+        .. "/proctor"
+      local function spill_fds(lines)
+        local k = 0
+        for _, l in ipairs(lines) do
+          if l:find(dir, 1, true) then k = k + 1 end
+        end
+        return k
+      end
+      local own = {}
+      for _, fd in ipairs(vim.fn.readdir("/proc/self/fd")) do
+        own[#own + 1] = vim.fn.resolve("/proc/self/fd/" .. fd)
+      end
+      T.ok(spill_fds(own) >= 1, "a spill file open in " .. dir)
+      local job = p.run({ cmd = { "sh", "-c", "ls -l /proc/$$/fd" }, text = true }):wait(20000)
+      T.eq(job.code, 0)
+      T.eq(spill_fds(vim.split(job.stdout, "\n")), 0, "a proctor job has no spill file")
+      local sys = vim.fn.systemlist({ "sh", "-c", "ls -l /proc/$$/fd" })
+      T.eq(spill_fds(sys), 0, "a child of Neovim has no spill file")
+    end
+  )
+
+  -- engine.output_memory defaults to output_max_bytes, by name: polls of
+  -- 64 KiB keep 64 KiB of a ring in memory (a console reads every poll from
+  -- memory), so a run of 150,000 bytes spills (with 256 KiB it would not).
+  test("output_memory follows output_max_bytes: 64 KiB polls, a 150,000-byte run spills", function()
+    local c = H.child()
+    c.lua([[
+      require("proctor").setup({ notify = "never", output_max_bytes = 65536 })
+      _G.ex = require("proctor").run({ cmd = { "head", "-c", "150000", "/dev/zero" },
+                                       open = { open = "none" }, notify = false })
+    ]])
+    c.wait(30000, [[require("proctor.engine").state[_G.ex.id] == "completed"]], "the run completed")
+    local got = c.lua([[
+      local cache = vim.env.XDG_CACHE_HOME
+      local dir = (cache and cache:sub(1, 1) == "/" and cache or (vim.env.HOME .. "/.cache"))
+        .. "/proctor/"
+      local n = 0
+      for _, fd in ipairs(vim.fn.readdir("/proc/self/fd")) do
+        if vim.fn.resolve("/proc/self/fd/" .. fd):find(dir, 1, true) then n = n + 1 end
+      end
+      local out, missed = _G.ex:output()
+      return { fds = n, bytes = #out, missed = missed }
+    ]])
+    T.eq(got.bytes, 150000, "every byte read back")
+    T.eq(got.missed, 0)
+    T.ok(got.fds >= 1, "a spill file open: the ring kept 64 KiB in memory")
+    c.stop()
+  end)
 end
