@@ -313,12 +313,13 @@ test: ## build everything, lint, check the layers and run every test tier (Neovi
 	@$(SETUP) test
 	@# What comes from the network (the two Neovims, the SDKs of the mcp and acp tiers)
 	@# is fetched while the build runs: none needs another. A fetch that fails says so
-	@# here, and its tiers fail with the reason (tests/run, tests/sdk.sh).
+	@# here, and its tiers fail with the reason (tests/run, tests/sdk.sh). The two
+	@# programs that are one long compiler command each start first, beside the rest.
 	@mkdir -p $(BUILD); \
 	  { scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true; } >$(BUILD)/.fetch-nvim-0.10.log 2>&1 & \
 	  { $(MAKE) --no-print-directory nvim-current || true; } >$(BUILD)/.fetch-nvim-current.log 2>&1 & \
 	  { tests/sdk.sh mcp || true; } >$(BUILD)/.fetch-sdk.log 2>&1 & \
-	  $(MAKE) --no-print-directory -j2 all rock $(TEST_BINS); rc=$$?; \
+	  $(MAKE) --no-print-directory -j2 $(FUZZ_BIN) $(BUILD)/test_engine_tsan all rock $(TEST_BINS); rc=$$?; \
 	  wait; cat $(BUILD)/.fetch-nvim-0.10.log $(BUILD)/.fetch-nvim-current.log $(BUILD)/.fetch-sdk.log; exit $$rc
 	@NVIM_COMPAT=$(NVIM_COMPAT) NVIM_CURRENT=$(NVIM_CURRENT) tests/run
 
