@@ -42,11 +42,16 @@ ENGINE_SRC += csrc/rpc/server.c csrc/rpc/conn.c csrc/rpc/methods.c csrc/rpc/para
               csrc/rpc/pack.c csrc/rpc/ident.c
 ENGINE_SRC += csrc/store/journal.c csrc/store/frame.c csrc/store/history.c csrc/store/history_load.c csrc/store/audit.c
 ENGINE_SRC += csrc/proctor.c
-CORE_SRC   = $(ENGINE_SRC) csrc/lua/binding.c csrc/lua/spec.c csrc/lua/env_policy.c csrc/lua/push.c csrc/lua/json.c
+LUA_SRC    = csrc/lua/binding.c csrc/lua/spec.c csrc/lua/env_policy.c csrc/lua/push.c csrc/lua/json.c
+CORE_SRC   = $(ENGINE_SRC) $(LUA_SRC)
 HDRS       = $(wildcard csrc/*/*.h)
 
-NVIM_OBJ  = $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(CORE_SRC))
-LUA54_OBJ = $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(CORE_SRC))
+# Only csrc/lua/ sees a Lua header: the engine's objects are compiled once, in
+# $(BUILD)/obj/, and linked into both cores, proctor-mcp, proctor-acp and the
+# rock; each core compiles csrc/lua/ against its own Lua's headers.
+ENGINE_OBJ = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(ENGINE_SRC))
+NVIM_OBJ  = $(ENGINE_OBJ) $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(LUA_SRC))
+LUA54_OBJ = $(ENGINE_OBJ) $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(LUA_SRC))
 
 SHEPHERD  = $(BUILD)/proctor-shepherd
 NVIM_SO   = lua/proctor/core.so
@@ -97,6 +102,11 @@ $(BUILD)/lua5.4/proctor/proctor-shepherd: $(SHEPHERD)
 	@mkdir -p $(dir $@)
 	cp -f $< $@.tmp && mv -f $@.tmp $@
 
+# --- the engine's objects, shared (no Lua header) ------------------------------------
+$(BUILD)/obj/%.o: csrc/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
+
 # --- core for Neovim: LuaJIT headers, links neither liblua nor libuv -------------
 $(BUILD)/nvim/%.o: csrc/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -131,14 +141,10 @@ doc/tags: doc/proctor.txt
 # msgpack-rpc socket; see :help proctor-mcp.
 MCP_SRC        = $(wildcard csrc/mcp/*.c)
 MCP_HDRS       = $(wildcard csrc/mcp/*.h)
-MCP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(MCP_SRC) $(ENGINE_SRC))
+MCP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(MCP_SRC)) $(ENGINE_OBJ)
 MCP_BIN        = $(BUILD)/proctor-mcp
 
 $(BUILD)/mcp/obj/mcp/%.o: csrc/mcp/%.c $(HDRS) $(MCP_HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
-
-$(BUILD)/mcp/obj/%.o: csrc/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE_CFLAGS) -c $< -o $@
 
@@ -160,7 +166,7 @@ $(BUILD)/rock/proctor/proctor-mcp: $(MCP_BIN)
 ACP_SRC        = $(wildcard csrc/acp/*.c) csrc/mcp/rpc.c csrc/mcp/connect.c csrc/mcp/discover.c \
                  csrc/mcp/embedded.c csrc/mcp/loop.c csrc/mcp/log.c
 ACP_HDRS       = $(wildcard csrc/acp/*.h) $(MCP_HDRS)
-ACP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(ACP_SRC) $(ENGINE_SRC))
+ACP_OBJ        = $(patsubst csrc/%.c,$(BUILD)/mcp/obj/%.o,$(ACP_SRC)) $(ENGINE_OBJ)
 ACP_BIN        = $(BUILD)/proctor-acp
 
 $(BUILD)/mcp/obj/acp/%.o: csrc/acp/%.c $(HDRS) $(ACP_HDRS)
@@ -187,16 +193,29 @@ SAN_FLAGS  = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sa
 TSAN_CC    ?= gcc
 TSAN_FLAGS = -O1 -g -fsanitize=thread -DPR_DEBUG
 
-# The ASan build splits stdin writes into 4 KiB buffers (engine/stream.c PR_INPUT_CHUNK,
-# 1 GiB otherwise), so test_input_roundtrip checks the split path byte for byte.
+# The engine's ASan/UBSan objects (and proctor-mcp's and proctor-acp's), compiled
+# once for test_engine_asan and the ASan builds of proctor-mcp and proctor-acp.
+ASAN_OBJ = $(patsubst csrc/%.c,$(BUILD)/asan/%.o,$(ENGINE_SRC))
+$(BUILD)/asan/%.o: csrc/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -c $< -o $@
+
+# test_engine_asan's engine splits stdin writes into 4 KiB buffers (engine/stream.c
+# PR_INPUT_CHUNK, 1 GiB otherwise), so test_input_roundtrip checks the split path
+# byte for byte: its stream.c is compiled once more with that.
+$(BUILD)/asan/engine/stream-4k.o: csrc/engine/stream.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 $(TEST_CFLAGS) -c $< -o $@
+ENGINE_ASAN_OBJ = $(filter-out $(BUILD)/asan/engine/stream.o,$(ASAN_OBJ)) $(BUILD)/asan/engine/stream-4k.o
+
 # A shared object the engine tests preload into a shepherd (tests/c/stop_reaper.c): it
 # stops a reaper before it reports the spawn, a race a loaded machine makes only sometimes.
 STOP_REAPER = $(BUILD)/stop_reaper.so
 $(STOP_REAPER): tests/c/stop_reaper.c csrc/base/wire.h | $(BUILD)
 	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Icsrc -Wall -Wextra -shared -fPIC -o $@ $< -ldl
 
-$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD) $(STOP_REAPER)
-	$(CLANG) $(SAN_FLAGS) -DPR_INPUT_CHUNK=4096 $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
+$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(HDRS) $(SHEPHERD) $(STOP_REAPER)
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD) $(STOP_REAPER)
 	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
@@ -259,18 +278,20 @@ TEST_BINS = $(BUILD)/test_engine_asan $(BUILD)/test_engine_tsan $(BUILD)/test_ri
 # without --exclude-libs: that would hide ASan's malloc from libcjson.
 MCP_ASAN = $(BUILD)/mcp-asan/proctor-mcp
 TEST_BINS += $(MCP_ASAN)
-$(MCP_ASAN): $(MCP_SRC) $(MCP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+MCP_ASAN_OBJ = $(patsubst csrc/%.c,$(BUILD)/asan/%.o,$(MCP_SRC)) $(ASAN_OBJ)
+$(MCP_ASAN): $(MCP_ASAN_OBJ) $(SHEPHERD)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(MCP_SRC) $(ENGINE_SRC) \
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(MCP_ASAN_OBJ) \
 	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
 	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
 
 # proctor-acp under ASan/UBSan, beside proctor-mcp's: the acp tier runs its proxy tests on it.
 ACP_ASAN = $(BUILD)/mcp-asan/proctor-acp
 TEST_BINS += $(ACP_ASAN)
-$(ACP_ASAN): $(ACP_SRC) $(ACP_HDRS) $(ENGINE_SRC) $(HDRS) $(SHEPHERD)
+ACP_ASAN_OBJ = $(patsubst csrc/%.c,$(BUILD)/asan/%.o,$(ACP_SRC)) $(ASAN_OBJ)
+$(ACP_ASAN): $(ACP_ASAN_OBJ) $(SHEPHERD)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(ACP_SRC) $(ENGINE_SRC) \
+	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ $(ACP_ASAN_OBJ) \
 	  $(UV_LIBS) -l:libmsgpackc.a $(CJSON_LIBS) -ldl -lm
 	cp -f $(SHEPHERD) $(dir $@)proctor-shepherd
 
@@ -294,9 +315,16 @@ nvim-current: ## fetch Debian unstable's Neovim (0.11 or newer) into build/nvim-
 
 test: ## build everything, lint, check the layers and run every test tier (Neovim tiers on 0.7.2, 0.10.4 and the current one); ends with "N passed, N failed"
 	@$(SETUP) test
-	@$(MAKE) --no-print-directory -j2 all rock $(TEST_BINS)
-	@scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true
-	@$(MAKE) --no-print-directory nvim-current || true
+	@# What comes from the network (the two Neovims, the SDKs of the mcp and acp tiers)
+	@# is fetched while the build runs: none needs another. A fetch that fails says so
+	@# here, and its tiers fail with the reason (tests/run, tests/sdk.sh). The two
+	@# programs that are one long compiler command each start first, beside the rest.
+	@mkdir -p $(BUILD); \
+	  { scripts/nvim-compat.sh $(BUILD)/nvim-0.10 || true; } >$(BUILD)/.fetch-nvim-0.10.log 2>&1 & \
+	  { $(MAKE) --no-print-directory nvim-current || true; } >$(BUILD)/.fetch-nvim-current.log 2>&1 & \
+	  { tests/sdk.sh mcp || true; } >$(BUILD)/.fetch-sdk.log 2>&1 & \
+	  $(MAKE) --no-print-directory -j2 $(FUZZ_BIN) $(BUILD)/test_engine_tsan all rock $(TEST_BINS); rc=$$?; \
+	  wait; cat $(BUILD)/.fetch-nvim-0.10.log $(BUILD)/.fetch-nvim-current.log $(BUILD)/.fetch-sdk.log; exit $$rc
 	@NVIM_COMPAT=$(NVIM_COMPAT) NVIM_CURRENT=$(NVIM_CURRENT) tests/run
 
 check-layers: ## every #include and call in csrc/ goes down the layers (ARCHITECTURE.md); no C file over 800 lines
@@ -341,7 +369,7 @@ demo: all ## open Neovim with proctor and a live console
 # luarocks passes LUA_INCDIR, CFLAGS, LIBFLAG and the install dirs. The rock is
 # the standalone build (links libuv), for scripts under the Lua it was built for.
 LUA_INCDIR ?= /usr/include/lua5.4
-ROCK_OBJ = $(patsubst csrc/%.c,$(BUILD)/rock/obj/%.o,$(CORE_SRC))
+ROCK_OBJ = $(ENGINE_OBJ) $(patsubst csrc/%.c,$(BUILD)/rock/obj/%.o,$(LUA_SRC))
 
 $(BUILD)/rock/obj/%.o: csrc/%.c $(HDRS)
 	@mkdir -p $(dir $@)

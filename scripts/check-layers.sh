@@ -67,9 +67,12 @@ allowed() { # allowed <file> <included path>: 0 when the include is allowed
 }
 
 bad=0
+# the included path, by bash's own regex (no process per line)
+include_re='^[^:]*:[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)"'
 while IFS= read -r line; do
   f=${line%%:*}
-  inc=$(sed -E 's/^[^:]*:[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
+  inc=$line
+  [[ $line =~ $include_re ]] && inc=${BASH_REMATCH[1]}
   if ! allowed "$f" "$inc"; then
     echo "   ${line%%#*} includes \"$inc\": against the layers"
     bad=$((bad + 1))
