@@ -168,16 +168,8 @@ end
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open_run(rec, opts)
   H.hook()
-  local c = {
-    id = rec.id,
-    pty = rec.pty,
-    label = rec.label,
-    backlog = Backlog.new(),
-    parked = true,
-  }
-  for _, s in ipairs(rec.pty and { "pty" } or { "stdout", "stderr" }) do
-    c.backlog:start(s, 0)
-  end
+  -- its backlog comes with its first byte (H.on_event): every stream starts at 0
+  local c = { id = rec.id, pty = rec.pty, label = rec.label, parked = true }
   H.pending[rec.id] = c
   local how = opts.open or config.get().console.open
   if how ~= "none" or opts.window then return M.open(rec.id, opts) end
@@ -264,7 +256,7 @@ end
 ---@return boolean
 function M.idle(id)
   local c = H.consoles[id] or H.pending[id]
-  return not c or (not c.backlog:pending() and (not c.ended or c.final_done))
+  return not c or ((not c.backlog or not c.backlog:pending()) and (not c.ended or c.final_done))
 end
 
 --- Text for the window bar of a console or text view (console/window.lua's bar()).
@@ -608,6 +600,7 @@ function H.on_event(ev)
   local stub = not c and H.pending[ev.id]
   if stub then
     if ev.type == "output" then
+      if not stub.backlog then stub.backlog = Backlog.new() end
       local data = stub.backlog:accept(ev.stream, ev.data, ev.offset)
       if data then H.enqueue(stub, data) end
     elseif engine.TERMINAL[ev.state] then
