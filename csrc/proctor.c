@@ -262,7 +262,7 @@ void pr_engine_free(pr_engine_t *e) {
 
 /* ---- host thread: commands ------------------------------------------------------------ */
 
-int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
+static int start(pr_engine_t *e, const pr_spec_t *s, int deferred, uint64_t *id) {
   if (e->closed) return PR_ECLOSED;
   pr_exec_t *x;
   int rc = pr_control_admit(&e->ctl, 0); /* the host's queued + held bound */
@@ -289,9 +289,16 @@ int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
     return PR_ENOMEM;
   }
   c->type = PR_CMD_START;
+  c->a = deferred;
   c->exec = x;
   *id = x->id;
   return pr_control_submit(&e->ctl, c);
+}
+
+int pr_engine_start(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) { return start(e, s, 0, id); }
+
+int pr_engine_start_deferred(pr_engine_t *e, const pr_spec_t *s, uint64_t *id) {
+  return start(e, s, 1, id);
 }
 
 pr_cancel_result_t pr_engine_cancel(pr_engine_t *e, uint64_t id, uint64_t session, int force,
@@ -425,11 +432,21 @@ int pr_engine_fd(const pr_engine_t *e) { return e->hq.wakefd; }
 
 const char *pr_engine_address(const pr_engine_t *e) { return e->listen; }
 
+/* A host that polls or waits for events gets the ones of its own starts:
+ * those still queued without a wake-up (batch_starts) go first. */
 size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes) {
+  pr_control_flush(&e->ctl);
   return pr_hostq_poll(&e->hq, evs, max, max_bytes);
 }
 
-int pr_engine_wait(pr_engine_t *e, int timeout_ms) { return pr_hostq_wait(&e->hq, timeout_ms); }
+int pr_engine_wait(pr_engine_t *e, int timeout_ms) {
+  pr_control_flush(&e->ctl);
+  return pr_hostq_wait(&e->hq, timeout_ms);
+}
+
+void pr_engine_flush(pr_engine_t *e) { pr_control_flush(&e->ctl); }
+
+uint64_t pr_engine_wakeups(pr_engine_t *e) { return pr_control_wakeups(&e->ctl); }
 
 void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n) {
   pr_journal_warnings(e->journal, out, n);

@@ -30,6 +30,14 @@ int pr_buf_reserve(pr_buf_t *b, size_t n) {
   return 0;
 }
 
+int pr_buf_presize(pr_buf_t *b, size_t n) {
+  if (b->err || b->p || n == 0) return b->err;
+  if (b->max && n > b->max) n = b->max; /* an add past max fails, not this */
+  if ((b->p = malloc(n)) == NULL) return b->err = PR_ENOMEM;
+  b->cap = n;
+  return 0;
+}
+
 int pr_buf_add(pr_buf_t *b, const void *p, size_t n) {
   if (pr_buf_reserve(b, n) != 0) return b->err;
   if (n) memcpy(b->p + b->len, p, n);

@@ -31,6 +31,13 @@ typedef struct {
 /* pr_buf_reserve: room for `n` more bytes. Returns 0 or the (sticky) error. */
 int pr_buf_reserve(pr_buf_t *b, size_t n);
 
+/* pr_buf_presize: give an empty buffer exactly `n` bytes of room (not the
+ * first 4 KiB), for a builder that knows its size: it then touches no more
+ * fresh memory than it fills (at most `max`). Later growth doubles from
+ * there. A buffer that holds bytes is left as it is. Returns 0 or the
+ * (sticky) error. */
+int pr_buf_presize(pr_buf_t *b, size_t n);
+
 /* pr_buf_add: append `n` bytes. Returns 0 or the (sticky) error. */
 int pr_buf_add(pr_buf_t *b, const void *p, size_t n);
 

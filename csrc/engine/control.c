@@ -366,6 +366,7 @@ static void on_async(uv_async_t *h) {
   pr_queue_init(&local);
   pthread_mutex_lock(&c->mu);
   pr_queue_move(&c->cmds, &local);
+  c->wake_owed = 0; /* whatever waited is taken now */
   pthread_mutex_unlock(&c->mu);
   while (!pr_queue_empty(&local)) {
     pr_queue_t *q = pr_queue_head(&local);
@@ -380,6 +381,29 @@ static void on_async(uv_async_t *h) {
   }
 }
 
+/* Wake the engine thread for what cmds holds (under mu: the handle cannot be
+ * closing yet). */
+static void wake(pr_control_t *c) {
+  uv_async_send(&c->async);
+  c->wakeups++;
+  c->wake_owed = 0;
+}
+
+int pr_control_flush(pr_control_t *c) {
+  pthread_mutex_lock(&c->mu);
+  int owed = c->wake_owed && !c->loop_done;
+  if (owed) wake(c);
+  pthread_mutex_unlock(&c->mu);
+  return owed;
+}
+
+uint64_t pr_control_wakeups(pr_control_t *c) {
+  pthread_mutex_lock(&c->mu);
+  uint64_t n = c->wakeups;
+  pthread_mutex_unlock(&c->mu);
+  return n;
+}
+
 int pr_control_submit(pr_control_t *c, pr_cmd_t *cmd) {
   pthread_mutex_lock(&c->mu);
   if (c->loop_done) {
@@ -392,10 +416,16 @@ int pr_control_submit(pr_control_t *c, pr_cmd_t *cmd) {
   }
   /* A queue that already holds commands has a wake-up on its way (sent when
    * the first of them came, and the engine moves the whole queue under mu):
-   * a burst of starts costs one wake-up of the engine thread, not one each. */
+   * a burst of starts costs one wake-up of the engine thread, not one each.
+   * A deferred START sends none: the host flushes once per turn of its loop
+   * (pr_control_flush), and any other command takes the wake-up along. */
   int was_empty = pr_queue_empty(&c->cmds);
   pr_queue_push(&c->cmds, &cmd->node);
-  if (was_empty) uv_async_send(&c->async); /* under mu: the handle cannot be closing yet */
+  if (cmd->type == PR_CMD_START && cmd->a == 1) {
+    if (was_empty) c->wake_owed = 1;
+  } else if (was_empty || c->wake_owed) {
+    wake(c);
+  }
   int rc = 0;
   if (cmd->sync) {
     /* The engine answers every command it dequeues, also while shutting down. */

@@ -65,7 +65,8 @@ typedef struct pr_cmd {
   pr_exec_t *exec;  /* START: the new execution (pr_exec_build) */
   const char *data; /* INPUT: borrowed (the caller waits); CANCEL: reason or NULL */
   size_t len;
-  int64_t a, b; /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max */
+  int64_t a, b; /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max;
+                 * START: a = 1, deferred (no wake-up: pr_control_flush) */
   uint64_t u;   /* READ: from; PURGE: older_than_ms */
   /* results */
   int rc;
@@ -96,8 +97,10 @@ typedef struct pr_control {
   /* commands from the host */
   pthread_mutex_t mu;
   pthread_cond_t cond;
-  pr_queue_t cmds; /* locked by mu */
-  int loop_done;   /* locked by mu: the engine has left its loop */
+  pr_queue_t cmds;  /* locked by mu */
+  int loop_done;    /* locked by mu: the engine has left its loop */
+  int wake_owed;    /* locked by mu: cmds holds deferred starts no wake-up was sent for */
+  uint64_t wakeups; /* locked by mu: wake-ups the host sent (uv_async_send), a count */
   uv_async_t async;
   uv_timer_t close_timer;  /* bounds the wait of CLOSE */
   uv_timer_t idle_timer;   /* while a target's link is up: closes the idle ones */
@@ -121,6 +124,14 @@ extern const pr_sup_ops_t pr_control_sup_ops;
  * Returns 0 or PR_ECLOSED (the command was not run; an async one is freed).
  * Host thread. */
 int pr_control_submit(pr_control_t *c, pr_cmd_t *cmd);
+
+/* pr_control_flush: send the wake-up that deferred starts (a START with
+ * cmd.a = 1, pr_engine_start_deferred) left owed, if one is. Returns 1 when it sent one, else 0. Host thread. */
+int pr_control_flush(pr_control_t *c);
+
+/* pr_control_wakeups: how many wake-ups the host has sent the engine thread
+ * so far. Host thread. */
+uint64_t pr_control_wakeups(pr_control_t *c);
 
 /* pr_control_run: run one command on the engine thread and leave its results
  * in `cmd` (rc, out, n, r1, r2) without answering anyone: the host's path and

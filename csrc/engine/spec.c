@@ -59,6 +59,22 @@ static void build_env(pr_buf_t *b, const pr_spec_t *s, char *const *base, const 
   for (size_t i = 0; i < nextra; i++) sb_add(b, extra[i]);
 }
 
+/* At least the bytes of the spawn payload (cwd, argv, every environment entry
+ * build_env may add): a start allocates its payload once, at about its size.
+ * On a host whose heap is still growing each fresh page costs a fault, the
+ * larger part of a cold start's time. */
+static size_t payload_bound(const pr_exec_t *x, const pr_spec_t *s, char *const *base,
+                            const char *const *extra, size_t nextra) {
+  size_t n = strlen(x->cwd) + 1;
+  for (size_t i = 0; i < x->argc; i++) n += strlen(x->argv[i]) + 1;
+  if (!s->clear_env && base)
+    for (char *const *ep = base; *ep; ep++) n += strlen(*ep) + 1;
+  for (size_t i = 0; i < s->envc; i++) n += strlen(s->env[i]) + 1;
+  for (size_t i = 0; i < s->nsecrets; i++) n += strlen(s->secrets[i]) + 1;
+  for (size_t i = 0; i < nextra; i++) n += strlen(extra[i]) + 1;
+  return n;
+}
+
 int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr_exec_t **out) {
   *out = NULL;
   if (s == NULL || (s->shell == NULL && (s->argc == 0 || s->argv == NULL))) return PR_EINVAL;
@@ -145,10 +161,12 @@ int pr_exec_build(pr_control_t *c, const pr_spec_t *s, char *const *base_env, pr
     for (size_t i = 0; i < s->envc; i++) has_term |= same_key(s->env[i], "TERM", 4);
     if (!has_term) extra[nextra++] = "TERM=xterm-256color";
   }
+  /* A target's environment is the far side's: only what the spec sets goes. */
+  char *const *base = s->target ? NULL : base_env;
+  pr_buf_presize(&b, payload_bound(x, s, base, extra, nextra));
   sb_add(&b, x->cwd);
   for (size_t i = 0; i < x->argc; i++) sb_add(&b, x->argv[i]);
-  /* A target's environment is the far side's: only what the spec sets goes. */
-  build_env(&b, s, s->target ? NULL : base_env, extra, nextra);
+  build_env(&b, s, base, extra, nextra);
   if (b.err) {
     rc = b.err;
     goto fail;

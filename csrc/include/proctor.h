@@ -509,6 +509,21 @@ int pr_engine_closed(const pr_engine_t *e);
  * PR_EBUSY when max_queued executions of the host are already queued or held. */
 int pr_engine_start(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
 
+/* pr_engine_start_deferred: pr_engine_start without waking the engine thread
+ * for it: the start waits until the host's next pr_engine_flush (once per
+ * turn of its loop), pr_engine_poll, pr_engine_wait or any other command, so
+ * a loop of starts costs one wake-up. Same returns. Host thread. */
+int pr_engine_start_deferred(pr_engine_t *e, const pr_spec_t *spec, uint64_t *id);
+
+/* pr_engine_flush: wake the engine thread for the deferred starts queued
+ * since its last wake-up; nothing when none wait. Host thread. */
+void pr_engine_flush(pr_engine_t *e);
+
+/* pr_engine_wakeups: how many times the host has woken the engine thread (a
+ * count for tests and benchmarks: one per flushed loop of deferred starts).
+ * Host thread. */
+uint64_t pr_engine_wakeups(pr_engine_t *e);
+
 /* pr_engine_target: configure target `name` (|proctor-targets|): the command
  * (/bin/sh -c) that reaches its relay and its default cwd on the far side
  * (NULL: the far home); transport NULL forgets it. A start spec (Lua or RPC)

@@ -195,16 +195,26 @@ static int l_new(lua_State *L) {
   return 1;
 }
 
-/* eng:start(spec) -> id | nil, msg, name */
+/* eng:start(spec[, {wake = false}]) -> id | nil, msg, name
+ * wake = false: the engine thread is woken for it by the next eng:flush(),
+ * poll(), wait() or other call (pr_engine_start_deferred). */
 static int l_start(lua_State *L) {
   lengine_t *le = check_engine(L);
   luaL_checktype(L, 2, LUA_TTABLE);
+  int wake = 1;
+  if (!lua_isnoneornil(L, 3)) {
+    static const char *const keys[] = {"wake", NULL};
+    luaL_checktype(L, 3, LUA_TTABLE);
+    check_table_keys(L, 3, keys);
+    wake = opt_bool(L, 3, "wake", 1);
+  }
   pr_spec_read_t sr;
   int rc = pr_lua_read_spec(L, 2, &sr); /* raises on a bad spec */
   if (rc != 0) return fail(L, rc, NULL);
   if (le->e == NULL || pr_engine_closed(le->e)) return fail(L, PR_ECLOSED, NULL);
   uint64_t id;
-  rc = pr_engine_start(le->e, &sr.spec, &id);
+  rc =
+      wake ? pr_engine_start(le->e, &sr.spec, &id) : pr_engine_start_deferred(le->e, &sr.spec, &id);
   if (rc != 0)
     return fail(L, rc, rc == PR_EBUSY ? "(max_queued executions are queued or held)" : NULL);
   lua_pushinteger(L, (lua_Integer)id);
@@ -438,6 +448,22 @@ static int l_wait(lua_State *L) {
   return push_events(L, le->e, max, max_bytes);
 }
 
+/* eng:flush() -> true: wake the engine thread for the deferred starts
+ * (eng:start(spec, {wake = false})) queued since its last wake-up. */
+static int l_flush(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  if (le->e && !pr_engine_closed(le->e)) pr_engine_flush(le->e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* eng:wakeups() -> integer: how many times the host woke the engine thread */
+static int l_wakeups(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_pushinteger(L, le->e ? (lua_Integer)pr_engine_wakeups(le->e) : 0);
+  return 1;
+}
+
 /* eng:address() -> the RPC socket path, or nil when not listening */
 static int l_address(lua_State *L) {
   lengine_t *le = check_engine(L);
@@ -586,6 +612,8 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"release", l_release},
                                           {"hold_output", l_hold_output},
                                           {"target", l_target},
+                                          {"flush", l_flush},
+                                          {"wakeups", l_wakeups},
                                           {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {

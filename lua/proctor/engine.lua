@@ -35,6 +35,8 @@ H.core = nil -- the loaded proctor.core module
 H.load_err = nil
 H.eng = nil -- the engine userdata
 H.poll = nil -- uv poll handle on eng:fd()
+H.prepare = nil -- uv prepare handle: wakes the engine for this turn's starts (M.flush_later)
+H.flush_armed = false
 H.timer = nil -- uv timer used to continue a drain on the next loop iteration
 H.scheduled = false
 H.queue, H.qhead, H.qtail = {}, 1, 0
@@ -159,6 +161,7 @@ function M.get()
   M.sync_targets()
   H.poll = uv.new_poll(eng:fd())
   H.timer = uv.new_timer()
+  H.prepare = uv.new_prepare()
   H.poll:start("r", H.on_readable)
   local group = vim.api.nvim_create_augroup("proctor_engine", { clear = true })
   vim.api.nvim_create_autocmd(
@@ -250,6 +253,17 @@ function M.sync_targets()
       eng:target(name, nil)
     end
   end
+end
+
+--- The engine thread is woken once this turn of the main loop is over (just
+--- before the loop waits), for the starts made with `eng:start(spec, { wake =
+--- false })`: a loop of run()s costs it one wake-up, not one each, and it
+--- spawns nothing while the loop still runs. A poll, a wait or any other call
+--- to the engine wakes it earlier.
+function M.flush_later()
+  if H.flush_armed or not H.prepare then return end
+  H.flush_armed = true
+  H.prepare:start(H.flush)
 end
 
 --- Subscribe to every event. `fn(ev)` runs on the main loop, never in fast context.
@@ -370,8 +384,10 @@ function M._reset()
     M.shutdown()
     if H.poll and not H.poll:is_closing() then H.poll:close() end
     if H.timer and not H.timer:is_closing() then H.timer:close() end
+    if H.prepare and not H.prepare:is_closing() then H.prepare:close() end
   end
   H.eng, H.poll, H.timer, H.closing, H.scheduled = nil, nil, nil, false, false
+  H.prepare, H.flush_armed = nil, false
   H.queue, H.qhead, H.qtail = {}, 1, 0
   H.rpc_error = nil
   M.state, M.counts, M.specs, M.last_id = {}, {}, {}, nil
@@ -398,6 +414,15 @@ function H.live()
   local ok, recs = pcall(eng.list, eng)
   if not ok then return {} end
   return vim.tbl_filter(function(r) return not M.TERMINAL[r.state] end, recs)
+end
+
+-- Fast context (the prepare handle: the loop is about to wait): wake the
+-- engine thread for the starts of this turn (M.flush_later).
+function H.flush()
+  H.flush_armed = false
+  H.prepare:stop()
+  local eng = M.current()
+  if eng then eng:flush() end
 end
 
 function H.on_readable(err)
@@ -519,6 +544,9 @@ function H.report(name, e)
   H.reported[msg] = true
   vim.notify(msg, vim.log.levels.ERROR)
 end
+
+-- Called by every run() (lua/proctor/init.lua keeps its path interpreted).
+compat.interpreted(M.flush_later)
 
 M._H = H
 

@@ -598,6 +598,7 @@ function H.problem(SPEC, k, v)
 end
 
 H.CALLBACKS = { "on_output", "on_state", "on_exit" }
+H.DEFERRED = { wake = false } -- eng:start's options for run()'s starts
 
 -- The console extension's api (loaded on first need; see H.warm_up). Its loaded
 -- case does not call M._ext, nor run() H.hook once hooked: a small function
@@ -658,7 +659,9 @@ function H.run(spec)
       return H.fail("ENOENT", "cwd: no such directory " .. s.cwd)
     end
   else
-    s.cwd = vim.fn.getcwd()
+    -- getcwd()'s answer without a call into Vimscript: :cd, :tcd and :lcd
+    -- (and entering a window that has one) change the process's own directory
+    s.cwd = compat.uv.cwd() or vim.fn.getcwd()
   end
   if s.pty == nil then s.pty = cfg.pty end
   if s.stdin == nil and not s.pty then s.stdin = cfg.stdin end
@@ -685,29 +688,32 @@ function H.run(spec)
   end
   local start = s
   if s.pty then start = H.terminal_env(s) end
-  local ok, id, msg, name = pcall(eng.start, eng, start)
+  -- queued without waking the engine thread: it is woken once this turn of
+  -- the loop is over, for every run() of the turn (engine.flush_later)
+  local ok, id, msg, name = pcall(eng.start, eng, start, H.DEFERRED)
   if not (ok and id) and window then window:cancel() end
   if not ok then return H.fail("EINVAL", H.binding_text(id)) end
   if not id then return nil, msg, name end
+  engine.flush_later()
   local ex = setmetatable({ id = id }, Execution)
-  -- kept for rerun: the size from this window is not the next one's
-  local kept = {}
-  for k, v in pairs(s) do
-    kept[k] = v
-  end
-  kept.open, kept.text, kept.notify = spec.open, spec.text, spec.notify
-  kept.cols, kept.rows = spec.cols, spec.rows
-  engine.specs[id] = kept
+  -- kept for rerun (the core copied what it needs: `s` is this layer's now);
+  -- the size from this window is not the next one's
+  s.open, s.text, s.notify = spec.open, spec.text, spec.notify
+  s.cols, s.rows = spec.cols, spec.rows
+  engine.specs[id] = s
   if cbs then H.watch[id] = { exec = ex, cbs = cbs } end
   H.text[id] = spec.text or nil
   if spec.notify ~= nil then H.quiet[id] = spec.notify end
   if open then
     -- no wait for the engine thread: the console is made from what is known here
-    local how = {}
-    for k, v in pairs(open) do
-      how[k] = v
+    local how = open -- the caller's table, read and never changed
+    if window ~= nil then
+      how = {}
+      for k, v in pairs(open) do
+        how[k] = v
+      end
+      how.window = window
     end
-    if window ~= nil then how.window = window end
     -- the size the process starts with: the console does not ask the engine
     -- thread for it again (eng:resize waits for an answer)
     local rec = { id = id, label = s.label, pty = s.pty and true or false }

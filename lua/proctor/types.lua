@@ -155,8 +155,15 @@
 ---@class proctor.Engine
 local Engine = {}
 ---@param spec proctor.RunSpec
+---@param opts {wake: boolean|nil}|nil wake = false: the engine thread is woken by the next flush(), poll(), wait() or other call
 ---@return integer|nil id, string|nil err, string|nil name
-function Engine:start(spec) end
+function Engine:start(spec, opts) end
+--- Wake the engine thread for the starts made with { wake = false } since its last wake-up.
+---@return true
+function Engine:flush() end
+--- How many times this host has woken the engine thread (tests, benchmarks).
+---@return integer
+function Engine:wakeups() end
 ---@param id integer
 ---@param force boolean|{force: boolean|nil, reason: string|nil}|nil reason: 1 to 32 of a-z and _
 ---@return proctor.CancelResult

@@ -28,6 +28,12 @@ return function(T, ctx)
     local e = assert(core.new {})
     T.raises(function() e:start() end, "table expected")
     T.raises(function() e:start {} end, "'cmd' must be")
+    T.raises(function() e:start({ cmd = { "true" } }, 1) end, "table expected")
+    T.raises(function() e:start({ cmd = { "true" } }, { wake = 1 }) end, "'wake' must be a boolean")
+    T.raises(
+      function() e:start({ cmd = { "true" } }, { later = true }) end,
+      "unknown option 'later'"
+    )
     T.raises(function() e:start { cmd = {} } end, "must not be empty")
     T.raises(function() e:start { cmd = "" } end, "non%-empty")
     T.raises(function() e:start { cmd = { "a", {} } } end, "entries must be strings")

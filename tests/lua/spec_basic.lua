@@ -571,6 +571,39 @@ return function(T, ctx)
     e2:close()
   end)
 
+  -- eng:start(spec, { wake = false }), what proctor.run() uses: the start
+  -- waits without waking the engine thread; flush(), poll(), wait() or any
+  -- other call wakes it, once for every start queued that way (counted).
+  test("start{ wake = false }: a loop of starts wakes the engine thread once", function()
+    local e2 = assert(core.new {})
+    local w0 = e2:wakeups()
+    local ids = {}
+    for i = 1, 10 do
+      ids[i] = assert(e2:start({ cmd = { "true" } }, { wake = false }))
+    end
+    T.eq(e2:wakeups() - w0, 0, "wake-ups during the loop of starts")
+    T.eq(e2:flush(), true)
+    T.eq(e2:wakeups() - w0, 1, "wake-ups after flush()")
+    e2:flush()
+    T.eq(e2:wakeups() - w0, 1, "wake-ups after a flush() with nothing queued")
+    local r = U.collect(e2, ids, 10000)
+    for i, id in ipairs(ids) do
+      T.eq(r[id].final.state, "completed", "start " .. i)
+      if i > 1 then T.ok(id > ids[i - 1], "ids in order") end
+    end
+    -- a call that waits for the engine thread takes the owed wake-up along
+    local a = assert(e2:start({ cmd = { "true" } }, { wake = false }))
+    T.ok(e2:get(a), "get() after a deferred start")
+    -- poll() and wait() flush: a deferred start's events come without flush()
+    local b = assert(e2:start({ cmd = { "true" } }, { wake = false }))
+    T.eq(U.collect(e2, { a, b }, 10000)[b].final.state, "completed")
+    -- without the option, a start wakes the engine thread at once
+    local w1 = e2:wakeups()
+    assert(e2:start({ cmd = { "true" } }, { wake = true }))
+    T.eq(e2:wakeups() - w1, 1, "wake-ups of a plain start")
+    e2:close()
+  end)
+
   test("fd() is readable exactly while events are pending", function()
     local e2 = assert(core.new {})
     local fd = e2:fd()

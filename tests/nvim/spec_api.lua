@@ -591,8 +591,10 @@ return function(test, T, H)
   -- needs are loaded (setup()'s warm-up), so a fan-out's first run() loads
   -- none; and LuaJIT records no trace through run()'s path (compat.interpreted):
   -- a loop of runs in a fresh editor spent most of its time recording traces.
+  -- The loop's starts wake the engine thread once, after the loop: none
+  -- during it (each would set it spawning beside the loop), one in all.
   test(
-    "fan-out after setup: the loop loads no module and records no trace in run()'s path",
+    "fan-out after setup: the loop loads no module, records no trace in run()'s path, wakes the engine once",
     function()
       local c = H.child()
       T.eq(
@@ -611,6 +613,8 @@ return function(test, T, H)
       )
       local got = c.lua([[
       local p = require("proctor")
+      local eng = require("proctor.engine").get()
+      _G.w0 = eng:wakeups()
       local ju = jit and require("jit.util")
       local before = {}
       for name in pairs(package.loaded) do before[name] = true end
@@ -632,6 +636,7 @@ return function(test, T, H)
         end
       end)
       if jit then jit.attach(on_trace) end
+      local woken = eng:wakeups() - _G.w0
       local loaded = {}
       for name in pairs(package.loaded) do
         if not before[name] then loaded[#loaded + 1] = name end
@@ -639,12 +644,13 @@ return function(test, T, H)
       table.sort(loaded)
       _G.ids = ids
       return { ok = ok, err = tostring(err), loaded = table.concat(loaded, ","),
-               traced = table.concat(traced, ","), n = #ids }
+               traced = table.concat(traced, ","), n = #ids, woken = woken }
     ]])
       T.ok(got.ok, got.err)
       T.eq(got.n, 100, "runs started")
       T.eq(got.loaded, "", "modules loaded during the loop")
       T.eq(got.traced, "", "traces started in run()'s path (init.lua, console/)")
+      T.eq(got.woken, 0, "wake-ups of the engine thread during the loop")
       c.wait(
         30000,
         [[(function()
@@ -656,6 +662,13 @@ return function(test, T, H)
       return true
     end)()]],
         "every console made and every run completed"
+      )
+      -- nothing in the drain, the consoles or the endings called the engine:
+      -- the one wake-up is the loop's, for its 100 starts
+      T.eq(
+        c.lua([[return require("proctor.engine").get():wakeups() - _G.w0]]),
+        1,
+        "wake-ups of the engine thread for the fan-out"
       )
       c.stop()
     end

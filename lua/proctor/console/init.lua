@@ -185,18 +185,9 @@ end
 ---@return integer|nil buf, integer|string|nil win_or_err
 function M.open_run(rec, opts)
   H.hook()
-  local c = {
-    id = rec.id,
-    pty = rec.pty,
-    label = rec.label,
-    backlog = Backlog.new(H.reader(rec.id)),
-    parked = true,
-    cols = rec.cols, -- the size the process started with
-    rows = rec.rows,
-  }
-  for _, s in ipairs(rec.pty and { "pty" } or { "stdout", "stderr" }) do
-    c.backlog:start(s, 0)
-  end
+  -- its backlog comes with its first byte (H.on_event): every stream starts at 0
+  local c = { id = rec.id, pty = rec.pty, label = rec.label, parked = true }
+  c.cols, c.rows = rec.cols, rec.rows -- the size the process started with
   H.pending[rec.id] = c
   local how = opts.open or config.get().console.open
   if how ~= "none" or opts.window then return M.open(rec.id, opts) end
@@ -283,7 +274,7 @@ end
 ---@return boolean
 function M.idle(id)
   local c = H.consoles[id] or H.pending[id]
-  return not c or (not c.backlog:pending() and (not c.ended or c.final_done))
+  return not c or ((not c.backlog or not c.backlog:pending()) and (not c.ended or c.final_done))
 end
 
 --- Text for the window bar of a console or text view (console/window.lua's bar()).
@@ -678,6 +669,7 @@ function H.on_event(ev)
   local stub = not c and H.pending[ev.id]
   if stub then
     if ev.type == "output" then
+      if not stub.backlog then stub.backlog = Backlog.new(H.reader(ev.id)) end
       local data = stub.backlog:accept(ev.stream, ev.data, ev.offset)
       if data then H.enqueue(stub, data) end
     elseif engine.TERMINAL[ev.state] then
