@@ -186,8 +186,14 @@ end
 function M.open_run(rec, opts)
   H.hook()
   -- its backlog comes with its first byte (H.on_event): every stream starts at 0
-  local c = { id = rec.id, pty = rec.pty, label = rec.label, parked = true }
-  c.cols, c.rows = rec.cols, rec.rows -- the size the process started with
+  local c = {
+    id = rec.id,
+    pty = rec.pty,
+    label = rec.label,
+    parked = true,
+    cols = rec.cols, -- the size the process started with
+    rows = rec.rows,
+  }
   H.pending[rec.id] = c
   local how = opts.open or config.get().console.open
   if how ~= "none" or opts.window then return M.open(rec.id, opts) end
