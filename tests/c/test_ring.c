@@ -664,10 +664,11 @@ static void test_read_while_written_then_released(void) {
   pr_ring_ref(t.r); /* the host's */
   pthread_t th;
   CHECK(pthread_create(&th, NULL, release_writer, &t) == 0);
-  int bad = 0, last = 0, reads = 0;
+  int bad = 0, done = 0, reads = 0;
   uint64_t at = 0, seen = 0, skipped = 0;
-  while (!last) {
-    last = __atomic_load_n(&t.finished, __ATOMIC_ACQUIRE); /* then one more read */
+  /* until the writer is done and the reader has caught up with its last byte */
+  while (!done || at < t.total) {
+    if (!done) done = __atomic_load_n(&t.finished, __ATOMIC_ACQUIRE);
     char *d;
     size_t n;
     uint64_t next, missed, head, tail;
