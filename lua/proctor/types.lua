@@ -122,6 +122,15 @@
 ---@field data string
 ---@field offset integer absolute offset of data's first byte in the stream
 ---@field missed integer bytes skipped before data
+---@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread
+
+--- An output event's handle on its stream's ring buffer (|proctor-core-ring|).
+---@class proctor.OutputRing
+local OutputRing = {}
+---@param from integer
+---@param max integer|nil
+---@return string|nil data, integer|string next_offset_or_err, integer|nil missed
+function OutputRing:read(from, max) end
 
 --- The `proctor.core` module (|proctor-core|).
 ---@class proctor.core

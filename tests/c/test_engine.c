@@ -920,6 +920,99 @@ static void test_target_idle_close(void) {
   rmdir(dir);
 }
 
+/* The host reads what a poll skipped from the output event's ring itself
+ * (pr_event_output, pr_output_read: the ring's own mutex, never the engine
+ * thread), while the engine writes and spills that ring: 1 KiB polls of a
+ * `seq` flood, each gap before an event read from the handle, give back the
+ * whole stream in order. The handle outlives its execution (deleted) and its
+ * engine (freed): the bytes are still there, and ASan/TSan see no use after
+ * free when the last reference goes. */
+static void test_output_read_on_host(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  unsigned n = 200000 / (unsigned)scale;
+  size_t total = 0; /* bytes of `seq 1 n` */
+  for (unsigned i = 1; i <= n; i++) {
+    char b[16];
+    total += (size_t)snprintf(b, sizeof(b), "%u\n", i);
+  }
+  pr_engine_opts_t opts = {.output_limit = 4 << 20, .output_memory = 4096, .spill_dir = dir};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "seq 1 %u", n);
+  uint64_t id = start_sh(e, cmd);
+  CHECK_EQ(id, 1);
+  char *got = malloc(total + 1);
+  CHECK(got != NULL);
+  size_t have = 0;
+  int ended = 0, holes = 0, bad = 0;
+  pr_output_t *o = NULL;
+  uint64_t deadline = now_ms() + 60000;
+  pr_event_t *evs[64];
+  while (!ended && now_ms() < deadline) {
+    pr_engine_wait(e, 100);
+    size_t k = pr_engine_poll(e, evs, 64, 1024);
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_STATE && pr_state_terminal(ev->state)) ended = 1;
+      if (ev->type == PR_EV_OUTPUT) {
+        if (o == NULL) o = pr_event_output(ev);
+        if (ev->offset > have) holes++;
+        while (o && ev->offset > have) { /* the gap: from the ring, on this thread */
+          char *d;
+          size_t len;
+          uint64_t next, missed;
+          size_t want = ev->offset - have < 700 ? (size_t)(ev->offset - have) : 700;
+          if (pr_output_read(o, have, want, &d, &len, &next, &missed) != 0 || missed != 0 ||
+              len == 0 || have + len > total) {
+            bad++;
+            free(d);
+            break;
+          }
+          memcpy(got + have, d, len);
+          have += len;
+          free(d);
+        }
+        if (ev->offset == have && have + ev->len <= total) {
+          memcpy(got + have, ev->data, ev->len);
+          have += ev->len;
+        } else {
+          bad++;
+        }
+      }
+      pr_event_free(ev);
+    }
+  }
+  char *want = malloc(total + 1);
+  CHECK(want != NULL);
+  size_t w = 0;
+  for (unsigned i = 1; i <= n; i++) w += (size_t)snprintf(want + w, total + 1 - w, "%u\n", i);
+  CHECK(ended);
+  CHECK(o != NULL);
+  CHECKF(bad == 0 && have == total && memcmp(got, want, total) == 0,
+         "%d bad events, %zu of %zu bytes, %d holes", bad, have, total, holes);
+  CHECKF(holes > 0, "%d holes (1 KiB polls of %zu bytes)", holes, total);
+  /* the execution deleted, then the engine freed: the handle still reads the ring */
+  CHECK_EQ(pr_engine_delete(e, id, 0), PR_DELETED);
+  char *d;
+  size_t len;
+  uint64_t next, missed;
+  CHECK_EQ(pr_engine_read(e, id, 0, PR_STDOUT, 0, 10, &d, &len, &next, &missed), PR_ENOENT);
+  pr_engine_free(e);
+  int rc = o ? pr_output_read(o, 0, total + 10, &d, &len, &next, &missed) : -1;
+  CHECKF(rc == 0 && len == total && next == total && missed == 0 && memcmp(d, want, total) == 0,
+         "after delete and free: rc %d, %zu bytes, next %ju", rc, len, (uintmax_t)next);
+  if (rc == 0) free(d);
+  pr_output_release(o);
+  pr_output_release(NULL);
+  free(got);
+  free(want);
+  rm_dir(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_table);
@@ -940,5 +1033,6 @@ int main(int argc, char **argv) {
   RUN(test_two_engines_share_history);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
+  RUN(test_output_read_on_host);
   return TAP_END();
 }

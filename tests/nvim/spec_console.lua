@@ -149,6 +149,61 @@ return function(test, T, H)
     end
   )
 
+  -- The same holes, read on the main thread through the output event's handle
+  -- on its ring (ring:read, under the ring's own mutex): never eng:read, which
+  -- waits for the engine thread (busy with the flood, under load 16-100 ms).
+  test(
+    "console: a hole is read through the event's ring, never with eng:read (a round trip)",
+    function()
+      close_others()
+      local cfg = require("proctor.config").get()
+      local saved = cfg.output_max_bytes
+      cfg.output_max_bytes = 4096
+      T.defer(function() cfg.output_max_bytes = saved end)
+      local methods = getmetatable(engine.get()).__index -- the core loaded
+      local mt = debug.getregistry()["proctor.core.output"]
+      T.ok(mt and mt.__index and mt.__index.read, "the core has an output handle with read()")
+      local eread, rread, round_trips, ring_reads = methods.read, mt.__index.read, 0, 0
+      methods.read = function(...)
+        round_trips = round_trips + 1
+        return eread(...)
+      end
+      mt.__index.read = function(...)
+        ring_reads = ring_reads + 1
+        return rread(...)
+      end
+      T.defer(function()
+        methods.read = eread
+        mt.__index.read = rread
+      end)
+      local n, total = 5000, 0
+      for i = 1, n do
+        total = total + #tostring(i) + 1
+      end
+      local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
+      local buf = api.nvim_get_current_buf()
+      local eng, uv = engine.current(), vim.uv or vim.loop
+      local deadline = uv.now() + 60000
+      repeat
+        uv.sleep(10)
+        uv.update_time()
+        local rec = eng:get(ex.id)
+      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      T.match(H.wait_final(buf, 60000), "completed: exit 0")
+      T.ok(
+        ring_reads > 0,
+        ("holes read through the ring: %d (eng:read: %d)"):format(ring_reads, round_trips)
+      )
+      T.eq(round_trips, 0, "eng:read calls (round trips to the engine thread)")
+      T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
+      local l = body(buf)
+      T.eq(#l, n, "lines shown")
+      for i = 1, n do
+        T.eq(l[i], tostring(i), "line " .. i)
+      end
+    end
+  )
+
   test(
     "console: run{ pty, open } does not ask the engine thread again for the size its process started with",
     function()

@@ -430,11 +430,14 @@ end
 
 -- What a console's backlog reads the ring with: a poll hands over at most
 -- output_max_bytes of a stream (the newest), and the bytes it left in the ring
--- are read by offset when the render comes to them (console/backlog.lua).
+-- are read by offset when the render comes to them (console/backlog.lua):
+-- through the output event's `ring` on this thread (eng:read would wait for
+-- the engine thread, busy with the flood), else with eng:read.
 function H.reader(id)
-  return function(stream, from, max)
+  return function(stream, from, max, ring)
     local eng = engine.current()
     if not eng then return nil end
+    if ring then return ring:read(from, max) end
     return eng:read(id, stream, from, max)
   end
 end
@@ -676,7 +679,7 @@ function H.on_event(ev)
   if stub then
     if ev.type == "output" then
       if not stub.backlog then stub.backlog = Backlog.new(H.reader(ev.id)) end
-      local data = stub.backlog:accept(ev.stream, ev.data, ev.offset)
+      local data = stub.backlog:accept(ev.stream, ev.data, ev.offset, ev.ring)
       if data then H.enqueue(stub, data) end
     elseif engine.TERMINAL[ev.state] then
       stub.ended = ev
@@ -685,7 +688,7 @@ function H.on_event(ev)
   end
   if not c then return end
   if ev.type == "output" then
-    local data = c.backlog:accept(ev.stream, ev.data, ev.offset)
+    local data = c.backlog:accept(ev.stream, ev.data, ev.offset, ev.ring)
     if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
     c.ended = ev -- the whole record is read when the final line is rendered
