@@ -346,6 +346,12 @@ static char proc_state(int64_t pid) {
   return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
+/* Whether the shepherd is stopped (SIGSTOP, or traced). */
+static int stopped(const pr_sup_t *s) {
+  char st = proc_state(s->shep_pid);
+  return st == 'T' || st == 't';
+}
+
 static int64_t peer_pid(const pr_sup_t *s);
 
 static int busy(const pr_sup_t *s) { return s->jobs > 0 || !pr_queue_empty(&s->sendq); }
@@ -390,7 +396,7 @@ static void ping(pr_sup_t *s, uint64_t now) {
  * this silence: a loop). */
 static int working(pr_sup_t *s) {
   char st = proc_state(shepherd_pid(s));
-  if (st == 0 || st == 'T' || st == 't' || st == 'Z' || st == 'X') return 0;
+  if (st == 0 || stopped(s) || st == 'Z' || st == 'X') return 0;
   uint64_t cpu = cpu_of(s);
   if (s->ping_cpu == 0) s->ping_cpu = cpu; /* not known at the PING */
   if (cpu != 0 && cpu - s->ping_cpu >= (uint64_t)PR_SUP_ANSWER_MS * 1000000u) return 0;
@@ -547,8 +553,7 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     s->last_error[0] = 0;
     /* A shepherd that does not read (stopped, until the liveness check
      * kills it) must not make the host hold every spawn asked meanwhile. */
-    char st = proc_state(s->shep_pid);
-    if (s->queued >= PR_SUP_SENDQ_MAX && (st == 'T' || st == 't')) {
+    if (s->queued >= PR_SUP_SENDQ_MAX && stopped(s)) {
       snprintf(
           s->last_error, sizeof(s->last_error),
           "the shepherd is stopped: %zu bytes of spawn requests wait for it (the bound is %zu)",
