@@ -17,6 +17,8 @@
  *         request (the engine judged the silence after its first PING and
  *         asked again). Then the request is handled as usual.
  *   hang  hung: asleep for good (pause), using no CPU, until killed.
+ *   spin  hung in a loop: running for good, using all the CPU it gets, until
+ *         killed.
  *
  * A mark file (PROCTOR_TEST_SLOW_MARK, when set) gets one line per step:
  * "held" when the hold starts, "pinged" once two PINGs wait.
@@ -48,6 +50,9 @@ static void hold(int fd) {
   mark("held\n");
   if (how != NULL && strcmp(how, "hang") == 0)
     for (;;) pause();
+  if (how != NULL && strcmp(how, "spin") == 0)
+    for (volatile unsigned long i = 0;; i++) {
+    }
   for (;;) {
     int inq = 0;
     if (ioctl(fd, SIOCINQ, &inq) == 0 && (size_t)inq >= 2 * sizeof(pr_wire_hdr_t)) break;

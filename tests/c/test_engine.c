@@ -650,12 +650,14 @@ static void test_reaper_stopped_before_spawned(void) {
  * "work": it is alive and uses CPU (a loop of 1 ms sleeps) until a second
  * PING waits for it, proof that the engine judged the first silence: the
  * execution must complete, not end supervisor_lost (the old check killed
- * every shepherd silent that long). "hang": asleep for good, using no CPU:
- * it must still be killed and its execution end failed/supervisor_lost, and
- * the next start gets a new shepherd. No duration is asserted: each step
- * waits for a condition. */
+ * every shepherd silent that long). "hang": asleep for good, using no CPU,
+ * and "spin": running for good without a word (it is killed once it used
+ * the answer window's worth of CPU, however long a loaded machine takes to
+ * give it that): it must still be killed and its execution end
+ * failed/supervisor_lost, and the next start gets a new shepherd. No
+ * duration is asserted: each step waits for a condition. */
 static void test_shepherd_slow_or_hung(void) {
-  static const char *modes[] = {"work", "hang"};
+  static const char *modes[] = {"work", "hang", "spin"};
   char self[512], dir[300], wrapper[320], mark[320];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   CHECK(n > 0);
@@ -664,8 +666,8 @@ static void test_shepherd_slow_or_hung(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
   CHECK(mkdtemp(dir) != NULL);
-  char why[2][400] = {{0}};
-  for (int m = 0; m < 2; m++) {
+  char why[3][400] = {{0}};
+  for (int m = 0; m < 3; m++) {
     snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
     snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
     FILE *f = fopen(wrapper, "w");
@@ -687,7 +689,7 @@ static void test_shepherd_slow_or_hung(void) {
     uint64_t id = 0;
     int rc = pr_engine_start(e, &s, &id);
     outcome_t *o = calloc(3, sizeof(*o));
-    int ended = rc == 0 && drain(e, o, 1, 1, 60000);
+    int ended = rc == 0 && drain(e, o, 1, 1, 120000);
     pr_record_t *r = NULL;
     const char *reason = ended && pr_engine_get(e, id, 0, &r) == 0 ? r->reason : "?";
     char marks[64] = {0};
@@ -705,9 +707,9 @@ static void test_shepherd_slow_or_hung(void) {
                pr_state_name(o[1].state), reason, marks);
     else if (m == 0 && (o[1].data == NULL || strcmp(o[1].data, "fine\n") != 0))
       snprintf(why[m], sizeof(why[m]), "its output: %s", o[1].data ? o[1].data : "(none)");
-    else if (m == 1 && (o[1].state != PR_FAILED || strcmp(reason, "supervisor_lost") != 0 ||
-                        strcmp(marks, "held\n") != 0))
-      snprintf(why[m], sizeof(why[m]), "a hung shepherd: %s (%s), its marks '%s'",
+    else if (m > 0 && (o[1].state != PR_FAILED || strcmp(reason, "supervisor_lost") != 0 ||
+                       strcmp(marks, "held\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a shepherd hung (%s): %s (%s), its marks '%s'", modes[m],
                pr_state_name(o[1].state), reason, marks);
     else if (!next_ok)
       snprintf(why[m], sizeof(why[m]), "the next start: %s", pr_state_name(o[2].state));
@@ -718,7 +720,7 @@ static void test_shepherd_slow_or_hung(void) {
     unlink(mark);
   }
   rmdir(dir);
-  for (int m = 0; m < 2; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
+  for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
 /* Remove a private test directory and the files in it. */
