@@ -644,6 +644,85 @@ static void test_reaper_stopped_before_spawned(void) {
   for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
+/* A shepherd silent past the liveness check's PING and answer window
+ * (tests/c/slow_shepherd.c, preloaded into it, holds it inside a spawn
+ * request: on a loaded machine a large request or a starved CPU does that).
+ * "work": it is alive and uses CPU (a loop of 1 ms sleeps) until a second
+ * PING waits for it, proof that the engine judged the first silence: the
+ * execution must complete, not end supervisor_lost (the old check killed
+ * every shepherd silent that long). "hang": asleep for good, using no CPU,
+ * and "spin": running for good without a word (it is killed once it used
+ * the answer window's worth of CPU, however long a loaded machine takes to
+ * give it that): it must still be killed and its execution end
+ * failed/supervisor_lost, and the next start gets a new shepherd. No
+ * duration is asserted: each step waits for a condition. */
+static void test_shepherd_slow_or_hung(void) {
+  static const char *modes[] = {"work", "hang", "spin"};
+  char self[512], dir[300], wrapper[320], mark[320];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = 0;
+  *strrchr(self, '/') = 0; /* build/: the shepherd and slow_shepherd.so are here */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  char why[3][400] = {{0}};
+  for (int m = 0; m < 3; m++) {
+    snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
+    snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
+    FILE *f = fopen(wrapper, "w");
+    CHECK(f != NULL);
+    fprintf(f,
+            "#!/bin/sh\nPROCTOR_TEST_SLOW=%s PROCTOR_TEST_SLOW_MARK='%s' "
+            "LD_PRELOAD='%s/slow_shepherd.so' exec '%s/proctor-shepherd' \"$@\"\n",
+            modes[m], mark, self, self);
+    fclose(f);
+    chmod(wrapper, 0755);
+    pr_engine_opts_t opts = {.shepherd_path = wrapper};
+    pr_engine_t *e;
+    if (pr_engine_new(&opts, &e) != 0) {
+      snprintf(why[m], sizeof(why[m]), "no engine");
+      continue;
+    }
+    const char *env[] = {"PROCTOR_TEST_HOLD=1"};
+    pr_spec_t s = {.shell = "echo fine", .env = env, .envc = 1, .kill_grace_ms = -1};
+    uint64_t id = 0;
+    int rc = pr_engine_start(e, &s, &id);
+    outcome_t *o = calloc(3, sizeof(*o));
+    int ended = rc == 0 && drain(e, o, 1, 1, 120000);
+    pr_record_t *r = NULL;
+    const char *reason = ended && pr_engine_get(e, id, 0, &r) == 0 ? r->reason : "?";
+    char marks[64] = {0};
+    int mfd = open(mark, O_RDONLY);
+    if (mfd >= 0) {
+      if (read(mfd, marks, sizeof(marks) - 1) < 0) marks[0] = 0;
+      close(mfd);
+    }
+    uint64_t next = ended ? start_sh(e, "echo next") : 0;
+    int next_ok = next == 2 && drain(e, o, 2, 1, 30000) && o[2].state == PR_COMPLETED;
+    if (rc != 0 || id != 1) snprintf(why[m], sizeof(why[m]), "start: %s", pr_err_name(rc));
+    else if (!ended) snprintf(why[m], sizeof(why[m]), "never ended: %s", pr_state_name(o[1].state));
+    else if (m == 0 && (o[1].state != PR_COMPLETED || strcmp(marks, "held\npinged\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a working shepherd: %s (%s), its marks '%s'",
+               pr_state_name(o[1].state), reason, marks);
+    else if (m == 0 && (o[1].data == NULL || strcmp(o[1].data, "fine\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "its output: %s", o[1].data ? o[1].data : "(none)");
+    else if (m > 0 && (o[1].state != PR_FAILED || strcmp(reason, "supervisor_lost") != 0 ||
+                       strcmp(marks, "held\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a shepherd hung (%s): %s (%s), its marks '%s'", modes[m],
+               pr_state_name(o[1].state), reason, marks);
+    else if (!next_ok)
+      snprintf(why[m], sizeof(why[m]), "the next start: %s", pr_state_name(o[2].state));
+    if (r) pr_record_free(r);
+    free_outcomes(o, 2);
+    pr_engine_free(e);
+    unlink(wrapper);
+    unlink(mark);
+  }
+  rmdir(dir);
+  for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
+}
+
 /* Remove a private test directory and the files in it. */
 static void rm_dir(const char *dir) {
   DIR *d = opendir(dir);
@@ -1027,6 +1106,7 @@ int main(int argc, char **argv) {
   RUN(test_drain_after_stall);
   RUN(test_spawned_without_fds);
   RUN(test_reaper_stopped_before_spawned);
+  RUN(test_shepherd_slow_or_hung);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
