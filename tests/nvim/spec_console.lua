@@ -222,6 +222,39 @@ return function(test, T, H)
   )
 
   test(
+    "console: run{ open } of a console shown now wakes the engine before making its terminal; hidden ones keep the turn's one wake-up",
+    function()
+      close_others()
+      local eng = engine.get()
+      local orig = api.nvim_open_term
+      local at_term -- wake-ups of the engine thread when the terminal was made
+      local w0
+      api.nvim_open_term = function(...)
+        if w0 and at_term == nil then at_term = eng:wakeups() - w0 end
+        return orig(...)
+      end
+      T.defer(function() api.nvim_open_term = orig end)
+      w0 = eng:wakeups()
+      local ex = p.run({ cmd = "printf 'up\\n'", pty = true, open = { open = "current" } })
+      local woken = eng:wakeups() - w0
+      T.eq(at_term, 1, "the engine thread was woken before the terminal was made")
+      T.eq(woken, 1, "one wake-up")
+      local buf = require("proctor.console")._H.consoles[ex.id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      -- runs without a window: still no wake-up inside the loop
+      w0 = eng:wakeups()
+      local ids = {}
+      for i = 1, 3 do
+        ids[i] = p.run({ cmd = "true", open = { open = "none" }, notify = false }).id
+      end
+      T.eq(eng:wakeups() - w0, 0, "no wake-up inside a loop of runs without a window")
+      for _, id in ipairs(ids) do
+        T.ok(p.get(id):wait(30000))
+      end
+    end
+  )
+
+  test(
     "console: the final value and line are in the buffer's lines on the main loop's next turn after their send, not on the terminal's 10 ms refresh",
     function()
       close_others()
