@@ -695,6 +695,10 @@ function H.run(spec)
   if not ok then return H.fail("EINVAL", H.binding_text(id)) end
   if not id then return nil, msg, name end
   engine.flush_later()
+  -- A console shown now is dearer than a wake-up (its terminal, 1-10 ms of
+  -- this thread): the engine thread starts the process meanwhile. Runs without
+  -- a window (a fan-out loop) keep the turn's one wake-up.
+  if window then eng:flush() end
   local ex = setmetatable({ id = id }, Execution)
   -- kept for rerun (the core copied what it needs: `s` is this layer's now);
   -- the size from this window is not the next one's

@@ -276,6 +276,81 @@ return function(test, T, H)
     end
   )
 
+  test(
+    "console: run{ open } of a console shown now wakes the engine before making its terminal; hidden ones keep the turn's one wake-up",
+    function()
+      close_others()
+      local eng = engine.get()
+      local orig = api.nvim_open_term
+      local at_term -- wake-ups of the engine thread when the terminal was made
+      local w0
+      api.nvim_open_term = function(...)
+        if w0 and at_term == nil then at_term = eng:wakeups() - w0 end
+        return orig(...)
+      end
+      T.defer(function() api.nvim_open_term = orig end)
+      w0 = eng:wakeups()
+      local ex = p.run({ cmd = "printf 'up\\n'", pty = true, open = { open = "current" } })
+      local woken = eng:wakeups() - w0
+      T.eq(at_term, 1, "the engine thread was woken before the terminal was made")
+      T.eq(woken, 1, "one wake-up")
+      local buf = require("proctor.console")._H.consoles[ex.id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      -- runs without a window: still no wake-up inside the loop
+      w0 = eng:wakeups()
+      local ids = {}
+      for i = 1, 3 do
+        ids[i] = p.run({ cmd = "true", open = { open = "none" }, notify = false }).id
+      end
+      T.eq(eng:wakeups() - w0, 0, "no wake-up inside a loop of runs without a window")
+      for _, id in ipairs(ids) do
+        T.ok(p.get(id):wait(30000))
+      end
+    end
+  )
+
+  test(
+    "console: the final value and line are in the buffer's lines on the main loop's next turn after their send, not on the terminal's 10 ms refresh",
+    function()
+      close_others()
+      -- The last send to a console ends a synchronized update (mode 2026): Neovim
+      -- 0.12 then refreshes the buffer on the next turn of its loop (an event
+      -- queued before anything scheduled after the send); older ones ignore it
+      -- and refresh on their 10 ms timer, which queues its event later.
+      local sends, orig, id = {}, api.nvim_chan_send, nil
+      local after -- the buffer's lines on the turn after the final send
+      api.nvim_chan_send = function(chan, data)
+        local c = id and require("proctor.console")._H.consoles[id]
+        if c and chan == c.chan then sends[#sends + 1] = data end
+        local r = orig(chan, data)
+        if c and chan == c.chan and data:find("[proctor]", 1, true) then
+          vim.schedule(function() after = H.lines(c.buf) end)
+        end
+        return r
+      end
+      T.defer(function() api.nvim_chan_send = orig end)
+      local ex = p.run({
+        cmd = "printf '\\r1\\r2\\r3'",
+        pty = true,
+        open = { open = "current" },
+      })
+      id = ex.id
+      local buf = require("proctor.console")._H.consoles[id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      H.wait(5000, function() return after ~= nil end, "the turn after the final send")
+      T.ok(#sends > 0, "sends seen")
+      if vim.fn.has("nvim-0.12") == 1 then
+        local text = table.concat(after, "\n")
+        T.match(text, "3%s*\n%[proctor%] completed", "the final value and line, shown at once")
+      end
+      T.eq(
+        sends[#sends]:sub(-16),
+        "\27[?2026h\27[?2026l",
+        "the last send ends a synchronized update"
+      )
+    end
+  )
+
   test("console: a coloured \\r progress bar renders as :terminal renders its bytes", function()
     close_others()
     -- a bar in two colours, erased and redrawn in place, percent after it; a

@@ -631,6 +631,9 @@ function H.render_one(c, budget, max_lines)
           string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended))
         )
     end
+    -- Shown now, not on the terminal's 10 ms refresh: the buffer's last lines
+    -- are final once the process is gone (compat.TERMINAL_FLUSH; Neovim 0.12).
+    data = data .. compat.TERMINAL_FLUSH
   end
   if data ~= "" then H.send(c, data) end
   -- Everything is shown and the process is gone: leave Terminal mode, as a key
