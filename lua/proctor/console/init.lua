@@ -679,7 +679,7 @@ function H.on_event(ev)
       local data = stub.backlog:accept(ev.stream, ev.data, ev.offset)
       if data then H.enqueue(stub, data) end
     elseif engine.TERMINAL[ev.state] then
-      stub.ended = ev
+      stub.ended = ev.record or ev
     end
     return
   end
@@ -688,7 +688,7 @@ function H.on_event(ev)
     local data = c.backlog:accept(ev.stream, ev.data, ev.offset)
     if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
-    c.ended = ev -- the whole record is read when the final line is rendered
+    c.ended = ev.record or ev -- the record comes with the event (else read at the final line)
     H.mark(c)
     H.schedule_bars()
   else
