@@ -431,6 +431,98 @@ return function(test, T, H)
     end
   end)
 
+  -- A console is made in two steps, its buffer and then its terminal, so a
+  -- tick of a fan-out's console making holds at most one of them when they
+  -- are dear. Each is made to look like 1.5 ms (the clock moves only when
+  -- nvim_create_buf or nvim_open_term is called): counted, not timed.
+  test(
+    "console making: a console's buffer and its terminal are made in different ticks (dear steps)",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local COST_NS = 1.5e6
+      local fake, in_make, ticks = 0, false, {}
+      local cur
+      local saved = {
+        clock = CH.clock,
+        some = CH.make_some,
+        ms = CH.make_ms,
+        buf = api.nvim_create_buf,
+        term = api.nvim_open_term,
+      }
+      T.defer(function()
+        CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
+        api.nvim_create_buf, api.nvim_open_term = saved.buf, saved.term
+      end)
+      CH.make_ms = 1
+      CH.clock = function() return in_make and fake or saved.clock() end
+      api.nvim_create_buf = function(...)
+        if in_make then
+          fake, cur.bufs, cur.ns = fake + COST_NS, cur.bufs + 1, cur.ns + COST_NS
+        end
+        return saved.buf(...)
+      end
+      api.nvim_open_term = function(...)
+        if in_make then
+          fake, cur.terms, cur.ns = fake + COST_NS, cur.terms + 1, cur.ns + COST_NS
+        end
+        return saved.term(...)
+      end
+      CH.make_some = function(...)
+        cur, in_make = { bufs = 0, terms = 0, ns = 0 }, true
+        saved.some(...)
+        in_make = false
+        if cur.bufs + cur.terms > 0 then ticks[#ticks + 1] = cur end
+      end
+      local exs = {}
+      for i = 1, 10 do
+        exs[i] = p.run({ cmd = "echo made" .. i, label = "two" .. i, open = { open = "none" } })
+      end
+      H.wait(30000, function()
+        for _, ex in ipairs(exs) do
+          if not CH.consoles[ex.id] then return false end
+        end
+        return true
+      end, "every console made")
+      local bufs, terms = 0, 0
+      for i, t in ipairs(ticks) do
+        bufs, terms = bufs + t.bufs, terms + t.terms
+        T.ok(
+          t.bufs + t.terms == 1,
+          string.format(
+            "tick %d: %d buffers and %d terminals (%.1f ms, bound %d ms)",
+            i,
+            t.bufs,
+            t.terms,
+            t.ns / 1e6,
+            CH.MAKE_MS
+          )
+        )
+      end
+      T.eq(bufs, 10, "buffers made in the making ticks")
+      T.eq(terms, 10, "terminals made in the making ticks")
+      -- made in two steps, each console is whole: named, typed, its output shown
+      local ex = exs[3]
+      local c = CH.consoles[ex.id]
+      T.eq(api.nvim_buf_get_name(c.buf), "proctor://" .. ex.id .. "/two3")
+      T.eq(vim.bo[c.buf].filetype, "proctor")
+      T.eq(vim.b[c.buf].proctor_id, ex.id)
+      ex:wait(10000)
+      local buf = ex:open({ open = "current" })
+      T.eq(buf, c.buf, "the console's buffer")
+      H.wait(
+        10000,
+        function() return table.concat(H.lines(buf), "\n"):find("made3", 1, true) ~= nil end,
+        "its output"
+      )
+      close_others()
+      for _, e in ipairs(exs) do
+        e:wait(10000)
+        p.delete(e.id)
+      end
+    end
+  )
+
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()
     local console = require("proctor.console")
