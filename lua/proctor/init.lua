@@ -851,7 +851,12 @@ function H.on_event(ev)
   local listen = H.has_autocmd("ProctorStateChanged")
   local eng = engine.current()
   if not rec and eng and (listen or (terminal and H.wants_end(id, w))) then rec = (eng:get(id)) end
-  rec = rec or vim.tbl_extend("force", {}, ev)
+  if not rec then -- a copy of the event (plain: vim.tbl_extend validates its arguments)
+    rec = {}
+    for k, v in pairs(ev) do
+      rec[k] = v
+    end
+  end
   -- The record as of this event (the core may already be further along).
   rec.state, rec.prev = ev.state, ev.prev
   if listen then
