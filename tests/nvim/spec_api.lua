@@ -478,9 +478,9 @@ return function(test, T, H)
         local rec = T.ok(ex:wait(30000))
         T.eq(rec.state, "completed", "execution " .. i)
       end
-      -- every console is made (on later ticks, or at once when asked for) and
-      -- renders its line when shown
-      H.wait(20000, function()
+      -- every console is made (on later ticks, two steps each, or at once
+      -- when asked for) and renders its line when shown
+      H.wait(60000, function()
         for _, ex in ipairs(exs) do
           if not console._H.consoles[ex.id] then return false end
         end
