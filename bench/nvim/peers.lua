@@ -129,6 +129,8 @@ local function tick_log()
   timed(C, "make", "console_made")
   timed(C, "render", "render")
   timed(C, "keymaps", "keymaps")
+  timed(C, "redraw_bars", "bars")
+  timed(C, "make_some", "make_some")
   for _, f in ipairs({
     "nvim_open_term",
     "nvim_create_buf",

@@ -523,6 +523,43 @@ return function(test, T, H)
     end
   )
 
+  -- The bars are redrawn once per tick of state events: with a fan-out's
+  -- hidden consoles, asking each console for its windows (vim.fn.win_findbuf)
+  -- cost 1-2 ms a tick; the windows are few.
+  test("bars: a redraw looks at the windows, not at every hidden console", function()
+    close_others()
+    local CH = require("proctor.console")._H
+    local exs = {}
+    for i = 1, 20 do
+      exs[i] = p.run({ cmd = "true", label = "bar" .. i, open = { open = "none" } })
+    end
+    H.wait(30000, function()
+      for _, ex in ipairs(exs) do
+        if not CH.consoles[ex.id] then return false end
+      end
+      return true
+    end, "every console made")
+    local calls, orig = 0, vim.fn.win_findbuf
+    vim.fn.win_findbuf = function(...)
+      calls = calls + 1
+      return orig(...)
+    end
+    local ok, err = pcall(function()
+      T.eq(CH.redraw_bars(), nil, "no window shows a console")
+      T.eq(calls, 0, "vim.fn.win_findbuf calls in a redraw with 20 hidden consoles")
+      local buf = exs[7]:open({ open = "current" })
+      T.eq(buf, CH.consoles[exs[7].id].buf)
+      T.eq(CH.redraw_bars(), exs[7].id, "the console a window shows")
+    end)
+    vim.fn.win_findbuf = orig
+    close_others()
+    for _, ex in ipairs(exs) do
+      ex:wait(10000)
+      p.delete(ex.id)
+    end
+    if not ok then error(err, 0) end
+  end)
+
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()
     local console = require("proctor.console")

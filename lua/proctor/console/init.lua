@@ -859,9 +859,16 @@ function H.schedule_bars()
   end)
 end
 
+-- The bars are redrawn when a window shows a console (returns its id). The
+-- windows are looked at, not the consoles: a fan-out's hundred hidden
+-- consoles cost a win_findbuf each (1-2 ms a redraw, once per tick of
+-- state events).
 function H.redraw_bars()
-  for id, c in pairs(H.consoles) do
-    if api.nvim_buf_is_valid(c.buf) and #vim.fn.win_findbuf(c.buf) > 0 then
+  for _, win in ipairs(api.nvim_list_wins()) do
+    local buf = api.nvim_win_get_buf(win)
+    local id = M.id_of_buf(buf)
+    local c = id and H.consoles[id]
+    if c and c.buf == buf then
       vim.cmd("redrawstatus!")
       return id
     end
