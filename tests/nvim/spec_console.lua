@@ -523,6 +523,57 @@ return function(test, T, H)
     end
   )
 
+  -- Between its two steps a console's buffer exists without its terminal; a
+  -- window that shows it then (:buffer) gets the terminal at its own size.
+  test(
+    "console making: a buffer shown before its terminal is made gets it at that window's size",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local saved =
+        { clock = CH.clock, some = CH.make_some, ms = CH.make_ms, buf = api.nvim_create_buf }
+      local fake, in_make, shown = 0, false, nil
+      T.defer(function()
+        CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
+        api.nvim_create_buf = saved.buf
+        close_others()
+      end)
+      CH.make_ms = 1
+      CH.clock = function() return in_make and fake or saved.clock() end
+      api.nvim_create_buf = function(...)
+        if in_make then fake = fake + 1.5e6 end -- a dear buffer: its terminal waits for a later tick
+        return saved.buf(...)
+      end
+      local ex
+      CH.make_some = function(...)
+        in_make = true
+        saved.some(...)
+        in_make = false
+        local stub = ex and CH.pending[ex.id]
+        if stub and stub.made_buf and not shown then
+          vim.cmd("vsplit")
+          api.nvim_win_set_buf(0, stub.made_buf)
+          shown = api.nvim_get_current_win()
+        end
+      end
+      ex = p.run({ cmd = "echo between", label = "between", open = { open = "none" } })
+      H.wait(30000, function() return CH.consoles[ex.id] ~= nil end, "the console made")
+      T.ok(shown, "its buffer was shown before its terminal was made")
+      local c = CH.consoles[ex.id]
+      T.eq(api.nvim_win_get_buf(shown), c.buf, "the window shows the console")
+      T.eq(c.parked, false, "shown: not parked")
+      T.eq(c.size_key, CH.key_of({ shown }), "the terminal took the window's size")
+      H.wait(
+        10000,
+        function() return table.concat(H.lines(c.buf), "\n"):find("between", 1, true) ~= nil end,
+        "its output"
+      )
+      ex:wait(10000)
+      close_others()
+      p.delete(ex.id)
+    end
+  )
+
   -- The bars are redrawn once per tick of state events: with a fan-out's
   -- hidden consoles, asking each console for its windows (vim.fn.win_findbuf)
   -- cost 1-2 ms a tick; the windows are few.
