@@ -125,6 +125,7 @@ void pr_event_free(pr_event_t *ev) {
   free(ev->reason);
   free(ev->error);
   free(ev->data);
+  pr_record_free(ev->record);
   pr_ring_unref((pr_ring_t *)ev->ring);
   if (ev->chan) ev->chan_done(ev->chan); /* a chunk consumed: its request's back-pressure count */
   free(ev);

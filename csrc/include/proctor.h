@@ -468,6 +468,9 @@ typedef struct pr_event {
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
+  /* A terminal state's event: the execution's record as of its end (owned;
+   * NULL when out of memory), so the host needs no round trip for it. */
+  pr_record_t *record;
   /* PR_EV_OUTPUT */
   int stream;
   char *data; /* owned */

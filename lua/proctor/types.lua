@@ -114,6 +114,7 @@
 ---@field exit_code integer|nil
 ---@field signal string|nil
 ---@field pid integer|nil
+---@field record proctor.Record|nil terminal states: the record as of the end
 
 ---@class proctor.OutputEvent
 ---@field type "output"

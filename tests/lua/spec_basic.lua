@@ -23,6 +23,25 @@ return function(T, ctx)
     T.eq(r.events[2].prev, "queued")
   end)
 
+  test("a terminal state event carries the record as of the end, the one get gives", function()
+    local r = U.run(eng, { cmd = { "sh", "-c", "printf abc; exit 3" }, label = "rec" })
+    for _, ev in ipairs(r.events) do
+      if ev.type == "state" and not U.terminal[ev.state] then T.eq(ev.record, nil, ev.state) end
+    end
+    local rec = r.final.record
+    T.ok(type(rec) == "table", "the terminal event has no record")
+    T.eq(rec.id, r.final.id)
+    T.eq(rec.state, "failed")
+    T.eq(rec.exit_code, 3)
+    T.eq(rec.label, "rec")
+    T.eq(rec.bytes.stdout, 3)
+    T.ok(rec.ended_at and rec.duration_ms and rec.env_keys, "ended_at, duration_ms, env_keys")
+    local now = assert(eng:get(r.final.id))
+    for k, v in pairs(now) do
+      if type(v) ~= "table" then T.eq(rec[k], v, k) end
+    end
+  end)
+
   test("hold: queued until release, never spawned when canceled first (reason kept)", function()
     local p = io.popen("mktemp -d")
     local dir = p:read("l")

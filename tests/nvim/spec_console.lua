@@ -561,6 +561,186 @@ return function(test, T, H)
     end
   end)
 
+  -- A console is made in two steps, its buffer and then its terminal, so a
+  -- tick of a fan-out's console making holds at most one of them when they
+  -- are dear. Each is made to look like 1.5 ms (the clock moves only when
+  -- nvim_create_buf or nvim_open_term is called): counted, not timed.
+  test(
+    "console making: a console's buffer and its terminal are made in different ticks (dear steps)",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local COST_NS = 1.5e6
+      local fake, in_make, ticks = 0, false, {}
+      local cur
+      local saved = {
+        clock = CH.clock,
+        some = CH.make_some,
+        ms = CH.make_ms,
+        buf = api.nvim_create_buf,
+        term = api.nvim_open_term,
+      }
+      T.defer(function()
+        CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
+        api.nvim_create_buf, api.nvim_open_term = saved.buf, saved.term
+      end)
+      CH.make_ms = 1
+      CH.clock = function() return in_make and fake or saved.clock() end
+      api.nvim_create_buf = function(...)
+        if in_make then
+          fake, cur.bufs, cur.ns = fake + COST_NS, cur.bufs + 1, cur.ns + COST_NS
+        end
+        return saved.buf(...)
+      end
+      api.nvim_open_term = function(...)
+        if in_make then
+          fake, cur.terms, cur.ns = fake + COST_NS, cur.terms + 1, cur.ns + COST_NS
+        end
+        return saved.term(...)
+      end
+      CH.make_some = function(...)
+        cur, in_make = { bufs = 0, terms = 0, ns = 0 }, true
+        saved.some(...)
+        in_make = false
+        if cur.bufs + cur.terms > 0 then ticks[#ticks + 1] = cur end
+      end
+      local exs = {}
+      for i = 1, 10 do
+        exs[i] = p.run({ cmd = "echo made" .. i, label = "two" .. i, open = { open = "none" } })
+      end
+      H.wait(30000, function()
+        for _, ex in ipairs(exs) do
+          if not CH.consoles[ex.id] then return false end
+        end
+        return true
+      end, "every console made")
+      local bufs, terms = 0, 0
+      for i, t in ipairs(ticks) do
+        bufs, terms = bufs + t.bufs, terms + t.terms
+        T.ok(
+          t.bufs + t.terms == 1,
+          string.format(
+            "tick %d: %d buffers and %d terminals (%.1f ms, bound %d ms)",
+            i,
+            t.bufs,
+            t.terms,
+            t.ns / 1e6,
+            CH.MAKE_MS
+          )
+        )
+      end
+      T.eq(bufs, 10, "buffers made in the making ticks")
+      T.eq(terms, 10, "terminals made in the making ticks")
+      -- made in two steps, each console is whole: named, typed, its output shown
+      local ex = exs[3]
+      local c = CH.consoles[ex.id]
+      T.eq(api.nvim_buf_get_name(c.buf), "proctor://" .. ex.id .. "/two3")
+      T.eq(vim.bo[c.buf].filetype, "proctor")
+      T.eq(vim.b[c.buf].proctor_id, ex.id)
+      ex:wait(10000)
+      local buf = ex:open({ open = "current" })
+      T.eq(buf, c.buf, "the console's buffer")
+      H.wait(
+        10000,
+        function() return table.concat(H.lines(buf), "\n"):find("made3", 1, true) ~= nil end,
+        "its output"
+      )
+      close_others()
+      for _, e in ipairs(exs) do
+        e:wait(10000)
+        p.delete(e.id)
+      end
+    end
+  )
+
+  -- Between its two steps a console's buffer exists without its terminal; a
+  -- window that shows it then (:buffer) gets the terminal at its own size.
+  test(
+    "console making: a buffer shown before its terminal is made gets it at that window's size",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local saved =
+        { clock = CH.clock, some = CH.make_some, ms = CH.make_ms, buf = api.nvim_create_buf }
+      local fake, in_make, shown = 0, false, nil
+      T.defer(function()
+        CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
+        api.nvim_create_buf = saved.buf
+        close_others()
+      end)
+      CH.make_ms = 1
+      CH.clock = function() return in_make and fake or saved.clock() end
+      api.nvim_create_buf = function(...)
+        if in_make then fake = fake + 1.5e6 end -- a dear buffer: its terminal waits for a later tick
+        return saved.buf(...)
+      end
+      local ex
+      CH.make_some = function(...)
+        in_make = true
+        saved.some(...)
+        in_make = false
+        local stub = ex and CH.pending[ex.id]
+        if stub and stub.made_buf and not shown then
+          vim.cmd("vsplit")
+          api.nvim_win_set_buf(0, stub.made_buf)
+          shown = api.nvim_get_current_win()
+        end
+      end
+      ex = p.run({ cmd = "echo between", label = "between", open = { open = "none" } })
+      H.wait(30000, function() return CH.consoles[ex.id] ~= nil end, "the console made")
+      T.ok(shown, "its buffer was shown before its terminal was made")
+      local c = CH.consoles[ex.id]
+      T.eq(api.nvim_win_get_buf(shown), c.buf, "the window shows the console")
+      T.eq(c.parked, false, "shown: not parked")
+      T.eq(c.size_key, CH.key_of({ shown }), "the terminal took the window's size")
+      H.wait(
+        10000,
+        function() return table.concat(H.lines(c.buf), "\n"):find("between", 1, true) ~= nil end,
+        "its output"
+      )
+      ex:wait(10000)
+      close_others()
+      p.delete(ex.id)
+    end
+  )
+
+  -- The bars are redrawn once per tick of state events: with a fan-out's
+  -- hidden consoles, asking each console for its windows (vim.fn.win_findbuf)
+  -- cost 1-2 ms a tick; the windows are few.
+  test("bars: a redraw looks at the windows, not at every hidden console", function()
+    close_others()
+    local CH = require("proctor.console")._H
+    local exs = {}
+    for i = 1, 20 do
+      exs[i] = p.run({ cmd = "true", label = "bar" .. i, open = { open = "none" } })
+    end
+    H.wait(30000, function()
+      for _, ex in ipairs(exs) do
+        if not CH.consoles[ex.id] then return false end
+      end
+      return true
+    end, "every console made")
+    local calls, orig = 0, vim.fn.win_findbuf
+    vim.fn.win_findbuf = function(...)
+      calls = calls + 1
+      return orig(...)
+    end
+    local ok, err = pcall(function()
+      T.eq(CH.redraw_bars(), nil, "no window shows a console")
+      T.eq(calls, 0, "vim.fn.win_findbuf calls in a redraw with 20 hidden consoles")
+      local buf = exs[7]:open({ open = "current" })
+      T.eq(buf, CH.consoles[exs[7].id].buf)
+      T.eq(CH.redraw_bars(), exs[7].id, "the console a window shows")
+    end)
+    vim.fn.win_findbuf = orig
+    close_others()
+    for _, ex in ipairs(exs) do
+      ex:wait(10000)
+      p.delete(ex.id)
+    end
+    if not ok then error(err, 0) end
+  end)
+
   test("a hidden console parks a bounded tail and shows the true end when opened", function()
     close_others()
     local console = require("proctor.console")
