@@ -57,6 +57,63 @@ return function(test, T, H)
     end
   )
 
+  test(
+    "history: the engine's start asks for no warning while the history loads; what the load found is still told",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local file = dir .. "/h.mpk"
+      local opts = { notify = "never", history = { enabled = true, file = file } }
+      engine._reset()
+      assert(p.setup(opts))
+      local first = p.run({ cmd = { "sh", "-c", "echo spoilt-marker" } })
+      T.ok(first:wait(5000), "run did not end")
+      T.ok(p.run({ cmd = { "true" } }):wait(5000), "run did not end")
+      engine._reset()
+      -- one byte of the first record's output changed: its checksum fails, the
+      -- framing holds (the quick look at the file accepts it; the load warns)
+      local f = assert(io.open(file, "rb"))
+      local data = f:read("*a")
+      f:close()
+      local at = assert(data:find("spoilt-marker", 1, true), "the output is in the file")
+      f = assert(io.open(file, "wb"))
+      f:write(data:sub(1, at - 1) .. "S" .. data:sub(at + 1))
+      f:close()
+      -- a load that lasts: history_loading() says true for its first 3 calls
+      local core = assert(engine.load_core())
+      local probe = assert(core.new({}))
+      local methods = getmetatable(probe).__index
+      probe:close()
+      local real_warnings, real_loading = methods.warnings, methods.history_loading
+      local left, early, calls = 3, 0, 0
+      methods.history_loading = function(self)
+        if left > 0 then
+          left = left - 1
+          return true
+        end
+        return real_loading(self)
+      end
+      methods.warnings = function(self)
+        calls = calls + 1
+        if left > 0 then early = early + 1 end
+        return real_warnings(self)
+      end
+      H.clear_notes()
+      local ok, err = pcall(function()
+        assert(p.setup(opts))
+        T.ok(engine.get(), "no engine")
+        H.wait(5000, function() return #H.notes > 0 end, "the load's warning told")
+      end)
+      methods.warnings, methods.history_loading = real_warnings, real_loading
+      if not ok then error(err, 0) end
+      T.eq(early, 0, "eng:warnings() called while the history loaded")
+      T.ok(calls >= 1, "eng:warnings() never called")
+      T.match(table.concat(H.note_texts(), " | "), "corrupt stretch")
+      engine._reset()
+      assert(p.setup({ notify = "never" }))
+    end
+  )
+
   test("history: survives a restart of Neovim itself; secrets show as *** in a console", function()
     local dir = vim.fn.tempname()
     vim.fn.mkdir(dir, "p")
