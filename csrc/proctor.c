@@ -2,7 +2,9 @@
  * its lifetime, and the public C API (include/proctor.h).
  *
  * Thread: functions named pr_engine_* run on the HOST thread; thread_main
- * and the shutdown callback on the engine's own thread.
+ * and the shutdown callback on the engine's own thread; loader_main on a
+ * short-lived loader thread (the history file read at nice 10) that the
+ * engine thread joins before its loop runs.
  *
  *   host thread                            engine thread (own uv_loop_t)
  *   ───────────                            ─────────────────────────────
@@ -11,6 +13,7 @@
  *                                                    host queue · RPC server · history · audit
  *                                          engine/shepherd_link.c ═══ proctor-shepherd
  *   journal writer thread (store/journal.c) ◄── history and audit jobs
+ *   history loader thread (loader_main) ──records──► engine thread, before its loop
  *
  * This is the only file that sees struct pr_engine and the only one that
  * names every layer: it registers the listeners, gives the shepherd link its

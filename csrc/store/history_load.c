@@ -2,8 +2,10 @@
  * (parsed, repaired, retention applied) and the other slots' files (only
  * read), merged into one list; the slot an engine takes.
  *
- * Thread: HOST, inside pr_engine_new, before the engine and writer threads
- * start (history.h). Nothing here runs later.
+ * Thread: pr_history_open on the HOST, inside pr_engine_new (a slot and
+ * the next id from the frames' heads: peek_next); pr_history_load on the
+ * engine's loader thread before the engine loop and the writer thread run
+ * (on the host when peek_next could not step through the file). history.h.
  *
  *   slot files ──read──► parse() each ──► tombstones of every file applied
  *        ──► retention (newest ended kept) ──► records in id order ──► engine
