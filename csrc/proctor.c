@@ -2,9 +2,8 @@
  * its lifetime, and the public C API (include/proctor.h).
  *
  * Thread: functions named pr_engine_* run on the HOST thread; thread_main
- * and the shutdown callback on the engine's own thread; loader_main on a
- * short-lived loader thread (the history file read at nice 10) that the
- * engine thread joins before its loop runs.
+ * and the shutdown callback on the engine's own thread (which first loads
+ * the history: load_history).
  *
  *   host thread                            engine thread (own uv_loop_t)
  *   ───────────                            ─────────────────────────────
@@ -13,7 +12,6 @@
  *                                                    host queue · RPC server · history · audit
  *                                          engine/shepherd_link.c ═══ proctor-shepherd
  *   journal writer thread (store/journal.c) ◄── history and audit jobs
- *   history loader thread (loader_main) ──records──► engine thread, before its loop
  *
  * This is the only file that sees struct pr_engine and the only one that
  * names every layer: it registers the listeners, gives the shepherd link its
@@ -28,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine/control.h"
@@ -42,8 +39,6 @@
 #include "store/journal.h"
 
 extern char **environ;
-
-#define PR_HISTORY_LOAD_NICE 10 /* the history loader thread's nice value (loader_main) */
 
 struct pr_engine {
   pthread_t thread;      /* host: the engine thread */
@@ -88,13 +83,13 @@ static void shutdown_owner(void *arg) {
   uv_walk(&e->loop, close_leftover, NULL);
 }
 
-static void load_history(pr_engine_t *e, int low);
+static void load_history(pr_engine_t *e);
 static void loaded(pr_engine_t *e);
 
 static void *thread_main(void *arg) {
   pr_engine_t *e = (pr_engine_t *)arg;
   if (e->history_later) { /* commands wait in the queue meanwhile; the host does not */
-    load_history(e, 1);
+    load_history(e);
     int rc = pr_journal_start(e->journal);
     if (rc != 0) pr_journal_warn(e->journal, "history: no writer thread (%s)", pr_strerror(rc));
   }
@@ -154,43 +149,21 @@ static void loaded(pr_engine_t *e) {
   pthread_mutex_unlock(&e->mu);
 }
 
-/* What the loader thread hands back. */
-typedef struct {
-  pr_history_t *h;
+/* Read and decode the history, turn its records into executions, then
+ * listen. On the engine thread before its loop runs (the host could already
+ * hand out ids: pr_history_open found the next one), or on the host inside
+ * pr_engine_new when that quick look failed. */
+static void load_history(pr_engine_t *e) {
   pr_loaded_t *v;
   size_t n;
   uint64_t next;
-  int rc;
-} load_t;
-
-/* The loader thread: the file read and decoded at a low priority, so it
- * takes no CPU the editor's main thread wants (the engine thread waits for
- * it; only this thread's nice value changes). */
-static void *loader_main(void *arg) {
-  load_t *l = arg;
-  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PR_HISTORY_LOAD_NICE);
-  l->rc = pr_history_load(&l->h, &l->v, &l->n, &l->next);
-#ifdef __GLIBC__
-  malloc_trim(0); /* the file's copy and the parse's garbage were freed in this thread's arena */
-#endif
-  return NULL;
-}
-
-/* Read and decode the history, turn its records into executions, then
- * listen. On the engine thread before its loop runs (the host could already
- * hand out ids: pr_history_open found the next one; the reading and
- * decoding on a low-priority loader thread it waits for), or on the host
- * inside pr_engine_new when that quick look failed. */
-static void load_history(pr_engine_t *e, int low) {
-  load_t l = {.h = e->history};
-  pthread_t t;
   if (history_gate) history_gate();
-  if (!low || pthread_create(&t, NULL, loader_main, &l) != 0) loader_main(&l);
-  else pthread_join(t, NULL);
-  e->history = l.h;
-  if (l.rc != 0) return; /* out of memory: no history */
-  pr_loaded_t *v = l.v;
-  for (size_t i = 0; i < l.n; i++) {
+  int rc = pr_history_load(&e->history, &v, &n, &next);
+#ifdef __GLIBC__
+  malloc_trim(0); /* the file's copy and the parse's garbage, freed in this thread's arena */
+#endif
+  if (rc != 0) return; /* out of memory: no history */
+  for (size_t i = 0; i < n; i++) {
     pr_exec_t *x = pr_exec_restore(&e->ctl.xc, v[i].rec, v[i].rings);
     v[i].rec = NULL;
     memset(v[i].rings, 0, sizeof(v[i].rings));
@@ -198,10 +171,10 @@ static void load_history(pr_engine_t *e, int low) {
     pr_registry_add(&e->ctl.reg, x);
     e->ctl.reg.nterminal++;
   }
-  pr_history_loaded_free(v, l.n);
+  pr_history_loaded_free(v, n);
   uint64_t cur = __atomic_load_n(&e->ctl.next_id, __ATOMIC_RELAXED);
-  while (l.next > cur && !__atomic_compare_exchange_n(&e->ctl.next_id, &cur, l.next, 0,
-                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  while (next > cur && !__atomic_compare_exchange_n(&e->ctl.next_id, &cur, next, 0,
+                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
   if (e->history) pr_listeners_add(&e->ls, pr_history_listener(e->history));
 }
@@ -221,7 +194,7 @@ static int open_files(pr_engine_t *e, const pr_engine_opts_t *o) {
       e->history_later = 1;
       if (next > e->ctl.next_id) e->ctl.next_id = next;
     } else if (rc == 0 && e->history) {
-      load_history(e, 0); /* not laid out as this release writes it: now, before any id */
+      load_history(e); /* not laid out as this release writes it: now, before any id */
     }
   }
   if (rc == 0 && o->audit_file) {

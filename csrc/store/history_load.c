@@ -4,7 +4,7 @@
  *
  * Thread: pr_history_open on the HOST, inside pr_engine_new (a slot and
  * the next id from the frames' heads: peek_next); pr_history_load on the
- * engine's loader thread before the engine loop and the writer thread run
+ * engine thread before its loop and the writer thread run
  * (on the host when peek_next could not step through the file). history.h.
  *
  *   slot files ──read──► parse() each ──► tombstones of every file applied
