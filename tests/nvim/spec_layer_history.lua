@@ -114,6 +114,47 @@ return function(test, T, H)
     end
   )
 
+  test(
+    "history: the Lua layer holds no loaded record's output until asked; the core has it",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local opts = { notify = "never", history = { enabled = true, file = dir .. "/h.mpk" } }
+      engine._reset()
+      assert(p.setup(opts))
+      local n, size, ids = 16, 60000, {}
+      for i = 1, n do
+        local ex =
+          p.run({ cmd = { "sh", "-c", ("head -c %d /dev/zero | tr '\\0' y"):format(size) } })
+        ids[i] = ex.id
+      end
+      for i = 1, n do
+        T.ok(p.get(ids[i]):wait(10000), "run " .. i .. " did not end")
+      end
+      engine._reset()
+      collectgarbage()
+      collectgarbage()
+      local before = collectgarbage("count")
+      assert(p.setup(opts))
+      local eng = assert(engine.get())
+      H.wait(10000, function() return not eng:history_loading() end, "the history loaded")
+      require("proctor.list").open()
+      vim.cmd("bwipeout!")
+      collectgarbage()
+      collectgarbage()
+      local held = (collectgarbage("count") - before) * 1024
+      T.ok(
+        held < n * size / 4,
+        ("the Lua heap grew by %d bytes for %d tails of %d"):format(held, n, size)
+      )
+      local data = eng:read(ids[n], "stdout", 0, size)
+      T.eq(#data, size)
+      T.eq(p.record(ids[1]).previous_session, true)
+      engine._reset()
+      assert(p.setup({ notify = "never" }))
+    end
+  )
+
   test("history: survives a restart of Neovim itself; secrets show as *** in a console", function()
     local dir = vim.fn.tempname()
     vim.fn.mkdir(dir, "p")
