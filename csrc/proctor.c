@@ -2,7 +2,8 @@
  * its lifetime, and the public C API (include/proctor.h).
  *
  * Thread: functions named pr_engine_* run on the HOST thread; thread_main
- * and the shutdown callback on the engine's own thread.
+ * and the shutdown callback on the engine's own thread (which first loads
+ * the history: load_history).
  *
  *   host thread                            engine thread (own uv_loop_t)
  *   ───────────                            ─────────────────────────────
@@ -19,6 +20,7 @@
  * the ones below it (ARCHITECTURE.md).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +54,10 @@ struct pr_engine {
   char **rpc_env;        /* environ snapshot taken by pr_engine_new for RPC starts */
   pr_journal_t *journal; /* the writer thread of the durable files, NULL when none */
   pr_history_t *history; /* NULL when off */
+  int history_later;     /* the history is loaded by the engine thread, before its loop */
+  pthread_mutex_t mu;    /* guards loading */
+  pthread_cond_t cv;     /* signalled when loading ends */
+  int loading;           /* 1 until the history is loaded (mu) */
   pr_audit_t *audit;     /* NULL when off */
 };
 
@@ -77,8 +83,17 @@ static void shutdown_owner(void *arg) {
   uv_walk(&e->loop, close_leftover, NULL);
 }
 
+static void load_history(pr_engine_t *e);
+static void loaded(pr_engine_t *e);
+
 static void *thread_main(void *arg) {
   pr_engine_t *e = (pr_engine_t *)arg;
+  if (e->history_later) { /* commands wait in the queue meanwhile; the host does not */
+    load_history(e);
+    int rc = pr_journal_start(e->journal);
+    if (rc != 0) pr_journal_warn(e->journal, "history: no writer thread (%s)", pr_strerror(rc));
+  }
+  loaded(e);
   pr_registry_prune(&e->ctl.reg); /* arms the age timer for records loaded from the history */
   uv_run(&e->loop, UV_RUN_DEFAULT);
   /* Every handle is closed: free the registry here, on the thread that owns it. */
@@ -121,35 +136,72 @@ static void env_free(char **v) {
   free(v);
 }
 
-/* The durable files: the journal's writer, the history (its records become
- * executions now) and the audit log, each a listener. */
+/* Test hook (include/proctor_test.h): run before each history load. */
+static void (*history_gate)(void);
+
+void pr_test_history_gate(void (*fn)(void)) { history_gate = fn; }
+
+/* The history is loaded: release pr_engine_warnings. Either thread. */
+static void loaded(pr_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  e->loading = 0;
+  pthread_cond_broadcast(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* Read and decode the history, turn its records into executions, then
+ * listen. On the engine thread before its loop runs (the host could already
+ * hand out ids: pr_history_open found the next one), or on the host inside
+ * pr_engine_new when that quick look failed. */
+static void load_history(pr_engine_t *e) {
+  pr_loaded_t *v;
+  size_t n;
+  uint64_t next;
+  if (history_gate) history_gate();
+  int rc = pr_history_load(&e->history, &v, &n, &next);
+#ifdef __GLIBC__
+  malloc_trim(0); /* the file's copy and the parse's garbage, freed in this thread's arena */
+#endif
+  if (rc != 0) return; /* out of memory: no history */
+  for (size_t i = 0; i < n; i++) {
+    pr_exec_t *x = pr_exec_restore(&e->ctl.xc, v[i].rec, v[i].rings);
+    v[i].rec = NULL;
+    memset(v[i].rings, 0, sizeof(v[i].rings));
+    if (x == NULL) continue; /* out of memory: that record is lost */
+    pr_registry_add(&e->ctl.reg, x);
+    e->ctl.reg.nterminal++;
+  }
+  pr_history_loaded_free(v, n);
+  uint64_t cur = __atomic_load_n(&e->ctl.next_id, __ATOMIC_RELAXED);
+  while (next > cur && !__atomic_compare_exchange_n(&e->ctl.next_id, &cur, next, 0,
+                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  if (e->history) pr_listeners_add(&e->ls, pr_history_listener(e->history));
+}
+
+/* The durable files: the journal's writer, the history (found now, loaded
+ * by the engine thread before its loop: load_history) and the audit log,
+ * each a listener. */
 static int open_files(pr_engine_t *e, const pr_engine_opts_t *o) {
   if (o->history_file == NULL && o->audit_file == NULL) return 0;
   int rc = pr_journal_new(&e->journal);
   if (rc == 0 && o->history_file) {
     pr_history_opts_t ho = {o->history_output_bytes, e->ctl.output_limit, e->ctl.reg.limit,
                             o->history_age_ms};
-    pr_loaded_t *v;
-    size_t n;
-    uint64_t next;
-    rc = pr_history_open(e->journal, o->history_file, &ho, &e->history, &v, &n, &next);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-      pr_exec_t *x = pr_exec_restore(&e->ctl.xc, v[i].rec, v[i].rings);
-      v[i].rec = NULL;
-      memset(v[i].rings, 0, sizeof(v[i].rings));
-      if (x == NULL) continue; /* out of memory: that record is lost */
-      pr_registry_add(&e->ctl.reg, x);
-      e->ctl.reg.nterminal++;
+    uint64_t next = 0;
+    rc = pr_history_open(e->journal, o->history_file, &ho, &e->history, &next);
+    if (rc == 0 && e->history && next) {
+      e->history_later = 1;
+      if (next > e->ctl.next_id) e->ctl.next_id = next;
+    } else if (rc == 0 && e->history) {
+      load_history(e); /* not laid out as this release writes it: now, before any id */
     }
-    if (rc == 0) pr_history_loaded_free(v, n);
-    if (rc == 0 && next > e->ctl.next_id) e->ctl.next_id = next;
-    if (e->history) pr_listeners_add(&e->ls, pr_history_listener(e->history));
   }
   if (rc == 0 && o->audit_file) {
     rc = pr_audit_open(e->journal, o->audit_file, o->audit_max_bytes, o->audit_keep, &e->audit);
     if (e->audit) pr_listeners_add(&e->ls, pr_audit_listener(e->audit));
   }
-  if (rc == 0) rc = pr_journal_start(e->journal);
+  if (rc == 0 && !e->history_later) rc = pr_journal_start(e->journal);
   return rc;
 }
 
@@ -170,6 +222,8 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   pr_engine_t *e = calloc(1, sizeof(*e));
   if (e == NULL) return PR_ENOMEM;
   int rc = PR_ENOMEM, loop_ok = 0, hq_ok = 0, sup_ok = 0, ctl_ok = 0;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
   if (o.listen) {
     /* RPC starts are built on the engine thread, where environ must not be
      * read: they inherit this snapshot of the host environment. */
@@ -201,7 +255,8 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
     if ((rc = pr_rpc_start(&e->ctl, e->rpc_env, e->listen, &e->rpc)) != 0) goto fail;
     pr_listeners_add(&e->ls, pr_rpc_listener(e->rpc));
   }
-  if ((rc = open_files(e, &o)) != 0) goto fail; /* history (loaded into the registry) and audit */
+  if ((rc = open_files(e, &o)) != 0) goto fail; /* history (found; loaded later) and audit */
+  e->loading = e->history_later;
   /* The engine thread must not take the host's signals. */
   sigset_t all, old;
   sigfillset(&all);
@@ -228,6 +283,8 @@ fail:
   if (hq_ok) pr_hostq_destroy(&e->hq);
   free(e->listen);
   env_free(e->rpc_env);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->cv);
   free(e);
   return rc;
 }
@@ -257,6 +314,8 @@ void pr_engine_free(pr_engine_t *e) {
   pr_control_destroy(&e->ctl);
   free(e->listen);
   env_free(e->rpc_env);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->cv);
   free(e);
 }
 
@@ -448,7 +507,17 @@ void pr_engine_flush(pr_engine_t *e) { pr_control_flush(&e->ctl); }
 
 uint64_t pr_engine_wakeups(pr_engine_t *e) { return pr_control_wakeups(&e->ctl); }
 
+int pr_engine_history_loading(pr_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  int on = e->loading;
+  pthread_mutex_unlock(&e->mu);
+  return on;
+}
+
 void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n) {
+  pthread_mutex_lock(&e->mu); /* what the load has to say comes with the rest */
+  while (e->loading) pthread_cond_wait(&e->cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
   pr_journal_warnings(e->journal, out, n);
   int err = e->ctl.spill ? pr_spill_failure(e->ctl.spill) : 0;
   if (err == 0) return;

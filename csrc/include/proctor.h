@@ -635,8 +635,16 @@ int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
  * (torn record skipped, file in use, disk behind...), and the first failure
  * to make or write an output spill file (base/ring.h); each warning is
  * returned once. *out is a malloc'd array of *n malloc'd strings (NULL when
- * none); the caller frees both. */
+ * none); the caller frees both. Waits while the engine thread is still
+ * loading the history (pr_engine_history_loading), so what the load found
+ * is in the first answer. Host thread. */
 void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n);
+
+/* pr_engine_history_loading: 1 while the engine thread is still reading the
+ * history file (pr_engine_new returns before that; starts get their ids at
+ * once and run after it; list, get and the other answers of the engine
+ * thread wait for it), 0 after, or with no history. Never blocks. Host thread. */
+int pr_engine_history_loading(pr_engine_t *e);
 
 /* pr_event_free: free an event taken by pr_engine_poll (NULL is fine). */
 void pr_event_free(pr_event_t *ev);

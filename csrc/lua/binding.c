@@ -490,7 +490,8 @@ static int l_gc(lua_State *L) {
 }
 
 /* eng:warnings() -> { message... }: what the history and audit files reported
- * (torn record skipped, file in use, disk behind...); each is returned once. */
+ * (torn record skipped, file in use, disk behind...); each is returned once.
+ * Waits while the history is still loading (eng:history_loading()). */
 static int l_warnings(lua_State *L) {
   lengine_t *le = check_engine(L);
   char **v = NULL;
@@ -503,6 +504,13 @@ static int l_warnings(lua_State *L) {
     free(v[i]);
   }
   free(v);
+  return 1;
+}
+
+/* eng:history_loading() -> true while the engine thread still reads the history */
+static int l_history_loading(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  lua_pushboolean(L, le->e != NULL && pr_engine_history_loading(le->e));
   return 1;
 }
 
@@ -614,6 +622,7 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"target", l_target},
                                           {"flush", l_flush},
                                           {"wakeups", l_wakeups},
+                                          {"history_loading", l_history_loading},
                                           {NULL, NULL}};
 
 __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {

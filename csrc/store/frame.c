@@ -16,13 +16,20 @@ uint32_t pr_frame_sum(const char *p, size_t n) {
   return h;
 }
 
+/* One pread of a history file reads at most this much: one read of a whole
+ * 15 MB file into fresh memory kept a 2-core machine's other threads (the
+ * editor's main thread) off the CPU for 25 ms at a time. */
+#define PR_FRAME_READ_STEP (256u << 10)
+
 char *pr_frame_read_file(int fd, size_t *n) {
   struct stat st;
   if (fstat(fd, &st) != 0) return NULL;
   char *p = malloc((size_t)st.st_size + 1);
   size_t got = 0;
   while (p && got < (size_t)st.st_size) {
-    ssize_t r = pread(fd, p + got, (size_t)st.st_size - got, (off_t)got);
+    size_t want = (size_t)st.st_size - got;
+    if (want > PR_FRAME_READ_STEP) want = PR_FRAME_READ_STEP;
+    ssize_t r = pread(fd, p + got, want, (off_t)got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += (size_t)r;

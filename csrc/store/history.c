@@ -342,6 +342,7 @@ void pr_history_free(pr_history_t *h) {
   if (h->fd >= 0) close(h->fd);
   if (h->lockfd >= 0) close(h->lockfd); /* releases the flock */
   free(h->path);
+  free(h->base);
   free(h->tmp);
   free(h->ent);
   free(h);

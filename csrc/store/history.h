@@ -1,10 +1,14 @@
 /* store/history.h — durable execution history: an append-only msgpack file.
  *
- * Thread: pr_history_open runs on the HOST thread inside pr_engine_new,
- * before the engine and writer threads exist (it loads the file and returns
- * its records). The listener runs on the ENGINE thread and only packs frames
- * and pushes jobs; the file itself is written by the journal's WRITER
- * thread. pr_history_free runs on the host after both threads ended.
+ * Thread: pr_history_open runs on the HOST thread inside pr_engine_new: it
+ * takes a slot and finds the next id from the frames' heads only (no record
+ * is decoded), so the host can hand out ids at once. pr_history_load reads
+ * and decodes the file; it runs on the ENGINE thread before its loop starts
+ * (on the host inside pr_engine_new only when the quick look failed), and
+ * always before the writer thread starts. The listener runs on the ENGINE
+ * thread and only packs frames and pushes jobs; the file itself is written
+ * by the journal's WRITER thread. pr_history_free runs on the host after
+ * both threads ended.
  *
  * File layout (every value is msgpack):
  *
@@ -76,15 +80,26 @@ typedef struct {
   pr_ring_t *rings[PR_NSTREAM];
 } pr_loaded_t;
 
-/* pr_history_open: take the first free slot of the history at `path`, load
- * its file and merge the other slots' records. Returns 0 with *out (NULL when
- * no slot can be used: every slot locked, not a history file, unreadable — a
- * warning says so), the records kept after retention in id order (*loaded,
- * *nloaded: take what you keep, then pr_history_loaded_free) and the next id
- * to hand out (in our slot's range). Returns PR_ENOMEM (nothing to free). Host thread, before the engine
- * and writer threads start; warnings and jobs go to `j`. */
+/* pr_history_open: take the first free slot of the history at `path` and
+ * open its file. Returns 0 with *out (NULL when no slot can be used: every
+ * slot locked, unreadable — a warning says so) and *next_id, the next id to
+ * hand out in our slot's range, found by reading each frame's head only; 0
+ * when the file is not laid out as this release writes it (damage, an older
+ * writer): then pr_history_load must run before any id is handed out.
+ * Returns PR_ENOMEM (nothing to free). Host thread, before the engine and
+ * writer threads start. */
 int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o,
-                    pr_history_t **out, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);
+                    pr_history_t **out, uint64_t *next_id);
+
+/* pr_history_load: read and decode *h's file, repair it, merge the other
+ * slots' records. Returns 0 with *h left set (NULL when the file cannot be
+ * used: h was freed and a warning says why), the records kept after
+ * retention in id order (*loaded, *nloaded: take what you keep, then
+ * pr_history_loaded_free) and the next id the full file allows (>= what
+ * pr_history_open found). Returns PR_ENOMEM (nothing to free). Any one
+ * thread, before the writer thread starts and before the listener is added;
+ * warnings and jobs go to the journal. */
+int pr_history_load(pr_history_t **h, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);
 
 /* pr_history_loaded_free: free n loaded records (entries whose rec was set
  * to NULL and rings to NULL were taken) and the array. */

@@ -31,6 +31,7 @@ struct pr_history {
   pr_journal_t *j; /* the writer thread, and where warnings go */
   pr_listener_t listener;
   char *path, *tmp; /* this engine's slot file (history.h: slots) and its compaction file */
+  char *base;       /* the configured path (slot 0's file): where the other slots are */
   int fd, lockfd;
   unsigned slot; /* 0 .. PR_HISTORY_SLOTS-1: ids slot*PR_HISTORY_SLOT_IDS + n are ours */
   pr_history_opts_t o;

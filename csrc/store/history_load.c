@@ -2,8 +2,10 @@
  * (parsed, repaired, retention applied) and the other slots' files (only
  * read), merged into one list; the slot an engine takes.
  *
- * Thread: HOST, inside pr_engine_new, before the engine and writer threads
- * start (history.h). Nothing here runs later.
+ * Thread: pr_history_open on the HOST, inside pr_engine_new (a slot and
+ * the next id from the frames' heads: peek_next); pr_history_load on the
+ * engine thread before its loop and the writer thread run
+ * (on the host when peek_next could not step through the file). history.h.
  *
  *   slot files ──read──► parse() each ──► tombstones of every file applied
  *        ──► retention (newest ended kept) ──► records in id order ──► engine
@@ -483,12 +485,102 @@ static size_t merge_others(pr_history_t *h, const char *path, loaded_t *ls, ids_
   return dropped;
 }
 
+/* An unsigned msgpack integer at p[0..n) (*w: its bytes), or -1 (*w 0). */
+static int64_t peek_uint(const unsigned char *p, size_t n, size_t *w) {
+  *w = 0;
+  if (n < 1) return -1;
+  int k = p[0] <= 0x7f   ? 0
+          : p[0] == 0xcc ? 1
+          : p[0] == 0xcd ? 2
+          : p[0] == 0xce ? 4
+          : p[0] == 0xcf ? 8
+                         : -1;
+  if (k < 0 || n < 1 + (size_t)k) return -1;
+  uint64_t v = k ? 0 : p[0];
+  for (int i = 0; i < k; i++) v = v << 8 | p[1 + i];
+  if (v > INT64_MAX) return -1;
+  *w = 1 + (size_t)k;
+  return (int64_t)v;
+}
+
+/* The largest id a frame's payload prefix p[0..n) names, the way parse()
+ * counts it toward the next id: "s"/"e" (our slot's id), "n" (next - 1),
+ * "d" (our slot's ids). 0: none; -1: not the layout pack_record() and the
+ * listener write (the caller then loads the file the slow way). */
+static int64_t peek_ids(const pr_history_t *h, const unsigned char *p, size_t n) {
+  size_t i = 1, w;
+  if (n < 4 || p[0] < 0x81 || p[0] > 0x8f || p[1] != 0xa1 || p[2] != 'k' || p[3] != 0xa1) return -1;
+  if (n < 5) return -1;
+  char kind = (char)p[4];
+  i = 5;
+  if (kind == 's' || kind == 'e') {
+    if (n < i + 3 || memcmp(p + i, "\xa2id", 3) != 0) return -1;
+    int64_t id = peek_uint(p + i + 3, n - i - 3, &w);
+    if (id < 0) return -1;
+    return pr_hist_own(h, (uint64_t)id) ? id : 0;
+  }
+  if (kind == 'n') {
+    if (n < i + 5 || memcmp(p + i, "\xa4next", 5) != 0) return -1;
+    int64_t next = peek_uint(p + i + 5, n - i - 5, &w);
+    return next < 0 ? -1 : next > 0 ? next - 1 : 0;
+  }
+  if (kind != 'd' || n < i + 5 || memcmp(p + i, "\xa3ids", 4) != 0) return -1;
+  i += 4;
+  if (p[i] < 0x90 || p[i] > 0x9f) return -1;
+  size_t cnt = p[i++] - 0x90;
+  int64_t max = 0;
+  for (size_t c = 0; c < cnt; c++, i += w) {
+    int64_t id = peek_uint(p + i, n > i ? n - i : 0, &w);
+    if (id < 0) return -1;
+    if (pr_hist_own(h, (uint64_t)id) && id > max) max = id;
+  }
+  return max;
+}
+
+/* The next id this slot's file allows, found by reading only each frame's
+ * head (one pread a frame, no checksum, no decoding of records or output):
+ * what lets pr_engine_new hand out ids before the file is loaded. At least
+ * what the full load finds (a frame whose checksum fails still counts).
+ * Returns 0, or -1 when the file is not laid out as this release writes it
+ * (damage, an older writer): then the file must be loaded before any start. */
+static int peek_next(const pr_history_t *h, uint64_t *next) {
+  struct stat st;
+  unsigned char b[96];
+  if (fstat(h->fd, &st) != 0) return -1;
+  uint64_t size = (uint64_t)st.st_size, off = PR_HIST_HEADER_LEN, max = 0, nx = 1;
+  if (size < PR_HIST_HEADER_LEN) return size == 0 ? (*next = 1, 0) : -1;
+  if (pread(h->fd, b, PR_HIST_HEADER_LEN, 0) != PR_HIST_HEADER_LEN ||
+      memcmp(b, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0)
+    return -1;
+  while (off < size) {
+    size_t want = size - off < sizeof(b) ? (size_t)(size - off) : sizeof(b);
+    ssize_t k;
+    do k = pread(h->fd, b, want, (off_t)off);
+    while (k < 0 && errno == EINTR);
+    if (k < 8 || b[0] != 0x92) return -1;
+    size_t i = 1, w;
+    if (peek_uint(b + i, (size_t)k - i, &w) < 0) return -1;
+    i += w;
+    int lw = b[i] == 0xc4 ? 1 : b[i] == 0xc5 ? 2 : b[i] == 0xc6 ? 4 : -1;
+    if (lw < 0 || (size_t)k < i + 1 + (size_t)lw) return -1;
+    uint64_t bl = 0;
+    for (int q = 0; q < lw; q++) bl = bl << 8 | b[i + 1 + q];
+    i += 1 + (size_t)lw;
+    if (bl > size - off - i) return -1; /* a torn tail: the load cuts it */
+    int64_t id = peek_ids(h, b + i, (size_t)k - i < bl ? (size_t)k - i : (size_t)bl);
+    if (id < 0) return -1;
+    if ((uint64_t)id > max) max = (uint64_t)id;
+    off += i + bl;
+  }
+  if (max + 1 > nx) nx = max + 1;
+  *next = nx;
+  return 0;
+}
+
 int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o,
-                    pr_history_t **out, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id) {
+                    pr_history_t **out, uint64_t *next_id) {
   *out = NULL;
-  *loaded = NULL;
-  *nloaded = 0;
-  *next_id = 1;
+  *next_id = 0;
   pr_history_t *h = calloc(1, sizeof(*h));
   if (h == NULL) return PR_ENOMEM;
   h->j = j;
@@ -496,7 +588,7 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   if (!h->o.tail_bytes) h->o.tail_bytes = PR_HISTORY_DEFAULT_OUTPUT;
   pr_hist_listen(h);
   h->fd = h->lockfd = -1;
-  if ((h->path = strdup(path)) == NULL) {
+  if ((h->path = strdup(path)) == NULL || (h->base = strdup(path)) == NULL) {
     pr_history_free(h);
     return PR_ENOMEM;
   }
@@ -509,6 +601,22 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   if (rc) return give_up(h, why);
   h->fd = pr_journal_open_file(h->path, O_RDWR | O_CREAT | O_APPEND, why, sizeof(why));
   if (h->fd < 0) return give_up(h, why);
+  uint64_t next;
+  if (peek_next(h, &next) == 0) {
+    if (next <= (uint64_t)h->slot * PR_HISTORY_SLOT_IDS) next = h->slot * PR_HISTORY_SLOT_IDS + 1;
+    *next_id = next;
+  }
+  *out = h;
+  return 0;
+}
+
+int pr_history_load(pr_history_t **hp, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id) {
+  pr_history_t *h = *hp;
+  const pr_history_opts_t *o = &h->o;
+  *loaded = NULL;
+  *nloaded = 0;
+  *next_id = 1;
+  *hp = NULL;
   size_t len = 0;
   char *p = pr_frame_read_file(h->fd, &len);
   if (p == NULL) return give_up(h, "cannot read it");
@@ -549,7 +657,7 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   }
   free(p);
   h->size = good;
-  size_t dropped = merge_others(h, path, &ls, &tombs);
+  size_t dropped = merge_others(h, h->base, &ls, &tombs);
   free(tombs.v);
   if (h->max_id + 1 > next) next = h->max_id + 1;
   if (next <= (uint64_t)h->slot * PR_HISTORY_SLOT_IDS) next = h->slot * PR_HISTORY_SLOT_IDS + 1;
@@ -576,7 +684,7 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   if (keep > 1) qsort(ls.v, keep, sizeof(*ls.v), by_id);
   if (dropped || damaged || (h->dead > PR_HIST_COMPACT_SLACK && h->dead > h->size / 3))
     pr_hist_compact_soon(h);
-  *out = h;
+  *hp = h;
   *loaded = ls.v;
   *nloaded = keep;
   *next_id = next;

@@ -157,7 +157,7 @@ function M.get()
   end
   if not eng then return nil, "the engine did not start: " .. tostring(msg) end
   H.eng = eng
-  H.warn()
+  H.warn_when_loaded()
   M.sync_targets()
   H.poll = uv.new_poll(eng:fd())
   H.timer = uv.new_timer()
@@ -517,6 +517,21 @@ function H.warn()
   for _, w in ipairs(eng and eng.warnings and eng:warnings() or {}) do
     util.notify(w, vim.log.levels.WARN)
   end
+end
+
+-- The engine thread reads the history after core.new returned, and
+-- eng:warnings() waits for that: ask it only once the load is over (checked
+-- every 50 ms, never waiting on the main thread).
+function H.warn_when_loaded()
+  local eng = H.eng
+  if not (eng and eng.history_loading and eng:history_loading()) then return H.warn() end
+  local t = uv.new_timer()
+  t:start(50, 50, function()
+    if H.eng == eng and not eng:closed() and eng:history_loading() then return end
+    t:stop()
+    t:close()
+    if H.eng == eng and not eng:closed() then vim.schedule(H.warn) end
+  end)
 end
 
 function H.dispatch(ev)

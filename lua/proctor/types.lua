@@ -174,6 +174,9 @@ function Engine:flush() end
 --- How many times this host has woken the engine thread (tests, benchmarks).
 ---@return integer
 function Engine:wakeups() end
+--- True while the engine thread still reads the history file (core.new returned before it).
+---@return boolean
+function Engine:history_loading() end
 ---@param id integer
 ---@param force boolean|{force: boolean|nil, reason: string|nil}|nil reason: 1 to 32 of a-z and _
 ---@return proctor.CancelResult

@@ -840,6 +840,75 @@ static void test_two_engines_share_history(void) {
   CHECKF(low == n && high == n, "ids: %zu in slot 0's range, %zu in slot 1's", low, high);
 }
 
+/* The history gate (pr_test_history_gate): the load waits until the test
+ * releases it (at most 20 s, so an engine that loads inside pr_engine_new
+ * still returns and the test says so instead of hanging). */
+static int gate_entered, gate_released, gate_passed;
+
+static void history_gate(void) {
+  __atomic_store_n(&gate_entered, 1, __ATOMIC_SEQ_CST);
+  for (int i = 0; i < 20000 && !__atomic_load_n(&gate_released, __ATOMIC_SEQ_CST); i++)
+    usleep(1000);
+  __atomic_store_n(&gate_passed, 1, __ATOMIC_SEQ_CST);
+}
+
+/* pr_engine_new returns before the history is read (the engine thread reads
+ * it): a start meanwhile gets the id after the file's last one at once, and
+ * once the load is let go every record and output tail is there. */
+static void test_history_loads_after_new(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256], path[300];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  pr_engine_opts_t opts = {.history_file = path};
+  pr_engine_t *e;
+  size_t n = 8, nrec = 0, prev = 0;
+  int ok = 0, passed_at_new = -1, loading = -1;
+  uint64_t id = 0;
+  char *data = NULL;
+  size_t len = 0;
+  if (pr_engine_new(&opts, &e) == 0) {
+    for (size_t i = 1; i <= n; i++) start_sh(e, "echo tail-$$-of-a-run");
+    outcome_t *o = calloc(n + 1, sizeof(*o));
+    ok = drain(e, o, n, 0, 30000);
+    free_outcomes(o, n);
+    pr_engine_free(e);
+  }
+  gate_entered = gate_released = gate_passed = 0;
+  pr_test_history_gate(history_gate);
+  if (ok && pr_engine_new(&opts, &e) == 0) {
+    passed_at_new = __atomic_load_n(&gate_passed, __ATOMIC_SEQ_CST);
+    loading = pr_engine_history_loading(e);
+    id = start_sh(e, "exit 0");
+    __atomic_store_n(&gate_released, 1, __ATOMIC_SEQ_CST);
+    pr_record_t **v;
+    if (pr_engine_list(e, 0, -1, &v, &nrec) == 0) {
+      for (size_t i = 0; i < nrec; i++) prev += v[i]->previous_session;
+      pr_records_free(v, nrec);
+    }
+    uint64_t next, missed;
+    pr_engine_read(e, 1, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed);
+    outcome_t *o = calloc(n + 2, sizeof(*o));
+    drain(e, o, n + 1, 0, 30000);
+    free_outcomes(o, n + 1);
+    pr_engine_free(e);
+  }
+  pr_test_history_gate(NULL);
+  rm_dir(dir);
+  CHECK(ok);
+  CHECKF(passed_at_new == 0, "the history was read before pr_engine_new returned (gate %d)",
+         passed_at_new);
+  CHECKF(loading == 1, "pr_engine_history_loading said %d while the load waited", loading);
+  CHECKF(id == n + 1, "a start during the load got id %llu, want %zu", (unsigned long long)id,
+         n + 1);
+  CHECKF(nrec == n + 1 && prev == n, "%zu records (%zu from the history), want %zu (%zu)", nrec,
+         prev, n + 1, n);
+  CHECKF(len > 0 && memcmp(data, "tail-", 5) == 0, "record 1's tail: %.*s", (int)len,
+         data ? data : "");
+  free(data);
+}
+
 /* Secret sources that never answer: secret_timeout_ms ends the execution
  * failed/secret_unavailable, timeout_ms (from starting) ends it timed_out,
  * and an engine closed while one is read ends it too. Each path closes the
@@ -1111,6 +1180,7 @@ int main(int argc, char **argv) {
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
   RUN(test_two_engines_share_history);
+  RUN(test_history_loads_after_new);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
   RUN(test_output_read_on_host);

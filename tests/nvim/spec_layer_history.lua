@@ -57,6 +57,104 @@ return function(test, T, H)
     end
   )
 
+  test(
+    "history: the engine's start asks for no warning while the history loads; what the load found is still told",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local file = dir .. "/h.mpk"
+      local opts = { notify = "never", history = { enabled = true, file = file } }
+      engine._reset()
+      assert(p.setup(opts))
+      local first = p.run({ cmd = { "sh", "-c", "echo spoilt-marker" } })
+      T.ok(first:wait(5000), "run did not end")
+      T.ok(p.run({ cmd = { "true" } }):wait(5000), "run did not end")
+      engine._reset()
+      -- one byte of the first record's output changed: its checksum fails, the
+      -- framing holds (the quick look at the file accepts it; the load warns)
+      local f = assert(io.open(file, "rb"))
+      local data = f:read("*a")
+      f:close()
+      local at = assert(data:find("spoilt-marker", 1, true), "the output is in the file")
+      f = assert(io.open(file, "wb"))
+      f:write(data:sub(1, at - 1) .. "S" .. data:sub(at + 1))
+      f:close()
+      -- a load that lasts: history_loading() says true for its first 3 calls
+      local core = assert(engine.load_core())
+      local probe = assert(core.new({}))
+      local methods = getmetatable(probe).__index
+      probe:close()
+      local real_warnings, real_loading = methods.warnings, methods.history_loading
+      local left, early, calls = 3, 0, 0
+      methods.history_loading = function(self)
+        if left > 0 then
+          left = left - 1
+          return true
+        end
+        return real_loading(self)
+      end
+      methods.warnings = function(self)
+        calls = calls + 1
+        if left > 0 then early = early + 1 end
+        return real_warnings(self)
+      end
+      H.clear_notes()
+      local ok, err = pcall(function()
+        assert(p.setup(opts))
+        T.ok(engine.get(), "no engine")
+        H.wait(5000, function() return #H.notes > 0 end, "the load's warning told")
+      end)
+      methods.warnings, methods.history_loading = real_warnings, real_loading
+      if not ok then error(err, 0) end
+      T.eq(early, 0, "eng:warnings() called while the history loaded")
+      T.ok(calls >= 1, "eng:warnings() never called")
+      T.match(table.concat(H.note_texts(), " | "), "corrupt stretch")
+      engine._reset()
+      assert(p.setup({ notify = "never" }))
+    end
+  )
+
+  test(
+    "history: the Lua layer holds no loaded record's output until asked; the core has it",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local opts = { notify = "never", history = { enabled = true, file = dir .. "/h.mpk" } }
+      engine._reset()
+      assert(p.setup(opts))
+      local n, size, ids = 16, 60000, {}
+      for i = 1, n do
+        local ex =
+          p.run({ cmd = { "sh", "-c", ("head -c %d /dev/zero | tr '\\0' y"):format(size) } })
+        ids[i] = ex.id
+      end
+      for i = 1, n do
+        T.ok(p.get(ids[i]):wait(10000), "run " .. i .. " did not end")
+      end
+      engine._reset()
+      collectgarbage()
+      collectgarbage()
+      local before = collectgarbage("count")
+      assert(p.setup(opts))
+      local eng = assert(engine.get())
+      H.wait(10000, function() return not eng:history_loading() end, "the history loaded")
+      require("proctor.list").open()
+      vim.cmd("bwipeout!")
+      collectgarbage()
+      collectgarbage()
+      local held = (collectgarbage("count") - before) * 1024
+      T.ok(
+        held < n * size / 4,
+        ("the Lua heap grew by %d bytes for %d tails of %d"):format(held, n, size)
+      )
+      local data = eng:read(ids[n], "stdout", 0, size)
+      T.eq(#data, size)
+      T.eq(p.record(ids[1]).previous_session, true)
+      engine._reset()
+      assert(p.setup({ notify = "never" }))
+    end
+  )
+
   test("history: survives a restart of Neovim itself; secrets show as *** in a console", function()
     local dir = vim.fn.tempname()
     vim.fn.mkdir(dir, "p")
