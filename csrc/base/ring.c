@@ -189,17 +189,29 @@ static int copy_range(pr_ring_t *r, uint64_t off, char *dst, size_t n) {
   return 0;
 }
 
-/* The memory part's allocation. From PR_RING_HUGE up it is aligned to it and
- * asks for transparent huge pages: a flood fills an 8 MiB ring page by page,
- * and 2,048 faults of 4 KiB were the largest cost left of a bare host's flood
- * on a paravirtualised machine (~24 us each: about 50 ms a ring, against ~5 ms
- * with huge pages). Freed with free(). */
+/* The memory part's allocation, freed with buf_free(p, the same n). From
+ * PR_RING_HUGE up it is a mapping of its own, aligned to PR_RING_HUGE and
+ * asking for transparent huge pages: a flood fills an 8 MiB ring page by
+ * page, and 2,048 faults of 4 KiB were the largest cost left of a bare host's
+ * flood on a paravirtualised machine (~24 us each: about 50 ms a ring,
+ * against ~5 ms with huge pages). A mapping, not malloc: freed, it goes back
+ * to the system at once, and the advice stays off the heap. */
 static char *buf_alloc(size_t n) {
   if (n < PR_RING_HUGE) return malloc(n ? n : 1);
-  void *p = NULL;
-  if (posix_memalign(&p, PR_RING_HUGE, n) != 0) return NULL;
-  (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: without THP, plain pages */
-  return p;
+  size_t len = (n + 4095) & ~(size_t)4095;
+  char *m =
+      mmap(NULL, len + PR_RING_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  size_t lead = (PR_RING_HUGE - (uintptr_t)m % PR_RING_HUGE) % PR_RING_HUGE;
+  if (lead) munmap(m, lead);
+  if (PR_RING_HUGE - lead) munmap(m + lead + len, PR_RING_HUGE - lead);
+  (void)madvise(m + lead, len, MADV_HUGEPAGE); /* a hint: without THP, plain pages */
+  return m + lead;
+}
+
+static void buf_free(char *p, size_t n) {
+  if (p && n >= PR_RING_HUGE) munmap(p, (n + 4095) & ~(size_t)4095);
+  else free(p);
 }
 
 /* Re-layout the memory part into a linear allocation of `ncap` bytes (ncap >= in_mem). */
@@ -207,7 +219,7 @@ static int relayout(pr_ring_t *r, size_t ncap) {
   char *nb = buf_alloc(ncap);
   if (nb == NULL) return PR_ENOMEM;
   mem_out(r, 0, nb, in_mem(r));
-  free(r->buf);
+  buf_free(r->buf, r->cap);
   r->buf = nb;
   r->cap = ncap;
   r->start = 0;
@@ -222,7 +234,7 @@ static void mem_forget(pr_ring_t *r, size_t n) {
 }
 
 static void mem_free(pr_ring_t *r) {
-  free(r->buf);
+  buf_free(r->buf, r->cap);
   r->buf = NULL;
   r->cap = 0;
   r->start = 0;
@@ -242,10 +254,10 @@ static int unspill(pr_ring_t *r, size_t ncap) {
   if (nb == NULL) return ENOMEM;
   int err = copy_range(r, r->head, nb, used(r));
   if (err) {
-    free(nb);
+    buf_free(nb, ncap);
     return err;
   }
-  free(r->buf);
+  buf_free(r->buf, r->cap);
   r->buf = nb;
   r->cap = ncap;
   r->start = 0;
@@ -351,7 +363,7 @@ void pr_ring_unref(pr_ring_t *r) {
   file_close(r);
   pr_spill_unref(r->spill);
   pthread_mutex_destroy(&r->mu);
-  free(r->buf);
+  buf_free(r->buf, r->cap);
   free(r);
 }
 
