@@ -213,11 +213,16 @@ ENGINE_ASAN_OBJ = $(filter-out $(BUILD)/asan/engine/stream.o,$(ASAN_OBJ)) $(BUIL
 STOP_REAPER = $(BUILD)/stop_reaper.so
 $(STOP_REAPER): tests/c/stop_reaper.c csrc/base/wire.h | $(BUILD)
 	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Icsrc -Wall -Wextra -shared -fPIC -o $@ $< -ldl
+# Another (tests/c/slow_shepherd.c): it holds the shepherd inside a spawn request, working
+# or hung, while the engine's liveness check judges its silence.
+SLOW_SHEPHERD = $(BUILD)/slow_shepherd.so
+$(SLOW_SHEPHERD): tests/c/slow_shepherd.c csrc/base/wire.h | $(BUILD)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Icsrc -Wall -Wextra -shared -fPIC -o $@ $< -ldl
 
-$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(HDRS) $(SHEPHERD) $(STOP_REAPER)
+$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(HDRS) $(SHEPHERD) $(STOP_REAPER) $(SLOW_SHEPHERD)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
-$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD) $(STOP_REAPER)
+$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD) $(STOP_REAPER) $(SLOW_SHEPHERD)
 	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)

@@ -47,6 +47,7 @@ allowed() { # allowed <file> <included path>: 0 when the include is allowed
   case $f in
   tests/fuzz/wparse.c) [[ $inc == include/* || $inc == engine/worker.h || $inc == engine/secrets.h ]]; return ;;
   tests/c/stop_reaper.c) [[ $inc == base/wire.h ]]; return ;; # it reads the reapers' packets
+  tests/c/slow_shepherd.c) [[ $inc == base/wire.h ]]; return ;; # it reads the engine's packets
   tests/*) [[ $inc == include/* || $inc != */* ]]; return ;;
   csrc/*/*) ;;
   csrc/*) return 0 ;; # the top level

@@ -100,6 +100,112 @@ local function tick_meter()
   }
 end
 
+-- BENCH_TICK_LOG=ms (proctor variants): every loop tick whose main-thread CPU
+-- or wall time reaches ms is listed in the result (`long_ticks`) with what ran
+-- in it: drain ticks and the events they handed out by kind, consoles made,
+-- renders, the engine round trips (get, read, list) and vim.fn calls (exists),
+-- and the CPU of the drain, console making and rendering. Wrapping the
+-- functions costs a little; the figures of a logged run are not the bench's.
+local TICK_LOG = tonumber(os.getenv("BENCH_TICK_LOG") or "")
+local function tick_log()
+  if not (TICK_LOG and thread_cpu_ms) then return { stop = function() return nil end } end
+  local uv = vim.uv or vim.loop
+  local engine = require("proctor.engine")
+  local console = require("proctor.console")
+  local E, C = engine._H, console._H
+  local cur, long, nticks = {}, {}, 0
+  local function bump(k, n) cur[k] = (cur[k] or 0) + (n or 1) end
+  local function timed(tbl, name, key)
+    local f = tbl[name]
+    tbl[name] = function(...)
+      local c0 = thread_cpu_ms()
+      bump(key)
+      local r = { f(...) }
+      bump(key .. "_cpu", thread_cpu_ms() - c0)
+      return unpack(r)
+    end
+  end
+  timed(E, "drain", "drain")
+  timed(C, "make", "console_made")
+  timed(C, "render", "render")
+  timed(C, "keymaps", "keymaps")
+  timed(C, "redraw_bars", "bars")
+  timed(C, "make_some", "make_some")
+  for _, f in ipairs({
+    "nvim_open_term",
+    "nvim_create_buf",
+    "nvim_buf_set_name",
+    "nvim_create_autocmd",
+  }) do
+    timed(vim.api, f, f:sub(6))
+  end
+  local wrapped = {}
+  local function wrap_subs(subs, what)
+    for name, fn in pairs(subs) do
+      if not wrapped[fn] then
+        local w = function(...)
+          local c0 = thread_cpu_ms()
+          fn(...)
+          bump(what .. name .. "_cpu", thread_cpu_ms() - c0)
+        end
+        wrapped[w] = true
+        subs[name] = w
+      end
+    end
+  end
+  local dispatch = E.dispatch
+  E.dispatch = function(ev)
+    bump(ev.type == "state" and ("ev_" .. ev.state) or ("ev_" .. ev.type))
+    wrap_subs(E.subs, "sub_")
+    wrap_subs(E.tick_subs, "batch_")
+    return dispatch(ev)
+  end
+  local eng = engine.current()
+  local idx = getmetatable(eng).__index
+  local poll = idx.poll
+  idx.poll = function(...)
+    local c0 = thread_cpu_ms()
+    local r = poll(...)
+    bump("poll_cpu", thread_cpu_ms() - c0)
+    return r
+  end
+  for _, m in ipairs({ "get", "read", "list" }) do
+    local f = idx[m]
+    idx[m] = function(...)
+      bump("rt_" .. m)
+      return f(...)
+    end
+  end
+  local exists = vim.fn.exists
+  vim.fn.exists = function(...)
+    bump("fn_exists")
+    return exists(...)
+  end
+  local chk, prep = uv.new_check(), uv.new_prepare()
+  local c0, w0
+  chk:start(function()
+    c0, w0, cur = thread_cpu_ms(), uv.hrtime(), { kib0 = collectgarbage("count") }
+  end)
+  prep:start(function()
+    if not c0 then return end
+    nticks = nticks + 1
+    local cpu, wall = thread_cpu_ms() - c0, (uv.hrtime() - w0) / 1e6
+    if cpu >= TICK_LOG or wall >= TICK_LOG then
+      cur.cpu, cur.wall, cur.tick = cpu, wall, nticks
+      cur.kib = collectgarbage("count")
+      long[#long + 1] = cur
+    end
+    c0 = nil
+  end)
+  return {
+    stop = function()
+      chk:stop()
+      prep:stop()
+      return { ticks = nticks, long = long }
+    end,
+  }
+end
+
 local function peer(name)
   local dir = PEERS .. "/" .. name
   if PEERS == "" or vim.fn.isdirectory(dir) == 0 then return false end
@@ -234,6 +340,7 @@ function M.workload(finish)
   local start = starters[VARIANT]
   local probe = lib.probe()
   local ticks = tick_meter()
+  local tlog = VARIANT:find("^proctor") and tick_log() or { stop = function() return nil end }
   local t0 = lib.now_ms()
   if WORKLOAD == "fanout" then
     local left = N
@@ -249,6 +356,7 @@ function M.workload(finish)
       local p = probe.stop()
       finish({
         tick_cpu = ticks.stop(),
+        long_ticks = tlog.stop(),
         loop_ms = loop_ms,
         loop_cpu_ms = loop_cpu_ms,
         wall_ms = lib.now_ms() - t0,

@@ -1,5 +1,7 @@
 /* base/record.c — the record's fields, listed once (PR_RECORD_FIELDS in
- * include/proctor.h), copying and freeing records, and freeing events.
+ * include/proctor.h), copying and freeing records, freeing events, and the
+ * host's handle on an output event's stream (pr_output_t: its ring, read
+ * under the ring's own mutex, base/ring.h).
  *
  * Thread: any. A record is plain data owned by whoever holds it.
  *
@@ -123,7 +125,21 @@ void pr_event_free(pr_event_t *ev) {
   free(ev->reason);
   free(ev->error);
   free(ev->data);
+  pr_record_free(ev->record);
   pr_ring_unref((pr_ring_t *)ev->ring);
   if (ev->chan) ev->chan_done(ev->chan); /* a chunk consumed: its request's back-pressure count */
   free(ev);
 }
+
+pr_output_t *pr_event_output(const pr_event_t *ev) {
+  if (ev == NULL || ev->type != PR_EV_OUTPUT || ev->ring == NULL) return NULL;
+  pr_ring_ref((pr_ring_t *)ev->ring);
+  return (pr_output_t *)ev->ring;
+}
+
+int pr_output_read(pr_output_t *o, uint64_t from, size_t max, char **data, size_t *len,
+                   uint64_t *next, uint64_t *missed) {
+  return pr_ring_read(o, from, max, data, len, next, missed);
+}
+
+void pr_output_release(pr_output_t *o) { pr_ring_unref(o); }

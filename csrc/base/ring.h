@@ -3,7 +3,8 @@
  * Thread: shared. The engine thread appends (pr_ring_write); the host thread
  * copies out (pr_ring_read, pr_ring_take). Every function takes the ring's own
  * mutex, so a ring is the one object both threads touch; it is reference
- * counted (the execution holds one ref, each queued output marker one more)
+ * counted (the execution holds one ref, each queued output marker one more,
+ * each host handle of include/proctor.h, pr_output_t, one more)
  * and freed on the last unref. It holds only bytes and counters.
  *
  *   absolute offsets:   0 ........ head ............... tail

@@ -112,6 +112,9 @@ static void on_state(void *arg, const pr_state_info_t *st) {
   ev->exit_code = st->exit_code;
   ev->signal = st->signal;
   ev->pid = st->pid;
+  /* the record an on_exit gets comes with the event: the host's drain never
+   * waits for this thread (which may be busy starting a fan-out) to ask for it */
+  if (pr_state_terminal(st->state)) ev->record = pr_exec_snapshot(st->x);
   push(q, ev);
 }
 

@@ -10,7 +10,9 @@
  *                          writable → flush sendq (only while it is non-empty)
  *   EOF (the shepherd died) → the owner's lost() → sweep: kill what carries its tag
  *   liveness: while it holds jobs, PING after PR_SUP_PING_MS of silence; nothing back
- *             for PR_SUP_ANSWER_MS → SIGKILL it, then as after EOF (a stopped shepherd)
+ *             for PR_SUP_ANSWER_MS → ask the kernel: stopped, or asleep without using
+ *             any CPU → SIGKILL it, then as after EOF; running, runnable or using CPU
+ *             (a loaded machine, a large request) → PING again (shepherd_link.h)
  *   sendq: bounded for spawns to a stopped shepherd (PR_SUP_SENDQ_MAX bytes; past it PR_EBUSY)
  *   shutdown: SHUTDOWN, wait for EOF (bounded); no EOF → SIGKILL it, then the sweep
  */
@@ -33,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/locked.h"
@@ -326,6 +329,31 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 
 /* ---- liveness -------------------------------------------------------------------- */
 
+/* The state letter of process `pid` in /proc ('R', 'S', 'D', 'T' stopped,
+ * 't' traced, 'Z', ...), or 0 when it is gone (a read: a pid reused
+ * meanwhile costs nothing but this answer). */
+static char proc_state(int64_t pid) {
+  if (pid <= 0) return 0;
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *rp = strrchr(buf, ')');
+  return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Whether the shepherd is stopped (SIGSTOP, or traced). */
+static int stopped(const pr_sup_t *s) {
+  char st = proc_state(s->shep_pid);
+  return st == 'T' || st == 't';
+}
+
+static int64_t peer_pid(const pr_sup_t *s);
+
 static int busy(const pr_sup_t *s) { return s->jobs > 0 || !pr_queue_empty(&s->sendq); }
 
 static void on_tick(uv_timer_t *t);
@@ -339,6 +367,44 @@ static void arm(pr_sup_t *s) {
 
 static void kill_shepherd(const pr_sup_t *s);
 
+/* The shepherd's pid: from its PONGs, else the process holding the other end
+ * of the socket (a shepherd too starved to have said hello); 0 if none. */
+static int64_t shepherd_pid(pr_sup_t *s) {
+  if (s->shep_pid <= 0) s->shep_pid = peer_pid(s);
+  return s->shep_pid;
+}
+
+/* The shepherd's CPU time in ns (all it ran, as the kernel counts it), or 0
+ * when unknown (no pid yet, or gone). */
+static uint64_t cpu_of(pr_sup_t *s) {
+  clockid_t id;
+  struct timespec ts;
+  pid_t pid = (pid_t)shepherd_pid(s);
+  if (pid <= 0 || clock_getcpuclockid(pid, &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void ping(pr_sup_t *s, uint64_t now) {
+  s->ping_at = now;
+  pr_sup_send(s, PR_W_PING, 0, 0, ++s->ping_token, 0, NULL, 0);
+}
+
+/* Nothing came for PR_SUP_ANSWER_MS after a PING: 1 when the kernel says
+ * the shepherd works (running or runnable, in the kernel, or it used CPU
+ * since the last look), 0 when it is lost (gone, stopped, asleep without
+ * using CPU, or it used PR_SUP_ANSWER_MS of CPU since the first PING of
+ * this silence: a loop). */
+static int working(pr_sup_t *s) {
+  char st = proc_state(shepherd_pid(s));
+  if (st == 0 || stopped(s) || st == 'Z' || st == 'X') return 0;
+  uint64_t cpu = cpu_of(s);
+  if (s->ping_cpu == 0) s->ping_cpu = cpu; /* not known at the PING */
+  if (cpu != 0 && cpu - s->ping_cpu >= (uint64_t)PR_SUP_ANSWER_MS * 1000000u) return 0;
+  int ran = cpu > s->cpu_seen;
+  s->cpu_seen = cpu;
+  return ran || st == 'R' || st == 'D';
+}
+
 static void on_tick(uv_timer_t *t) {
   pr_sup_t *s = (pr_sup_t *)t->data;
   if (!busy(s)) { /* idle: no check, no timer, no cost */
@@ -347,18 +413,28 @@ static void on_tick(uv_timer_t *t) {
     return;
   }
   uint64_t now = uv_now(s->loop);
+  /* It spoke (or read) after the PING: the answer waits behind its work. */
+  if (s->ping_at != 0 && s->last_rx > s->ping_at) s->ping_at = 0;
   if (s->ping_at == 0) {
     if (now - s->last_rx < PR_SUP_PING_MS) return; /* it spoke lately */
-    s->ping_at = now;
-    pr_sup_send(s, PR_W_PING, 0, 0, ++s->ping_token, 0, NULL, 0);
+    s->ping_cpu = s->cpu_seen = cpu_of(s);
+    ping(s, now);
     return;
   }
-  uint64_t since = s->ping_at > s->last_rx ? s->ping_at : s->last_rx;
-  if (now - since < PR_SUP_ANSWER_MS) return;
-  /* A starved loop runs its timers before it polls: take what came first. */
-  if (read_batch(s) || s->ping_at == 0 || s->last_rx > since) return;
-  /* Nothing for PR_SUP_ANSWER_MS after a PING: stopped (SIGSTOP) or hung. It
-   * is killed and handled as a dead one: lost(), the sweep, a new one later. */
+  if (now - s->ping_at < PR_SUP_ANSWER_MS) return;
+  /* A starved loop runs its timers before it polls: give it what waits for
+   * it and take what came first. */
+  if (!pr_queue_empty(&s->sendq) && flush(s) < 0) {
+    lost(s);
+    return;
+  }
+  if (read_batch(s) || s->ping_at == 0 || s->last_rx > s->ping_at) return;
+  if (working(s)) { /* alive on a loaded machine: ask again */
+    ping(s, now);
+    return;
+  }
+  /* Stopped (SIGSTOP), gone or hung: killed and handled as a dead one:
+   * lost(), the sweep, a new one later. */
   kill_shepherd(s);
   lost(s);
 }
@@ -460,22 +536,6 @@ fail_errno:
   return rc;
 }
 
-/* Whether the shepherd is stopped (SIGSTOP, or traced), by its state in
- * /proc (a read: a pid reused meanwhile costs nothing but this answer). */
-static int stopped(const pr_sup_t *s) {
-  if (s->shep_pid <= 0) return 0;
-  char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)s->shep_pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *rp = strrchr(buf, ')');
-  return rp && (rp[2] == 'T' || rp[2] == 't');
-}
-
 static int enqueue(pr_sup_t *s, const pr_wire_hdr_t *h, const char *payload) {
   packet_t *p = malloc(sizeof(*p) + h->len);
   if (p == NULL) return PR_ENOMEM;
@@ -538,23 +598,39 @@ static int holds_peer(const pr_sup_t *s, long pid) {
   return strcmp(link, want) == 0;
 }
 
-/* SIGKILL the shepherd: the process holding the other end of the socket, by
- * a pidfd opened and checked again before the signal (never a bare pid). */
-static void kill_shepherd(const pr_sup_t *s) {
+/* Call fn(s, pid) for each process (of any uid we may read) whose fd 3 is
+ * the shepherd's end of our socket, until fn returns nonzero; returns that
+ * pid, or 0. */
+static int64_t each_peer(const pr_sup_t *s, int (*fn)(const pr_sup_t *s, long pid)) {
   DIR *d = s->peer_ino ? opendir("/proc") : NULL;
-  if (d == NULL) return;
+  if (d == NULL) return 0;
   struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
+  long found = 0;
+  while (found == 0 && (de = readdir(d)) != NULL) {
     char *end;
     long pid = strtol(de->d_name, &end, 10);
     if (*end || pid <= 1 || pid == (long)getpid() || !holds_peer(s, pid)) continue;
-    int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-    if (pfd < 0) continue;
-    if (holds_peer(s, pid)) syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
-    close(pfd);
+    if (fn(s, pid)) found = pid;
   }
   closedir(d);
+  return found;
 }
+
+static int first(const pr_sup_t *s, long pid) { return 1; }
+
+static int64_t peer_pid(const pr_sup_t *s) { return each_peer(s, first); }
+
+/* SIGKILL it by a pidfd opened and checked again before the signal (never a bare pid). */
+static int kill_peer(const pr_sup_t *s, long pid) {
+  int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+  if (pfd < 0) return 0;
+  if (holds_peer(s, pid)) syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+  close(pfd);
+  return 0;
+}
+
+/* SIGKILL the shepherd: every process holding the other end of the socket. */
+static void kill_shepherd(const pr_sup_t *s) { each_peer(s, kill_peer); }
 
 int pr_sup_shutdown(pr_sup_t *s, int grace_ms, int wait_ms) {
   pr_sup_sweep(s); /* a shepherd that died earlier left these: nobody else will kill them */

@@ -31,11 +31,19 @@ typedef struct {
 
 /* Liveness (systemd's WatchdogSec=): while the shepherd holds jobs for us or
  * packets wait to be sent, the link sends a PING when nothing came from the
- * shepherd for PR_SUP_PING_MS; a shepherd from which nothing at all comes
- * (no PONG, no report, no heartbeat while it works through a long batch, and
- * its full socket takes nothing) for PR_SUP_ANSWER_MS after a PING is stopped or hung:
- * it is SIGKILLed and handled as a dead one (lost(), the sweep, a new
- * shepherd on the next start). Idle (no job), nothing is sent and no timer runs. */
+ * shepherd for PR_SUP_PING_MS. When nothing at all comes (no PONG, no
+ * report, no heartbeat while it works through a long batch, and its full
+ * socket takes nothing) for PR_SUP_ANSWER_MS after that PING, the kernel is
+ * asked what the shepherd does (its state and CPU time, as `ps` shows them):
+ *   stopped (SIGSTOP, traced), gone, or asleep without having used any CPU
+ *     since the last look: lost. It is SIGKILLed and handled as a dead one
+ *     (lost(), the sweep, a new shepherd on the next start);
+ *   running, waiting for a CPU or in the kernel, or having used CPU since the
+ *     last look: alive and working (a loaded machine, a large request): a
+ *     new PING, and the same question after PR_SUP_ANSWER_MS more;
+ *   having used PR_SUP_ANSWER_MS of CPU since the first PING of this silence
+ *     without a word: hung in a loop, lost.
+ * Idle (no job), nothing is sent and no timer runs. */
 #define PR_SUP_PING_MS 1000
 #define PR_SUP_ANSWER_MS 2000
 #define PR_SUP_TICK_MS 250
@@ -62,6 +70,8 @@ typedef struct pr_sup {
   uint64_t ping_at;   /* uv_now (ms) when the unanswered PING was sent; 0 when none */
   int64_t ping_token; /* the token of the last PING */
   int64_t shep_pid;   /* the shepherd's pid, from its PONGs (0 until the first) */
+  uint64_t ping_cpu;  /* the shepherd's CPU time (ns) when the first PING of this silence went */
+  uint64_t cpu_seen;  /* its CPU time (ns) at the last look (a PING, a judged silence) */
   char *path;         /* binary */
   char *recvbuf;      /* PR_WIRE_MAX_PAYLOAD bytes */
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */

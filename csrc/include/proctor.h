@@ -468,6 +468,9 @@ typedef struct pr_event {
   char *reason, *error;
   int exit_code, signal;
   int64_t pid;
+  /* A terminal state's event: the execution's record as of its end (owned;
+   * NULL when out of memory), so the host needs no round trip for it. */
+  pr_record_t *record;
   /* PR_EV_OUTPUT */
   int stream;
   char *data; /* owned */
@@ -639,6 +642,34 @@ void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n);
 
 /* pr_event_free: free an event taken by pr_engine_poll (NULL is fine). */
 void pr_event_free(pr_event_t *ev);
+
+/* An output stream read on the host thread without the engine thread: the
+ * stream's ring (base/ring.h), shared with the engine under the ring's own
+ * mutex and counted, so it outlives its execution (deleted, purged, the
+ * engine closed) while a host reference holds it. pr_engine_read is a round
+ * trip to the engine thread (it finds the execution by id); this is a read of
+ * memory and of the ring's spill file, never waiting for that thread. */
+typedef struct pr_ring pr_output_t;
+
+/* pr_event_output: the stream of an output event (PR_EV_OUTPUT), with a new
+ * reference the caller drops with pr_output_release; NULL for any other
+ * event. Any thread; the event stays the caller's. */
+pr_output_t *pr_event_output(const pr_event_t *ev);
+
+/* pr_output_read: copy up to `max` bytes of the stream from absolute offset
+ * `from` into a fresh malloc'd buffer (*data, *len; *data is NULL when *len is
+ * 0), like pr_engine_read: bytes the ring no longer holds are skipped and
+ * counted in *missed, `from` past the end reads nothing, *next is the offset
+ * after the last byte copied. Returns 0, PR_ENOMEM, or a negative errno when
+ * the spill file could not be read (nothing copied). Any thread: it takes
+ * only the ring's mutex, which the engine thread holds for memory copies,
+ * never for a disk write. */
+int pr_output_read(pr_output_t *o, uint64_t from, size_t max, char **data, size_t *len,
+                   uint64_t *next, uint64_t *missed);
+
+/* pr_output_release: drop a reference from pr_event_output; the last one
+ * frees the ring (and closes its spill file). NULL is fine. Any thread. */
+void pr_output_release(pr_output_t *o);
 
 /* pr_hrtime: monotonic clock in nanoseconds. Any thread (base/clock.c). */
 uint64_t pr_hrtime(void);

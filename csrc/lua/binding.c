@@ -629,6 +629,7 @@ __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
     lua_setfield(L, -2, "__tostring");
   }
   lua_pop(L, 1);
+  pr_lua_output_open(L);
   lua_newtable(L);
   lua_pushcfunction(L, l_new);
   lua_setfield(L, -2, "new");

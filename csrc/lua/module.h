@@ -15,6 +15,10 @@
 void pr_lua_push_record(lua_State *L, const pr_record_t *r);
 void pr_lua_push_event(lua_State *L, const pr_event_t *ev);
 
+/* pr_lua_output_open: register the metatable of an output event's `ring`
+ * (ring:read, push.c) and its registry cache; call once from luaopen. */
+void pr_lua_output_open(lua_State *L);
+
 /* pr_lua_to_json: the value at index i as JSON text (malloc'd, NUL-terminated,
  * *len bytes). NULL with *err set when it cannot be encoded (a NaN, a
  * function, a cycle...), NULL with *err NULL when out of memory. Raw access

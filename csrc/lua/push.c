@@ -5,10 +5,27 @@
  * A record table is made from the record's one description
  * (pr_record_fields, include/proctor.h): the same keys, in the same
  * presence, as the RPC map of rpc/pack.c.
+ *
+ * An output event that skipped bytes (`missed` > 0) carries its stream as
+ * `ring`, a userdata holding a counted reference (pr_output_t): ring:read
+ * copies what the ring still holds under the ring's own mutex, on this
+ * thread, never waiting for the engine thread (eng:read does: it finds the
+ * execution there). One userdata per ring while Lua holds it (a weak table
+ * in the registry), so a flood's events share one; the last reference goes
+ * with its __gc.
  */
+#include <stdlib.h>
+
 #include "include/proctor.h"
 #include "lua/compat.h"
 #include "lua/module.h"
+
+#define PR_OUTPUT_MT "proctor.core.output"
+#define PR_OUTPUTS "proctor.core.outputs" /* registry: lightuserdata ring -> its userdata (weak) */
+
+typedef struct {
+  pr_output_t *o; /* NULL once collected */
+} loutput_t;
 
 static void set_str(lua_State *L, const char *k, const char *v) {
   if (v == NULL) return;
@@ -76,6 +93,94 @@ void pr_lua_push_record(lua_State *L, const pr_record_t *r) {
 
 static void push_worker_event(lua_State *L, const pr_event_t *ev);
 
+/* ---- an output event's stream: ring:read ---------------------------------------------- */
+
+/* ring:read(from[, max]) -> data, next_offset, missed | nil, msg, name */
+static int l_output_read(lua_State *L) {
+  loutput_t *u = luaL_checkudata(L, 1, PR_OUTPUT_MT);
+  lua_Integer from = luaL_checkinteger(L, 2);
+  lua_Integer max = luaL_optinteger(L, 3, (lua_Integer)1 << 30);
+  luaL_argcheck(L, from >= 0, 2, "offset must be >= 0");
+  luaL_argcheck(L, max >= 0, 3, "max must be >= 0");
+  luaL_argcheck(L, u->o != NULL, 1, "output handle already released");
+  char *data;
+  size_t len;
+  uint64_t next, missed;
+  int rc = pr_output_read(u->o, (uint64_t)from, (size_t)max, &data, &len, &next, &missed);
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", pr_err_name(rc), pr_strerror(rc));
+    lua_pushstring(L, pr_err_name(rc));
+    return 3;
+  }
+  lua_pushlstring(L, data ? data : "", len);
+  free(data);
+  lua_pushinteger(L, (lua_Integer)next);
+  lua_pushinteger(L, (lua_Integer)missed);
+  return 3;
+}
+
+static int l_output_gc(lua_State *L) {
+  loutput_t *u = luaL_checkudata(L, 1, PR_OUTPUT_MT);
+  pr_output_release(u->o);
+  u->o = NULL;
+  return 0;
+}
+
+static int l_output_tostring(lua_State *L) {
+  loutput_t *u = luaL_checkudata(L, 1, PR_OUTPUT_MT);
+  lua_pushfstring(L, "proctor.output: %p", (void *)u->o);
+  return 1;
+}
+
+void pr_lua_output_open(lua_State *L) {
+  if (luaL_newmetatable(L, PR_OUTPUT_MT)) {
+    lua_newtable(L);
+    lua_pushcfunction(L, l_output_read);
+    lua_setfield(L, -2, "read");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_output_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_output_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  lua_newtable(L); /* the cache: a collected userdata leaves it before its __gc runs */
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, PR_OUTPUTS);
+}
+
+/* Set field `ring` of the event table on top: the one userdata of ev's ring. */
+static void push_output(lua_State *L, const pr_event_t *ev) {
+  pr_output_t *o = pr_event_output(ev);
+  if (o == NULL) return;
+  lua_getfield(L, LUA_REGISTRYINDEX, PR_OUTPUTS);
+  if (!lua_istable(L, -1)) { /* luaopen_proctor_core made it: never here */
+    lua_pop(L, 1);
+    pr_output_release(o);
+    return;
+  }
+  lua_pushlightuserdata(L, o);
+  lua_rawget(L, -2);
+  if (lua_isuserdata(L, -1)) { /* already one: it holds its own reference */
+    pr_output_release(o);
+  } else {
+    lua_pop(L, 1);
+    loutput_t *u = pr_newuserdata(L, sizeof(*u));
+    u->o = o;
+    luaL_getmetatable(L, PR_OUTPUT_MT);
+    lua_setmetatable(L, -2);
+    lua_pushlightuserdata(L, o);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_setfield(L, -3, "ring");
+  lua_pop(L, 1);
+}
+
 void pr_lua_push_event(lua_State *L, const pr_event_t *ev) {
   char sb[32];
   lua_createtable(L, 0, 8);
@@ -91,6 +196,7 @@ void pr_lua_push_event(lua_State *L, const pr_event_t *ev) {
     lua_setfield(L, -2, "data");
     set_int(L, "offset", (lua_Integer)ev->offset);
     set_int(L, "missed", (lua_Integer)ev->missed);
+    if (ev->missed > 0) push_output(L, ev);
     return;
   }
   set_str(L, "type", "state");
@@ -101,6 +207,10 @@ void pr_lua_push_event(lua_State *L, const pr_event_t *ev) {
   if (pr_state_terminal(ev->state)) {
     if (ev->exit_code >= 0) set_int(L, "exit_code", ev->exit_code);
     if (ev->signal > 0) set_str(L, "signal", pr_signal_name(ev->signal, sb, sizeof(sb)));
+    if (ev->record) {
+      pr_lua_push_record(L, ev->record);
+      lua_setfield(L, -2, "record");
+    }
   } else if (ev->pid > 0) {
     set_int(L, "pid", (lua_Integer)ev->pid);
   }

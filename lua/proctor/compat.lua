@@ -20,6 +20,9 @@
 ---   :terminal's environment  VIM, VIMRUNTIME passed on;    VIM, VIMRUNTIME left out; a server
 ---                            NVIM = v:servername           started for NVIM when none (0.9)
 ---   CTRL-C in vim.wait()     seen when its time is up      ends it at once (-2)
+---   a terminal buffer shows  on its 10 ms refresh timer;   on the next turn of the main loop
+---   what was sent            the end of a synchronized     after a synchronized update (DEC
+---                            update is ignored             mode 2026) ends (0.12)
 ---   a function kept out of   jit.off (LuaJIT)              the same; nothing without LuaJIT
 ---   the trace compiler
 ---
@@ -52,6 +55,14 @@ function M.interpreted(...)
   end
   return ...
 end
+
+--- Bytes that end a synchronized update (DEC private mode 2026, set then
+--- reset). Sent to a terminal buffer after the last output, they make Neovim
+--- 0.12 copy the terminal's screen into the buffer on the next turn of the main
+--- loop instead of on its 10 ms refresh timer; older Neovims ignore the mode
+--- (nothing is shown, the cursor does not move) and refresh on the timer. No
+--- probe is needed: the same bytes are right on every version.
+M.TERMINAL_FLUSH = "\27[?2026h\27[?2026l"
 
 --- Does this Neovim have 'winbar'?
 ---@return boolean

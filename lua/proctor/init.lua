@@ -695,6 +695,10 @@ function H.run(spec)
   if not ok then return H.fail("EINVAL", H.binding_text(id)) end
   if not id then return nil, msg, name end
   engine.flush_later()
+  -- A console shown now is dearer than a wake-up (its terminal, 1-10 ms of
+  -- this thread): the engine thread starts the process meanwhile. Runs without
+  -- a window (a fan-out loop) keep the turn's one wake-up.
+  if window then eng:flush() end
   local ex = setmetatable({ id = id }, Execution)
   -- kept for rerun (the core copied what it needs: `s` is this layer's now);
   -- the size from this window is not the next one's
@@ -844,13 +848,19 @@ function H.on_event(ev)
   local terminal = engine.TERMINAL[ev.state]
   if ev.prev == nil and not engine.specs[id] then H.agent_first(id) end
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
-  -- The record is read (a call that waits for the engine thread) only when
-  -- someone gets it: a User autocmd, on_exit, the notification.
-  local rec
-  local listen = vim.fn.exists("#User#ProctorStateChanged") == 1
+  -- A terminal event brings the record (on_exit's, the notification's, the
+  -- User autocmds'); another one's is read (a call that waits for the engine
+  -- thread) only for a ProctorStateChanged autocmd.
+  local rec = ev.record
+  local listen = H.has_autocmd("ProctorStateChanged")
   local eng = engine.current()
-  if eng and (listen or (terminal and H.wants_end(id, w))) then rec = (eng:get(id)) end
-  rec = rec or vim.tbl_extend("force", {}, ev)
+  if not rec and eng and (listen or (terminal and H.wants_end(id, w))) then rec = (eng:get(id)) end
+  if not rec then -- a copy of the event (plain: vim.tbl_extend validates its arguments)
+    rec = {}
+    for k, v in pairs(ev) do
+      rec[k] = v
+    end
+  end
   -- The record as of this event (the core may already be further along).
   rec.state, rec.prev = ev.state, ev.prev
   if listen then
@@ -906,10 +916,23 @@ end
 -- Does the end of `id` (watched as `w`) need the whole record?
 function H.wants_end(id, w)
   if w and w.cbs.on_exit then return true end
-  if vim.fn.exists("#User#ProctorExit") == 1 then return true end
+  if H.has_autocmd("ProctorExit") then return true end
   local own = H.quiet[id]
   if own == false then return false end
   return (type(own) == "string" and own or config.get().notify) ~= "never"
+end
+
+-- Is there a User autocmd for `pattern`? Asked once per batch of events (a
+-- vim.fn call each event was a fair part of a fan-out's drain); an autocmd
+-- made during a batch counts from the next one.
+H.autocmds = {}
+function H.has_autocmd(pattern)
+  local v = H.autocmds[pattern]
+  if v == nil then
+    v = vim.fn.exists("#User#" .. pattern) == 1
+    H.autocmds[pattern] = v
+  end
+  return v
 end
 
 function H.call(fn, what, id, ...)
@@ -931,6 +954,7 @@ end
 -- came for NOTIFY_MS (a burst of 40 failures: one message, not 36), at the
 -- latest NOTIFY_MAX_MS after the first.
 function H.on_batch()
+  H.autocmds = {}
   if #H.ended == H.told_upto then return end
   H.told_upto = #H.ended
   local uv = compat.uv

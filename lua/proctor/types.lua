@@ -114,6 +114,7 @@
 ---@field exit_code integer|nil
 ---@field signal string|nil
 ---@field pid integer|nil
+---@field record proctor.Record|nil terminal states: the record as of the end
 
 ---@class proctor.OutputEvent
 ---@field type "output"
@@ -122,6 +123,15 @@
 ---@field data string
 ---@field offset integer absolute offset of data's first byte in the stream
 ---@field missed integer bytes skipped before data
+---@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread
+
+--- An output event's handle on its stream's ring buffer (|proctor-core-ring|).
+---@class proctor.OutputRing
+local OutputRing = {}
+---@param from integer
+---@param max integer|nil
+---@return string|nil data, integer|string next_offset_or_err, integer|nil missed
+function OutputRing:read(from, max) end
 
 --- The `proctor.core` module (|proctor-core|).
 ---@class proctor.core

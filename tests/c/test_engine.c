@@ -644,6 +644,85 @@ static void test_reaper_stopped_before_spawned(void) {
   for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
+/* A shepherd silent past the liveness check's PING and answer window
+ * (tests/c/slow_shepherd.c, preloaded into it, holds it inside a spawn
+ * request: on a loaded machine a large request or a starved CPU does that).
+ * "work": it is alive and uses CPU (a loop of 1 ms sleeps) until a second
+ * PING waits for it, proof that the engine judged the first silence: the
+ * execution must complete, not end supervisor_lost (the old check killed
+ * every shepherd silent that long). "hang": asleep for good, using no CPU,
+ * and "spin": running for good without a word (it is killed once it used
+ * the answer window's worth of CPU, however long a loaded machine takes to
+ * give it that): it must still be killed and its execution end
+ * failed/supervisor_lost, and the next start gets a new shepherd. No
+ * duration is asserted: each step waits for a condition. */
+static void test_shepherd_slow_or_hung(void) {
+  static const char *modes[] = {"work", "hang", "spin"};
+  char self[512], dir[300], wrapper[320], mark[320];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = 0;
+  *strrchr(self, '/') = 0; /* build/: the shepherd and slow_shepherd.so are here */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  char why[3][400] = {{0}};
+  for (int m = 0; m < 3; m++) {
+    snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
+    snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
+    FILE *f = fopen(wrapper, "w");
+    CHECK(f != NULL);
+    fprintf(f,
+            "#!/bin/sh\nPROCTOR_TEST_SLOW=%s PROCTOR_TEST_SLOW_MARK='%s' "
+            "LD_PRELOAD='%s/slow_shepherd.so' exec '%s/proctor-shepherd' \"$@\"\n",
+            modes[m], mark, self, self);
+    fclose(f);
+    chmod(wrapper, 0755);
+    pr_engine_opts_t opts = {.shepherd_path = wrapper};
+    pr_engine_t *e;
+    if (pr_engine_new(&opts, &e) != 0) {
+      snprintf(why[m], sizeof(why[m]), "no engine");
+      continue;
+    }
+    const char *env[] = {"PROCTOR_TEST_HOLD=1"};
+    pr_spec_t s = {.shell = "echo fine", .env = env, .envc = 1, .kill_grace_ms = -1};
+    uint64_t id = 0;
+    int rc = pr_engine_start(e, &s, &id);
+    outcome_t *o = calloc(3, sizeof(*o));
+    int ended = rc == 0 && drain(e, o, 1, 1, 120000);
+    pr_record_t *r = NULL;
+    const char *reason = ended && pr_engine_get(e, id, 0, &r) == 0 ? r->reason : "?";
+    char marks[64] = {0};
+    int mfd = open(mark, O_RDONLY);
+    if (mfd >= 0) {
+      if (read(mfd, marks, sizeof(marks) - 1) < 0) marks[0] = 0;
+      close(mfd);
+    }
+    uint64_t next = ended ? start_sh(e, "echo next") : 0;
+    int next_ok = next == 2 && drain(e, o, 2, 1, 30000) && o[2].state == PR_COMPLETED;
+    if (rc != 0 || id != 1) snprintf(why[m], sizeof(why[m]), "start: %s", pr_err_name(rc));
+    else if (!ended) snprintf(why[m], sizeof(why[m]), "never ended: %s", pr_state_name(o[1].state));
+    else if (m == 0 && (o[1].state != PR_COMPLETED || strcmp(marks, "held\npinged\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a working shepherd: %s (%s), its marks '%s'",
+               pr_state_name(o[1].state), reason, marks);
+    else if (m == 0 && (o[1].data == NULL || strcmp(o[1].data, "fine\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "its output: %s", o[1].data ? o[1].data : "(none)");
+    else if (m > 0 && (o[1].state != PR_FAILED || strcmp(reason, "supervisor_lost") != 0 ||
+                       strcmp(marks, "held\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a shepherd hung (%s): %s (%s), its marks '%s'", modes[m],
+               pr_state_name(o[1].state), reason, marks);
+    else if (!next_ok)
+      snprintf(why[m], sizeof(why[m]), "the next start: %s", pr_state_name(o[2].state));
+    if (r) pr_record_free(r);
+    free_outcomes(o, 2);
+    pr_engine_free(e);
+    unlink(wrapper);
+    unlink(mark);
+  }
+  rmdir(dir);
+  for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
+}
+
 /* Remove a private test directory and the files in it. */
 static void rm_dir(const char *dir) {
   DIR *d = opendir(dir);
@@ -920,6 +999,99 @@ static void test_target_idle_close(void) {
   rmdir(dir);
 }
 
+/* The host reads what a poll skipped from the output event's ring itself
+ * (pr_event_output, pr_output_read: the ring's own mutex, never the engine
+ * thread), while the engine writes and spills that ring: 1 KiB polls of a
+ * `seq` flood, each gap before an event read from the handle, give back the
+ * whole stream in order. The handle outlives its execution (deleted) and its
+ * engine (freed): the bytes are still there, and ASan/TSan see no use after
+ * free when the last reference goes. */
+static void test_output_read_on_host(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  unsigned n = 200000 / (unsigned)scale;
+  size_t total = 0; /* bytes of `seq 1 n` */
+  for (unsigned i = 1; i <= n; i++) {
+    char b[16];
+    total += (size_t)snprintf(b, sizeof(b), "%u\n", i);
+  }
+  pr_engine_opts_t opts = {.output_limit = 4 << 20, .output_memory = 4096, .spill_dir = dir};
+  pr_engine_t *e;
+  CHECK(pr_engine_new(&opts, &e) == 0);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "seq 1 %u", n);
+  uint64_t id = start_sh(e, cmd);
+  CHECK_EQ(id, 1);
+  char *got = malloc(total + 1);
+  CHECK(got != NULL);
+  size_t have = 0;
+  int ended = 0, holes = 0, bad = 0;
+  pr_output_t *o = NULL;
+  uint64_t deadline = now_ms() + 60000;
+  pr_event_t *evs[64];
+  while (!ended && now_ms() < deadline) {
+    pr_engine_wait(e, 100);
+    size_t k = pr_engine_poll(e, evs, 64, 1024);
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_STATE && pr_state_terminal(ev->state)) ended = 1;
+      if (ev->type == PR_EV_OUTPUT) {
+        if (o == NULL) o = pr_event_output(ev);
+        if (ev->offset > have) holes++;
+        while (o && ev->offset > have) { /* the gap: from the ring, on this thread */
+          char *d;
+          size_t len;
+          uint64_t next, missed;
+          size_t want = ev->offset - have < 700 ? (size_t)(ev->offset - have) : 700;
+          if (pr_output_read(o, have, want, &d, &len, &next, &missed) != 0 || missed != 0 ||
+              len == 0 || have + len > total) {
+            bad++;
+            free(d);
+            break;
+          }
+          memcpy(got + have, d, len);
+          have += len;
+          free(d);
+        }
+        if (ev->offset == have && have + ev->len <= total) {
+          memcpy(got + have, ev->data, ev->len);
+          have += ev->len;
+        } else {
+          bad++;
+        }
+      }
+      pr_event_free(ev);
+    }
+  }
+  char *want = malloc(total + 1);
+  CHECK(want != NULL);
+  size_t w = 0;
+  for (unsigned i = 1; i <= n; i++) w += (size_t)snprintf(want + w, total + 1 - w, "%u\n", i);
+  CHECK(ended);
+  CHECK(o != NULL);
+  CHECKF(bad == 0 && have == total && memcmp(got, want, total) == 0,
+         "%d bad events, %zu of %zu bytes, %d holes", bad, have, total, holes);
+  CHECKF(holes > 0, "%d holes (1 KiB polls of %zu bytes)", holes, total);
+  /* the execution deleted, then the engine freed: the handle still reads the ring */
+  CHECK_EQ(pr_engine_delete(e, id, 0), PR_DELETED);
+  char *d;
+  size_t len;
+  uint64_t next, missed;
+  CHECK_EQ(pr_engine_read(e, id, 0, PR_STDOUT, 0, 10, &d, &len, &next, &missed), PR_ENOENT);
+  pr_engine_free(e);
+  int rc = o ? pr_output_read(o, 0, total + 10, &d, &len, &next, &missed) : -1;
+  CHECKF(rc == 0 && len == total && next == total && missed == 0 && memcmp(d, want, total) == 0,
+         "after delete and free: rc %d, %zu bytes, next %ju", rc, len, (uintmax_t)next);
+  if (rc == 0) free(d);
+  pr_output_release(o);
+  pr_output_release(NULL);
+  free(got);
+  free(want);
+  rm_dir(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_table);
@@ -934,11 +1106,13 @@ int main(int argc, char **argv) {
   RUN(test_drain_after_stall);
   RUN(test_spawned_without_fds);
   RUN(test_reaper_stopped_before_spawned);
+  RUN(test_shepherd_slow_or_hung);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
   RUN(test_two_engines_share_history);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
+  RUN(test_output_read_on_host);
   return TAP_END();
 }

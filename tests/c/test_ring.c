@@ -673,7 +673,7 @@ static void test_take_head_chunks(void) {
 static int vm_flags(const void *p, char *out, size_t n) {
   FILE *f = fopen("/proc/self/smaps", "r");
   if (f == NULL) return 0;
-  char line[512];
+  char line[256];
   int in = 0, found = 0;
   while (!found && fgets(line, sizeof(line), f)) {
     unsigned long lo, hi;
@@ -698,11 +698,72 @@ static void test_big_ring_huge_pages(void) {
   CHECKF(r->cap >= ((size_t)2 << 20), "cap %zu", r->cap);
   CHECKF(((uintptr_t)r->buf & (((uintptr_t)2 << 20) - 1)) == 0, "buf %p not 2 MiB-aligned",
          (void *)r->buf);
-  char flags[512];
+  char flags[256];
   if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0 &&
       vm_flags(r->buf, flags, sizeof(flags)))
     CHECKF(strstr(flags, " hg") != NULL, "no huge-page advice: %s", flags);
   pr_ring_unref(r);
+}
+
+/* A host reference read by offset (pr_ring_read, what pr_output_read is)
+ * while the writer writes, spills and wraps on its own thread, then drops the
+ * execution's reference: every read is the pattern at its offsets, what it
+ * skipped is exactly what the ring no longer held, and the ring lives on
+ * until the reader's unref, the last one (ASan: no use after free; the TSan
+ * build of this file: no race). */
+typedef struct {
+  pr_ring_t *r;
+  uint64_t total;
+  int finished; /* atomic */
+} release_thread_t;
+
+static void *release_writer(void *arg) {
+  release_thread_t *t = arg;
+  for (int k = 0; k < 3000; k++) put(t->r, &t->total, 1 + (size_t)(k * 7919 % 3000));
+  pr_ring_unref(t->r); /* the execution goes: the host's reference keeps the ring */
+  __atomic_store_n(&t->finished, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_read_while_written_then_released(void) {
+  char dir[256];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  release_thread_t t = {spill_ring(dir, 50000, 4096, NULL), 0, 0};
+  CHECK(t.r);
+  pr_ring_ref(t.r); /* the host's */
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, release_writer, &t) == 0);
+  int bad = 0, done = 0, reads = 0;
+  uint64_t at = 0, seen = 0, skipped = 0;
+  /* until the writer is done and the reader has caught up with its last byte */
+  while (!done || at < t.total) {
+    if (!done) done = __atomic_load_n(&t.finished, __ATOMIC_ACQUIRE);
+    char *d;
+    size_t n;
+    uint64_t next, missed, head, tail;
+    /* behind the writer: from where the last read ended, or an older offset */
+    uint64_t from = reads % 4 == 3 && at > 20000 ? at - 20000 : at;
+    pr_ring_stats(t.r, &head, &tail);
+    if (pr_ring_read(t.r, from, 6000, &d, &n, &next, &missed) != 0) bad++;
+    reads++;
+    for (size_t j = 0; j < n; j++) bad += d[j] != (char)((next - n + j) % 251);
+    bad += next - n != from + missed;          /* bytes skipped, then the bytes read */
+    bad += missed > 0 && from + missed < head; /* skipped no more than had been dropped */
+    free(d);
+    if (from == at) {
+      seen += n;
+      skipped += missed;
+      at = next;
+    }
+  }
+  pthread_join(th, NULL);
+  CHECK_EQ(bad, 0);
+  CHECKF(seen > 0 && seen + skipped == t.total, "read %ju + skipped %ju of %ju", (uintmax_t)seen,
+         (uintmax_t)skipped, (uintmax_t)t.total);
+  check_pattern(t.r, t.total); /* the writer's reference is gone, the bytes are not */
+  pr_ring_unref(t.r);          /* the last: frees the ring and closes its file */
+  CHECK_EQ(dir_entries(dir), 0);
+  rmdir(dir);
 }
 
 int main(void) {
@@ -724,5 +785,6 @@ int main(void) {
   RUN(test_spill_write_unlocked);
   RUN(test_take_head_chunks);
   RUN(test_big_ring_huge_pages);
+  RUN(test_read_while_written_then_released);
   return TAP_END();
 }

@@ -23,6 +23,25 @@ return function(T, ctx)
     T.eq(r.events[2].prev, "queued")
   end)
 
+  test("a terminal state event carries the record as of the end, the one get gives", function()
+    local r = U.run(eng, { cmd = { "sh", "-c", "printf abc; exit 3" }, label = "rec" })
+    for _, ev in ipairs(r.events) do
+      if ev.type == "state" and not U.terminal[ev.state] then T.eq(ev.record, nil, ev.state) end
+    end
+    local rec = r.final.record
+    T.ok(type(rec) == "table", "the terminal event has no record")
+    T.eq(rec.id, r.final.id)
+    T.eq(rec.state, "failed")
+    T.eq(rec.exit_code, 3)
+    T.eq(rec.label, "rec")
+    T.eq(rec.bytes.stdout, 3)
+    T.ok(rec.ended_at and rec.duration_ms and rec.env_keys, "ended_at, duration_ms, env_keys")
+    local now = assert(eng:get(r.final.id))
+    for k, v in pairs(now) do
+      if type(v) ~= "table" then T.eq(rec[k], v, k) end
+    end
+  end)
+
   test("hold: queued until release, never spawned when canceled first (reason kept)", function()
     local p = io.popen("mktemp -d")
     local dir = p:read("l")
@@ -345,6 +364,59 @@ return function(T, ctx)
     T.eq(ok, nil)
     T.eq(name, "ENOSTREAM")
   end)
+
+  test(
+    "read: an event that skipped bytes carries its ring; ring:read reads them without the engine thread, after delete and close too",
+    function()
+      local e2 = assert(core.new {})
+      local id = assert(e2:start { cmd = { "sh", "-c", "seq 1 20000" } })
+      local evs, final, ring = {}, nil, nil
+      local deadline = U.now() + 30000
+      while not final and U.now() < deadline do
+        for _, ev in ipairs(e2:wait(200, 1024, 1000)) do -- 1000-byte polls: bytes skipped
+          if ev.id == id then
+            evs[#evs + 1] = ev
+            if ev.type == "state" and U.terminal[ev.state] then final = ev end
+          end
+        end
+      end
+      T.ok(final, "the run ended")
+      local skipped, same = 0, true
+      for _, ev in ipairs(evs) do
+        if ev.type == "output" then
+          T.eq(ev.ring ~= nil, ev.missed > 0, "a ring exactly when bytes were skipped")
+          if ev.ring then
+            skipped = skipped + 1
+            ring = ring or ev.ring
+            same = same and rawequal(ring, ev.ring)
+          end
+        end
+      end
+      T.ok(skipped > 0, "events that skipped bytes")
+      T.ok(same, "one ring userdata for the stream's events")
+      T.match(tostring(ring), "^proctor.output: ")
+      local all, nxt, missed = e2:read(id, "stdout", 0)
+      T.eq(#all, 108894)
+      local d, n2, m2 = ring:read(0)
+      T.eq(d, all)
+      T.eq(n2, nxt)
+      T.eq(m2, missed)
+      d, n2, m2 = ring:read(100, 7)
+      T.eq(d, all:sub(101, 107))
+      T.eq(n2, 107)
+      T.eq(m2, 0)
+      d, n2 = ring:read(200000, 10)
+      T.eq(d, "")
+      T.eq(n2, 108894)
+      T.raises(function() ring:read(-1) end, "offset")
+      T.raises(function() ring:read(0, -1) end, "max")
+      T.eq(e2:delete(id), "deleted")
+      T.eq(select(3, e2:read(id, "stdout", 0)), "ENOENT")
+      T.eq((ring:read(0)), all, "the ring outlives its deleted execution")
+      e2:close()
+      T.eq((ring:read(108890)), "000\n", "and the engine's close")
+    end
+  )
 
   test("ring keeps the tail; missed counts dropped head bytes", function()
     local small = assert(core.new { output_limit = 1000 })

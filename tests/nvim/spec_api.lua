@@ -478,9 +478,9 @@ return function(test, T, H)
         local rec = T.ok(ex:wait(30000))
         T.eq(rec.state, "completed", "execution " .. i)
       end
-      -- every console is made (on later ticks, or at once when asked for) and
-      -- renders its line when shown
-      H.wait(20000, function()
+      -- every console is made (on later ticks, two steps each, or at once
+      -- when asked for) and renders its line when shown
+      H.wait(60000, function()
         for _, ex in ipairs(exs) do
           if not console._H.consoles[ex.id] then return false end
         end
@@ -670,6 +670,82 @@ return function(test, T, H)
         1,
         "wake-ups of the engine thread for the fan-out"
       )
+      c.stop()
+    end
+  )
+
+  test(
+    "fan-out with on_exit: each gets the whole record without a call to the engine thread; User autocmds looked up once a batch",
+    function()
+      local c = H.child()
+      c.lua([[
+      require("proctor").setup({ notify = "never" })
+      require("proctor.engine").get()
+      require("proctor.console")
+    ]])
+      local got = c.lua([[
+      local p = require("proctor")
+      local engine = require("proctor.engine")
+      local eng = engine.get()
+      _G.exits, _G.autocmd_exits, _G.batch_max, _G.n_state = {}, 0, 0, 0
+      local exists, in_batch = vim.fn.exists, 0
+      vim.fn.exists = function(...)
+        in_batch = in_batch + 1
+        return exists(...)
+      end
+      engine.subscribe("test", function(ev)
+        if ev.type == "state" then _G.n_state = _G.n_state + 1 end
+      end)
+      engine.on_batch("test", function()
+        if in_batch > _G.batch_max then _G.batch_max = in_batch end
+        in_batch = 0
+      end)
+      vim.api.nvim_create_autocmd("User", { pattern = "ProctorExit", callback = function()
+        _G.autocmd_exits = _G.autocmd_exits + 1
+      end })
+      _G.w0 = eng:wakeups()
+      _G.ids = {}
+      for i = 1, 100 do
+        _G.ids[i] = p.run({ cmd = { "printf", "y%s\\n", tostring(i) }, open = { open = "none" },
+                            notify = false,
+                            on_exit = function(_, rec) _G.exits[#_G.exits + 1] = rec end }).id
+      end
+      return #_G.ids
+    ]])
+      T.eq(got, 100, "runs started")
+      c.wait(
+        30000,
+        [[#_G.exits == 100 and _G.autocmd_exits == 100]],
+        "every on_exit and ProctorExit"
+      )
+      local r = c.lua([[
+      local eng = require("proctor.engine").get()
+      local woken = eng:wakeups() - _G.w0
+      local bad = {}
+      for _, rec in ipairs(_G.exits) do
+        local now = eng:get(rec.id)
+        rec.prev, now.prev = nil, nil
+        if not vim.deep_equal(rec, now) then bad[#bad + 1] = vim.inspect(rec) .. " ~= " .. vim.inspect(now) end
+      end
+      return { woken = woken, bad = table.concat(bad, "\n"), batch_max = _G.batch_max,
+               n_state = _G.n_state, sample = _G.exits[1] }
+    ]])
+      -- the one wake-up is the loop's, for its 100 starts: no on_exit asked
+      -- the engine thread for its record
+      T.eq(
+        r.woken,
+        1,
+        "wake-ups (round trips) of the engine thread for the fan-out and its 100 on_exit"
+      )
+      T.eq(r.bad, "", "on_exit's record is the one eng:get gives")
+      T.eq(r.sample.state, "completed")
+      T.ok(
+        r.sample.duration_ms and r.sample.ended_at and r.sample.bytes.stdout > 0,
+        vim.inspect(r.sample)
+      )
+      T.ok(r.sample.env_keys ~= nil, "the whole record (env_keys too)")
+      T.ok(r.n_state >= 400, "state events seen: " .. r.n_state)
+      T.ok(r.batch_max <= 2, "vim.fn.exists calls in one batch of events: " .. r.batch_max)
       c.stop()
     end
   )

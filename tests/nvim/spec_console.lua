@@ -149,6 +149,61 @@ return function(test, T, H)
     end
   )
 
+  -- The same holes, read on the main thread through the output event's handle
+  -- on its ring (ring:read, under the ring's own mutex): never eng:read, which
+  -- waits for the engine thread (busy with the flood, under load 16-100 ms).
+  test(
+    "console: a hole is read through the event's ring, never with eng:read (a round trip)",
+    function()
+      close_others()
+      local cfg = require("proctor.config").get()
+      local saved = cfg.output_max_bytes
+      cfg.output_max_bytes = 4096
+      T.defer(function() cfg.output_max_bytes = saved end)
+      local methods = getmetatable(engine.get()).__index -- the core loaded
+      local mt = debug.getregistry()["proctor.core.output"]
+      T.ok(mt and mt.__index and mt.__index.read, "the core has an output handle with read()")
+      local eread, rread, round_trips, ring_reads = methods.read, mt.__index.read, 0, 0
+      methods.read = function(...)
+        round_trips = round_trips + 1
+        return eread(...)
+      end
+      mt.__index.read = function(...)
+        ring_reads = ring_reads + 1
+        return rread(...)
+      end
+      T.defer(function()
+        methods.read = eread
+        mt.__index.read = rread
+      end)
+      local n, total = 5000, 0
+      for i = 1, n do
+        total = total + #tostring(i) + 1
+      end
+      local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
+      local buf = api.nvim_get_current_buf()
+      local eng, uv = engine.current(), vim.uv or vim.loop
+      local deadline = uv.now() + 60000
+      repeat
+        uv.sleep(10)
+        uv.update_time()
+        local rec = eng:get(ex.id)
+      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      T.match(H.wait_final(buf, 60000), "completed: exit 0")
+      T.ok(
+        ring_reads > 0,
+        ("holes read through the ring: %d (eng:read: %d)"):format(ring_reads, round_trips)
+      )
+      T.eq(round_trips, 0, "eng:read calls (round trips to the engine thread)")
+      T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
+      local l = body(buf)
+      T.eq(#l, n, "lines shown")
+      for i = 1, n do
+        T.eq(l[i], tostring(i), "line " .. i)
+      end
+    end
+  )
+
   test(
     "console: run{ pty, open } does not ask the engine thread again for the size its process started with",
     function()
@@ -218,6 +273,81 @@ return function(test, T, H)
       T.eq(type(end_tick), "number", "the end came in a drain tick")
       T.eq(hello.tick, first_out, "the tick of the first output's send")
       T.eq(final.tick, end_tick, "the tick of the final line's send")
+    end
+  )
+
+  test(
+    "console: run{ open } of a console shown now wakes the engine before making its terminal; hidden ones keep the turn's one wake-up",
+    function()
+      close_others()
+      local eng = engine.get()
+      local orig = api.nvim_open_term
+      local at_term -- wake-ups of the engine thread when the terminal was made
+      local w0
+      api.nvim_open_term = function(...)
+        if w0 and at_term == nil then at_term = eng:wakeups() - w0 end
+        return orig(...)
+      end
+      T.defer(function() api.nvim_open_term = orig end)
+      w0 = eng:wakeups()
+      local ex = p.run({ cmd = "printf 'up\\n'", pty = true, open = { open = "current" } })
+      local woken = eng:wakeups() - w0
+      T.eq(at_term, 1, "the engine thread was woken before the terminal was made")
+      T.eq(woken, 1, "one wake-up")
+      local buf = require("proctor.console")._H.consoles[ex.id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      -- runs without a window: still no wake-up inside the loop
+      w0 = eng:wakeups()
+      local ids = {}
+      for i = 1, 3 do
+        ids[i] = p.run({ cmd = "true", open = { open = "none" }, notify = false }).id
+      end
+      T.eq(eng:wakeups() - w0, 0, "no wake-up inside a loop of runs without a window")
+      for _, id in ipairs(ids) do
+        T.ok(p.get(id):wait(30000))
+      end
+    end
+  )
+
+  test(
+    "console: the final value and line are in the buffer's lines on the main loop's next turn after their send, not on the terminal's 10 ms refresh",
+    function()
+      close_others()
+      -- The last send to a console ends a synchronized update (mode 2026): Neovim
+      -- 0.12 then refreshes the buffer on the next turn of its loop (an event
+      -- queued before anything scheduled after the send); older ones ignore it
+      -- and refresh on their 10 ms timer, which queues its event later.
+      local sends, orig, id = {}, api.nvim_chan_send, nil
+      local after -- the buffer's lines on the turn after the final send
+      api.nvim_chan_send = function(chan, data)
+        local c = id and require("proctor.console")._H.consoles[id]
+        if c and chan == c.chan then sends[#sends + 1] = data end
+        local r = orig(chan, data)
+        if c and chan == c.chan and data:find("[proctor]", 1, true) then
+          vim.schedule(function() after = H.lines(c.buf) end)
+        end
+        return r
+      end
+      T.defer(function() api.nvim_chan_send = orig end)
+      local ex = p.run({
+        cmd = "printf '\\r1\\r2\\r3'",
+        pty = true,
+        open = { open = "current" },
+      })
+      id = ex.id
+      local buf = require("proctor.console")._H.consoles[id].buf
+      T.match(H.wait_final(buf), "completed: exit 0")
+      H.wait(5000, function() return after ~= nil end, "the turn after the final send")
+      T.ok(#sends > 0, "sends seen")
+      if vim.fn.has("nvim-0.12") == 1 then
+        local text = table.concat(after, "\n")
+        T.match(text, "3%s*\n%[proctor%] completed", "the final value and line, shown at once")
+      end
+      T.eq(
+        sends[#sends]:sub(-16),
+        "\27[?2026h\27[?2026l",
+        "the last send ends a synchronized update"
+      )
     end
   )
 
@@ -429,6 +559,186 @@ return function(test, T, H)
       ex:wait(10000)
       p.delete(ex.id)
     end
+  end)
+
+  -- A console is made in two steps, its buffer and then its terminal, so a
+  -- tick of a fan-out's console making holds at most one of them when they
+  -- are dear. Each is made to look like 1.5 ms (the clock moves only when
+  -- nvim_create_buf or nvim_open_term is called): counted, not timed.
+  test(
+    "console making: a console's buffer and its terminal are made in different ticks (dear steps)",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local COST_NS = 1.5e6
+      local fake, in_make, ticks = 0, false, {}
+      local cur
+      local saved = {
+        clock = CH.clock,
+        some = CH.make_some,
+        ms = CH.make_ms,
+        buf = api.nvim_create_buf,
+        term = api.nvim_open_term,
+      }
+      T.defer(function()
+        CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
+        api.nvim_create_buf, api.nvim_open_term = saved.buf, saved.term
+      end)
+      CH.make_ms = 1
+      CH.clock = function() return in_make and fake or saved.clock() end
+      api.nvim_create_buf = function(...)
+        if in_make then
+          fake, cur.bufs, cur.ns = fake + COST_NS, cur.bufs + 1, cur.ns + COST_NS
+        end
+        return saved.buf(...)
+      end
+      api.nvim_open_term = function(...)
+        if in_make then
+          fake, cur.terms, cur.ns = fake + COST_NS, cur.terms + 1, cur.ns + COST_NS
+        end
+        return saved.term(...)
+      end
+      CH.make_some = function(...)
+        cur, in_make = { bufs = 0, terms = 0, ns = 0 }, true
+        saved.some(...)
+        in_make = false
+        if cur.bufs + cur.terms > 0 then ticks[#ticks + 1] = cur end
+      end
+      local exs = {}
+      for i = 1, 10 do
+        exs[i] = p.run({ cmd = "echo made" .. i, label = "two" .. i, open = { open = "none" } })
+      end
+      H.wait(30000, function()
+        for _, ex in ipairs(exs) do
+          if not CH.consoles[ex.id] then return false end
+        end
+        return true
+      end, "every console made")
+      local bufs, terms = 0, 0
+      for i, t in ipairs(ticks) do
+        bufs, terms = bufs + t.bufs, terms + t.terms
+        T.ok(
+          t.bufs + t.terms == 1,
+          string.format(
+            "tick %d: %d buffers and %d terminals (%.1f ms, bound %d ms)",
+            i,
+            t.bufs,
+            t.terms,
+            t.ns / 1e6,
+            CH.MAKE_MS
+          )
+        )
+      end
+      T.eq(bufs, 10, "buffers made in the making ticks")
+      T.eq(terms, 10, "terminals made in the making ticks")
+      -- made in two steps, each console is whole: named, typed, its output shown
+      local ex = exs[3]
+      local c = CH.consoles[ex.id]
+      T.eq(api.nvim_buf_get_name(c.buf), "proctor://" .. ex.id .. "/two3")
+      T.eq(vim.bo[c.buf].filetype, "proctor")
+      T.eq(vim.b[c.buf].proctor_id, ex.id)
+      ex:wait(10000)
+      local buf = ex:open({ open = "current" })
+      T.eq(buf, c.buf, "the console's buffer")
+      H.wait(
+        10000,
+        function() return table.concat(H.lines(buf), "\n"):find("made3", 1, true) ~= nil end,
+        "its output"
+      )
+      close_others()
+      for _, e in ipairs(exs) do
+        e:wait(10000)
+        p.delete(e.id)
+      end
+    end
+  )
+
+  -- Between its two steps a console's buffer exists without its terminal; a
+  -- window that shows it then (:buffer) gets the terminal at its own size.
+  test(
+    "console making: a buffer shown before its terminal is made gets it at that window's size",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local saved =
+        { clock = CH.clock, some = CH.make_some, ms = CH.make_ms, buf = api.nvim_create_buf }
+      local fake, in_make, shown = 0, false, nil
+      T.defer(function()
+        CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
+        api.nvim_create_buf = saved.buf
+        close_others()
+      end)
+      CH.make_ms = 1
+      CH.clock = function() return in_make and fake or saved.clock() end
+      api.nvim_create_buf = function(...)
+        if in_make then fake = fake + 1.5e6 end -- a dear buffer: its terminal waits for a later tick
+        return saved.buf(...)
+      end
+      local ex
+      CH.make_some = function(...)
+        in_make = true
+        saved.some(...)
+        in_make = false
+        local stub = ex and CH.pending[ex.id]
+        if stub and stub.made_buf and not shown then
+          vim.cmd("vsplit")
+          api.nvim_win_set_buf(0, stub.made_buf)
+          shown = api.nvim_get_current_win()
+        end
+      end
+      ex = p.run({ cmd = "echo between", label = "between", open = { open = "none" } })
+      H.wait(30000, function() return CH.consoles[ex.id] ~= nil end, "the console made")
+      T.ok(shown, "its buffer was shown before its terminal was made")
+      local c = CH.consoles[ex.id]
+      T.eq(api.nvim_win_get_buf(shown), c.buf, "the window shows the console")
+      T.eq(c.parked, false, "shown: not parked")
+      T.eq(c.size_key, CH.key_of({ shown }), "the terminal took the window's size")
+      H.wait(
+        10000,
+        function() return table.concat(H.lines(c.buf), "\n"):find("between", 1, true) ~= nil end,
+        "its output"
+      )
+      ex:wait(10000)
+      close_others()
+      p.delete(ex.id)
+    end
+  )
+
+  -- The bars are redrawn once per tick of state events: with a fan-out's
+  -- hidden consoles, asking each console for its windows (vim.fn.win_findbuf)
+  -- cost 1-2 ms a tick; the windows are few.
+  test("bars: a redraw looks at the windows, not at every hidden console", function()
+    close_others()
+    local CH = require("proctor.console")._H
+    local exs = {}
+    for i = 1, 20 do
+      exs[i] = p.run({ cmd = "true", label = "bar" .. i, open = { open = "none" } })
+    end
+    H.wait(30000, function()
+      for _, ex in ipairs(exs) do
+        if not CH.consoles[ex.id] then return false end
+      end
+      return true
+    end, "every console made")
+    local calls, orig = 0, vim.fn.win_findbuf
+    vim.fn.win_findbuf = function(...)
+      calls = calls + 1
+      return orig(...)
+    end
+    local ok, err = pcall(function()
+      T.eq(CH.redraw_bars(), nil, "no window shows a console")
+      T.eq(calls, 0, "vim.fn.win_findbuf calls in a redraw with 20 hidden consoles")
+      local buf = exs[7]:open({ open = "current" })
+      T.eq(buf, CH.consoles[exs[7].id].buf)
+      T.eq(CH.redraw_bars(), exs[7].id, "the console a window shows")
+    end)
+    vim.fn.win_findbuf = orig
+    close_others()
+    for _, ex in ipairs(exs) do
+      ex:wait(10000)
+      p.delete(ex.id)
+    end
+    if not ok then error(err, 0) end
   end)
 
   test("a hidden console parks a bounded tail and shows the true end when opened", function()

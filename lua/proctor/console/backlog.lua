@@ -27,8 +27,9 @@
 ---@field chunks (string|proctor.BacklogHole)[] waiting to be rendered, oldest first
 ---@field off integer bytes of chunks[1] already taken (a string then)
 ---@field n integer bytes in chunks, holes included
----@field read fun(stream: string, from: integer, max: integer): string|nil, integer|nil|nil
----   reads the ring by offset (the core's eng:read: data, next offset; nil when gone)
+---@field read fun(stream: string, from: integer, max: integer, ring: any): string|nil, integer|nil|nil
+---   reads the ring by offset (data, next offset; nil when gone): through `ring`, the
+---   output event's handle on it (ring:read, on this thread), when the hole has one
 ---@field skipped integer bytes skipped since the last take (reported by it)
 ---@field at_bol boolean what the terminal got last ended a line
 ---@field ow proctor.Overwrite what the terminal's parser has seen (console/overwrite.lua)
@@ -40,6 +41,7 @@ B.__index = B
 ---@field from integer absolute offset of the first byte
 ---@field to integer one past the last
 ---@field align boolean|nil cut by trim(): start after the next line end when one is near
+---@field ring any|nil the output event's handle on the stream's ring (its `ring`), passed to read
 
 local overwrite = require("proctor.console.overwrite")
 
@@ -48,18 +50,19 @@ local overwrite = require("proctor.console.overwrite")
 -- much as the terminal's parse of the bytes it saves).
 B.SCAN = 8
 -- A hole is read from the ring at most this many bytes at a time (one read a
--- take; the read waits for the engine thread): a bigger Lua string is an
--- allocation of its own (mmap'd, faulted in, unmapped).
+-- take): a bigger Lua string is an allocation of its own (mmap'd, faulted in,
+-- unmapped).
 B.READ_MAX = 65536
 
 -- Bytes a chunk stands for.
 local function size(ch) return type(ch) == "string" and #ch or ch.to - ch.from end
 
---- A new, empty backlog. With `read` (a function(stream, from, max) that
---- reads the ring by offset and returns data and the next offset, or nil when
---- the execution is gone) a gap between output events waits as a hole and is
---- read when its turn comes; without it a gap counts as skipped.
----@param read fun(stream: string, from: integer, max: integer): string|nil, integer|nil|nil
+--- A new, empty backlog. With `read` (a function(stream, from, max, ring)
+--- that reads the ring by offset and returns data and the next offset, or nil
+--- when the execution is gone; `ring` is what accept() was given with the
+--- event that opened the hole) a gap between output events waits as a hole
+--- and is read when its turn comes; without it a gap counts as skipped.
+---@param read fun(stream: string, from: integer, max: integer, ring: any): string|nil, integer|nil|nil
 ---@return proctor.Backlog
 function B.new(read)
   return setmetatable({
@@ -83,13 +86,15 @@ function B:start(stream, offset) self.next[stream] = offset end
 --- Output `data` of `stream` whose first byte is at absolute offset `offset`.
 --- The part already seen is dropped; a gap before it (a poll hands over at
 --- most output_max_bytes, the newest) is queued as a hole to read from the
---- ring (with `read`, see B.new) or counted as skipped. Returns the new bytes
---- (nil when there are none), to push() after the hole.
+--- ring (with `read`, see B.new) or counted as skipped; `ring` (the event's
+--- handle on the ring, when it has one) goes with the hole to `read`. Returns
+--- the new bytes (nil when there are none), to push() after the hole.
 ---@param stream string
 ---@param data string
 ---@param offset integer
+---@param ring any|nil
 ---@return string|nil
-function B:accept(stream, data, offset)
+function B:accept(stream, data, offset, ring)
   local nxt = self.next[stream] or 0
   if offset + #data <= nxt then return nil end
   if offset < nxt then
@@ -97,7 +102,7 @@ function B:accept(stream, data, offset)
     offset = nxt
   elseif offset > nxt then
     if self.read then
-      self.chunks[#self.chunks + 1] = { stream = stream, from = nxt, to = offset }
+      self.chunks[#self.chunks + 1] = { stream = stream, from = nxt, to = offset, ring = ring }
       self.n = self.n + (offset - nxt)
     else
       self.skipped = self.skipped + (offset - nxt)
@@ -149,7 +154,13 @@ function B:trim(keep)
       if nl and nl - drop <= 4096 then drop = nl end
       rest[1] = head:sub(drop + 1)
     else
-      rest[1] = { stream = head.stream, from = head.from + drop, to = head.to, align = true }
+      rest[1] = {
+        stream = head.stream,
+        from = head.from + drop,
+        to = head.to,
+        align = true,
+        ring = head.ring,
+      }
     end
     self.skipped = self.skipped + drop
     self.n = self.n - drop
@@ -167,7 +178,7 @@ end
 ---@return integer
 function B:fill(k, max)
   local chunks, h = self.chunks, self.chunks[k]
-  local data, nxt = self.read(h.stream, h.from, math.max(1, math.min(h.to - h.from, max)))
+  local data, nxt = self.read(h.stream, h.from, math.max(1, math.min(h.to - h.from, max)), h.ring)
   if type(data) ~= "string" or not nxt or (#data == 0 and nxt <= h.from) then
     data, nxt = "", h.to -- gone (deleted), or nothing readable: all of it
   end
@@ -182,7 +193,7 @@ function B:fill(k, max)
       lost, data = nl, data:sub(nl + 1)
     end
   end
-  local rest = nxt < h.to and { stream = h.stream, from = nxt, to = h.to } or nil
+  local rest = nxt < h.to and { stream = h.stream, from = nxt, to = h.to, ring = h.ring } or nil
   self.n = self.n - lost
   self.skipped = self.skipped + lost
   if #data > 0 then

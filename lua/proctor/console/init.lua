@@ -87,7 +87,8 @@ H.made = {} -- id -> true: a console buffer of this id was made in this Neovim
 H.bars_scheduled = false
 -- Time one tick may spend making the consoles of runs (ms); at least one is made per tick.
 H.MAKE_MS = 2
-H.make_ms = 1 -- what making one console cost lately (ms); see H.make_some
+H.make_ms = 1 -- what one step of making a console cost lately (ms); see H.make_some
+H.make_steps = 0 -- steps of making queued consoles taken (tests count them per tick)
 -- Time one render tick may spend feeding terminals (ms); see H.render.
 H.RENDER_MS = 4
 -- Lines given to the terminals per H.PACE_MS. A terminal costs about 15 us of
@@ -268,7 +269,11 @@ M.id_of_buf = window.id_of_buf
 --- Remove the console of `id` (its buffer is wiped).
 ---@param id integer
 function M.forget(id)
+  local stub = H.pending[id]
   H.pending[id] = nil
+  if stub and stub.made_buf and api.nvim_buf_is_valid(stub.made_buf) then
+    pcall(api.nvim_buf_delete, stub.made_buf, { force = true })
+  end
   local c = H.consoles[id]
   if not c then return end
   H.consoles[id] = nil
@@ -321,24 +326,8 @@ function H.create(eng, rec, win, stub)
   local id = rec.id
   local old = H.consoles[id]
   if old then M.forget(id) end
-  local buf = api.nvim_create_buf(false, false)
-  local name = "proctor://" .. id
-  if rec.label and rec.label ~= "" then name = name .. "/" .. rec.label:gsub("[%s/\\]+", "_") end
-  -- a buffer left by an earlier console of this id (its terminal closed): wiped
-  for _, b in ipairs(H.made[id] and api.nvim_list_bufs() or {}) do
-    if
-      b ~= buf
-      and vim.b[b].proctor_id == id
-      and not vim.b[b].proctor_view
-      and api.nvim_buf_get_name(b) == name
-    then
-      pcall(api.nvim_buf_delete, b, { force = true })
-    end
-  end
-  if not pcall(api.nvim_buf_set_name, buf, name) then
-    pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf)
-  end
-  H.made[id] = true
+  local buf = stub and stub.made_buf
+  if not (buf and api.nvim_buf_is_valid(buf)) then buf = H.new_buffer(id, rec.label) end
   local c = {
     id = id,
     buf = buf,
@@ -356,8 +345,6 @@ function H.create(eng, rec, win, stub)
   end)
   c.size_key = H.key_of({ win })
   H.consoles[id] = c
-  api.nvim_buf_set_var(buf, "proctor_id", id)
-  vim.bo[buf].bufhidden = "hide"
   vim.bo[buf].filetype = "proctor"
   H.keymaps(c)
   -- :bd, :bw, :bun (with or without !) close the console, never the process;
@@ -413,6 +400,32 @@ function H.create(eng, rec, win, stub)
   return c
 end
 
+-- The buffer of console `id`, named, without its terminal yet (H.create makes
+-- that): the first of the two steps a run's queued console is made in.
+function H.new_buffer(id, label)
+  local buf = api.nvim_create_buf(false, false)
+  local name = "proctor://" .. id
+  if label and label ~= "" then name = name .. "/" .. label:gsub("[%s/\\]+", "_") end
+  -- a buffer left by an earlier console of this id (its terminal closed): wiped
+  for _, b in ipairs(H.made[id] and api.nvim_list_bufs() or {}) do
+    if
+      b ~= buf
+      and vim.b[b].proctor_id == id
+      and not vim.b[b].proctor_view
+      and api.nvim_buf_get_name(b) == name
+    then
+      pcall(api.nvim_buf_delete, b, { force = true })
+    end
+  end
+  if not pcall(api.nvim_buf_set_name, buf, name) then
+    pcall(api.nvim_buf_set_name, buf, name .. "#" .. buf)
+  end
+  H.made[id] = true
+  api.nvim_buf_set_var(buf, "proctor_id", id)
+  vim.bo[buf].bufhidden = "hide"
+  return buf
+end
+
 -- The cursor went into console `c` (the current window): Terminal mode when
 -- `console.start_insert` says so and the process can still read what is typed.
 function H.start_insert(c)
@@ -430,11 +443,14 @@ end
 
 -- What a console's backlog reads the ring with: a poll hands over at most
 -- output_max_bytes of a stream (the newest), and the bytes it left in the ring
--- are read by offset when the render comes to them (console/backlog.lua).
+-- are read by offset when the render comes to them (console/backlog.lua):
+-- through the output event's `ring` on this thread (eng:read would wait for
+-- the engine thread, busy with the flood), else with eng:read.
 function H.reader(id)
-  return function(stream, from, max)
+  return function(stream, from, max, ring)
     local eng = engine.current()
     if not eng then return nil end
+    if ring then return ring:read(from, max) end
     return eng:read(id, stream, from, max)
   end
 end
@@ -628,6 +644,9 @@ function H.render_one(c, budget, max_lines)
           string.format("\27[0m\27[1;%sm[proctor] %s\27[0m", color, util.describe_end(c.ended))
         )
     end
+    -- Shown now, not on the terminal's 10 ms refresh: the buffer's last lines
+    -- are final once the process is gone (compat.TERMINAL_FLUSH; Neovim 0.12).
+    data = data .. compat.TERMINAL_FLUSH
   end
   if data ~= "" then H.send(c, data) end
   -- Everything is shown and the process is gone: leave Terminal mode, as a key
@@ -676,19 +695,19 @@ function H.on_event(ev)
   if stub then
     if ev.type == "output" then
       if not stub.backlog then stub.backlog = Backlog.new(H.reader(ev.id)) end
-      local data = stub.backlog:accept(ev.stream, ev.data, ev.offset)
+      local data = stub.backlog:accept(ev.stream, ev.data, ev.offset, ev.ring)
       if data then H.enqueue(stub, data) end
     elseif engine.TERMINAL[ev.state] then
-      stub.ended = ev
+      stub.ended = ev.record or ev
     end
     return
   end
   if not c then return end
   if ev.type == "output" then
-    local data = c.backlog:accept(ev.stream, ev.data, ev.offset)
+    local data = c.backlog:accept(ev.stream, ev.data, ev.offset, ev.ring)
     if data then H.enqueue(c, data) end
   elseif engine.TERMINAL[ev.state] then
-    c.ended = ev -- the whole record is read when the final line is rendered
+    c.ended = ev.record or ev -- the record comes with the event (else read at the final line)
     H.mark(c)
     H.schedule_bars()
   else
@@ -778,6 +797,10 @@ function H.make(id, win)
   H.pending[id] = nil
   local eng = engine.current()
   if not stub or not eng then return H.consoles[id] end
+  -- its buffer, made a tick before, shown meanwhile (:buffer): the terminal
+  -- takes that window's size
+  local buf = stub.made_buf
+  if not win and buf and api.nvim_buf_is_valid(buf) then win = vim.fn.win_findbuf(buf)[1] end
   local c = H.create(eng, stub, win, stub)
   c.parked = not win
   return c
@@ -789,25 +812,36 @@ function H.schedule_make()
   vim.schedule(H.make_some)
 end
 
--- One tick of making queued consoles: for at most H.MAKE_MS (at least one). A
--- console is not begun when what the last ones cost (H.make_ms: a dearer one
--- believed at once, a cheaper one slowly) would take the tick past it: one
--- costs 0.5-3 ms of the main thread (nvim_open_term most of it).
+-- One tick of making queued consoles: for at most H.MAKE_MS (at least one
+-- step). A console is made in two steps, its buffer (H.new_buffer) and then
+-- its terminal (H.make): a console costs 0.5-3 ms of the main thread idle and
+-- up to 6 ms on a loaded machine, nvim_open_term about half of it, so one
+-- tick holding both could exceed the bound by itself. A step is not begun
+-- when what the last ones cost (H.make_ms: a dearer one believed at once, a
+-- cheaper one slowly) would take the tick past it.
 function H.make_some()
   H.making = false
   local t0 = H.clock()
-  local order, i, made = H.pending_order, 1, 0
+  local order, i, steps = H.pending_order, 1, 0
   while i <= #order do
     local id = order[i]
-    if H.pending[id] then
+    local stub = H.pending[id]
+    if stub then
       local t = H.clock()
-      if made > 0 and (t - t0) / 1e6 + H.make_ms > H.MAKE_MS then break end
-      H.make(id)
-      made = made + 1
+      if steps > 0 and (t - t0) / 1e6 + H.make_ms > H.MAKE_MS then break end
+      if stub.made_buf and api.nvim_buf_is_valid(stub.made_buf) then
+        H.make(id)
+        i = i + 1
+      else
+        stub.made_buf = H.new_buffer(id, stub.label)
+      end
+      steps = steps + 1
+      H.make_steps = H.make_steps + 1
       local ms = (H.clock() - t) / 1e6
       H.make_ms = ms > H.make_ms and ms or 0.75 * H.make_ms + 0.25 * ms
+    else
+      i = i + 1
     end
-    i = i + 1
   end
   local rest = {}
   for k = i, #order do
@@ -831,9 +865,16 @@ function H.schedule_bars()
   end)
 end
 
+-- The bars are redrawn when a window shows a console (returns its id). The
+-- windows are looked at, not the consoles: a fan-out's hundred hidden
+-- consoles cost a win_findbuf each (1-2 ms a redraw, once per tick of
+-- state events).
 function H.redraw_bars()
-  for id, c in pairs(H.consoles) do
-    if api.nvim_buf_is_valid(c.buf) and #vim.fn.win_findbuf(c.buf) > 0 then
+  for _, win in ipairs(api.nvim_list_wins()) do
+    local buf = api.nvim_win_get_buf(win)
+    local id = M.id_of_buf(buf)
+    local c = id and H.consoles[id]
+    if c and c.buf == buf then
       vim.cmd("redrawstatus!")
       return id
     end
