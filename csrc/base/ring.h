@@ -138,6 +138,15 @@ int pr_ring_take(pr_ring_t *r, char **out, size_t *len, uint64_t *from, uint64_t
 int pr_ring_take_tail(pr_ring_t *r, size_t max, char **out, size_t *len, uint64_t *from,
                       uint64_t *missed, int *resume);
 
+/* pr_ring_take_head: like pr_ring_take but copies at most the first `max`
+ * undelivered bytes (max > 0) and leaves the rest undelivered: *more is set
+ * to 1 when bytes are left, and then `marker` stays set (the caller queues a
+ * marker for them). *resume is set once no more than half the back-pressure
+ * window is left undelivered (or on an error), so a paused child is not
+ * restarted for one chunk at a time. */
+int pr_ring_take_head(pr_ring_t *r, size_t max, char **out, size_t *len, uint64_t *from,
+                      uint64_t *missed, int *resume, int *more);
+
 /* pr_ring_mark: set the marker flag; returns 1 when it was clear (the caller
  * must queue a marker), 0 when a marker is already queued. */
 int pr_ring_mark(pr_ring_t *r);

@@ -24,9 +24,6 @@
 #define PR_DEFAULT_TARGET_IDLE 300000
 #define PR_DEFAULT_MAX_QUEUED 10000
 #define PR_DEFAULT_ENDED_OUTPUT ((uint64_t)64 << 20)
-/* As much as one poll hands the host (the Lua layer's output_max_bytes): a live
- * console's reads stay in memory. */
-#define PR_DEFAULT_OUTPUT_MEMORY (256u << 10)
 #define CLOSE_SHEPHERD_MS 400 /* how long close() waits for the shepherd to exit */
 #define CLOSE_TARGET_MS 2000  /* ... and for each target's link (its relay kills, then exits) */
 
@@ -508,9 +505,11 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   c->max_running = o->max_running;
   c->kill_grace_ms = o->kill_grace_ms ? o->kill_grace_ms : PR_DEFAULT_GRACE;
   c->output_limit = o->output_limit ? o->output_limit : PR_DEFAULT_OUTPUT_LIMIT;
-  /* NULL (out of memory, or no HOME to name the default directory): rings stay in memory */
-  c->spill =
-      pr_spill_new(o->spill_dir, o->output_memory ? o->output_memory : PR_DEFAULT_OUTPUT_MEMORY);
+  /* No output_memory asked: the whole output_limit stays in memory, no spill
+   * file (a bare host's back-pressure window is then the whole ring, and a
+   * flood is never written out and read back). NULL also when out of memory
+   * or with no HOME to name the default directory. */
+  c->spill = o->output_memory ? pr_spill_new(o->spill_dir, o->output_memory) : NULL;
   c->max_queued = o->max_queued ? o->max_queued : PR_DEFAULT_MAX_QUEUED;
   pr_idmap_init(&c->waiting);
   c->next_id = 1;

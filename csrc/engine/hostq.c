@@ -23,6 +23,18 @@
  * Every deferred marker is pushed before its execution's terminal event. */
 #define PR_FLOOD_NS 1000000
 
+/* An uncapped poll (max_bytes 0) hands a stream's bytes over in order, none
+ * skipped, at most PR_TAKE_CHUNK an event, and ends once it handed over that
+ * much: the rest comes with the next poll (its marker goes back to the front
+ * of the queue, with the events behind it, and the queue stays readable). So
+ * a poll still has one output event per stream. One event for everything
+ * would be as large as what piled up since the last poll (up to output_limit):
+ * a fresh buffer, and a fresh host string, that large each poll, whose pages
+ * the kernel faults in one by one (on a paravirtualised machine ~24 us a
+ * 4 KiB page, more than copying it): a host that fell behind fell further
+ * behind with every poll, and the ring dropped. */
+#define PR_TAKE_CHUNK (256u << 10)
+
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 /* ---- the queue (engine thread pushes, host pops) ------------------------------------ */
@@ -182,14 +194,44 @@ void pr_hostq_destroy(pr_hostq_t *q) {
 
 /* ---- host thread ---------------------------------------------------------------------- */
 
+/* The marker for the bytes an uncapped take left in `ev`'s ring (the ring's
+ * marker flag is still set), or NULL when out of memory. */
+static pr_event_t *marker_after(const pr_event_t *ev) {
+  pr_event_t *m = calloc(1, sizeof(*m));
+  if (m == NULL) return NULL;
+  m->type = PR_EV_OUTPUT;
+  m->id = ev->id;
+  m->stream = ev->stream;
+  pr_ring_ref((pr_ring_t *)ev->ring);
+  m->ring = ev->ring;
+  return m;
+}
+
+/* Copy an output marker's bytes out of its ring (host thread, no lock held).
+ * Returns 0 when the event carries something, else -1 (the caller frees it). */
+static int take(pr_hostq_t *q, pr_event_t *ev, size_t max_bytes, pr_queue_t *rest) {
+  int resume = 0, more = 0, rc;
+  pr_ring_t *r = (pr_ring_t *)ev->ring;
+  if (max_bytes)
+    rc = pr_ring_take_tail(r, max_bytes, &ev->data, &ev->len, &ev->offset, &ev->missed, &resume);
+  else
+    rc = pr_ring_take_head(r, PR_TAKE_CHUNK, &ev->data, &ev->len, &ev->offset, &ev->missed, &resume,
+                           &more);
+  if (resume) q->resume(q->resume_arg, ev->id); /* back-pressure: the engine paused it */
+  pr_event_t *m = more ? marker_after(ev) : NULL;
+  if (m) pr_queue_push(pr_queue_head(rest), (pr_queue_t *)m->priv); /* next in line */
+  return rc != 0 || (ev->len == 0 && ev->missed == 0) ? -1 : 0;     /* else: coalesced */
+}
+
 size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_bytes) {
-  size_t n = 0;
+  pr_queue_t got;
+  pr_queue_init(&got);
   pthread_mutex_lock(&q->mu);
-  while (n < max && !pr_queue_empty(&q->events)) {
+  for (size_t n = 0; n < max && !pr_queue_empty(&q->events); n++) {
     pr_queue_t *node = pr_queue_head(&q->events);
     pr_queue_remove(node);
     q->nevents--;
-    evs[n++] = (pr_event_t *)(void *)node;
+    pr_queue_push(&got, node);
   }
   if (pr_queue_empty(&q->events)) { /* reset readability */
     uint64_t v;
@@ -198,20 +240,31 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
   }
   pthread_mutex_unlock(&q->mu);
   /* Output markers become data here, outside the queue lock. */
-  size_t out = 0;
-  for (size_t i = 0; i < n; i++) {
-    pr_event_t *ev = evs[i];
-    if (ev->type == PR_EV_OUTPUT) {
-      int resume = 0;
-      int rc = pr_ring_take_tail((pr_ring_t *)ev->ring, max_bytes, &ev->data, &ev->len, &ev->offset,
-                                 &ev->missed, &resume);
-      if (resume) q->resume(q->resume_arg, ev->id);       /* back-pressure: the engine paused it */
-      if (rc != 0 || (ev->len == 0 && ev->missed == 0)) { /* coalesced into an earlier take */
-        pr_event_free(ev);
-        continue;
-      }
+  size_t out = 0, bytes = 0;
+  while (out < max && !pr_queue_empty(&got) && (max_bytes || bytes < PR_TAKE_CHUNK)) {
+    pr_queue_t *node = pr_queue_head(&got);
+    pr_queue_remove(node);
+    pr_event_t *ev = (pr_event_t *)(void *)node;
+    if (ev->type == PR_EV_OUTPUT && take(q, ev, max_bytes, &got) != 0) {
+      pr_event_free(ev);
+      continue;
     }
+    bytes += ev->type == PR_EV_OUTPUT ? ev->len : 0;
     evs[out++] = ev;
+  }
+  if (!pr_queue_empty(&got)) { /* no room or bytes left: back to the front, in order */
+    pthread_mutex_lock(&q->mu);
+    pr_queue_t *first = pr_queue_head(&q->events);
+    while (!pr_queue_empty(&got)) {
+      pr_queue_t *node = pr_queue_head(&got);
+      pr_queue_remove(node);
+      pr_queue_push(first, node);
+      q->nevents++;
+    }
+    uint64_t one = 1;
+    ssize_t w = write(q->wakefd, &one, sizeof(one));
+    (void)w;
+    pthread_mutex_unlock(&q->mu);
   }
   return out;
 }

@@ -101,7 +101,7 @@ typedef enum { PR_DELETED = 0, PR_ACTIVE_PROCESS_CONFLICT, PR_DELETE_NOT_FOUND }
 typedef struct {
   size_t output_limit;        /* bytes retained per stream; default 8 MiB */
   size_t output_memory;       /* of those, bytes kept in memory; older ones go to a spill file
-                               * (base/ring.h); default 256 KiB; >= output_limit: no file */
+                               * (base/ring.h); default (0) or >= output_limit: no file */
   const char *spill_dir;      /* where spill files are made; NULL: $XDG_CACHE_HOME/proctor,
                                * else ~/.cache/proctor */
   uint32_t history_limit;     /* terminal records kept; default 1000; PR_HISTORY_ALL: every one */
@@ -596,8 +596,10 @@ const char *pr_engine_address(const pr_engine_t *e);
 int pr_engine_fd(const pr_engine_t *e);
 
 /* pr_engine_poll: take up to `max` events without blocking into evs[].
- * Returns how many. An output event carries every byte since the previous
- * one of its stream, or with max_bytes > 0 only the last max_bytes of them
+ * Returns how many. With max_bytes == 0 an output event carries the bytes
+ * since the previous one of its stream, in order, at most 256 KiB: one
+ * event per stream a poll, and what is left comes with the next poll, none
+ * skipped. With max_bytes > 0 it carries only the last max_bytes of them
  * (the rest counts in `missed` and is never copied: a console that can only
  * show the tail of a flood pays only for the tail). */
 size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes);

@@ -401,11 +401,12 @@ end
 -- The executions that are not over (quitting now would cancel them).
 -- The default of engine.output_memory: output_max_bytes, the bytes one poll
 -- hands a console, so that a live console reads every poll from memory, never
--- back from the spill file (nil when that is 0, "every byte": the core's 256 KiB).
+-- back from the spill file (256 KiB when that is 0, "every byte": what an
+-- uncapped poll hands over at most; the core's own default spills nothing).
 function H.poll_bytes()
   local n = config.get().output_max_bytes
   if n and n > 0 then return n end
-  return nil
+  return 262144
 end
 
 function H.live()

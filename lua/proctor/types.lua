@@ -141,7 +141,7 @@ function OutputRing:read(from, max) end
 
 ---@class proctor.CoreOpts
 ---@field output_limit integer|nil
----@field output_memory integer|nil bytes of each ring kept in memory, the older ones in a spill file (default 256 KiB)
+---@field output_memory integer|nil bytes of each ring kept in memory, the older ones in a spill file (default: all of output_limit, no spill file)
 ---@field spill_dir string|nil directory of the spill files (default $XDG_CACHE_HOME/proctor, else ~/.cache/proctor)
 ---@field history_limit integer|nil
 ---@field history_age_ms integer|nil

@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -636,6 +639,72 @@ static void test_spill_write_unlocked(void) {
   rmdir(dir);
 }
 
+/* An uncapped host poll takes a ring head first, a chunk at a time: the rest
+ * stays undelivered and the marker stays set (its caller queues one more). */
+static void test_take_head_chunks(void) {
+  pr_ring_t *r = pr_ring_new(1 << 20);
+  CHECK(r);
+  char src[200];
+  for (size_t i = 0; i < sizeof(src); i++) src[i] = (char)(i % 251);
+  CHECK_OK(pr_ring_write(r, src, sizeof(src)));
+  CHECK_EQ(pr_ring_mark(r), 1);
+  uint64_t want = 0;
+  for (int k = 0; k < 4; k++) {
+    char *d;
+    size_t n;
+    uint64_t from, missed;
+    int resume, more;
+    CHECK_OK(pr_ring_take_head(r, 64, &d, &n, &from, &missed, &resume, &more));
+    CHECK_EQ(from, want);
+    CHECK_EQ(missed, 0);
+    CHECK_EQ(n, k < 3 ? 64 : 8);
+    CHECK_EQ(more, k < 3);
+    CHECK(n && memcmp(d, src + from, n) == 0);
+    want += n;
+    free(d);
+    /* the marker is still set while bytes are left, cleared by the last take */
+    CHECK_EQ(pr_ring_mark(r), k == 3);
+  }
+  CHECK_EQ(pr_ring_undelivered(r), 0);
+  pr_ring_unref(r);
+}
+
+/* The VmFlags line of the mapping of /proc/self/smaps that holds `p` (out, n). */
+static int vm_flags(const void *p, char *out, size_t n) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return 0;
+  char line[256];
+  int in = 0, found = 0;
+  while (!found && fgets(line, sizeof(line), f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+      snprintf(out, n, "%s", line);
+      found = 1;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* A ring's memory part of 2 MiB and more is 2 MiB-aligned and asks for huge
+ * pages (VmFlags "hg"): a flood faults an 8 MiB ring in 4 pieces, not 2,048. */
+static void test_big_ring_huge_pages(void) {
+  pr_ring_t *r = pr_ring_new(8 << 20);
+  CHECK(r);
+  static char chunk[65536];
+  for (int k = 0; k < 48; k++) CHECK_OK(pr_ring_write(r, chunk, sizeof(chunk))); /* 3 MiB */
+  CHECKF(r->cap >= ((size_t)2 << 20), "cap %zu", r->cap);
+  CHECKF(((uintptr_t)r->buf & (((uintptr_t)2 << 20) - 1)) == 0, "buf %p not 2 MiB-aligned",
+         (void *)r->buf);
+  char flags[256];
+  if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0 &&
+      vm_flags(r->buf, flags, sizeof(flags)))
+    CHECKF(strstr(flags, " hg") != NULL, "no huge-page advice: %s", flags);
+  pr_ring_unref(r);
+}
+
 /* A host reference read by offset (pr_ring_read, what pr_output_read is)
  * while the writer writes, spills and wraps on its own thread, then drops the
  * execution's reference: every read is the pattern at its offsets, what it
@@ -714,6 +783,8 @@ int main(void) {
   RUN(test_spill_same_as_memory);
   RUN(test_spill_threads);
   RUN(test_spill_write_unlocked);
+  RUN(test_take_head_chunks);
+  RUN(test_big_ring_huge_pages);
   RUN(test_read_while_written_then_released);
   return TAP_END();
 }

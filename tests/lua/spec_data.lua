@@ -273,6 +273,38 @@ return function(T, ctx)
     T.ok(out == U.sh("seq 1 100000"), "content differs")
   end)
 
+  -- A host that asks for no output_memory (a bare core.new) keeps each ring's
+  -- output_limit in memory: no spill file, and the back-pressure window is the
+  -- whole ring (the Neovim layer asks for its own, engine.output_memory).
+  test("a bare host's rings do not spill unless output_memory is asked", function()
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
+    local pid = (U.read_file("/proc/self/stat") or ""):match("^(%d+)")
+    local function spill_files()
+      local n = 0
+      for line in U.sh("ls -l /proc/" .. pid .. "/fd 2>/dev/null"):gmatch("[^\n]+") do
+        if line:find(dir .. "/", 1, true) then n = n + 1 end
+      end
+      return n
+    end
+    local counts = {}
+    for _, memory in ipairs { false, 65536 } do
+      local eng = assert(core.new { spill_dir = dir, output_memory = memory or nil })
+      local id = assert(eng:start { cmd = { "head", "-c", "1000000", "/dev/zero" } })
+      T.ok(
+        U.wait_until(function()
+          local r = eng:get(id)
+          return r and U.terminal[r.state]
+        end, 30000, 20),
+        "the run ended"
+      )
+      counts[#counts + 1] = spill_files()
+      eng:close()
+    end
+    T.eq(counts[1], 0, "spill files without output_memory")
+    T.eq(counts[2], 1, "spill files with output_memory = 65536 (the probe sees one)")
+  end)
+
   test(
     "back-pressure keeps what is still in the pipe after the exit, however late the consumer",
     function()
@@ -320,15 +352,18 @@ return function(T, ctx)
   end)
 
   -- The promise (|proctor-core-poll|): one output event per execution and
-  -- stream per poll, with every byte since the last one. How many polls a
-  -- flood takes depends on the machine's pace, so that is not counted; what
-  -- one poll returns is.
-  test("a flood is coalesced: one output event per stream per poll", function()
+  -- stream per poll, with the bytes since the last one in order, at most
+  -- 256 KiB of them (the rest comes with the next poll, none skipped). How
+  -- many polls a flood takes depends on the machine's pace, so that is not
+  -- counted; what one poll returns is.
+  test("a flood is coalesced: one output event per stream per poll, at most 256 KiB", function()
     local eng = assert(core.new {})
     T.defer(function() eng:close() end)
     local flood = { "sh", "-c", "head -c 20000000 /dev/zero" }
-    -- nobody polls until the engine saw the end: one poll hands over what the
-    -- 8 MiB ring kept, as one event, the rest counted in `missed`
+    -- nobody polls until the engine saw the end: what the 8 MiB ring kept
+    -- comes in 256 KiB events, one a poll however many the poll may return
+    -- (then max = 1: the rest of the queue waits behind it), the dropped
+    -- head counted in the first one's `missed`
     local id = assert(eng:start { cmd = flood })
     T.ok(
       U.wait_until(function()
@@ -337,19 +372,42 @@ return function(T, ctx)
       end, 60000, 20),
       "the flood ended"
     )
-    local outs, final = {}, nil
-    for _, ev in ipairs(eng:wait(0, 65536)) do
-      if ev.id == id and ev.type == "output" then outs[#outs + 1] = ev end
-      if ev.id == id and ev.type == "state" and U.terminal[ev.state] then final = ev end
+    local outs, final, after = {}, nil, 0
+    local first, in_first = eng:wait(0, 65536), {}
+    for _, ev in ipairs(first) do
+      if ev.type == "output" then in_first[#in_first + 1] = #ev.data end
     end
-    T.eq(#outs, 1, "output events in the one poll after the end")
-    T.eq(outs[1].stream, "stdout")
-    T.eq(#outs[1].data + outs[1].missed, 20000000, "delivered + reported missing")
-    T.ok(#outs[1].data >= 8388608, "the retained tail (8 MiB ring) was delivered")
-    T.ok(final, "the terminal state came in the same poll, after the output")
+    T.eq(table.concat(in_first, ","), "262144", "output events of the first poll")
+    for n = 1, 1000 do
+      local evs = n == 1 and first or eng:wait(0, 1)
+      if #evs == 0 then break end
+      for _, ev in ipairs(evs) do
+        if ev.id == id and ev.type == "output" then
+          outs[#outs + 1] = ev
+          if final then after = after + 1 end
+        end
+        if ev.id == id and ev.type == "state" and U.terminal[ev.state] then final = ev end
+      end
+    end
+    T.ok(#outs > 1, "the retained 8 MiB came in several events: " .. #outs)
+    local data, missed, offset = 0, 0, nil
+    for k, ev in ipairs(outs) do
+      T.eq(ev.stream, "stdout")
+      T.ok(#ev.data <= 262144, ("event %d carries %d bytes"):format(k, #ev.data))
+      if k < #outs then T.eq(#ev.data, 262144, "a full chunk before the last") end
+      if offset then T.eq(ev.offset, offset, "contiguous") end
+      if k > 1 then T.eq(ev.missed, 0, "missed after the first") end
+      offset = ev.offset + #ev.data
+      data, missed = data + #ev.data, missed + ev.missed
+    end
+    T.eq(data + missed, 20000000, "delivered + reported missing")
+    T.ok(data >= 8388608, "the retained tail (8 MiB ring) was delivered")
+    T.ok(final, "the terminal state came")
+    T.eq(after, 0, "output events after the terminal state")
     -- polled all along: never two output events of one stream in one poll
     id = assert(eng:start { cmd = flood })
-    local bytes, missed, polls, done = 0, 0, 0, false
+    local bytes, polls, done = 0, 0, false
+    missed = 0
     local deadline = U.now() + 60000
     while not done and U.now() < deadline do
       local per = {}
@@ -357,6 +415,7 @@ return function(T, ctx)
       for _, ev in ipairs(eng:wait(200, 65536)) do
         if ev.id == id and ev.type == "output" then
           T.ok(not per[ev.stream], "two " .. ev.stream .. " events in poll " .. polls)
+          T.ok(#ev.data <= 262144, ("%d bytes in one event"):format(#ev.data))
           per[ev.stream] = true
           bytes, missed = bytes + #ev.data, missed + ev.missed
         elseif ev.id == id and ev.type == "state" and U.terminal[ev.state] then
