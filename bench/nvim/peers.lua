@@ -181,10 +181,21 @@ local function tick_log()
     bump("fn_exists")
     return exists(...)
   end
+  -- The main thread's time spent runnable but waiting for a CPU (ms): the
+  -- second field of its schedstat, so a tick's wall time past its CPU time
+  -- can be told apart from a wait on something else (a lock, a syscall).
+  local function run_delay_ms()
+    local f = io.open("/proc/thread-self/schedstat")
+    if not f then return 0 end
+    local _, delay = f:read("*l"):match("^(%d+) (%d+)")
+    f:close()
+    return tonumber(delay) / 1e6
+  end
   local chk, prep = uv.new_check(), uv.new_prepare()
-  local c0, w0
+  local c0, w0, d0
   chk:start(function()
     c0, w0, cur = thread_cpu_ms(), uv.hrtime(), { kib0 = collectgarbage("count") }
+    d0 = run_delay_ms()
   end)
   prep:start(function()
     if not c0 then return end
@@ -192,6 +203,7 @@ local function tick_log()
     local cpu, wall = thread_cpu_ms() - c0, (uv.hrtime() - w0) / 1e6
     if cpu >= TICK_LOG or wall >= TICK_LOG then
       cur.cpu, cur.wall, cur.tick = cpu, wall, nticks
+      cur.run_delay = run_delay_ms() - d0
       cur.kib = collectgarbage("count")
       long[#long + 1] = cur
     end
@@ -380,6 +392,7 @@ function M.workload(finish)
     local p = probe.stop()
     finish({
       tick_cpu = ticks.stop(),
+      long_ticks = tlog.stop(),
       wall_ms = wall,
       exit_ms = ended - t0,
       timer = p.timer,

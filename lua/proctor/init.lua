@@ -191,6 +191,15 @@ function M.record(id)
   return rec, msg, name
 end
 
+--- Record `rec` (one this editor holds, as console bars do) with what
+--- extensions add to a record (task links), as M.record gives it.
+---@param rec proctor.Record
+---@return proctor.Record
+function M._extended(rec)
+  H.extend("record", rec)
+  return rec
+end
+
 --- Records of all executions, in id order. `filter.state` limits to one state.
 ---@param filter {state: proctor.State}|nil
 ---@return proctor.Record[]

@@ -833,6 +833,41 @@ return function(test, T, H)
     T.ok(not require("proctor.console").bar(api.nvim_get_current_win()):find("proctor #"))
   end)
 
+  -- A bar is drawn at each redraw of its window (under a flood, each render):
+  -- it must not ask the engine thread (eng:get waits for it) at every draw.
+  test("console: the bar asks the engine for a record once per state, not at each draw", function()
+    close_others()
+    local ex = p.run({ cmd = "read go; exit 3", label = "drawn" })
+    local buf, win = ex:open()
+    H.wait(3000, function() return engine.state[ex.id] == "running" end)
+    local bar = require("proctor.console").bar
+    local methods = getmetatable(engine.current()).__index
+    local get, gets = methods.get, 0
+    methods.get = function(...)
+      gets = gets + 1
+      return get(...)
+    end
+    local ok, err = pcall(function()
+      for _ = 1, 50 do
+        T.match(bar(win), "^proctor #" .. ex.id .. " drawn │ running ")
+      end
+      T.ok(gets <= 1, "eng:get calls for 50 draws of a running console's bar: " .. gets)
+      T.eq(ex:input("go\n"), true)
+      H.wait_final(buf)
+      gets = 0
+      for _ = 1, 50 do
+        T.match(bar(win), "│ failed: exit 3 after ")
+      end
+      T.eq(
+        gets,
+        0,
+        "eng:get calls for the bar of an ended one (its state event brought the record)"
+      )
+    end)
+    methods.get = get
+    if not ok then error(err, 0) end
+  end)
+
   test("close and reopen a console; wiped buffers replay the ring buffer", function()
     close_others()
     local ex =

@@ -51,8 +51,7 @@ function M.bar(win)
   local ok, buf = pcall(api.nvim_win_get_buf, win)
   local id = ok and M.id_of_buf(buf)
   if not id then return compat.has_winbar() and "" or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
-  local eng = engine.current()
-  local rec = eng and (proctor.record(id)) -- with its task links
+  local rec = H.bar_record(id)
   if not rec then return "proctor #" .. id .. " (deleted)" end
   local text
   if vim.b[buf].proctor_view == "text" then
@@ -237,6 +236,38 @@ function M.placeholder(opts)
 end
 
 -- Helpers ------------------------------------------------------------------------
+
+-- The records the bars show, by id. A bar is drawn on every redraw of its
+-- window, under a flood at each render, and eng:get is a round trip to the
+-- engine thread, which the flood keeps busy: each draw waited 8-17 ms (the
+-- bench's tick log, a PTY flood on 0.12). A record is asked for once and kept
+-- until its execution's next state event, which drops it (a terminal one
+-- brings its record, kept instead); what a bar shows besides the record (the
+-- cancel asked, the task links) is read at each draw. At most H.BAR_RECS ids
+-- are kept; past that the table starts again (records are asked for anew).
+H.BAR_RECS = 256
+H.bar_recs, H.bar_n = {}, 0
+
+engine.subscribe("console.bar", function(ev)
+  if ev.type == "state" and H.bar_recs[ev.id] ~= nil then H.bar_recs[ev.id] = ev.record or false end
+end)
+
+-- The record of execution `id` for its bar, with its task links, or nil.
+function H.bar_record(id)
+  local rec = H.bar_recs[id]
+  if rec then return proctor._extended(rec) end
+  local eng = engine.current()
+  rec = eng and (proctor.record(id)) -- with its task links
+  if not rec then return nil end
+  if H.bar_recs[id] == nil then
+    H.bar_n = H.bar_n + 1
+    if H.bar_n > H.BAR_RECS then
+      H.bar_recs, H.bar_n = {}, 1
+    end
+  end
+  H.bar_recs[id] = rec
+  return rec
+end
 
 -- The bar of a text view: unlike a console's, it says "text view", whether it
 -- follows the output, and its keys.
