@@ -71,6 +71,35 @@ return function(test, T, H)
     end
   )
 
+  -- A consumer's finish gets the record the terminal state event brought:
+  -- the reader asks the engine thread (eng:get waits for it) for nothing.
+  test("reader: a consumer's finish has the end's record without a call to the engine", function()
+    setup()
+    local reader = require("proctor.tasks.reader")
+    local ex = assert(p().run({ cmd = { "sh", "-c", "read go; echo out; exit 4" }, open = false }))
+    local got, rec = {}, nil
+    reader.attach(ex.id, {
+      chunk = function(text) got[#got + 1] = text end,
+      finish = function(r) rec = r end,
+    })
+    local methods = getmetatable(require("proctor.engine").current()).__index
+    local get, gets = methods.get, 0
+    methods.get = function(...)
+      if debug.getinfo(2, "S").source:find("tasks/reader.lua", 1, true) then gets = gets + 1 end
+      return get(...)
+    end
+    local ok, err = pcall(function()
+      T.eq(ex:input("go\n"), true)
+      H.wait(30000, function() return rec ~= nil end, "the consumer's finish")
+    end)
+    methods.get = get
+    if not ok then error(err, 0) end
+    T.eq(rec.state, "failed")
+    T.eq(rec.exit_code, 4)
+    T.eq(table.concat(got), "out\n")
+    T.eq(gets, 0, "eng:get calls from the reader")
+  end)
+
   test("bounds: a ready line in a flood while the editor is blocked is not lost", function()
     require("proctor.engine")._reset() -- a fresh engine (1 MiB rings): nothing else is polled meanwhile
     setup({ engine = { output_limit = 1048576 } })

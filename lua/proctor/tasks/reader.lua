@@ -109,7 +109,7 @@ function H.hook()
     if ev.type == "output" then
       H.on_output(r, ev.stream, ev.offset, ev.data)
     elseif ev.type == "state" and engine.TERMINAL[ev.state] then
-      H.push(r, { finish = true })
+      H.push(r, { finish = true, record = ev.record }) -- the record as of the end
     end
   end)
 end
@@ -137,7 +137,7 @@ function H.catch_up(r)
       r.off[s] = n
     end
   end
-  if engine.TERMINAL[rec.state] then H.push(r, { finish = true }) end
+  if engine.TERMINAL[rec.state] then H.push(r, { finish = true, record = rec }) end
 end
 
 -- Bounded memory: past QUEUE_MAX queued bytes the oldest bytes become a gap
@@ -251,7 +251,9 @@ function H.step(eng, r)
   if it.finish then
     r.items[r.head] = nil
     r.head = r.head + 1
-    return H.finish(r, eng:get(r.id))
+    -- the record its terminal event brought: no eng:get, which would wait for
+    -- the engine thread (busy with the next flood)
+    return H.finish(r, it.record or eng:get(r.id))
   end
   if it.lost then -- dropped from the queue (QUEUE_MAX): counted, not read
     H.each(r, "missed", it.lost, it.stream)
