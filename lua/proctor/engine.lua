@@ -515,6 +515,9 @@ end
 -- each, when the engine starts and when an execution ends.
 function H.warn()
   local eng = H.eng
+  -- eng:warnings() waits for the history load: while it runs (an execution
+  -- ended meanwhile), H.warn_when_loaded's timer tells what it found later
+  if eng and eng.history_loading and eng:history_loading() then return end
   for _, w in ipairs(eng and eng.warnings and eng:warnings() or {}) do
     util.notify(w, vim.log.levels.WARN)
   end
