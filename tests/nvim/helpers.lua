@@ -77,6 +77,19 @@ function M.wait_final(buf, ms)
   return final
 end
 
+-- Hold the main loop (no event is polled meanwhile) until the engine counted
+-- `total` bytes of execution `id`'s stdout, or `ms` passed (default 60 s):
+-- the whole burst then waits in the ring before the first poll.
+function M.hold_until_written(id, total, ms)
+  local eng = require("proctor.engine").current()
+  local deadline = uv.now() + (ms or 60000)
+  repeat
+    uv.sleep(10)
+    uv.update_time()
+    local rec = eng:get(id)
+  until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+end
+
 -- What the console of `id` holds (for a failure message): its backlog and
 -- whether it ended and wrote its final line.
 function M.console_state(id)

@@ -132,13 +132,7 @@ return function(test, T, H)
       end
       local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
       local buf = api.nvim_get_current_buf()
-      local eng, uv = engine.current(), vim.uv or vim.loop
-      local deadline = uv.now() + 60000
-      repeat
-        uv.sleep(10)
-        uv.update_time()
-        local rec = eng:get(ex.id)
-      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      H.hold_until_written(ex.id, total)
       T.match(H.wait_final(buf, 60000), "completed: exit 0")
       T.ok(not H.has_line(buf, "skipped"), "nothing skipped")
       local l = body(buf)
@@ -182,13 +176,7 @@ return function(test, T, H)
       end
       local ex = p.run({ cmd = "seq 1 " .. n, open = { open = "current" } })
       local buf = api.nvim_get_current_buf()
-      local eng, uv = engine.current(), vim.uv or vim.loop
-      local deadline = uv.now() + 60000
-      repeat
-        uv.sleep(10)
-        uv.update_time()
-        local rec = eng:get(ex.id)
-      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      H.hold_until_written(ex.id, total)
       T.match(H.wait_final(buf, 60000), "completed: exit 0")
       T.ok(
         ring_reads > 0,

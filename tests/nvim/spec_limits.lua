@@ -141,13 +141,7 @@ return function(test, T, H)
       local total, kept = 8 * n, 16384
       local ex = assert(p().run({ cmd = "seq -f %07g 1 " .. n, open = { open = "current" } }))
       local buf = vim.api.nvim_get_current_buf()
-      local eng = engine.current()
-      local deadline = uv.now() + 60000
-      repeat
-        uv.sleep(10)
-        uv.update_time()
-        local rec = eng:get(ex.id)
-      until (rec and rec.bytes and rec.bytes.stdout == total) or uv.now() > deadline
+      H.hold_until_written(ex.id, total)
       T.match(H.wait_final(buf, 60000), "completed: exit 0")
       local l = H.lines(buf)
       l[#l] = nil -- the final line
