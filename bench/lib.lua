@@ -233,6 +233,16 @@ function M.nvim_main(fn)
   if not ok then finish({ error = tostring(err) }) end
 end
 
+--- Neovim: put plugin `name` from the peers' directory (BENCH_PEERS, see
+--- bench/README.md workload 10) on 'runtimepath'; false when it is absent.
+function M.peer(name)
+  local peers = os.getenv("BENCH_PEERS") or ""
+  local dir = peers .. "/" .. name
+  if peers == "" or vim.fn.isdirectory(dir) == 0 then return false end
+  vim.opt.runtimepath:prepend(dir)
+  return true
+end
+
 --- The Neovim layer's engine, started now; remembers how many records it held
 --- at its start (M.history_records): records loaded from a history file, whose
 --- kept output is memory of this process. bench/run gives every case an empty

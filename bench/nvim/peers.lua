@@ -33,7 +33,6 @@ local api = vim.api
 
 local WORKLOAD = lib.param("BENCH_WORKLOAD", "seq")
 local VARIANT = lib.param("BENCH_VARIANT", "proctor")
-local PEERS = os.getenv("BENCH_PEERS") or ""
 local N = lib.param("BENCH_N", 100, true)
 local BYTES = lib.param("BENCH_BYTES", 100 * 2 ^ 20, true)
 
@@ -218,12 +217,7 @@ local function tick_log()
   }
 end
 
-local function peer(name)
-  local dir = PEERS .. "/" .. name
-  if PEERS == "" or vim.fn.isdirectory(dir) == 0 then return false end
-  vim.opt.runtimepath:prepend(dir)
-  return true
-end
+local peer = lib.peer
 
 local function shows_final(buf)
   if not api.nvim_buf_is_valid(buf) then return false end

@@ -69,7 +69,6 @@ local function threads()
 end
 
 local VARIANT = lib.param("BENCH_VARIANT", "proctor_pty")
-local PEERS = os.getenv("BENCH_PEERS") or ""
 local WRAP = lib.param("BENCH_WRAP", "1") ~= "0"
 local FINAL = "200000"
 local AWK = 'awk \'BEGIN { for (i = 1; i <= 200000; i++) printf "\\r%d", i; print "" }\''
@@ -163,12 +162,7 @@ local function hook_proctor(id_of)
   end
 end
 
-local function peer(name)
-  local dir = PEERS .. "/" .. name
-  if PEERS == "" or vim.fn.isdirectory(dir) == 0 then return false end
-  vim.opt.runtimepath:prepend(dir)
-  return true
-end
+local peer = lib.peer
 
 local function done()
   T.cpu_ms = cpu_ms() - T.cpu_ms

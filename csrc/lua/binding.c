@@ -389,11 +389,7 @@ static int l_read(lua_State *L) {
   int rc = pr_engine_read(e, (uint64_t)id, 0, stream, (uint64_t)from, (size_t)max, &data, &len,
                           &next, &missed);
   if (rc != 0) return fail_id(L, rc, id);
-  lua_pushlstring(L, data ? data : "", len);
-  free(data);
-  lua_pushinteger(L, (lua_Integer)next);
-  lua_pushinteger(L, (lua_Integer)missed);
-  return 3;
+  return pr_lua_push_read(L, data, len, next, missed);
 }
 
 /* eng:fd() -> integer (readable while events are pending) */

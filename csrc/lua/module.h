@@ -19,6 +19,11 @@ void pr_lua_push_event(lua_State *L, const pr_event_t *ev);
  * (ring:read, push.c) and its registry cache; call once from luaopen. */
 void pr_lua_output_open(lua_State *L);
 
+/* pr_lua_push_read: what a read of a ring returns to Lua (eng:read,
+ * ring:read): data (freed here; NULL is ""), the next offset, the bytes
+ * missed before it. Returns 3, the number of values pushed (push.c). */
+int pr_lua_push_read(lua_State *L, char *data, size_t len, uint64_t next, uint64_t missed);
+
 /* pr_lua_to_json: the value at index i as JSON text (malloc'd, NUL-terminated,
  * *len bytes). NULL with *err set when it cannot be encoded (a NaN, a
  * function, a cycle...), NULL with *err NULL when out of memory. Raw access

@@ -113,6 +113,10 @@ static int l_output_read(lua_State *L) {
     lua_pushstring(L, pr_err_name(rc));
     return 3;
   }
+  return pr_lua_push_read(L, data, len, next, missed);
+}
+
+int pr_lua_push_read(lua_State *L, char *data, size_t len, uint64_t next, uint64_t missed) {
   lua_pushlstring(L, data ? data : "", len);
   free(data);
   lua_pushinteger(L, (lua_Integer)next);
