@@ -103,7 +103,9 @@ end
 -- or wall time reaches ms is listed in the result (`long_ticks`) with what ran
 -- in it: drain ticks and the events they handed out by kind, consoles made,
 -- renders, the engine round trips (get, read, list) and vim.fn calls (exists),
--- and the CPU of the drain, console making and rendering. Wrapping the
+-- and the CPU of the drain, console making and rendering; `t`, when the tick
+-- began (ms after `long_ticks.t0_mono_ms`, CLOCK_MONOTONIC as text), so
+-- bench/schedwhere.py can say what else ran meanwhile. Wrapping the
 -- functions costs a little; the figures of a logged run are not the bench's.
 local TICK_LOG = tonumber(os.getenv("BENCH_TICK_LOG") or "")
 local function tick_log()
@@ -192,6 +194,7 @@ local function tick_log()
   end
   local chk, prep = uv.new_check(), uv.new_prepare()
   local c0, w0, d0
+  local T0 = lib.now_ms()
   chk:start(function()
     c0, w0, cur = thread_cpu_ms(), uv.hrtime(), { kib0 = collectgarbage("count") }
     d0 = run_delay_ms()
@@ -201,7 +204,7 @@ local function tick_log()
     nticks = nticks + 1
     local cpu, wall = thread_cpu_ms() - c0, (uv.hrtime() - w0) / 1e6
     if cpu >= TICK_LOG or wall >= TICK_LOG then
-      cur.cpu, cur.wall, cur.tick = cpu, wall, nticks
+      cur.cpu, cur.wall, cur.tick, cur.t = cpu, wall, nticks, w0 / 1e6 - T0
       cur.run_delay = run_delay_ms() - d0
       cur.kib = collectgarbage("count")
       long[#long + 1] = cur
@@ -212,7 +215,7 @@ local function tick_log()
     stop = function()
       chk:stop()
       prep:stop()
-      return { ticks = nticks, long = long }
+      return { ticks = nticks, long = long, t0_mono_ms = string.format("%.3f", T0) }
     end,
   }
 end
@@ -365,6 +368,9 @@ function M.workload(finish)
         long_ticks = tlog.stop(),
         loop_ms = loop_ms,
         loop_cpu_ms = loop_cpu_ms,
+        main_cpu_ms = c0 and thread_cpu_ms() - c0,
+        t0_mono_ms = string.format("%.3f", t0),
+        t1_mono_ms = string.format("%.3f", lib.now_ms()),
         wall_ms = lib.now_ms() - t0,
         timer = p.timer,
         sched = p.sched,
