@@ -97,7 +97,8 @@ local per_part = {}
 
 local function all_made(exs)
   for _, ex in ipairs(exs) do
-    if not console._H.consoles[ex.id] then return false end
+    local stub = console._H.pending[ex.id] -- a hidden run's terminal waits for a window
+    if not (console._H.consoles[ex.id] or (stub and stub.made_buf)) then return false end
   end
   return true
 end

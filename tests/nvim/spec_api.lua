@@ -478,14 +478,15 @@ return function(test, T, H)
         local rec = T.ok(ex:wait(30000))
         T.eq(rec.state, "completed", "execution " .. i)
       end
-      -- every console is made (on later ticks, two steps each, or at once
-      -- when asked for) and renders its line when shown
+      -- every console's buffer is made (on later ticks; its terminal when
+      -- first shown, or at once when asked for) and renders its line when shown
       H.wait(60000, function()
         for _, ex in ipairs(exs) do
-          if not console._H.consoles[ex.id] then return false end
+          local stub = console._H.pending[ex.id]
+          if not (console._H.consoles[ex.id] or (stub and stub.made_buf)) then return false end
         end
         return true
-      end, "every console made")
+      end, "every console's buffer made")
       for _, i in ipairs({ 1, 50, 100 }) do
         local buf = p.open(exs[i].id, { open = "current" })
         H.wait(10000, function()
@@ -550,11 +551,14 @@ return function(test, T, H)
       c.wait(
         30000,
         [[(function()
-      local cs = require("proctor.console")._H.consoles
-      for _, id in ipairs(_G.ids) do if not cs[id] then return false end end
+      local CH = require("proctor.console")._H
+      local cs, pe = CH.consoles, CH.pending
+      for _, id in ipairs(_G.ids) do
+        if not (cs[id] or (pe[id] and pe[id].made_buf)) then return false end
+      end
       return true
     end)()]],
-        "every console made"
+        "every console's buffer made"
       )
       c.wait(
         30000,
@@ -654,14 +658,17 @@ return function(test, T, H)
       c.wait(
         30000,
         [[(function()
-      local cs = require("proctor.console")._H.consoles
+      local CH = require("proctor.console")._H
+      local cs, pe = CH.consoles, CH.pending
       local e = require("proctor.engine")
       for _, id in ipairs(_G.ids) do
-        if not cs[id] or e.state[id] ~= "completed" then return false end
+        if not (cs[id] or (pe[id] and pe[id].made_buf)) or e.state[id] ~= "completed" then
+          return false
+        end
       end
       return true
     end)()]],
-        "every console made and every run completed"
+        "every console's buffer made and every run completed"
       )
       -- nothing in the drain, the consoles or the endings called the engine:
       -- the one wake-up is the loop's, for its 100 starts

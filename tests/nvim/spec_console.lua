@@ -502,16 +502,17 @@ return function(test, T, H)
     local CH = require("proctor.console")._H
     local COST_NS = 1.5e6
     local extra, tick_cost, tick_n, ticks = 0, 0, 0, {}
-    local saved = { clock = CH.clock, make = CH.make, some = CH.make_some, ms = CH.make_ms }
+    local saved = { clock = CH.clock, make = CH.new_buffer, some = CH.make_some, ms = CH.make_ms }
     T.defer(function()
-      CH.clock, CH.make, CH.make_some, CH.make_ms = saved.clock, saved.make, saved.some, saved.ms
+      CH.clock, CH.new_buffer, CH.make_some, CH.make_ms =
+        saved.clock, saved.make, saved.some, saved.ms
     end)
     CH.make_ms = 1
     CH.clock = function() return extra end -- only the makes move it: counted, not timed
-    CH.make = function(...)
-      local c = saved.make(...)
+    CH.new_buffer = function(...)
+      local b = saved.make(...)
       extra, tick_cost, tick_n = extra + COST_NS, tick_cost + COST_NS, tick_n + 1
-      return c
+      return b
     end
     CH.make_some = function(...)
       tick_cost, tick_n = 0, 0
@@ -524,10 +525,10 @@ return function(test, T, H)
     end
     H.wait(30000, function()
       for _, ex in ipairs(exs) do
-        if not CH.consoles[ex.id] then return false end
+        if not (CH.pending[ex.id] and CH.pending[ex.id].made_buf) then return false end
       end
       return true
-    end, "every console made")
+    end, "every console's buffer made")
     local n = 0
     for i, t in ipairs(ticks) do
       n = n + t[1]
@@ -549,17 +550,18 @@ return function(test, T, H)
     end
   end)
 
-  -- A console is made in two steps, its buffer and then its terminal, so a
-  -- tick of a fan-out's console making holds at most one of them when they
-  -- are dear. Each is made to look like 1.5 ms (the clock moves only when
-  -- nvim_create_buf or nvim_open_term is called): counted, not timed.
+  -- A hidden run's console is made in two steps: its buffer on a making tick
+  -- (at most one a tick when they are dear: each is made to look like 1.5 ms,
+  -- the clock moving only when nvim_create_buf is called: counted, not timed),
+  -- and its terminal (nvim_open_term, the dearer half) only when a window
+  -- first shows it: a fan-out's hundred hidden consoles make no terminal.
   test(
-    "console making: a console's buffer and its terminal are made in different ticks (dear steps)",
+    "console making: a hidden run's console gets its buffer on a making tick and its terminal only when first shown",
     function()
       close_others()
       local CH = require("proctor.console")._H
       local COST_NS = 1.5e6
-      local fake, in_make, ticks = 0, false, {}
+      local fake, in_make, ticks, terms = 0, false, {}, 0
       local cur
       local saved = {
         clock = CH.clock,
@@ -571,6 +573,7 @@ return function(test, T, H)
       T.defer(function()
         CH.clock, CH.make_some, CH.make_ms = saved.clock, saved.some, saved.ms
         api.nvim_create_buf, api.nvim_open_term = saved.buf, saved.term
+        close_others()
       end)
       CH.make_ms = 1
       CH.clock = function() return in_make and fake or saved.clock() end
@@ -581,61 +584,72 @@ return function(test, T, H)
         return saved.buf(...)
       end
       api.nvim_open_term = function(...)
-        if in_make then
-          fake, cur.terms, cur.ns = fake + COST_NS, cur.terms + 1, cur.ns + COST_NS
-        end
+        terms = terms + 1
         return saved.term(...)
       end
       CH.make_some = function(...)
-        cur, in_make = { bufs = 0, terms = 0, ns = 0 }, true
+        cur, in_make = { bufs = 0, ns = 0 }, true
         saved.some(...)
         in_make = false
-        if cur.bufs + cur.terms > 0 then ticks[#ticks + 1] = cur end
+        if cur.bufs > 0 then ticks[#ticks + 1] = cur end
       end
       local exs = {}
       for i = 1, 10 do
         exs[i] = p.run({ cmd = "echo made" .. i, label = "two" .. i, open = { open = "none" } })
       end
+      local function made(ex) return CH.pending[ex.id] and CH.pending[ex.id].made_buf end
       H.wait(30000, function()
         for _, ex in ipairs(exs) do
-          if not CH.consoles[ex.id] then return false end
+          if not (made(ex) or CH.consoles[ex.id]) then return false end
         end
-        return true
-      end, "every console made")
-      local bufs, terms = 0, 0
+        return #CH.pending_order == 0
+      end, "every console's buffer made")
+      for _, ex in ipairs(exs) do
+        ex:wait(10000)
+      end
+      engine.pump()
+      local bufs = 0
       for i, t in ipairs(ticks) do
-        bufs, terms = bufs + t.bufs, terms + t.terms
+        bufs = bufs + t.bufs
         T.ok(
-          t.bufs + t.terms == 1,
+          t.bufs == 1,
           string.format(
-            "tick %d: %d buffers and %d terminals (%.1f ms, bound %d ms)",
+            "tick %d: %d buffers (%.1f ms, bound %d ms)",
             i,
             t.bufs,
-            t.terms,
             t.ns / 1e6,
             CH.MAKE_MS
           )
         )
       end
       T.eq(bufs, 10, "buffers made in the making ticks")
-      T.eq(terms, 10, "terminals made in the making ticks")
-      -- made in two steps, each console is whole: named, typed, its output shown
+      T.eq(terms, 0, "terminals made for hidden consoles")
+      -- the buffer is a console's already: named, typed, its id
       local ex = exs[3]
+      local buf = made(ex)
+      T.ok(buf, "the buffer of a hidden run's console")
+      T.eq(api.nvim_buf_get_name(buf), "proctor://" .. ex.id .. "/two3")
+      T.eq(vim.bo[buf].filetype, "proctor")
+      T.eq(vim.b[buf].proctor_id, ex.id)
+      -- shown (:buffer), it gets its terminal at that window's size, and its output
+      vim.cmd("vsplit")
+      vim.cmd("buffer " .. buf)
+      local win = api.nvim_get_current_win()
+      H.wait(10000, function() return CH.consoles[ex.id] ~= nil end, "its terminal made")
       local c = CH.consoles[ex.id]
-      T.eq(api.nvim_buf_get_name(c.buf), "proctor://" .. ex.id .. "/two3")
-      T.eq(vim.bo[c.buf].filetype, "proctor")
-      T.eq(vim.b[c.buf].proctor_id, ex.id)
-      ex:wait(10000)
-      local buf = ex:open({ open = "current" })
-      T.eq(buf, c.buf, "the console's buffer")
-      H.wait(
-        10000,
-        function() return table.concat(H.lines(buf), "\n"):find("made3", 1, true) ~= nil end,
-        "its output"
-      )
+      T.eq(c.buf, buf, "the same buffer")
+      T.eq(terms, 1, "terminals made")
+      T.eq(c.parked, false, "shown: not parked")
+      T.eq(c.size_key, CH.key_of({ win }), "the terminal took the window's size")
+      T.eq(vim.bo[buf].buftype, "terminal")
+      T.match(H.wait_final(buf), "completed: exit 0")
+      T.ok(H.has_line(buf, "made3"), "its output")
+      -- opened through the API, another gets its terminal at once
+      local b5 = made(exs[5])
+      T.eq(exs[5]:open({ open = "current" }), b5, "its buffer")
+      T.eq(terms, 2, "terminals made")
       close_others()
       for _, e in ipairs(exs) do
-        e:wait(10000)
         p.delete(e.id)
       end
     end
@@ -704,10 +718,10 @@ return function(test, T, H)
     end
     H.wait(30000, function()
       for _, ex in ipairs(exs) do
-        if not CH.consoles[ex.id] then return false end
+        if not (CH.pending[ex.id] and CH.pending[ex.id].made_buf) then return false end
       end
       return true
-    end, "every console made")
+    end, "every console's buffer made")
     local calls, orig = 0, vim.fn.win_findbuf
     vim.fn.win_findbuf = function(...)
       calls = calls + 1

@@ -177,10 +177,11 @@ end
 --- pty, and a PTY's cols and rows: the size its process starts with, which
 --- H.resize_all then does not set again}), and every byte is still to come, so nothing is read back from the
 --- ring buffer. Shown in a window (`opts.window`, or an `open` other than
---- "none") it is made now; a hidden one is queued and made on a later tick, at
---- most `H.MAKE_MS` of them per tick (100 runs in one loop return at once), its
---- output kept meanwhile as a hidden console's is. M.get() and M.open() make a
---- queued console at once.
+--- "none") it is made now; a hidden one gets its buffer on a later tick, at
+--- most `H.MAKE_MS` of them per tick (100 runs in one loop return at once),
+--- and its terminal when a window first shows that buffer; its output is kept
+--- meanwhile as a hidden console's is. M.get() and M.open() make a queued
+--- console at once.
 ---@param rec {id: integer, label: string|nil, pty: boolean|nil, cols: integer|nil, rows: integer|nil}
 ---@param opts proctor.OpenOpts
 ---@return integer|nil buf, integer|string|nil win_or_err
@@ -309,6 +310,7 @@ function H.hook()
   api.nvim_create_autocmd(compat.resize_events(), {
     group = g,
     callback = function(ev)
+      if ev.event == "BufWinEnter" then H.shown_stub(ev.buf) end
       -- A window that shows a console gets its bar before any size is taken:
       -- the bar (a winbar) is part of what the process must not count.
       if ev.event == "BufWinEnter" and H.consoles[M.id_of_buf(ev.buf) or -1] then
@@ -317,6 +319,26 @@ function H.hook()
       H.resize_all()
     end,
   })
+end
+
+-- A window shows buffer `buf`: when it is the buffer of a run's console whose
+-- terminal is not made yet (a hidden run's: M.open_run), the terminal is made
+-- on the next tick inside that window, at its size (made in this autocmd,
+-- nvim_open_term's own TermOpen would not nest).
+function H.shown_stub(buf)
+  local id = M.id_of_buf(buf)
+  local stub = id and H.pending[id]
+  if not (stub and stub.made_buf == buf) or stub.showing then return end
+  stub.showing = true
+  vim.schedule(function()
+    stub.showing = nil
+    if H.pending[id] ~= stub or not api.nvim_buf_is_valid(buf) then return end
+    local win = api.nvim_get_current_win()
+    if api.nvim_win_get_buf(win) ~= buf then win = vim.fn.win_findbuf(buf)[1] end
+    if not win then return end -- hidden again before the tick: it waits for the next show
+    H.make(id, win)
+    window.set_bar(win)
+  end)
 end
 
 -- Create the buffer and terminal for `rec` and queue the replay of its ring
@@ -345,7 +367,7 @@ function H.create(eng, rec, win, stub)
   end)
   c.size_key = H.key_of({ win })
   H.consoles[id] = c
-  vim.bo[buf].filetype = "proctor"
+  if vim.bo[buf].filetype ~= "proctor" then vim.bo[buf].filetype = "proctor" end
   H.keymaps(c)
   -- :bd, :bw, :bun (with or without !) close the console, never the process;
   -- :Proctor open makes a new one that replays the ring buffer.
@@ -423,6 +445,7 @@ function H.new_buffer(id, label)
   H.made[id] = true
   api.nvim_buf_set_var(buf, "proctor_id", id)
   vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].filetype = "proctor"
   return buf
 end
 
@@ -812,13 +835,15 @@ function H.schedule_make()
   vim.schedule(H.make_some)
 end
 
--- One tick of making queued consoles: for at most H.MAKE_MS (at least one
--- step). A console is made in two steps, its buffer (H.new_buffer) and then
--- its terminal (H.make): a console costs 0.5-3 ms of the main thread idle and
--- up to 6 ms on a loaded machine, nvim_open_term about half of it, so one
--- tick holding both could exceed the bound by itself. A step is not begun
--- when what the last ones cost (H.make_ms: a dearer one believed at once, a
--- cheaper one slowly) would take the tick past it.
+-- One tick of making the buffers of hidden runs' consoles: for at most
+-- H.MAKE_MS (at least one). Such a console's terminal (nvim_open_term, about
+-- half of a console's cost, 0.5-3 ms of the main thread idle and up to 6 ms
+-- on a loaded machine) is made only when a window first shows its buffer
+-- (H.shown_stub), M.get() or M.open(): until then nothing would be rendered
+-- into it (a hidden console renders nothing), and its output waits in its
+-- backlog as a hidden console's does. A buffer is not begun when what the
+-- last ones cost (H.make_ms: a dearer one believed at once, a cheaper one
+-- slowly) would take the tick past the bound.
 function H.make_some()
   H.making = false
   local t0 = H.clock()
@@ -826,22 +851,16 @@ function H.make_some()
   while i <= #order do
     local id = order[i]
     local stub = H.pending[id]
-    if stub then
+    if stub and not (stub.made_buf and api.nvim_buf_is_valid(stub.made_buf)) then
       local t = H.clock()
       if steps > 0 and (t - t0) / 1e6 + H.make_ms > H.MAKE_MS then break end
-      if stub.made_buf and api.nvim_buf_is_valid(stub.made_buf) then
-        H.make(id)
-        i = i + 1
-      else
-        stub.made_buf = H.new_buffer(id, stub.label)
-      end
+      stub.made_buf = H.new_buffer(id, stub.label)
       steps = steps + 1
       H.make_steps = H.make_steps + 1
       local ms = (H.clock() - t) / 1e6
       H.make_ms = ms > H.make_ms and ms or 0.75 * H.make_ms + 0.25 * ms
-    else
-      i = i + 1
     end
+    i = i + 1
   end
   local rest = {}
   for k = i, #order do
