@@ -810,6 +810,54 @@ return function(test, T, H)
     if not ok then error(err, 0) end
   end)
 
+  -- A hidden run's console has no terminal until a window shows it; its
+  -- output waits as a hidden console's (at most twice tail_bytes) and, shown,
+  -- it renders its last tail_bytes, as a hidden console shown again does.
+  test(
+    "a hidden run's console shown for the first time renders its last tail_bytes, as a hidden console does",
+    function()
+      close_others()
+      local CH = require("proctor.console")._H
+      local cfg = require("proctor.config").get().console
+      local saved = { cfg.backlog_limit, cfg.tail_bytes }
+      cfg.backlog_limit, cfg.tail_bytes = 8 * 2 ^ 20, 16384
+      local ok, err = pcall(function()
+        -- 23,893 bytes: more than tail_bytes, less than the twice it may keep
+        local ex = p.run({ cmd = "seq 1 5000", open = { open = "none" } })
+        T.ok(ex:wait(30000))
+        local buf
+        H.wait(30000, function()
+          engine.pump()
+          local stub = CH.pending[ex.id]
+          buf = stub and stub.made_buf
+          return buf ~= nil and stub.ended ~= nil
+        end, "its buffer made and its end seen")
+        T.eq(CH.consoles[ex.id], nil, "no terminal before it is shown")
+        T.ok(CH.pending[ex.id].backlog.n <= 2 * cfg.tail_bytes, "its backlog is bounded")
+        vim.cmd("buffer " .. buf) -- the whole width: the skip note is one line
+        T.match(H.wait_final(buf), "completed: exit 0")
+        local l = body(buf)
+        local skip
+        for i, line in ipairs(l) do
+          if line:find("^%[proctor%] … skipped %d+ bytes") then skip = i end
+        end
+        T.ok(skip, "the skipped-bytes line is shown")
+        local first = tonumber(l[skip + 1])
+        T.ok(first and first > 1000, "the tail starts late: " .. tostring(l[skip + 1]))
+        for i = skip + 1, #l do
+          if tonumber(l[i]) ~= first + (i - skip - 1) then error("line " .. i .. " is " .. l[i]) end
+        end
+        T.eq(tonumber(l[#l]), 5000)
+        -- at most tail_bytes (plus the line it starts on) were rendered
+        T.ok((#l - skip) * 5 <= cfg.tail_bytes + 4096, "rendered lines: " .. (#l - skip))
+        p.delete(ex.id)
+      end)
+      cfg.backlog_limit, cfg.tail_bytes = saved[1], saved[2]
+      close_others()
+      if not ok then error(err, 0) end
+    end
+  )
+
   test("console: winbar/statusline shows id, label, state, elapsed, exit", function()
     close_others()
     -- it runs until the test has read the running bar (a fixed sleep could

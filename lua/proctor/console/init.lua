@@ -824,6 +824,9 @@ function H.make(id, win)
   -- takes that window's size
   local buf = stub.made_buf
   if not win and buf and api.nvim_buf_is_valid(buf) then win = vim.fn.win_findbuf(buf)[1] end
+  -- shown now after waiting hidden: its last tail_bytes, as a hidden console shown again
+  local tail = config.get().console.tail_bytes
+  if win and stub.backlog and stub.backlog.n > tail then stub.backlog:trim(tail) end
   local c = H.create(eng, stub, win, stub)
   c.parked = not win
   return c
