@@ -11,6 +11,21 @@ local M = {}
 local uv = vim and vim.loop or require("luv")
 M.uv = uv
 
+-- A script started by hand, not by bench/run (which gives each case empty XDG
+-- directories of its own and marks it with PROCTOR_BENCH_RUN), gets private
+-- ones here, before proctor loads: its runs never land in the user's history
+-- (XDG_STATE_HOME, an older one in XDG_DATA_HOME), nor its socket among the
+-- user's editors (XDG_RUNTIME_DIR). They live in Neovim's temporary directory,
+-- removed when it exits. The cache directory (spill files, unlinked at once)
+-- stays on disk, as a user's is.
+if vim and not os.getenv("PROCTOR_BENCH_RUN") then
+  local dir = vim.fn.tempname()
+  for _, k in ipairs({ "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR" }) do
+    vim.env[k] = dir .. "/" .. k:lower()
+    vim.fn.mkdir(vim.env[k], "p", 448) -- 0700
+  end
+end
+
 --- Monotonic time in milliseconds (float).
 function M.now_ms() return uv.hrtime() / 1e6 end
 

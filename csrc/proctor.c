@@ -422,18 +422,21 @@ int pr_engine_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms, si
 }
 
 int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, uint64_t from,
-                   size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed) {
+                   size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed,
+                   pr_output_t **ring) {
   pr_cmd_t c = {.type = PR_CMD_READ,
                 .id = id,
                 .session = session,
                 .a = stream,
                 .b = (int64_t)(max > INT64_MAX ? INT64_MAX : max),
-                .u = from};
+                .u = from,
+                .want_ring = ring != NULL};
   int rc = simple(e, &c);
   *data = rc == 0 ? (char *)c.out : NULL;
   *len = rc == 0 ? c.n : 0;
   *next = rc == 0 ? c.r1 : from;
   *missed = rc == 0 ? c.r2 : 0;
+  if (ring) *ring = rc == 0 ? (pr_output_t *)c.ring : NULL;
   return rc;
 }
 

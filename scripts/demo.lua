@@ -4,6 +4,16 @@
 -- Shows: live coloured output, a progress bar redrawn with \r, an interactive
 -- prompt answered in the console, and the list view.
 local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+-- The demo's runs stay out of the user's history (XDG_STATE_HOME; an older one in
+-- XDG_DATA_HOME) and its socket out of the user's editors' place (XDG_RUNTIME_DIR):
+-- private directories in Neovim's temporary one, removed when it exits.
+do
+  local dir = vim.fn.tempname()
+  for _, k in ipairs({ "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR" }) do
+    vim.env[k] = dir .. "/" .. k:lower()
+    vim.fn.mkdir(vim.env[k], "p", 448) -- 0700
+  end
+end
 vim.opt.runtimepath:prepend(root)
 vim.cmd("runtime plugin/proctor.lua")
 vim.o.termguicolors = true

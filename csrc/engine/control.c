@@ -234,6 +234,10 @@ static void run_read(pr_exec_t *x, pr_cmd_t *cmd) {
                          &cmd->r2);
   cmd->out = data;
   cmd->n = len;
+  if (cmd->rc == 0 && cmd->want_ring) {
+    pr_ring_ref(x->streams[cmd->a].ring);
+    cmd->ring = x->streams[cmd->a].ring;
+  }
 }
 
 static int cancel_request(pr_control_t *c, uint64_t session, uint64_t rid) {

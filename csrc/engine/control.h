@@ -65,14 +65,16 @@ typedef struct pr_cmd {
   pr_exec_t *exec;  /* START: the new execution (pr_exec_build) */
   const char *data; /* INPUT: borrowed (the caller waits); CANCEL: reason or NULL */
   size_t len;
-  int64_t a, b; /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max;
+  int64_t a, b;  /* CANCEL: force; RESIZE: cols, rows; LIST: state; READ: stream, max;
                  * START: a = 1, deferred (no wake-up: pr_control_flush) */
-  uint64_t u;   /* READ: from; PURGE: older_than_ms */
+  uint64_t u;    /* READ: from; PURGE: older_than_ms */
+  int want_ring; /* READ: also hand back a new reference on the stream's ring (ring) */
   /* results */
   int rc;
   void *out;
   size_t n;
   uint64_t r1, r2;
+  void *ring; /* READ with want_ring, rc 0: the ring (pr_ring_t, referenced), the asker's */
   void (*fn)(void *owner, void *arg); /* CALL */
 } pr_cmd_t;
 

@@ -583,9 +583,14 @@ int pr_engine_purge(pr_engine_t *e, uint64_t session, uint64_t older_than_ms, si
 
 /* pr_engine_read: copy retained output of one stream from absolute offset
  * `from`, at most `max` bytes. *missed counts bytes before the oldest
- * retained one. Returns 0, PR_ENOENT, PR_ENOSTREAM, PR_ECLOSED, PR_ENOMEM. */
+ * retained one. With `ring` not NULL, *ring is also the stream's ring with a
+ * new reference (pr_output_read reads it on, without this round trip; the
+ * caller drops it with pr_output_release), NULL on an error. Returns 0,
+ * PR_ENOENT, PR_ENOSTREAM, PR_ECLOSED, PR_ENOMEM. Host thread. */
+typedef struct pr_ring pr_output_t; /* an output stream read on the host (below) */
 int pr_engine_read(pr_engine_t *e, uint64_t id, uint64_t session, int stream, uint64_t from,
-                   size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed);
+                   size_t max, char **data, size_t *len, uint64_t *next, uint64_t *missed,
+                   pr_output_t **ring);
 
 /* pr_engine_address: the RPC socket path, or NULL when not listening. The
  * string lives as long as the engine. */
@@ -651,13 +656,12 @@ int pr_engine_history_loading(pr_engine_t *e);
 /* pr_event_free: free an event taken by pr_engine_poll (NULL is fine). */
 void pr_event_free(pr_event_t *ev);
 
-/* An output stream read on the host thread without the engine thread: the
- * stream's ring (base/ring.h), shared with the engine under the ring's own
- * mutex and counted, so it outlives its execution (deleted, purged, the
- * engine closed) while a host reference holds it. pr_engine_read is a round
- * trip to the engine thread (it finds the execution by id); this is a read of
- * memory and of the ring's spill file, never waiting for that thread. */
-typedef struct pr_ring pr_output_t;
+/* pr_output_t, an output stream read on the host thread without the engine
+ * thread: the stream's ring (base/ring.h), shared with the engine under the
+ * ring's own mutex and counted, so it outlives its execution (deleted, purged,
+ * the engine closed) while a host reference holds it. pr_engine_read is a
+ * round trip to the engine thread (it finds the execution by id); this is a
+ * read of memory and of the ring's spill file, never waiting for that thread. */
 
 /* pr_event_output: the stream of an output event (PR_EV_OUTPUT), with a new
  * reference the caller drops with pr_output_release; NULL for any other

@@ -371,7 +371,7 @@ static int l_purge(lua_State *L) {
   return 1;
 }
 
-/* eng:read(id, stream[, from[, max]]) -> data, next_offset, missed | nil, msg, name */
+/* eng:read(id, stream[, from[, max]]) -> data, next_offset, missed, ring | nil, msg, name */
 static int l_read(lua_State *L) {
   pr_engine_t *e = open_engine(L);
   lua_Integer id = check_id(L, 2);
@@ -386,10 +386,13 @@ static int l_read(lua_State *L) {
   char *data;
   size_t len;
   uint64_t next, missed;
+  pr_output_t *ring;
   int rc = pr_engine_read(e, (uint64_t)id, 0, stream, (uint64_t)from, (size_t)max, &data, &len,
-                          &next, &missed);
+                          &next, &missed, &ring);
   if (rc != 0) return fail_id(L, rc, id);
-  return pr_lua_push_read(L, data, len, next, missed);
+  int n = pr_lua_push_read(L, data, len, next, missed);
+  pr_lua_push_ring(L, ring); /* the rest of the stream, read without this round trip */
+  return n + 1;
 }
 
 /* eng:fd() -> integer (readable while events are pending) */

@@ -24,6 +24,11 @@ void pr_lua_output_open(lua_State *L);
  * missed before it. Returns 3, the number of values pushed (push.c). */
 int pr_lua_push_read(lua_State *L, char *data, size_t len, uint64_t next, uint64_t missed);
 
+/* pr_lua_push_ring: push the one `ring` userdata of output stream o (made on
+ * first use, then shared while it lives), taking over the caller's reference
+ * (pr_event_output, pr_engine_read); nil when o is NULL. Host thread. */
+void pr_lua_push_ring(lua_State *L, pr_output_t *o);
+
 /* pr_lua_to_json: the value at index i as JSON text (malloc'd, NUL-terminated,
  * *len bytes). NULL with *err set when it cannot be encoded (a NaN, a
  * function, a cycle...), NULL with *err NULL when out of memory. Raw access

@@ -157,14 +157,16 @@ void pr_lua_output_open(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, PR_OUTPUTS);
 }
 
-/* Set field `ring` of the event table on top: the one userdata of ev's ring. */
-static void push_output(lua_State *L, const pr_event_t *ev) {
-  pr_output_t *o = pr_event_output(ev);
-  if (o == NULL) return;
+void pr_lua_push_ring(lua_State *L, pr_output_t *o) {
+  if (o == NULL) {
+    lua_pushnil(L);
+    return;
+  }
   lua_getfield(L, LUA_REGISTRYINDEX, PR_OUTPUTS);
   if (!lua_istable(L, -1)) { /* luaopen_proctor_core made it: never here */
     lua_pop(L, 1);
     pr_output_release(o);
+    lua_pushnil(L);
     return;
   }
   lua_pushlightuserdata(L, o);
@@ -181,8 +183,15 @@ static void push_output(lua_State *L, const pr_event_t *ev) {
     lua_pushvalue(L, -2);
     lua_rawset(L, -4);
   }
-  lua_setfield(L, -3, "ring");
-  lua_pop(L, 1);
+  lua_remove(L, -2); /* the registry's table */
+}
+
+/* Set field `ring` of the event table on top: the one userdata of ev's ring. */
+static void push_output(lua_State *L, const pr_event_t *ev) {
+  pr_output_t *o = pr_event_output(ev);
+  if (o == NULL) return;
+  pr_lua_push_ring(L, o);
+  lua_setfield(L, -2, "ring");
 }
 
 void pr_lua_push_event(lua_State *L, const pr_event_t *ev) {

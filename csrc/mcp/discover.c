@@ -14,8 +14,13 @@
  * USER), so besides $XDG_RUNTIME_DIR/proctor the fixed places are scanned
  * whatever the environment: /run/user/<uid>/proctor (where a login's
  * XDG_RUNTIME_DIR usually is) and /tmp/proctor-<uid>. The tests move those
- * two under a private directory with PROCTOR_DISCOVER_ROOT (tests/README.md);
- * nothing else should set it.
+ * two under a private directory with PROCTOR_DISCOVER_ROOT (tests/README.md).
+ * It stays in the shipped program, documented (|proctor-mcp-mode|), because it
+ * grants nothing: a socket found under it passes the same checks as one found
+ * in the real places, and PROCTOR_SOCKET already names any socket. Compiling
+ * it into a test build only would leave the shipped program's discovery
+ * untested: the mcp and acp-proxy tiers run it and the editors of everyone on
+ * the machine share the real places.
  */
 #include <dirent.h>
 #include <errno.h>

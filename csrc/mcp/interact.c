@@ -4,8 +4,16 @@
  *
  * Thread: main.
  *
- *   get ─► input [─► close_stdin] ─► every poll: get [─► read the prompt window]
+ *   get ─► input [─► close_stdin] ─► watch: wait [─► read the prompt window]
  *       ─► (prompt matched | idle | ended | timeout) ─► read the answer ─► result
+ *
+ * Watching is event-driven: each check is a `wait` with `output` (the bytes
+ * seen so far), which the server answers at the first new byte, at the end,
+ * or at the next deadline (idle or timeout): a quiet execution costs one
+ * request per deadline, and the first byte after a quiet spell is seen at
+ * once. Checks are at least IX_MIN_GAP_MS apart, so a flood costs at most one
+ * a gap. A server without the feature (hello's `features`) is polled with a
+ * `get` every IX_POLL_MS instead.
  *
  * The end: the execution ended ("exit"); `prompt` (a POSIX ERE) matches the
  * end of the new output ("prompt"); no new output for `idle_ms` ("idle");
@@ -30,7 +38,8 @@
 
 #define IX_CURSORS 256       /* executions whose interact cursor is remembered */
 #define IX_WINDOW 4096       /* bytes at the end of a stream the prompt is matched against */
-#define IX_POLL_MS 25        /* how often the record is read while watching */
+#define IX_POLL_MS 25        /* how often the record is read, from a server without wait_output */
+#define IX_MIN_GAP_MS 10     /* at least this long between two checks (a flood) */
 #define IX_DEFAULT_IDLE 1000 /* idle_ms when no prompt is given */
 
 struct interact {
@@ -42,6 +51,7 @@ struct interact {
   double mark[2];       /* where new output starts (the totals when the input was written) */
   double seen[2];       /* the totals at the last poll */
   uint64_t t0, changed; /* when watching started; when output last grew */
+  uint64_t checked;     /* when the last check was asked for */
   double idle_ms, timeout_ms, max_bytes;
   const char *ended_by;
   int ended;   /* the execution ended */
@@ -190,7 +200,10 @@ static void decide(call_t *c) {
   else if (ix->matched) finish(c, "prompt");
   else if (ix->idle_ms > 0 && (double)(now - ix->changed) >= ix->idle_ms) finish(c, "idle");
   else if ((double)(now - ix->t0) >= ix->timeout_ms) finish(c, "timeout");
-  else mc_timer_start(&c->timer, IX_POLL_MS);
+  else if (!mc_rpc_wait_output()) mc_timer_start(&c->timer, IX_POLL_MS);
+  else
+    mc_timer_start(&c->timer,
+                   now - ix->checked >= IX_MIN_GAP_MS ? 0 : ix->checked + IX_MIN_GAP_MS - now);
 }
 
 static void on_window(uint64_t tag, const mc_reply_t *r) {
@@ -235,9 +248,29 @@ static void on_poll(uint64_t tag, const mc_reply_t *r) {
   }
 }
 
+/* A check: `wait` until a stream grows past what was seen, the execution
+ * ends, or the next deadline (idle, timeout); the record it answers with
+ * goes to on_poll as a `get`'s would. */
 static void tick(mc_timer_t *t) {
   call_t *c = from_timer(t);
-  mc_call_rpc(c, "get", mc_params1(cJSON_CreateNumber((double)c->id)), on_poll, 0);
+  struct interact *ix = c->ix;
+  ix->checked = mc_now_ms();
+  if (!mc_rpc_wait_output()) {
+    mc_call_rpc(c, "get", mc_params1(cJSON_CreateNumber((double)c->id)), on_poll, 0);
+    return;
+  }
+  double due = (double)ix->t0 + ix->timeout_ms;
+  if (ix->idle_ms > 0 && (double)ix->changed + ix->idle_ms < due)
+    due = (double)ix->changed + ix->idle_ms;
+  double ms = due - (double)ix->checked;
+  cJSON *seen = cJSON_CreateObject(), *opts = cJSON_CreateObject();
+  for (int i = 0; i < ix->n; i++) cJSON_AddNumberToObject(seen, ix->names[i], ix->seen[i]);
+  cJSON_AddItemToObject(opts, "output", seen);
+  /* whole milliseconds (the server takes integers), rounded up: not before the deadline */
+  cJSON *p = mc_params2(cJSON_CreateNumber((double)c->id),
+                        cJSON_CreateNumber(ms > 0 ? (double)(uint64_t)(ms + 0.999) : 0));
+  cJSON_AddItemToArray(p, opts);
+  mc_call_rpc(c, "wait", p, on_poll, 0);
 }
 
 /* The input is written (slot 0) and stdin closed (slot 1, with eof): watch. */
@@ -263,7 +296,9 @@ static void on_input(uint64_t tag, const mc_reply_t *r) {
   }
   struct interact *ix = c->ix;
   ix->t0 = ix->changed = mc_now_ms();
-  mc_timer_start(&c->timer, IX_POLL_MS);
+  mc_timer_start(&c->timer, mc_rpc_wait_output()
+                                ? 0
+                                : IX_POLL_MS); /* a wait from the totals before the input */
 }
 
 /* The record before the input: the streams and where the answer starts. */

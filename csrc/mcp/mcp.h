@@ -199,6 +199,9 @@ const char *mc_rpc_lost(void);
 int mc_rpc_call(const char *method, cJSON *params, mc_rpc_cb cb, uint64_t tag);
 /* Why mc_rpc_call last returned -2 ("ETOOBIG: ..."). */
 const char *mc_rpc_refused(void);
+/* 1 when the server's hello lists the feature "wait_output" (`wait` answers at
+ * the first output past given byte counts); 0 for an older one. */
+int mc_rpc_wait_output(void);
 /* The fd to poll (-1 when not connected) and the events wanted. */
 int mc_rpc_fd(short *events);
 /* Handle readiness of the fd (revents from poll). */

@@ -52,10 +52,12 @@ static struct {
   pending_t *pending; /* oldest first */
   char lost[256];
   uint64_t max_message; /* hello's max_message (0: not known yet) */
+  int wait_output;      /* hello's features has "wait_output" (`wait` with `output`) */
   char refused[256];    /* why the last request was not sent (mc_rpc_call -2) */
 } C = {.fd = -1};
 
 const char *mc_rpc_refused(void) { return C.refused; }
+int mc_rpc_wait_output(void) { return C.wait_output; }
 
 /* Array and map entries in `j`, as the server counts them; stops past `limit`. */
 static size_t entries(const cJSON *j, size_t limit) {
@@ -289,6 +291,10 @@ static void on_hello(uint64_t tag, const mc_reply_t *r) {
   hello_done = 1;
   const cJSON *mm = r->result ? cJSON_GetObjectItemCaseSensitive(r->result, "max_message") : NULL;
   if (cJSON_IsNumber(mm) && mm->valuedouble >= 65536) C.max_message = (uint64_t)mm->valuedouble;
+  const cJSON *f, *fs = r->result ? cJSON_GetObjectItemCaseSensitive(r->result, "features") : NULL;
+  C.wait_output = 0; /* an older server's `wait` would ignore `output` */
+  cJSON_ArrayForEach(f, fs) C.wait_output |=
+      cJSON_IsString(f) && !strcmp(f->valuestring, "wait_output");
   if (r->err) {
     const cJSON *m = cJSON_GetArrayItem(r->err, 1);
     snprintf(hello_err, sizeof(hello_err), "hello failed: %s",

@@ -356,7 +356,7 @@ static void pump_waits(pr_rpc_conn_t *c) {
   while (q != &c->waits) {
     pr_rpc_wait_t *w = PR_QUEUE_DATA(q, pr_rpc_wait_t, cnode);
     q = q->next;
-    if (!w->timed_out && (w->rec == NULL || pr_rpc_sub_find(c->srv, w->id) != NULL)) {
+    if (!w->timed_out && !w->woke && (w->rec == NULL || pr_rpc_sub_find(c->srv, w->id) != NULL)) {
       if (w->rec) left++;
       continue;
     }

@@ -63,6 +63,9 @@ typedef struct pr_rpc_wait {
   uint64_t id, msgid;
   pr_record_t *rec; /* the terminal record, once the execution ended */
   int timed_out;
+  int on_output;             /* wait's `output`: also answer at the first output past `after` */
+  int64_t after[PR_NSTREAM]; /* per stream: bytes the client has seen (-1: not watched) */
+  int woke;                  /* output past `after` arrived: answer with the record as it is */
 } pr_rpc_wait_t;
 
 struct pr_rpc_conn {
@@ -222,7 +225,11 @@ int pr_rpc_pack_response_head(msgpack_packer *pk, uint64_t msgid);
 /* pr_rpc_pack_error_response: [1, msgid, [name, message], nil]. Returns 0 or -1. */
 int pr_rpc_pack_error_response(msgpack_packer *pk, uint64_t msgid, int err, const char *msg);
 
-/* pr_rpc_answer_wait: pack the response of a finished or timed-out wait. */
+/* pr_rpc_wait_grew: 1 when a stream of x that after[] watches (>= 0) holds
+ * more bytes in all than after[] says, else 0 (methods.c). Engine thread. */
+int pr_rpc_wait_grew(const pr_exec_t *x, const int64_t after[PR_NSTREAM]);
+
+/* pr_rpc_answer_wait: pack the response of a finished, timed-out or woken wait. */
 void pr_rpc_answer_wait(pr_rpc_conn_t *c, pr_rpc_wait_t *w);
 
 #endif

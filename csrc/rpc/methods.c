@@ -92,11 +92,13 @@ static int m_hello(pr_rpc_req_t *q) {
   while (methods[nm].name) nm++;
   msgpack_packer *pk = q->pk;
   int ident = q->c->ident[0] != 0;
-  if (msgpack_pack_map(pk, 6 + ident) || pr_mp_kv_str(pk, "server", "proctor") ||
+  /* features: what a method's name does not tell (`wait` with `output`) */
+  if (msgpack_pack_map(pk, 7 + ident) || pr_mp_kv_str(pk, "server", "proctor") ||
       (ident && pr_mp_kv_str(pk, "identity", q->c->ident)) ||
       pr_mp_kv_str(pk, "version", PR_VERSION) ||
       pr_mp_kv_int(pk, "session", (int64_t)q->c->session) || pr_mp_kv_str(pk, "name", q->c->name) ||
-      pr_mp_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) || pr_mp_str(pk, "methods") ||
+      pr_mp_kv_int(pk, "max_message", PR_RPC_MAX_MESSAGE) || pr_mp_str(pk, "features") ||
+      msgpack_pack_array(pk, 1) || pr_mp_str(pk, "wait_output") || pr_mp_str(pk, "methods") ||
       msgpack_pack_array(pk, nm))
     return PR_ENOMEM;
   for (size_t i = 0; i < nm; i++)
@@ -443,20 +445,59 @@ static int m_unsubscribe(pr_rpc_req_t *q) {
   return done_true(q);
 }
 
-/* wait [id, timeout_ms?] -> record, once terminal (after all of its
- * notifications) or when the timeout passed (then in its current state). */
+/* wait's {output = {stream = bytes, ...}}: after[] per stream (-1: not watched). */
+static int wait_output(pr_rpc_req_t *q, int64_t after[PR_NSTREAM], int *watch) {
+  static const char *const known[] = {"output", NULL};
+  const msgpack_object *opts, *o;
+  int rc;
+  for (int i = 0; i < PR_NSTREAM; i++) after[i] = -1;
+  *watch = 0;
+  if ((rc = pr_rpc_arg_map(q, 2, "opts", known, &opts)) != 0) return rc;
+  if ((o = pr_rpc_map_get(opts, "output")) == NULL) return 0;
+  const char *what = "output: a map of \"stdout\", \"stderr\" or \"pty\" to a byte count >= 0";
+  if (o->type != MSGPACK_OBJECT_MAP) return pr_rpc_bad(q, 2, "opts", what);
+  for (uint32_t k = 0; k < o->via.map.size; k++) {
+    const msgpack_object *key = &o->via.map.ptr[k].key;
+    int64_t n, stream = -1;
+    for (int i = 0; i < PR_NSTREAM; i++)
+      if (pr_mp_key_is(key, pr_stream_name(i))) stream = i;
+    if (stream < 0 || !pr_rpc_to_int(&o->via.map.ptr[k].val, &n) || n < 0)
+      return pr_rpc_bad(q, 2, "opts", what);
+    after[stream] = n;
+    *watch = 1;
+  }
+  return 0;
+}
+
+/* Has a watched stream of x more bytes than after[] says? */
+int pr_rpc_wait_grew(const pr_exec_t *x, const int64_t after[PR_NSTREAM]) {
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    uint64_t head, tail;
+    if (after[i] < 0 || x->streams[i].ring == NULL) continue;
+    pr_ring_stats(x->streams[i].ring, &head, &tail);
+    if (tail > (uint64_t)after[i]) return 1;
+  }
+  return 0;
+}
+
+/* wait [id, timeout_ms?, opts?] -> record, once terminal (after all of its
+ * notifications) or when the timeout passed (then in its current state);
+ * with opts.output, also as soon as a stream named there has more bytes
+ * than it says (then in its current state). */
 static int m_wait(pr_rpc_req_t *q) {
   uint64_t id;
-  int rc;
-  int64_t timeout = -1;
+  int rc, watch;
+  int64_t timeout = -1, after[PR_NSTREAM];
   if ((rc = pr_rpc_arg_id(q, 0, &id)) != 0 ||
-      (rc = pr_rpc_arg_range(q, 1, "timeout_ms", 0, (int64_t)1 << 40, &timeout)) != 0)
+      (rc = pr_rpc_arg_range(q, 1, "timeout_ms", 0, (int64_t)1 << 40, &timeout)) != 0 ||
+      (rc = wait_output(q, after, &watch)) != 0)
     return rc;
   if (q->notify) return PR_EINVAL; /* nobody to answer */
   pr_exec_t *x = id ? pr_registry_find(&q->ctl->reg, id, q->c->session) : NULL;
   if (x == NULL) return pr_rpc_not_found(q, id);
   int held = pr_rpc_sub_find(q->c->srv, id) != NULL;
-  if ((x->finished && !held) || (timeout == 0 && !x->finished)) {
+  if ((x->finished && !held) || (timeout == 0 && !x->finished) ||
+      (watch && !x->finished && pr_rpc_wait_grew(x, after))) {
     pr_record_t *r = pr_exec_snapshot(x);
     rc = r == NULL || pr_rpc_pack_record(q->pk, r) ? PR_ENOMEM : 0;
     pr_record_free(r);
@@ -469,6 +510,8 @@ static int m_wait(pr_rpc_req_t *q) {
   }
   pr_rpc_wait_t *w = pr_rpc_wait_new(q->c, id, q->msgid, timeout);
   if (w == NULL) return PR_ENOMEM;
+  w->on_output = watch;
+  memcpy(w->after, after, sizeof(w->after));
   if (x->finished) {
     w->rec = pr_exec_snapshot(x);
     q->c->nready_waits++;

@@ -234,9 +234,29 @@ static int do_listen(pr_rpc_t *srv, const char *path) {
 
 static void on_output(void *arg, pr_exec_t *x, int stream) {
   (void)stream;
+  pr_rpc_t *srv = arg;
   if (x->session == 0) return; /* the host's own: no RPC client may see them */
-  pr_rpc_sub_t *s = pr_rpc_sub_find(arg, x->id);
+  pr_rpc_sub_t *s = pr_rpc_sub_find(srv, x->id);
   if (s) pr_rpc_sub_dirty(s);
+  if (srv->nwaits == 0) return;
+  /* `wait` requests with `output` that these bytes answer */
+  pr_queue_t *q;
+  PR_QUEUE_FOREACH(q, &srv->conns) {
+    pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
+    if (c->session != x->session || c->nwaits == 0) continue;
+    int woke = 0;
+    pr_queue_t *k;
+    PR_QUEUE_FOREACH(k, &c->waits) {
+      pr_rpc_wait_t *w = PR_QUEUE_DATA(k, pr_rpc_wait_t, cnode);
+      if (w->id == x->id && w->on_output && !w->woke && !w->timed_out && w->rec == NULL &&
+          pr_rpc_wait_grew(x, w->after)) {
+        w->woke = 1;
+        c->nready_waits++;
+        woke = 1;
+      }
+    }
+    if (woke) pr_rpc_kick(c);
+  }
 }
 
 /* A state notification for the subscriber, and, when terminal, the answers

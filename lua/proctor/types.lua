@@ -125,7 +125,7 @@
 ---@field missed integer bytes skipped before data
 ---@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread
 
---- An output event's handle on its stream's ring buffer (|proctor-core-ring|).
+--- An output event's (or eng:read's) handle on its stream's ring buffer (|proctor-core-ring|).
 ---@class proctor.OutputRing
 local OutputRing = {}
 ---@param from integer
@@ -211,7 +211,7 @@ function Engine:list(filter) end
 ---@return integer deleted
 function Engine:purge(opts) end
 ---@param stream proctor.Stream
----@return string|nil data, integer|string next_offset_or_err, integer|nil missed
+---@return string|nil data, integer|string next_offset_or_err, integer|nil missed, proctor.OutputRing|nil ring
 function Engine:read(id, stream, from, max) end
 ---@return integer fd readable while events are pending
 function Engine:fd() end

@@ -888,7 +888,7 @@ static void test_history_loads_after_new(void) {
       pr_records_free(v, nrec);
     }
     uint64_t next, missed;
-    pr_engine_read(e, 1, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed);
+    pr_engine_read(e, 1, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed, NULL);
     outcome_t *o = calloc(n + 2, sizeof(*o));
     drain(e, o, n + 1, 0, 30000);
     free_outcomes(o, n + 1);
@@ -1143,12 +1143,21 @@ static void test_output_read_on_host(void) {
   CHECKF(bad == 0 && have == total && memcmp(got, want, total) == 0,
          "%d bad events, %zu of %zu bytes, %d holes", bad, have, total, holes);
   CHECKF(holes > 0, "%d holes (1 KiB polls of %zu bytes)", holes, total);
-  /* the execution deleted, then the engine freed: the handle still reads the ring */
-  CHECK_EQ(pr_engine_delete(e, id, 0), PR_DELETED);
   char *d;
   size_t len;
   uint64_t next, missed;
-  CHECK_EQ(pr_engine_read(e, id, 0, PR_STDOUT, 0, 10, &d, &len, &next, &missed), PR_ENOENT);
+  /* pr_engine_read hands over the same ring, with a reference of its own */
+  pr_output_t *r2 = NULL;
+  CHECK_EQ(pr_engine_read(e, id, 0, PR_STDOUT, 0, 10, &d, &len, &next, &missed, &r2), 0);
+  CHECKF(r2 == o && len == 10 && memcmp(d, want, 10) == 0, "read's ring %p, the events' %p",
+         (void *)r2, (void *)o);
+  free(d);
+  pr_output_release(r2);
+  /* the execution deleted, then the engine freed: the handle still reads the ring */
+  CHECK_EQ(pr_engine_delete(e, id, 0), PR_DELETED);
+  r2 = o;
+  CHECK_EQ(pr_engine_read(e, id, 0, PR_STDOUT, 0, 10, &d, &len, &next, &missed, &r2), PR_ENOENT);
+  CHECK(r2 == NULL);
   pr_engine_free(e);
   int rc = o ? pr_output_read(o, 0, total + 10, &d, &len, &next, &missed) : -1;
   CHECKF(rc == 0 && len == total && next == total && missed == 0 && memcmp(d, want, total) == 0,

@@ -99,7 +99,10 @@ function pct(v, p) { const s = [...v].sort((a, b) => a - b); return s[Math.min(s
 function baseEnv(extra = {}) {
   // PROCTOR_DISCOVER_ROOT: the fixed places discovery scans (/run/user/<uid>/proctor,
   // /tmp/proctor-<uid>) moved under a private empty "/": other editors on this machine stay out.
+  // A state and a data directory of its own: an editor started with this environment keeps
+  // its history (on by default) there, never in the user's.
   const env = { ...process.env, XDG_RUNTIME_DIR: fs.mkdtempSync(path.join(tmp, "run-")),
+    XDG_STATE_HOME: fs.mkdtempSync(path.join(tmp, "state-")), XDG_DATA_HOME: fs.mkdtempSync(path.join(tmp, "data-")),
     PROCTOR_DISCOVER_ROOT: fs.mkdtempSync(path.join(tmp, "root-")), ...extra };
   delete env.PROCTOR_SOCKET;
   return env;

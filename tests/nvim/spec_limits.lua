@@ -100,6 +100,42 @@ return function(test, T, H)
     T.eq(gets, 0, "eng:get calls from the reader")
   end)
 
+  -- A reader attached after the output was written reads it back from the
+  -- ring: eng:read (a round trip to the engine thread) once per stream, which
+  -- hands over the ring; the rest of the range through ring:read on this thread.
+  test("reader: a late reader reads the output before it with one eng:read per stream", function()
+    setup()
+    local reader = require("proctor.tasks.reader")
+    local total = 31458 * 100 -- 100-byte lines, a little over 3 MiB: four slices of the ring
+    T.ok(total > 3 * reader.GAP_SLICE)
+    local ex = assert(p().run({
+      cmd = ("yes %s | head -c %d; echo err >&2"):format(string.rep("0", 99), total),
+      open = false,
+    }))
+    H.wait(60000, function() return p().record(ex.id).state == "completed" end, "the run's end")
+    local methods = getmetatable(require("proctor.engine").current()).__index
+    local read, reads = methods.read, 0
+    methods.read = function(...)
+      if debug.getinfo(2, "S").source:find("tasks/reader.lua", 1, true) then reads = reads + 1 end
+      return read(...)
+    end
+    local got, missed, rec = { stdout = 0, stderr = 0 }, 0, nil
+    local ok, err = pcall(function()
+      reader.attach(ex.id, {
+        chunk = function(text, stream) got[stream] = got[stream] + #text end,
+        missed = function(n) missed = missed + n end,
+        finish = function(r) rec = r end,
+      })
+      H.wait(60000, function() return rec ~= nil end, "the late reader's finish")
+    end)
+    methods.read = read
+    if not ok then error(err, 0) end
+    T.eq(got.stdout, total, "stdout bytes handed over")
+    T.eq(got.stderr, 4, "stderr bytes handed over")
+    T.eq(missed, 0)
+    T.eq(reads, 2, "eng:read calls from the reader (one per stream)")
+  end)
+
   test("bounds: a ready line in a flood while the editor is blocked is not lost", function()
     require("proctor.engine")._reset() -- a fresh engine (1 MiB rings): nothing else is polled meanwhile
     setup({ engine = { output_limit = 1048576 } })

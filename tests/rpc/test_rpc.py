@@ -362,6 +362,35 @@ def wait_does_not_block_and_times_out(h):
 
 
 @test
+def wait_answers_at_new_output(h):
+    """wait with {output = {stream = bytes seen}} answers at the first byte past
+    them, neither at the end nor at the timeout; at once when they are already
+    past; hello lists the feature (proctor-mcp's interact watches this way)."""
+    c = Client(h.path)
+    hello = c.request("hello", "waiter")
+    expect("wait_output" in hello.get("features", []), "hello's features: %r" % hello)
+    i = c.request("start", {"cmd": ["sh", "-c", "printf 'one> '; read a; printf 'two> '; read b"],
+                            "stdin": True})
+    rec = c.request("wait", i, 600000, {"output": {"stdout": 0}}, timeout=120)
+    expect(rec["state"] == "running" and rec["bytes"]["stdout"] == 5, "at the first bytes: %r" % rec)
+    w = c.request_async("wait", i, 600000, {"output": {"stdout": 5, "stderr": 0}})
+    expect(c.request("input", i, b"x\n") is True, "input")
+    rec = c.result(w, 60)  # a deadline for the failure message, not a claim about speed
+    expect(rec["state"] == "running" and rec["bytes"]["stdout"] == 10, "at the next prompt: %r" % rec)
+    rec = c.request("wait", i, 600000, {"output": {"stdout": 3}})
+    expect(rec["state"] == "running", "bytes already past: at once (%r)" % rec)
+    for bad in ({"output": {"nope": 1}}, {"output": {"stdout": -1}}, {"output": 3}, {"other": 1}):
+        try:
+            c.request("wait", i, 10, bad)
+            expect(False, "wait with %r was taken" % (bad,))
+        except RpcError as e:
+            expect(e.name == "EINVAL", "wait with %r: %r" % (bad, e.err))
+    expect(c.request("cancel", i) == "canceling", "cancel")
+    expect(c.request("wait", i, 60000, {"output": {"stdout": 10}})["state"] == "canceled", "the end")
+    c.close()
+
+
+@test
 def hold_release_and_cancel_reason(h):
     """start{hold} stays queued (another session cannot release it), release
     runs it; a held one canceled with a reason ends with it, never spawned."""

@@ -6,13 +6,17 @@
 ---   output before attach ──► queue a range of the ring ┤
 ---                                                      ▼
 ---   tick, until BUDGET_MS of main-loop time is used: bytes → cut at the last "\n",
----   strip ANSI, "\r\n" → "\n" → consumer.chunk(text, stream); a range → eng:read
----   of the ring; the terminal state → consumer.finish(record)
+---   strip ANSI, "\r\n" → "\n" → consumer.chunk(text, stream); a range → ring:read
+---   of the stream's ring (the first one of a stream: eng:read, which hands the
+---   ring over too); the terminal state → consumer.finish(record)
 ---
 --- The bytes of output events cost nothing to get: while a reader exists the
 --- engine's polls hand over everything the ring holds (engine.want_output),
---- so the only ring reads (a call that waits for the engine thread, a few ms
---- while it is busy with a flood) are for output from before attach. Bytes
+--- so ranges are output from before attach, or bytes an event skipped. The
+--- reader keeps the last `ring` it got per stream (an event that skipped bytes
+--- brings one, eng:read returns one) and reads ranges from it on this thread:
+--- eng:read, a call that waits for the engine thread (a few ms while it is
+--- busy with a flood), runs at most once per stream. Bytes
 --- are lost only when the ring dropped them before a poll (more than
 --- `engine.output_limit` between two polls) or past QUEUE_MAX waiting here;
 --- consumer.missed(n, stream) counts them. Neither happens to a
@@ -77,6 +81,7 @@ function M.attach(id, consumer)
   if not r then
     r =
       { id = id, off = {}, partial = {}, consumers = {}, items = {}, head = 1, tail = 0, bytes = 0 }
+    r.rings = {} -- stream -> the last `ring` got (an event's, eng:read's): ranges read from it
     H.readers[id] = r
     H.count = H.count + 1
     engine.want_output("tasks.reader", config.get().engine.output_limit)
@@ -107,20 +112,27 @@ function H.hook()
     local r = H.readers[ev.id]
     if not r then return end
     if ev.type == "output" then
-      H.on_output(r, ev.stream, ev.offset, ev.data)
+      H.on_output(r, ev.stream, ev.offset, ev.data, ev.ring)
     elseif ev.type == "state" and engine.TERMINAL[ev.state] then
       H.push(r, { finish = true, record = ev.record }) -- the record as of the end
     end
   end)
 end
 
--- Queue the bytes of an output event. A gap before them is lost: while a
--- reader exists the polls hand over all the ring holds (output_floor), so
--- bytes an event skipped were no longer in the ring.
-function H.on_output(r, s, offset, data)
+-- Queue the bytes of an output event. While a reader exists the polls hand
+-- over all the ring holds (output_floor), so bytes an event skipped are
+-- seldom still in the ring; the event's `ring` says which are: the skipped
+-- range is read from it in its turn (what it no longer holds counts as missed).
+function H.on_output(r, s, offset, data, ring)
+  if ring then r.rings[s] = ring end
   local have = r.off[s] or 0
   if offset + #data <= have then return end
-  if offset > have then H.push(r, { stream = s, lost = offset - have }) end
+  if offset > have then
+    H.push(
+      r,
+      ring and { stream = s, from = have, to = offset } or { stream = s, lost = offset - have }
+    )
+  end
   if offset < have then data = data:sub(have - offset + 1) end
   r.off[s] = math.max(offset, have) + #data
   if #data > 0 then H.push(r, { stream = s, data = data }) end
@@ -262,11 +274,16 @@ function H.step(eng, r)
     return r.head <= r.tail
   end
   if not it.data then
-    -- A gap: one read of up to GAP_SLICE from the ring (each read waits for the
-    -- engine thread, so few big ones), then handled SLICE by SLICE as data.
+    -- A gap: one read of up to GAP_SLICE from the stream's ring, then handled
+    -- SLICE by SLICE as data. The ring kept from an event or an earlier read
+    -- is read on this thread; without one, eng:read waits for the engine
+    -- thread once and hands the ring over for the rest.
     local want = math.min(it.to - it.from, M.GAP_SLICE)
-    local data, nxt = eng:read(r.id, it.stream, it.from, want)
+    local data, nxt = H.read_range(eng, r, it.stream, it.from, want)
     if data == nil then return H.finish(r, nil) end -- deleted meanwhile
+    if data == false then
+      data, nxt = "", it.to
+    end -- the spill file failed: missed
     local first = nxt - #data -- the ring may no longer hold the gap's start
     if first > it.from then
       H.each(r, "missed", math.min(first, it.to) - it.from, it.stream)
@@ -288,6 +305,22 @@ function H.step(eng, r)
     return true
   end
   return H.slice(r, it)
+end
+
+-- Up to `want` bytes of stream `s` of r from offset `from`: data, next offset
+-- (eng:read's results). Through the ring kept for the stream, on this thread;
+-- without one, eng:read, which hands the ring over for the next reads. nil:
+-- the execution is gone (eng:read); false: the ring's spill file failed.
+function H.read_range(eng, r, s, from, want)
+  local ring = r.rings[s]
+  if ring then
+    local data, nxt = ring:read(from, want)
+    if data == nil then return false end
+    return data, nxt
+  end
+  local data, nxt, _, got = eng:read(r.id, s, from, want)
+  r.rings[s] = got
+  return data, nxt
 end
 
 -- Hand SLICE bytes of queued item `cur` (the current item, or r.pre) over.
