@@ -35,6 +35,7 @@
 #define PR_RPC_REPLY_SMALL 4096       /* a worker reply this small is sent whatever is unsent */
 #define PR_RPC_IDENT_MAX 256          /* bytes of an owner identity (hello) */
 #define PR_RPC_MAX_IDENTS 256         /* identities the server remembers (rpc/ident.c) */
+#define PR_RPC_SWEEP_MAX 4096 /* directory entries a start looks at for dead editors' sockets */
 
 typedef struct pr_rpc_ident pr_rpc_ident_t; /* rpc/ident.c */
 

@@ -11,7 +11,9 @@
  * subscriptions, waits and unsent bytes, and frees itself in the close
  * callback of its last handle. The server frees itself the same way.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,13 +178,16 @@ static void on_srv_handle_closed(uv_handle_t *h) {
   }
 }
 
-/* The directory must be ours alone; create it (0700) when missing. */
-static int check_dir(const char *path) {
-  char dir[PR_LISTEN_MAX + 1];
+/* The directory of `path` into dir (dirlen bytes). */
+static void dir_of(const char *path, char *dir, size_t dirlen) {
   const char *slash = strrchr(path, '/');
-  if (slash == NULL) snprintf(dir, sizeof(dir), ".");
-  else if (slash == path) snprintf(dir, sizeof(dir), "/");
-  else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+  if (slash == NULL) snprintf(dir, dirlen, ".");
+  else if (slash == path) snprintf(dir, dirlen, "/");
+  else snprintf(dir, dirlen, "%.*s", (int)(slash - path), path);
+}
+
+/* The directory must be ours alone; create it (0700) when missing. */
+static int check_dir(const char *dir) {
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) return -errno;
   struct stat st;
   if (lstat(dir, &st) != 0) return -errno;
@@ -206,10 +211,36 @@ static int clear_stale(const char *path) {
   return unlink(path) == 0 ? 0 : -errno;
 }
 
+/* Sockets of editors that are gone: every `<pid>.sock` in our directory
+ * (the Neovim layer's naming) whose process no longer exists and where nobody
+ * listens. An editor killed with SIGKILL cannot remove its own, and one
+ * per killed editor would pile up where proctor-mcp looks for editors. A
+ * socket of a live pid is left alone, even when nothing listens on it yet:
+ * that editor may be between its bind() and its listen(). At most
+ * PR_RPC_SWEEP_MAX entries are looked at per start. */
+static void sweep_stale(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return;
+  struct dirent *e;
+  for (int seen = 0; seen < PR_RPC_SWEEP_MAX && (e = readdir(d)) != NULL; seen++) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || strcmp(end, ".sock") != 0 || pid <= 0 || pid == getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char path[PR_LISTEN_MAX + 1];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path)) continue;
+    (void)clear_stale(path); /* a socket nobody listens on; anything else stays */
+  }
+  closedir(d);
+}
+
 static int do_listen(pr_rpc_t *srv, const char *path) {
   int rc;
   if (strlen(path) == 0 || strlen(path) > PR_LISTEN_MAX) return UV_ENAMETOOLONG;
-  if ((rc = check_dir(path)) != 0) return rc;
+  char dir[PR_LISTEN_MAX + 1];
+  dir_of(path, dir, sizeof(dir));
+  if ((rc = check_dir(dir)) != 0) return rc;
+  sweep_stale(dir);
   if ((rc = clear_stale(path)) != 0) return rc;
   if ((srv->path = strdup(path)) == NULL) return PR_ENOMEM;
   if ((rc = uv_pipe_bind(&srv->listener_pipe, path)) != 0) return rc;

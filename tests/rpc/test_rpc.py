@@ -987,6 +987,50 @@ def socket_removed_and_refuses_bad_dirs():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def stale_sockets_of_gone_editors_swept():
+    """A socket left by an editor killed with SIGKILL (its pid gone, nobody
+    listening) is removed when another editor starts listening in that
+    directory; a live pid's socket, a socket someone listens on, a file that is
+    not a socket and a name not of the form <pid>.sock all stay."""
+    d = tempfile.mkdtemp(prefix="proctor-sweep-")
+    os.chmod(d, 0o700)
+    gone = []
+    for _ in range(3):  # pids of processes that exited and were reaped
+        p = subprocess.Popen(["true"])
+        p.wait()
+        gone.append(p.pid)
+
+    def left_socket(name, listen=False):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(os.path.join(d, name))
+        if listen:
+            s.listen(1)
+            return s
+        s.close()  # the file stays, as a killed editor's does
+        return None
+
+    left_socket("%d.sock" % gone[0])
+    left_socket("%d.sock" % gone[1])
+    listening = left_socket("%d.sock" % gone[2], listen=True)
+    left_socket("%d.sock" % os.getpid())  # a live pid: maybe between bind and listen
+    left_socket("editor.sock")
+    with open(os.path.join(d, "%d.sock.txt" % gone[0]), "w") as f:
+        f.write("not a socket")
+    with open(os.path.join(d, "99999999.sock"), "w") as f:  # no such pid, not a socket
+        f.write("not a socket")
+    code = ("local core=require('proctor.core'); local e=assert(core.new{listen=%r}); "
+            "io.write(tostring(e ~= nil)); e:close()") % os.path.join(d, "x.sock")
+    env = dict(os.environ, LUA_CPATH=os.path.join(ROOT, "build/lua5.4/?.so") + ";;")
+    r = subprocess.run([LUA, "-e", code], env=env, capture_output=True, text=True, timeout=20)
+    expect(r.stdout.strip() == "true", "core.new failed: %r %r" % (r.stdout, r.stderr))
+    names = sorted(os.listdir(d))
+    listening.close()
+    shutil.rmtree(d, ignore_errors=True)
+    want = sorted(["%d.sock" % gone[2], "%d.sock" % os.getpid(), "editor.sock",
+                   "%d.sock.txt" % gone[0], "99999999.sock"])
+    expect(names == want, "left %r, want %r" % (names, want))
+
+
 def worker_notes(c, rids, timeout=20):
     """worker_chunk / worker_reply notifications until every rid in `rids` is answered."""
     chunks, replies = {}, {}
@@ -1275,6 +1319,7 @@ def main():
     finally:
         h.stop()
     run("socket_removed_and_refuses_bad_dirs", socket_removed_and_refuses_bad_dirs)
+    run("stale_sockets_of_gone_editors_swept", stale_sockets_of_gone_editors_swept)
     run("neovim_server", neovim_server)
     return failed
 
