@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/liveness.h"
 #include "base/queue.h"
 #include "base/wire.h"
 
@@ -70,8 +71,7 @@ typedef struct pr_sup {
   uint64_t ping_at;   /* uv_now (ms) when the unanswered PING was sent; 0 when none */
   int64_t ping_token; /* the token of the last PING */
   int64_t shep_pid;   /* the shepherd's pid, from its PONGs (0 until the first) */
-  uint64_t ping_cpu;  /* the shepherd's CPU time (ns) when the first PING of this silence went */
-  uint64_t cpu_seen;  /* its CPU time (ns) at the last look (a PING, a judged silence) */
+  pr_liveness_t live; /* its CPU time at the first PING of this silence and at the last look */
   char *path;         /* binary */
   char *recvbuf;      /* PR_WIRE_MAX_PAYLOAD bytes */
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */

@@ -9,6 +9,7 @@
 
 #include "base/buf.h"
 #include "base/idmap.h"
+#include "base/liveness.h"
 #include "base/mpack.h"
 #include "base/ring.h"
 #include "base/utf8.h"

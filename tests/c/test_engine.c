@@ -723,6 +723,98 @@ static void test_shepherd_slow_or_hung(void) {
   for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
+/* A job's reaper silent past the shepherd's answer window after a cancel's
+ * SIGTERM (tests/c/slow_reaper.c, preloaded into the shepherd and so into
+ * its reapers, holds it inside the read of that command: on a loaded machine
+ * a reaper runnable without a CPU does that). "work": it is alive and uses
+ * CPU (a loop of 1 ms sleeps) until the shepherd's probe (SIGCONT) is
+ * pending, proof that the shepherd judged the silence and asked again: the
+ * job must then get its SIGTERM and end by its own trap within its grace
+ * ("graceful"), not by the SIGKILL the old check gave every reaper silent
+ * that long. "hang": asleep for good, using no CPU: it must still be killed,
+ * and with it its job (the execution ends canceled, no process left). A
+ * reaper stopped by its job is test_reaper_stopped_before_spawned's. No
+ * duration is asserted: each step waits for a condition. */
+static void test_reaper_slow_or_hung(void) {
+  static const char *modes[] = {"work", "hang"};
+  char self[512], dir[300], wrapper[320], mark[320], up[320], shell[800];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = 0;
+  *strrchr(self, '/') = 0; /* build/: the shepherd and slow_reaper.so are here */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  char why[2][400] = {{0}};
+  for (int m = 0; m < 2; m++) {
+    snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
+    snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
+    snprintf(up, sizeof(up), "%s/up-%s", dir, modes[m]);
+    FILE *f = fopen(wrapper, "w");
+    CHECK(f != NULL);
+    fprintf(f,
+            "#!/bin/sh\nPROCTOR_TEST_REAPER=%s PROCTOR_TEST_REAPER_MARK='%s' "
+            "LD_PRELOAD='%s/slow_reaper.so' exec '%s/proctor-shepherd' \"$@\"\n",
+            modes[m], mark, self, self);
+    fclose(f);
+    chmod(wrapper, 0755);
+    pr_engine_opts_t opts = {.shepherd_path = wrapper};
+    pr_engine_t *e;
+    if (pr_engine_new(&opts, &e) != 0) {
+      snprintf(why[m], sizeof(why[m]), "no engine");
+      continue;
+    }
+    char needle[96];
+    snprintf(needle, sizeof(needle), "PROCTOR_TEST_TAG=reaper-%d-%llu-%d", (int)getpid(),
+             (unsigned long long)now_ms(), m);
+    const char *env[] = {needle};
+    /* The trap is set before the mark: the cancel waits for the mark. */
+    snprintf(shell, sizeof(shell),
+             "trap 'echo graceful; exit 0' TERM; echo up; : > '%s'; while :; do sleep 0.05; done",
+             up);
+    pr_spec_t s = {.shell = shell, .env = env, .envc = 1, .kill_grace_ms = 600000};
+    uint64_t id = 0;
+    int rc = pr_engine_start(e, &s, &id);
+    for (uint64_t t = now_ms() + 30000; rc == 0 && now_ms() < t && access(up, F_OK) != 0;)
+      usleep(5000);
+    pr_cancel_result_t cr = pr_engine_cancel(e, id, 0, 0, NULL);
+    outcome_t *o = calloc(2, sizeof(*o));
+    int ended = rc == 0 && drain(e, o, 1, 1, 120000);
+    int left = 1;
+    for (uint64_t t = now_ms() + 10000; now_ms() < t; usleep(10000))
+      if ((left = count_tagged(needle, NULL)) == 0) break;
+    char marks[64] = {0};
+    int mfd = open(mark, O_RDONLY);
+    if (mfd >= 0) {
+      if (read(mfd, marks, sizeof(marks) - 1) < 0) marks[0] = 0;
+      close(mfd);
+    }
+    const char *out = o[1].data ? o[1].data : "(none)";
+    if (rc != 0 || id != 1) snprintf(why[m], sizeof(why[m]), "start: %s", pr_err_name(rc));
+    else if (cr != PR_CANCELING) snprintf(why[m], sizeof(why[m]), "cancel: %d", (int)cr);
+    else if (!ended) snprintf(why[m], sizeof(why[m]), "never ended: %s", pr_state_name(o[1].state));
+    else if (o[1].state != PR_CANCELED)
+      snprintf(why[m], sizeof(why[m]), "ended %s", pr_state_name(o[1].state));
+    else if (m == 0 && (strncmp(out, "up\n", 3) != 0 || strstr(out, "graceful\n") == NULL ||
+                        strcmp(marks, "held\nprobed\n") != 0))
+      snprintf(why[m], sizeof(why[m]),
+               "a working reaper: the job's output '%s' (signal %d), the reaper's marks '%s'", out,
+               o[1].signal, marks);
+    else if (m == 1 && (strncmp(out, "up\n", 3) != 0 || strstr(out, "graceful") != NULL ||
+                        strcmp(marks, "held\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a hung reaper: the job's output '%s', the marks '%s'", out,
+               marks);
+    else if (left != 0) snprintf(why[m], sizeof(why[m]), "left behind: %d tagged", left);
+    free_outcomes(o, 1);
+    pr_engine_free(e);
+    unlink(wrapper);
+    unlink(mark);
+    unlink(up);
+  }
+  rmdir(dir);
+  for (int m = 0; m < 2; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
+}
+
 /* Remove a private test directory and the files in it. */
 static void rm_dir(const char *dir) {
   DIR *d = opendir(dir);
@@ -1176,6 +1268,7 @@ int main(int argc, char **argv) {
   RUN(test_spawned_without_fds);
   RUN(test_reaper_stopped_before_spawned);
   RUN(test_shepherd_slow_or_hung);
+  RUN(test_reaper_slow_or_hung);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
