@@ -815,6 +815,57 @@ static void test_reaper_slow_or_hung(void) {
   for (int m = 0; m < 2; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
+/* A host that never polls while N executions end (held, then canceled: no
+ * process, so the count costs no fork): the events waiting for it stay
+ * within PR_HOST_EVENTS_BYTES plus one compact state event per execution
+ * (the old queue kept two events and a full record for each: 13.5 MB for
+ * 10,000), and a poll then still sees every execution's end, exactly once,
+ * with its record or without (get has it). */
+static void test_host_queue_bounded(void) {
+  size_t n = 10000, held = 0, bytes = 0, ends = 0, twice = 0, records = 0;
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(NULL, &e));
+  pr_spec_t s = {.shell = "true", .kill_grace_ms = -1, .hold = 1};
+  uint64_t id = 0;
+  for (size_t i = 1; i <= n; i++) {
+    CHECK_OK(pr_engine_start(e, &s, &id));
+    CHECK_EQ(pr_engine_cancel(e, id, 0, 0, NULL), PR_CANCELING);
+  }
+  pr_record_t *r = NULL; /* commands run in order: the last one ended, they all did */
+  for (uint64_t t = now_ms() + 60000; now_ms() < t; usleep(10000)) {
+    int rc = pr_engine_get(e, id, 0, &r);
+    int done = rc == PR_ENOENT || (rc == 0 && pr_state_terminal(r->state));
+    pr_record_free(r);
+    r = NULL;
+    if (done) break;
+  }
+  pr_test_events_held(e, &held, &bytes);
+  char *seen = calloc(n + 1, 1);
+  pr_event_t *evs[256];
+  for (size_t k; (k = pr_engine_poll(e, evs, 256, 0)) > 0;) {
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_STATE && pr_state_terminal(ev->state) && ev->id >= 1 && ev->id <= n) {
+        twice += seen[ev->id]++ != 0;
+        ends += ev->state == PR_CANCELED && ev->prev != PR_CANCELED;
+        records += ev->record != NULL;
+      }
+      pr_event_free(ev);
+    }
+  }
+  free(seen);
+  pr_engine_free(e);
+  printf("# host queue unpolled: %zu events, %zu bytes for %zu ended executions (%zu records)\n",
+         held, bytes, n, records);
+  CHECKF(bytes <= PR_HOST_EVENTS_BYTES + n * 256,
+         "%zu events hold %zu bytes for %zu ended executions (bound %zu + 256 each)", held, bytes,
+         n, PR_HOST_EVENTS_BYTES);
+  /* one event each, and a second (the first state) only for those whose end kept its record */
+  CHECKF(held <= n + records, "%zu events for %zu executions, %zu records", held, n, records);
+  CHECKF(ends == n && twice == 0, "%zu of %zu ends seen, %zu twice", ends, n, twice);
+  CHECKF(records > 0, "no terminal event kept its record (they do until the bound)");
+}
+
 /* Remove a private test directory and the files in it. */
 static void rm_dir(const char *dir) {
   DIR *d = opendir(dir);
@@ -1269,6 +1320,7 @@ int main(int argc, char **argv) {
   RUN(test_reaper_stopped_before_spawned);
   RUN(test_shepherd_slow_or_hung);
   RUN(test_reaper_slow_or_hung);
+  RUN(test_host_queue_bounded);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
