@@ -320,8 +320,8 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   if (events & UV_WRITABLE) {
-    if (flush(s) < 0) {
-      lost(s);
+    if (flush(s) < 0) { /* gone: what it said before its EOF first (a link's LOST) */
+      if (!read_batch(s)) lost(s);
       return;
     }
   }
@@ -390,7 +390,7 @@ static void on_tick(uv_timer_t *t) {
   /* A starved loop runs its timers before it polls: give it what waits for
    * it and take what came first. */
   if (!pr_queue_empty(&s->sendq) && flush(s) < 0) {
-    lost(s);
+    if (!read_batch(s)) lost(s);
     return;
   }
   if (read_batch(s) || s->ping_at == 0 || s->last_rx > s->ping_at) return;
@@ -540,8 +540,13 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     if (rc == -EAGAIN) {
       if (enqueue(s, &h, p) != 0) return PR_ENOMEM;
       queued = 1;
+    } else if (rc == -EPIPE || rc == -ECONNRESET) {
+      /* It is gone already (a target's link that refused its transport
+       * exits at once), its last words and EOF not read yet: the packet is
+       * sent as far as anyone can send it, and the poll's EOF (lost())
+       * ends what it was for with the loss's reason and message. */
     } else if (rc < 0) {
-      return PR_ESHEPHERD; /* EOF handling in on_poll reports the loss */
+      return PR_ESHEPHERD;
     }
     off += n;
   } while (off < len);

@@ -97,7 +97,10 @@ int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *path, const pr_sup_ops
 int pr_sup_ensure(pr_sup_t *s);
 
 /* pr_sup_send: send (or queue, if the socket is full) one request. Payloads
- * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd),
+ * larger than one packet are split. A shepherd that exited but whose EOF is
+ * not read yet takes it too (0): the loss, with what it said last (a link's
+ * LOST), ends its executions once the poll reads that EOF, never a refused
+ * send before it. Returns 0, PR_ESHEPHERD (no shepherd),
  * PR_ENOMEM, or PR_EBUSY for a SPAWN while PR_SUP_SENDQ_MAX bytes or more
  * wait for a stopped shepherd (pr_sup_last_error says so). A SPAWN starts
  * the liveness check. */

@@ -10,7 +10,9 @@
  *   test_engine_tsan --tsan     same tests, smaller counts (TSan is slow)
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -866,6 +868,71 @@ static void test_host_queue_bounded(void) {
   CHECKF(records > 0, "no terminal event kept its record (they do until the bound)");
 }
 
+/* The engine's sendmsg (base/wire.c), interposed for one test: while
+ * hold_spawn_send is set, a SPAWN from the engine waits until the far end of
+ * its socket is gone (POLLHUP: the link or shepherd exited), as a loaded
+ * machine does when it holds the engine thread between starting a target's
+ * link and sending it the spawn, while the link refuses its transport and
+ * exits. Every other send (and every send of the other tests) goes through
+ * at once. */
+static int hold_spawn_send; /* atomic */
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+  static ssize_t (*real)(int, const struct msghdr *, int);
+  if (real == NULL) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+  if (__atomic_load_n(&hold_spawn_send, __ATOMIC_ACQUIRE) && m->msg_iovlen > 0 &&
+      m->msg_iov[0].iov_len >= sizeof(pr_wire_hdr_t)) {
+    const pr_wire_hdr_t *h = m->msg_iov[0].iov_base;
+    struct pollfd p = {fd, POLLRDHUP, 0};
+    if (h->type == PR_W_SPAWN && h->from == 0)
+      for (int i = 0; i < 60000 && !(p.revents & (POLLHUP | POLLRDHUP)); i++) poll(&p, 1, 1);
+  }
+  return real(fd, m, flags);
+}
+
+/* A target's link that refuses its transport (not a proctor relay there:
+ * it sends LOST with why, and exits) before the engine thread sent it the
+ * first spawn (held by the sendmsg above until the link is gone): the
+ * execution ends failed/target_lost with the link's words, as when the
+ * spawn was sent first, not failed/spawn_error "ESHEPHERD" (the old send
+ * failed on the closed socket and ended it before the link's LOST and EOF
+ * were read: the target tier's "the link refuses a relay of another byte
+ * order" failed that way once in CI). */
+static void test_link_gone_before_first_send(void) {
+  char dir[300], hello[320], tr[700];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(hello, sizeof(hello), "%s/hello", dir);
+  FILE *f = fopen(hello, "w");
+  CHECK(f != NULL);
+  fprintf(f, "%-40s", "Welcome to the far side");
+  fclose(f);
+  snprintf(tr, sizeof(tr), "cat '%s'; exec sleep 60", hello);
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(NULL, &e));
+  __atomic_store_n(&hold_spawn_send, 1, __ATOMIC_RELEASE);
+  pr_spec_t s = {.shell = "true", .target = "forged", .transport = tr, .kill_grace_ms = -1};
+  uint64_t id = 0;
+  int rc = pr_engine_start(e, &s, &id);
+  outcome_t *o = calloc(2, sizeof(*o));
+  int ended = rc == 0 && drain(e, o, 1, 0, 90000);
+  __atomic_store_n(&hold_spawn_send, 0, __ATOMIC_RELEASE);
+  pr_record_t *r = NULL;
+  int got = ended && pr_engine_get(e, id, 0, &r) == 0;
+  char why[600];
+  snprintf(why, sizeof(why), "%s %s: %s", pr_state_name(o[1].state),
+           got && r->reason ? r->reason : "?", got && r->error ? r->error : "");
+  int ok = got && r->state == PR_FAILED && strcmp(r->reason, "target_lost") == 0 && r->error &&
+           strstr(r->error, "not a proctor relay") != NULL;
+  pr_record_free(r);
+  free_outcomes(o, 1);
+  pr_engine_free(e);
+  unlink(hello);
+  rmdir(dir);
+  CHECK_OK(rc);
+  CHECKF(ok, "ended %s", why);
+}
+
 /* Remove a private test directory and the files in it. */
 static void rm_dir(const char *dir) {
   DIR *d = opendir(dir);
@@ -1328,6 +1395,7 @@ int main(int argc, char **argv) {
   RUN(test_history_loads_after_new);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
+  RUN(test_link_gone_before_first_send);
   RUN(test_output_read_on_host);
   return TAP_END();
 }
