@@ -31,7 +31,7 @@ TEST_CFLAGS = $(C_STD) -pthread
 
 BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/spec_fill.c csrc/base/record.c csrc/base/buf.c \
              csrc/base/idmap.c csrc/base/locked.c csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c \
-             csrc/base/ring.c csrc/base/wire.c
+             csrc/base/ring.c csrc/base/wire.c csrc/base/liveness.c
 # the engine thread: executions, streams, the shepherd link, commands, workers
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/shepherd_link.c csrc/engine/control.c csrc/engine/spec.c \
@@ -75,10 +75,11 @@ setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
 
 # --- the shepherd: a plain program, shared by both builds -----------------------
-# It shares only base/ with the core: the wire protocol, the id map, the buffer.
+# It shares only base/ with the core: the wire protocol, the id map, the buffer, liveness.
 # Bound at load (-z now): a lazy binding saves the vector registers on the
 # stack, and they hold pieces of the last spawn request (secret values).
-SHEPHERD_SRC = $(wildcard csrc/shepherd/*.c) csrc/base/wire.c csrc/base/idmap.c csrc/base/buf.c
+SHEPHERD_SRC = $(wildcard csrc/shepherd/*.c) csrc/base/wire.c csrc/base/idmap.c csrc/base/buf.c \
+               csrc/base/liveness.c
 $(SHEPHERD): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
 	$(CC) $(CFLAGS) $(C_STD) -Wl,-z,now,-z,relro -o $@.tmp $(SHEPHERD_SRC)
 	mv -f $@.tmp $@
@@ -218,11 +219,16 @@ $(STOP_REAPER): tests/c/stop_reaper.c csrc/base/wire.h | $(BUILD)
 SLOW_SHEPHERD = $(BUILD)/slow_shepherd.so
 $(SLOW_SHEPHERD): tests/c/slow_shepherd.c csrc/base/wire.h | $(BUILD)
 	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Icsrc -Wall -Wextra -shared -fPIC -o $@ $< -ldl
+# And one more (tests/c/slow_reaper.c): it holds a job's reaper inside the read of a cancel's
+# SIGTERM, working or hung, while the shepherd judges its silence.
+SLOW_REAPER = $(BUILD)/slow_reaper.so
+$(SLOW_REAPER): tests/c/slow_reaper.c | $(BUILD)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -shared -fPIC -o $@ $< -ldl
 
-$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(HDRS) $(SHEPHERD) $(STOP_REAPER) $(SLOW_SHEPHERD)
+$(BUILD)/test_engine_asan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(HDRS) $(SHEPHERD) $(STOP_REAPER) $(SLOW_SHEPHERD) $(SLOW_REAPER)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_ASAN_OBJ) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
-$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD) $(STOP_REAPER) $(SLOW_SHEPHERD)
+$(BUILD)/test_engine_tsan: tests/c/test_engine.c tests/c/tap.h csrc/engine/lctest.c $(ENGINE_SRC) $(HDRS) $(SHEPHERD) $(STOP_REAPER) $(SLOW_SHEPHERD) $(SLOW_REAPER)
 	$(TSAN_CC) $(TSAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_engine.c csrc/engine/lctest.c $(ENGINE_SRC) $(UV_LIBS) $(MSGPACK_LIBS) $(CJSON_LIBS) -ldl
 
 $(BUILD)/test_ring_asan: tests/c/test_ring.c tests/c/tap.h csrc/base/ring.c csrc/base/error.c $(HDRS)
@@ -237,7 +243,8 @@ $(BUILD)/proctor-shepherd-asan: $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS)
 $(BUILD)/test_relay_asan: tests/c/test_relay.c tests/c/tap.h csrc/base/error.c $(HDRS) $(BUILD)/proctor-shepherd-asan
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_relay.c csrc/base/error.c $(UV_LIBS)
 
-TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c csrc/base/error.c
+TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c csrc/base/error.c \
+                csrc/base/liveness.c
 $(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h $(TEST_BASE_SRC) $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
 	  -l:libmsgpackc.a $(CJSON_LIBS) $(UV_LIBS)

@@ -560,6 +560,10 @@ void pr_test_hold_events(pr_engine_t *e) { pr_hostq_hold(&e->hq); }
 
 void pr_test_release_events(pr_engine_t *e) { pr_hostq_unhold(&e->hq); }
 
+void pr_test_events_held(pr_engine_t *e, size_t *n, size_t *bytes) {
+  pr_hostq_held(&e->hq, n, bytes);
+}
+
 /* The writer job of pr_test_hold_journal: busy until close() stops the journal. */
 static void hold_until_stop(void *journal, pr_job_t *job) {
   (void)job;

@@ -14,7 +14,8 @@
 #      lua/       include/ only (the binding uses the public API)
 #      mcp/       base/, include/ (a program on the public API and the leaves)
 #      acp/       mcp/, base/, include/ (proctor-acp, on proctor-mcp's RPC client)
-#      shepherd/  base/wire.h, base/idmap.h, base/buf.h, base/pidfd.h (a separate program)
+#      shepherd/  base/wire.h, base/idmap.h, base/buf.h, base/pidfd.h, base/liveness.h
+#                 (a separate program)
 #      csrc/*.c   anything: the top level wires the layers together
 #      tests/     include/ (the public and the test header) and their own files;
 #                 tests/fuzz/wparse.c, the worker fuzz target's harness, also the
@@ -62,7 +63,7 @@ allowed() { # allowed <file> <included path>: 0 when the include is allowed
   lua) [[ $inc == include/* ]] ;;
   mcp) [[ $inc == base/* || $inc == include/* ]] ;;
   acp) [[ $inc == mcp/* || $inc == base/* || $inc == include/* ]] ;;
-  shepherd) [[ $inc == base/wire.h || $inc == base/idmap.h || $inc == base/buf.h || $inc == base/pidfd.h ]] ;;
+  shepherd) [[ $inc == base/wire.h || $inc == base/idmap.h || $inc == base/buf.h || $inc == base/pidfd.h || $inc == base/liveness.h ]] ;;
   *) return 1 ;; # a folder nobody placed yet
   esac
 }

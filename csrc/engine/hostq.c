@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/idmap.h"
 #include "engine/exec.h"
 
 /* Output delivery is adaptive. The first bytes after a quiet period are
@@ -37,20 +38,77 @@
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+static size_t str_bytes(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+/* The heap bytes a queued event holds: itself, its strings, its record, a
+ * chunk's or reply's text (an output marker's bytes are its ring's). */
+static size_t ev_bytes(const pr_event_t *ev) {
+  size_t n = sizeof(*ev) + str_bytes(ev->reason) + str_bytes(ev->error) + ev->len;
+  const pr_record_t *r = ev->record;
+  if (r == NULL) return n;
+  n += sizeof(*r) + str_bytes(r->label) + str_bytes(r->owner) + str_bytes(r->cwd) +
+       str_bytes(r->target) + str_bytes(r->shell) + str_bytes(r->reason) + str_bytes(r->error) +
+       r->env_keys_len;
+  if (r->argv) n += (r->argc + 1) * sizeof(char *);
+  for (size_t i = 0; r->argv && i < r->argc; i++) n += str_bytes(r->argv[i]);
+  return n;
+}
+
 /* ---- the queue (engine thread pushes, host pops) ------------------------------------ */
+
+/* Past PR_HOST_EVENTS_BYTES (a host that does not poll), a state event
+ * drops its record (the host reads it with pr_engine_get) and replaces the
+ * state event of its execution still queued, if any: at the tail, behind the
+ * output pushed meanwhile, with the `prev` the host has not seen yet. A
+ * terminal event is never replaced (it is an execution's last). */
+static void bound_state(pr_hostq_t *q, pr_event_t *ev) {
+  pr_event_t *old = pr_idmap_get(&q->states, ev->id);
+  if (q->bytes + ev_bytes(ev) <= PR_HOST_EVENTS_BYTES) return;
+  pr_record_free(ev->record);
+  ev->record = NULL;
+  if (old == NULL || pr_state_terminal(old->state)) return;
+  ev->prev = old->prev;
+  pr_queue_remove((pr_queue_t *)old->priv);
+  q->nevents--;
+  q->bytes -= ev_bytes(old);
+  pr_idmap_del(&q->states, ev->id);
+  pr_event_free(old);
+}
 
 static void push(pr_hostq_t *q, pr_event_t *ev) {
   pr_queue_t *node = (pr_queue_t *)ev->priv;
   pthread_mutex_lock(&q->mu);
+  if (ev->type == PR_EV_STATE) {
+    bound_state(q, ev);
+    pr_idmap_put(&q->states, ev->id, ev); /* out of memory: no coalescing for it */
+  }
   int was_empty = pr_queue_empty(&q->events);
   pr_queue_push(&q->events, node);
   q->nevents++;
+  q->bytes += ev_bytes(ev);
   if (was_empty) {
     uint64_t one = 1;
     ssize_t w = write(q->wakefd, &one, sizeof(one));
     (void)w;
   }
   pthread_mutex_unlock(&q->mu);
+}
+
+/* Off the queue (mu held): its bytes, and its execution's newest state event. */
+static void taken(pr_hostq_t *q, pr_event_t *ev) {
+  q->nevents--;
+  q->bytes -= ev_bytes(ev);
+  if (ev->type == PR_EV_STATE && pr_idmap_get(&q->states, ev->id) == ev)
+    pr_idmap_del(&q->states, ev->id);
+}
+
+/* Back on the queue after a poll (mu held), at `at`'s place. */
+static void put_back(pr_hostq_t *q, pr_queue_t *first, pr_event_t *ev) {
+  pr_queue_push(first, (pr_queue_t *)ev->priv);
+  q->nevents++;
+  q->bytes += ev_bytes(ev);
+  if (ev->type == PR_EV_STATE && pr_idmap_get(&q->states, ev->id) == NULL)
+    pr_idmap_put(&q->states, ev->id, ev);
 }
 
 /* ---- output markers ---------------------------------------------------------------- */
@@ -166,6 +224,7 @@ int pr_hostq_init(pr_hostq_t *q, uv_loop_t *loop, void (*resume)(void *, uint64_
   pthread_mutex_init(&q->mu, NULL);
   pr_queue_init(&q->events);
   pr_queue_init(&q->deferred);
+  pr_idmap_init(&q->states);
   q->resume = resume;
   q->resume_arg = arg;
   q->listener = (pr_listener_t){.state = on_state,
@@ -188,6 +247,7 @@ void pr_hostq_destroy(pr_hostq_t *q) {
     pr_queue_remove(n);
     pr_event_free((pr_event_t *)(void *)n);
   }
+  pr_idmap_destroy(&q->states);
   close(q->wakefd);
   pthread_mutex_destroy(&q->mu);
 }
@@ -230,7 +290,7 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
   for (size_t n = 0; n < max && !pr_queue_empty(&q->events); n++) {
     pr_queue_t *node = pr_queue_head(&q->events);
     pr_queue_remove(node);
-    q->nevents--;
+    taken(q, (pr_event_t *)(void *)node);
     pr_queue_push(&got, node);
   }
   if (pr_queue_empty(&q->events)) { /* reset readability */
@@ -258,8 +318,7 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
     while (!pr_queue_empty(&got)) {
       pr_queue_t *node = pr_queue_head(&got);
       pr_queue_remove(node);
-      pr_queue_push(first, node);
-      q->nevents++;
+      put_back(q, first, (pr_event_t *)(void *)node);
     }
     uint64_t one = 1;
     ssize_t w = write(q->wakefd, &one, sizeof(one));
@@ -275,6 +334,16 @@ int pr_hostq_wait(pr_hostq_t *q, int timeout_ms) {
   do r = poll(&p, 1, timeout_ms);
   while (r < 0 && errno == EINTR);
   return r > 0;
+}
+
+void pr_hostq_held(pr_hostq_t *q, size_t *n, size_t *bytes) {
+  *n = *bytes = 0;
+  pthread_mutex_lock(&q->mu);
+  for (pr_queue_t *at = pr_queue_head(&q->events); at != &q->events; at = at->next) {
+    (*n)++;
+    *bytes += ev_bytes((const pr_event_t *)(const void *)at);
+  }
+  pthread_mutex_unlock(&q->mu);
 }
 
 void pr_hostq_hold(pr_hostq_t *q) { pthread_mutex_lock(&q->mu); }

@@ -9,8 +9,12 @@
  *
  * An output event is queued as a marker that holds a ring reference; the
  * host copies the bytes out at poll time, outside the lock. Under a flood the
- * markers of one stream are coalesced (see emit_marker in hostq.c), and every
+ * markers of one stream are coalesced (see on_output in hostq.c), and every
  * deferred marker of an execution is pushed before its terminal state.
+ *
+ * Bounded for a host that does not poll (PR_HOST_EVENTS_BYTES, proctor.h):
+ * past it, state events drop their record and coalesce per execution
+ * (bound_state in hostq.c); output markers are one per stream anyway.
  */
 #ifndef PR_HOSTQ_H
 #define PR_HOSTQ_H
@@ -18,6 +22,7 @@
 #include <pthread.h>
 #include <uv.h>
 
+#include "base/idmap.h"
 #include "base/queue.h"
 #include "engine/events.h"
 #include "include/proctor.h"
@@ -26,6 +31,8 @@ typedef struct pr_hostq {
   pthread_mutex_t mu;
   pr_queue_t events;      /* pr_event_t, locked by mu */
   size_t nevents;         /* locked by mu */
+  size_t bytes;           /* heap bytes the queued events hold (ev_bytes); locked by mu */
+  pr_idmap_t states;      /* id -> its newest queued state event; locked by mu */
   int wakefd;             /* eventfd: readable while events is non-empty */
   uv_timer_t flush_timer; /* engine: pushes deferred output markers */
   pr_queue_t deferred;    /* engine: streams whose marker waits for flush_timer */
@@ -53,6 +60,11 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
 /* pr_hostq_wait: block until an event is pending or timeout_ms passes (<0:
  * forever). Returns 1 if events are pending, 0 on timeout. */
 int pr_hostq_wait(pr_hostq_t *q, int timeout_ms);
+
+/* pr_hostq_held: count the queued events (*n) and the heap bytes they hold
+ * (*bytes: each event, its strings and record, a chunk's text), walking the
+ * queue under its lock. Any thread; O(events): for tests. */
+void pr_hostq_held(pr_hostq_t *q, size_t *n, size_t *bytes);
 
 /* pr_hostq_hold / pr_hostq_unhold: take and give back the queue's lock, so
  * the engine thread blocks at its next event (tests stall it this way). */

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/liveness.h"
 #include "base/locked.h"
 #include "base/pidfd.h"
 #include "include/proctor.h"
@@ -319,8 +320,8 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   if (events & UV_WRITABLE) {
-    if (flush(s) < 0) {
-      lost(s);
+    if (flush(s) < 0) { /* gone: what it said before its EOF first (a link's LOST) */
+      if (!read_batch(s)) lost(s);
       return;
     }
   }
@@ -329,26 +330,9 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 
 /* ---- liveness -------------------------------------------------------------------- */
 
-/* The state letter of process `pid` in /proc ('R', 'S', 'D', 'T' stopped,
- * 't' traced, 'Z', ...), or 0 when it is gone (a read: a pid reused
- * meanwhile costs nothing but this answer). */
-static char proc_state(int64_t pid) {
-  if (pid <= 0) return 0;
-  char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *rp = strrchr(buf, ')');
-  return rp && rp[1] == ' ' ? rp[2] : 0;
-}
-
 /* Whether the shepherd is stopped (SIGSTOP, or traced). */
 static int stopped(const pr_sup_t *s) {
-  char st = proc_state(s->shep_pid);
+  char st = pr_proc_state(s->shep_pid);
   return st == 'T' || st == 't';
 }
 
@@ -374,35 +358,16 @@ static int64_t shepherd_pid(pr_sup_t *s) {
   return s->shep_pid;
 }
 
-/* The shepherd's CPU time in ns (all it ran, as the kernel counts it), or 0
- * when unknown (no pid yet, or gone). */
-static uint64_t cpu_of(pr_sup_t *s) {
-  clockid_t id;
-  struct timespec ts;
-  pid_t pid = (pid_t)shepherd_pid(s);
-  if (pid <= 0 || clock_getcpuclockid(pid, &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void ping(pr_sup_t *s, uint64_t now) {
   s->ping_at = now;
   pr_sup_send(s, PR_W_PING, 0, 0, ++s->ping_token, 0, NULL, 0);
 }
 
 /* Nothing came for PR_SUP_ANSWER_MS after a PING: 1 when the kernel says
- * the shepherd works (running or runnable, in the kernel, or it used CPU
- * since the last look), 0 when it is lost (gone, stopped, asleep without
- * using CPU, or it used PR_SUP_ANSWER_MS of CPU since the first PING of
- * this silence: a loop). */
+ * the shepherd works, 0 when it is lost (base/liveness.h; the CPU budget of
+ * a loop: PR_SUP_ANSWER_MS since the first PING of this silence). */
 static int working(pr_sup_t *s) {
-  char st = proc_state(shepherd_pid(s));
-  if (st == 0 || stopped(s) || st == 'Z' || st == 'X') return 0;
-  uint64_t cpu = cpu_of(s);
-  if (s->ping_cpu == 0) s->ping_cpu = cpu; /* not known at the PING */
-  if (cpu != 0 && cpu - s->ping_cpu >= (uint64_t)PR_SUP_ANSWER_MS * 1000000u) return 0;
-  int ran = cpu > s->cpu_seen;
-  s->cpu_seen = cpu;
-  return ran || st == 'R' || st == 'D';
+  return pr_liveness_working(&s->live, shepherd_pid(s), (uint64_t)PR_SUP_ANSWER_MS * 1000000u);
 }
 
 static void on_tick(uv_timer_t *t) {
@@ -417,7 +382,7 @@ static void on_tick(uv_timer_t *t) {
   if (s->ping_at != 0 && s->last_rx > s->ping_at) s->ping_at = 0;
   if (s->ping_at == 0) {
     if (now - s->last_rx < PR_SUP_PING_MS) return; /* it spoke lately */
-    s->ping_cpu = s->cpu_seen = cpu_of(s);
+    pr_liveness_asked(&s->live, shepherd_pid(s));
     ping(s, now);
     return;
   }
@@ -425,7 +390,7 @@ static void on_tick(uv_timer_t *t) {
   /* A starved loop runs its timers before it polls: give it what waits for
    * it and take what came first. */
   if (!pr_queue_empty(&s->sendq) && flush(s) < 0) {
-    lost(s);
+    if (!read_batch(s)) lost(s);
     return;
   }
   if (read_batch(s) || s->ping_at == 0 || s->last_rx > s->ping_at) return;
@@ -575,8 +540,13 @@ int pr_sup_send(pr_sup_t *s, uint32_t type, uint32_t flags, uint64_t job, int64_
     if (rc == -EAGAIN) {
       if (enqueue(s, &h, p) != 0) return PR_ENOMEM;
       queued = 1;
+    } else if (rc == -EPIPE || rc == -ECONNRESET) {
+      /* It is gone already (a target's link that refused its transport
+       * exits at once), its last words and EOF not read yet: the packet is
+       * sent as far as anyone can send it, and the poll's EOF (lost())
+       * ends what it was for with the loss's reason and message. */
     } else if (rc < 0) {
-      return PR_ESHEPHERD; /* EOF handling in on_poll reports the loss */
+      return PR_ESHEPHERD;
     }
     off += n;
   } while (off < len);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/liveness.h"
 #include "base/queue.h"
 #include "base/wire.h"
 
@@ -70,8 +71,7 @@ typedef struct pr_sup {
   uint64_t ping_at;   /* uv_now (ms) when the unanswered PING was sent; 0 when none */
   int64_t ping_token; /* the token of the last PING */
   int64_t shep_pid;   /* the shepherd's pid, from its PONGs (0 until the first) */
-  uint64_t ping_cpu;  /* the shepherd's CPU time (ns) when the first PING of this silence went */
-  uint64_t cpu_seen;  /* its CPU time (ns) at the last look (a PING, a judged silence) */
+  pr_liveness_t live; /* its CPU time at the first PING of this silence and at the last look */
   char *path;         /* binary */
   char *recvbuf;      /* PR_WIRE_MAX_PAYLOAD bytes */
   unsigned long peer_ino; /* inode of the shepherd's end of the socket (its fd 3), to find it */
@@ -97,7 +97,10 @@ int pr_sup_init(pr_sup_t *s, uv_loop_t *loop, const char *path, const pr_sup_ops
 int pr_sup_ensure(pr_sup_t *s);
 
 /* pr_sup_send: send (or queue, if the socket is full) one request. Payloads
- * larger than one packet are split. Returns 0, PR_ESHEPHERD (no shepherd),
+ * larger than one packet are split. A shepherd that exited but whose EOF is
+ * not read yet takes it too (0): the loss, with what it said last (a link's
+ * LOST), ends its executions once the poll reads that EOF, never a refused
+ * send before it. Returns 0, PR_ESHEPHERD (no shepherd),
  * PR_ENOMEM, or PR_EBUSY for a SPAWN while PR_SUP_SENDQ_MAX bytes or more
  * wait for a stopped shepherd (pr_sup_last_error says so). A SPAWN starts
  * the liveness check. */

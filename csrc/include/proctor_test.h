@@ -9,6 +9,7 @@
 
 #include "base/buf.h"
 #include "base/idmap.h"
+#include "base/liveness.h"
 #include "base/mpack.h"
 #include "base/ring.h"
 #include "base/utf8.h"
@@ -25,6 +26,10 @@ int pr_test_call(pr_engine_t *e, void (*fn)(pr_engine_t *e, void *arg), void *ar
  * stalled engine). Host thread. */
 void pr_test_hold_events(pr_engine_t *e);
 void pr_test_release_events(pr_engine_t *e);
+
+/* pr_test_events_held: the events waiting for the host's poll (*n) and the
+ * heap bytes they hold (*bytes: events, strings, records, text). Host thread. */
+void pr_test_events_held(pr_engine_t *e, size_t *n, size_t *bytes);
 
 /* A session of the RPC server without a socket: its outgoing bytes go to
  * sink(arg, bytes, n) synchronously. pr_test_rpc_open creates a server

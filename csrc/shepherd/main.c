@@ -16,7 +16,8 @@
  * group, environment — comes back to job N's reaper, which can kill it by
  * its pid. The shepherd itself then only forks, forwards and reaps its
  * direct children (the reapers): every packet and every exit costs O(1),
- * however many jobs are alive; nothing here reads /proc on the hot path.
+ * however many jobs are alive; nothing here reads /proc on the hot path
+ * (only a reaper that owes an answer past PR_REAPER_ANSWER_MS is looked at).
  *
  * Rules that keep signals safe from pid reuse: the shepherd signals only its
  * own children (reapers) that it has not reaped; a reaper follows the rules
@@ -81,6 +82,14 @@ static int command_of(int64_t sig) {
   }
 }
 
+/* Send command `cmd` to j's reaper (pr_shep_ask), and when it is the first
+ * its reaper owes an answer to, remember the reaper's CPU time for the
+ * judgement below. */
+static void ask(job_t *j, int cmd) {
+  if (j->answer_by == 0) pr_liveness_asked(&j->live, j->reaper);
+  pr_shep_ask(j, cmd);
+}
+
 static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int nfds) {
   for (int i = 0; i < nfds; i++) close(fds[i]); /* the engine never sends fds */
   switch (h->type) {
@@ -117,7 +126,7 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
     job_t *j = pr_shep_find_id(h->job);
     int cmd = command_of(h->a);
     if (j == NULL || cmd == 0) return;
-    pr_shep_ask(j, cmd);
+    ask(j, cmd);
     return;
   }
   case PR_W_RELEASE: {
@@ -125,7 +134,7 @@ static void on_packet(const pr_wire_hdr_t *h, const char *payload, int *fds, int
     if (pr_shep_relay) pr_relay_forget(h->job);
     if (j == NULL) return; /* its reaper is gone already: nothing was left */
     pr_shep_release_job(j);
-    pr_shep_ask(j, PR_REAPER_RELEASE);
+    ask(j, PR_REAPER_RELEASE);
     return;
   }
   case PR_W_SHUTDOWN: /* --relay (the socket's loop takes it before us) */
@@ -255,12 +264,20 @@ static void reap(void) {
   if (orphans) kill_orphans();
 }
 
-/* Reapers that owe an answer past their deadline are stopped (or hung):
- * SIGKILL them (unreaped children of ours). reap() then sees them end, kills
- * what of their jobs came to us, and reports the jobs' end. */
+/* Reapers that owe an answer past their deadline: stopped (by their job),
+ * traced, gone, asleep without using CPU, or in a loop (base/liveness.h) are
+ * SIGKILLed (unreaped children of ours); reap() then sees them end, kills
+ * what of their jobs came to us, and reports the jobs' end. One that works
+ * (running, runnable: a loaded machine) is probed again: killing it would
+ * cut its job's SIGTERM grace short. */
 static void kill_silent_reapers(void) {
   job_t *j;
-  while ((j = pr_shep_overdue(pr_shep_now_ms())) != NULL) kill(j->reaper, SIGKILL);
+  uint64_t now = pr_shep_now_ms();
+  while ((j = pr_shep_overdue(now)) != NULL) {
+    if (pr_liveness_working(&j->live, j->reaper, (uint64_t)PR_REAPER_ANSWER_MS * 1000000u))
+      pr_shep_ask(j, PR_REAPER_PROBE); /* due again later: this loop ends */
+    else kill(j->reaper, SIGKILL);
+  }
 }
 
 /* ---- shutdown ---------------------------------------------------------------- */
@@ -289,11 +306,11 @@ static void shutdown_all(int sfd, int grace_ms) {
   job_t *j;
   for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) {
     pr_shep_release_job(j); /* the engine is going: report nothing more */
-    pr_shep_ask(j, SIGHUP);
-    pr_shep_ask(j, SIGTERM);
+    ask(j, SIGHUP);
+    ask(j, SIGTERM);
   }
   wait_reapers(sfd, (uint64_t)grace_ms);
-  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) pr_shep_ask(j, PR_REAPER_RELEASE);
+  for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) ask(j, PR_REAPER_RELEASE);
   wait_reapers(sfd, 3000);
   /* A reaper still there is stuck: kill it, then whatever reaches us. */
   for (size_t at = 0; (j = pr_shep_next_job(&at)) != NULL;) kill(j->reaper, SIGKILL);

@@ -17,8 +17,8 @@
  *                             ▲                  │ every orphan of job N comes back here
  *                             └── reapers' socket (SPAWNED/FAILED/EXITED/EMPTY)
  *
- * It includes only base/ (the wire protocol, the id map, the buffer): it
- * shares no code with the engine beyond them.
+ * It includes only base/ (the wire protocol, the id map, the buffer, the
+ * liveness judgement): it shares no code with the engine beyond them.
  */
 #ifndef PR_SHEPHERD_H
 #define PR_SHEPHERD_H
@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/liveness.h"
 #include "base/pidfd.h"
 #include "base/wire.h"
 
@@ -58,9 +59,13 @@ extern char pr_shep_tag_prefix[96]; /* "PROCTOR_JOB=<token>:" (the engine chose 
 #define PR_REAPER_PROBE SIGCONT
 
 /* A reaper answers every command (PR_W_PONG on the reapers' socket) as soon
- * as it has read it. One that has not answered this long after a command
- * (the job stopped it: SIGSTOP, same uid) is SIGKILLed: its processes come
- * to the shepherd, which kills them and reports the job's end. */
+ * as it has read it. One that has not answered this long after a command is
+ * judged by what the kernel says of it (base/liveness.h): stopped (by its
+ * job: SIGSTOP, same uid), traced, gone, asleep without using CPU since the
+ * last look, or having used this much CPU since the command without a word,
+ * it is SIGKILLed: its processes come to the shepherd, which kills them and
+ * reports the job's end. Running, runnable or using CPU (a loaded machine),
+ * it is asked again (the probe) and judged again this long after. */
 #define PR_REAPER_ANSWER_MS 1000
 
 /* A job, from the shepherd's side: its reaper, until that reaper is reaped. */
@@ -77,6 +82,7 @@ typedef struct job {
   uint64_t asked_ns;  /* CLOCK_MONOTONIC ns after the last command was sent; 0: all answered */
   uint64_t answer_by; /* ms (pr_shep_now_ms): SIGKILL the reaper if still unanswered then */
   struct job *wprev, *wnext; /* the list of reapers owing an answer */
+  pr_liveness_t live; /* the reaper's CPU time at the first unanswered command, at the last look */
 } job_t;
 
 /* While it works through a long batch of engine packets (spawns: a fork

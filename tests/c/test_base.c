@@ -1,8 +1,13 @@
 /* test_base.c — unit tests of the leaf modules: the id map, the growable
- * buffer, UTF-8 boundaries and repair, msgpack -> JSON (csrc/base/idmap.c,
- * buf.c, utf8.c, mpack.c), and of tap.h's checks themselves. */
+ * buffer, UTF-8 boundaries and repair, msgpack -> JSON, the liveness
+ * judgement (csrc/base/idmap.c, buf.c, utf8.c, mpack.c, liveness.c), and of
+ * tap.h's checks themselves. */
 #include <cjson/cJSON.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "include/proctor_test.h"
 #include "tap.h"
@@ -191,6 +196,75 @@ static void test_tap_checks_say_what_they_saw(void) {
   CHECKF(says(passes, "went on"), "%s", tap_seen);
 }
 
+/* Wait (condition, at most 30 s) until child `pid` is in state `st` and,
+ * when cpu_above is not 0, has used more CPU than that. 1 when it is. */
+static int settle(pid_t pid, char st, uint64_t cpu_above) {
+  for (int i = 0; i < 30000; i++) {
+    if (pr_proc_state(pid) == st && (cpu_above == 0 || pr_proc_cpu_ns(pid) > cpu_above)) return 1;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return 0;
+}
+
+/* The kernel's word on a process that owes an answer (base/liveness.h), on
+ * children in each state: asleep without using CPU since the question or the
+ * last look: silent; asleep but it ran since the last look: working (and
+ * silent at the next look if it did not run again); runnable: working, until
+ * it used the CPU budget since the question (a loop): silent; stopped:
+ * silent; gone: silent. Each step waits for the state it judges. */
+static void test_liveness_judges_by_the_kernel(void) {
+  int p[2];
+  CHECK(pipe(p) == 0);
+  pid_t sleeper = fork();
+  if (sleeper == 0) { /* sleeps; a byte on the pipe wakes it for a little work */
+    close(p[1]);
+    char c;
+    while (read(p[0], &c, 1) == 1)
+      for (volatile int i = 0; i < 2000000; i++) {
+      }
+    _exit(0);
+  }
+  close(p[0]);
+  pid_t spinner = fork();
+  if (spinner == 0)
+    for (volatile unsigned long i = 0;; i++) {
+    }
+  pr_liveness_t l = {0};
+  int asleep = settle(sleeper, 'S', 0);
+  pr_liveness_asked(&l, sleeper);
+  int idle = pr_liveness_working(&l, sleeper, UINT64_MAX);
+  uint64_t before = pr_proc_cpu_ns(sleeper);
+  int woke = write(p[1], "x", 1) == 1 && settle(sleeper, 'S', before);
+  int ran = pr_liveness_working(&l, sleeper, UINT64_MAX);
+  int again = pr_liveness_working(&l, sleeper, UINT64_MAX);
+  kill(sleeper, SIGSTOP);
+  int stopped = settle(sleeper, 'T', 0);
+  int judged_stopped = pr_liveness_working(&l, sleeper, UINT64_MAX);
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, NULL, 0);
+  int gone = pr_liveness_working(&l, sleeper, UINT64_MAX);
+
+  pr_liveness_t s = {0};
+  pr_liveness_asked(&s, spinner);
+  uint64_t asked = s.asked_cpu;
+  int spins = pr_liveness_working(&s, spinner, UINT64_MAX);
+  int used = settle(spinner, 'R', asked + 20000000) || pr_proc_cpu_ns(spinner) > asked + 20000000;
+  int loop = pr_liveness_working(&s, spinner, 20000000);
+  kill(spinner, SIGKILL);
+  waitpid(spinner, NULL, 0);
+  close(p[1]);
+  CHECK(asleep && woke && stopped && used);
+  CHECKF(idle == 0, "asleep without CPU since the question: judged working");
+  CHECKF(ran == 1, "asleep, but it ran since the last look: judged silent");
+  CHECKF(again == 0, "asleep without CPU since the last look: judged working");
+  CHECKF(judged_stopped == 0, "stopped: judged working");
+  CHECKF(gone == 0, "gone: judged working");
+  CHECKF(spins == 1, "runnable: judged silent");
+  CHECKF(loop == 0, "20 ms of CPU since the question against a 20 ms budget: judged working");
+  CHECK_EQ(pr_proc_state(0), 0);
+}
+
 int main(void) {
   RUN(test_tap_checks_say_what_they_saw);
   RUN(test_idmap_matches_a_reference);
@@ -199,5 +273,6 @@ int main(void) {
   RUN(test_utf8_clean_keeps_text_and_repairs_the_rest);
   RUN(test_utf8_boundaries);
   RUN(test_mp_to_json_repairs_utf8);
+  RUN(test_liveness_judges_by_the_kernel);
   return TAP_END();
 }

@@ -10,7 +10,9 @@
  *   test_engine_tsan --tsan     same tests, smaller counts (TSan is slow)
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -723,6 +725,214 @@ static void test_shepherd_slow_or_hung(void) {
   for (int m = 0; m < 3; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
 }
 
+/* A job's reaper silent past the shepherd's answer window after a cancel's
+ * SIGTERM (tests/c/slow_reaper.c, preloaded into the shepherd and so into
+ * its reapers, holds it inside the read of that command: on a loaded machine
+ * a reaper runnable without a CPU does that). "work": it is alive and uses
+ * CPU (a loop of 1 ms sleeps) until the shepherd's probe (SIGCONT) is
+ * pending, proof that the shepherd judged the silence and asked again: the
+ * job must then get its SIGTERM and end by its own trap within its grace
+ * ("graceful"), not by the SIGKILL the old check gave every reaper silent
+ * that long. "hang": asleep for good, using no CPU: it must still be killed,
+ * and with it its job (the execution ends canceled, no process left). A
+ * reaper stopped by its job is test_reaper_stopped_before_spawned's. No
+ * duration is asserted: each step waits for a condition. */
+static void test_reaper_slow_or_hung(void) {
+  static const char *modes[] = {"work", "hang"};
+  char self[512], dir[300], wrapper[320], mark[320], up[320], shell[800];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = 0;
+  *strrchr(self, '/') = 0; /* build/: the shepherd and slow_reaper.so are here */
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  char why[2][400] = {{0}};
+  for (int m = 0; m < 2; m++) {
+    snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
+    snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
+    snprintf(up, sizeof(up), "%s/up-%s", dir, modes[m]);
+    FILE *f = fopen(wrapper, "w");
+    CHECK(f != NULL);
+    fprintf(f,
+            "#!/bin/sh\nPROCTOR_TEST_REAPER=%s PROCTOR_TEST_REAPER_MARK='%s' "
+            "LD_PRELOAD='%s/slow_reaper.so' exec '%s/proctor-shepherd' \"$@\"\n",
+            modes[m], mark, self, self);
+    fclose(f);
+    chmod(wrapper, 0755);
+    pr_engine_opts_t opts = {.shepherd_path = wrapper};
+    pr_engine_t *e;
+    if (pr_engine_new(&opts, &e) != 0) {
+      snprintf(why[m], sizeof(why[m]), "no engine");
+      continue;
+    }
+    char needle[96];
+    snprintf(needle, sizeof(needle), "PROCTOR_TEST_TAG=reaper-%d-%llu-%d", (int)getpid(),
+             (unsigned long long)now_ms(), m);
+    const char *env[] = {needle};
+    /* The trap is set before the mark: the cancel waits for the mark. */
+    snprintf(shell, sizeof(shell),
+             "trap 'echo graceful; exit 0' TERM; echo up; : > '%s'; while :; do sleep 0.05; done",
+             up);
+    pr_spec_t s = {.shell = shell, .env = env, .envc = 1, .kill_grace_ms = 600000};
+    uint64_t id = 0;
+    int rc = pr_engine_start(e, &s, &id);
+    for (uint64_t t = now_ms() + 30000; rc == 0 && now_ms() < t && access(up, F_OK) != 0;)
+      usleep(5000);
+    pr_cancel_result_t cr = pr_engine_cancel(e, id, 0, 0, NULL);
+    outcome_t *o = calloc(2, sizeof(*o));
+    int ended = rc == 0 && drain(e, o, 1, 1, 120000);
+    int left = 1;
+    for (uint64_t t = now_ms() + 10000; now_ms() < t; usleep(10000))
+      if ((left = count_tagged(needle, NULL)) == 0) break;
+    char marks[64] = {0};
+    int mfd = open(mark, O_RDONLY);
+    if (mfd >= 0) {
+      if (read(mfd, marks, sizeof(marks) - 1) < 0) marks[0] = 0;
+      close(mfd);
+    }
+    const char *out = o[1].data ? o[1].data : "(none)";
+    if (rc != 0 || id != 1) snprintf(why[m], sizeof(why[m]), "start: %s", pr_err_name(rc));
+    else if (cr != PR_CANCELING) snprintf(why[m], sizeof(why[m]), "cancel: %d", (int)cr);
+    else if (!ended) snprintf(why[m], sizeof(why[m]), "never ended: %s", pr_state_name(o[1].state));
+    else if (o[1].state != PR_CANCELED)
+      snprintf(why[m], sizeof(why[m]), "ended %s", pr_state_name(o[1].state));
+    else if (m == 0 && (strncmp(out, "up\n", 3) != 0 || strstr(out, "graceful\n") == NULL ||
+                        strcmp(marks, "held\nprobed\n") != 0))
+      snprintf(why[m], sizeof(why[m]),
+               "a working reaper: the job's output '%s' (signal %d), the reaper's marks '%s'", out,
+               o[1].signal, marks);
+    else if (m == 1 && (strncmp(out, "up\n", 3) != 0 || strstr(out, "graceful") != NULL ||
+                        strcmp(marks, "held\n") != 0))
+      snprintf(why[m], sizeof(why[m]), "a hung reaper: the job's output '%s', the marks '%s'", out,
+               marks);
+    else if (left != 0) snprintf(why[m], sizeof(why[m]), "left behind: %d tagged", left);
+    free_outcomes(o, 1);
+    pr_engine_free(e);
+    unlink(wrapper);
+    unlink(mark);
+    unlink(up);
+  }
+  rmdir(dir);
+  for (int m = 0; m < 2; m++) CHECKF(why[m][0] == 0, "%s: %s", modes[m], why[m]);
+}
+
+/* A host that never polls while N executions end (held, then canceled: no
+ * process, so the count costs no fork): the events waiting for it stay
+ * within PR_HOST_EVENTS_BYTES plus one compact state event per execution
+ * (the old queue kept two events and a full record for each: 13.5 MB for
+ * 10,000), and a poll then still sees every execution's end, exactly once,
+ * with its record or without (get has it). */
+static void test_host_queue_bounded(void) {
+  size_t n = 10000, held = 0, bytes = 0, ends = 0, twice = 0, records = 0;
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(NULL, &e));
+  pr_spec_t s = {.shell = "true", .kill_grace_ms = -1, .hold = 1};
+  uint64_t id = 0;
+  for (size_t i = 1; i <= n; i++) {
+    CHECK_OK(pr_engine_start(e, &s, &id));
+    CHECK_EQ(pr_engine_cancel(e, id, 0, 0, NULL), PR_CANCELING);
+  }
+  pr_record_t *r = NULL; /* commands run in order: the last one ended, they all did */
+  for (uint64_t t = now_ms() + 60000; now_ms() < t; usleep(10000)) {
+    int rc = pr_engine_get(e, id, 0, &r);
+    int done = rc == PR_ENOENT || (rc == 0 && pr_state_terminal(r->state));
+    pr_record_free(r);
+    r = NULL;
+    if (done) break;
+  }
+  pr_test_events_held(e, &held, &bytes);
+  char *seen = calloc(n + 1, 1);
+  pr_event_t *evs[256];
+  for (size_t k; (k = pr_engine_poll(e, evs, 256, 0)) > 0;) {
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_STATE && pr_state_terminal(ev->state) && ev->id >= 1 && ev->id <= n) {
+        twice += seen[ev->id]++ != 0;
+        ends += ev->state == PR_CANCELED && ev->prev != PR_CANCELED;
+        records += ev->record != NULL;
+      }
+      pr_event_free(ev);
+    }
+  }
+  free(seen);
+  pr_engine_free(e);
+  printf("# host queue unpolled: %zu events, %zu bytes for %zu ended executions (%zu records)\n",
+         held, bytes, n, records);
+  CHECKF(bytes <= PR_HOST_EVENTS_BYTES + n * 256,
+         "%zu events hold %zu bytes for %zu ended executions (bound %zu + 256 each)", held, bytes,
+         n, PR_HOST_EVENTS_BYTES);
+  /* one event each, and a second (the first state) only for those whose end kept its record */
+  CHECKF(held <= n + records, "%zu events for %zu executions, %zu records", held, n, records);
+  CHECKF(ends == n && twice == 0, "%zu of %zu ends seen, %zu twice", ends, n, twice);
+  CHECKF(records > 0, "no terminal event kept its record (they do until the bound)");
+}
+
+/* The engine's sendmsg (base/wire.c), interposed for one test: while
+ * hold_spawn_send is set, a SPAWN from the engine waits until the far end of
+ * its socket is gone (POLLHUP: the link or shepherd exited), as a loaded
+ * machine does when it holds the engine thread between starting a target's
+ * link and sending it the spawn, while the link refuses its transport and
+ * exits. Every other send (and every send of the other tests) goes through
+ * at once. */
+static int hold_spawn_send; /* atomic */
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+  static ssize_t (*real)(int, const struct msghdr *, int);
+  if (real == NULL) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+  if (__atomic_load_n(&hold_spawn_send, __ATOMIC_ACQUIRE) && m->msg_iovlen > 0 &&
+      m->msg_iov[0].iov_len >= sizeof(pr_wire_hdr_t)) {
+    const pr_wire_hdr_t *h = m->msg_iov[0].iov_base;
+    struct pollfd p = {fd, POLLRDHUP, 0};
+    if (h->type == PR_W_SPAWN && h->from == 0)
+      for (int i = 0; i < 60000 && !(p.revents & (POLLHUP | POLLRDHUP)); i++) poll(&p, 1, 1);
+  }
+  return real(fd, m, flags);
+}
+
+/* A target's link that refuses its transport (not a proctor relay there:
+ * it sends LOST with why, and exits) before the engine thread sent it the
+ * first spawn (held by the sendmsg above until the link is gone): the
+ * execution ends failed/target_lost with the link's words, as when the
+ * spawn was sent first, not failed/spawn_error "ESHEPHERD" (the old send
+ * failed on the closed socket and ended it before the link's LOST and EOF
+ * were read: the target tier's "the link refuses a relay of another byte
+ * order" failed that way once in CI). */
+static void test_link_gone_before_first_send(void) {
+  char dir[300], hello[320], tr[700];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(hello, sizeof(hello), "%s/hello", dir);
+  FILE *f = fopen(hello, "w");
+  CHECK(f != NULL);
+  fprintf(f, "%-40s", "Welcome to the far side");
+  fclose(f);
+  snprintf(tr, sizeof(tr), "cat '%s'; exec sleep 60", hello);
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(NULL, &e));
+  __atomic_store_n(&hold_spawn_send, 1, __ATOMIC_RELEASE);
+  pr_spec_t s = {.shell = "true", .target = "forged", .transport = tr, .kill_grace_ms = -1};
+  uint64_t id = 0;
+  int rc = pr_engine_start(e, &s, &id);
+  outcome_t *o = calloc(2, sizeof(*o));
+  int ended = rc == 0 && drain(e, o, 1, 0, 90000);
+  __atomic_store_n(&hold_spawn_send, 0, __ATOMIC_RELEASE);
+  pr_record_t *r = NULL;
+  int got = ended && pr_engine_get(e, id, 0, &r) == 0;
+  char why[600];
+  snprintf(why, sizeof(why), "%s %s: %s", pr_state_name(o[1].state),
+           got && r->reason ? r->reason : "?", got && r->error ? r->error : "");
+  int ok = got && r->state == PR_FAILED && strcmp(r->reason, "target_lost") == 0 && r->error &&
+           strstr(r->error, "not a proctor relay") != NULL;
+  pr_record_free(r);
+  free_outcomes(o, 1);
+  pr_engine_free(e);
+  unlink(hello);
+  rmdir(dir);
+  CHECK_OK(rc);
+  CHECKF(ok, "ended %s", why);
+}
+
 /* Remove a private test directory and the files in it. */
 static void rm_dir(const char *dir) {
   DIR *d = opendir(dir);
@@ -1185,6 +1395,8 @@ int main(int argc, char **argv) {
   RUN(test_spawned_without_fds);
   RUN(test_reaper_stopped_before_spawned);
   RUN(test_shepherd_slow_or_hung);
+  RUN(test_reaper_slow_or_hung);
+  RUN(test_host_queue_bounded);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
@@ -1192,6 +1404,7 @@ int main(int argc, char **argv) {
   RUN(test_history_loads_after_new);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
+  RUN(test_link_gone_before_first_send);
   RUN(test_output_read_on_host);
   return TAP_END();
 }
