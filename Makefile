@@ -69,7 +69,15 @@ BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proc
 ifneq ($(shell command -v $(MUSL_CC) 2>/dev/null),)
 BUILT += lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static
 endif
-all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
+all: setup $(BUILT) $(TEST_TRUE) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
+
+# A true with no C library (tests/c/true.c) for the stress tests' thousands of
+# starts: a quarter of /bin/true's CPU per start. Built with `all` (it is one
+# small compile) so that tests/run finds it after any build.
+TEST_TRUE = $(BUILD)/test-true
+$(TEST_TRUE): tests/c/true.c | $(BUILD)
+	$(CC) -O2 -static -nostdlib -Wl,-z,noexecstack -o $@.tmp $< 2>/dev/null || cp /bin/true $@.tmp
+	mv -f $@.tmp $@
 
 setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build
