@@ -19,8 +19,9 @@ function U.count(ctx, env, lua, nvim, light)
   return U.light and light or nvim
 end
 
--- A true for the stress tests' thousands of starts: build/test-true
--- (tests/c/true.c, no C library) costs a quarter of /bin/true's CPU per start.
+-- A true for the tests' thousands of starts: build/test-true (tests/c/true.c,
+-- no C library; `test-true N` exits N) costs a quarter of the CPU of /bin/true
+-- or `sh -c "exit N"` per start.
 U.true_bin = U.root .. "/build/test-true"
 
 local sleeper
