@@ -69,7 +69,18 @@ BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proc
 ifneq ($(shell command -v $(MUSL_CC) 2>/dev/null),)
 BUILT += lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static
 endif
-all: setup $(BUILT) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
+all: setup $(BUILT) $(TEST_TRUE) ## build the core for Neovim (LuaJIT) and Lua 5.4, the shepherd, proctor-mcp, proctor-acp and the help tags
+
+# A true with no C library (tests/c/true.c; `test-true N` exits N) for the
+# stress tests' thousands of starts: a quarter of the CPU of /bin/true or
+# `sh -c "exit N"` per start. Built with `all` (it is one small compile) so that
+# tests/run finds it after any build; on an architecture true.c does not know,
+# a shell script that does the same.
+TEST_TRUE = $(BUILD)/test-true
+$(TEST_TRUE): tests/c/true.c | $(BUILD)
+	$(CC) -O2 -static -nostdlib -fno-stack-protector -Wl,-z,noexecstack -o $@.tmp $< 2>/dev/null || \
+	  { printf '#!/bin/sh\nexit $${1:-0}\n' >$@.tmp && chmod +x $@.tmp; }
+	mv -f $@.tmp $@
 
 setup: ## install missing Debian packages (as root) or say which are missing
 	@$(SETUP) build

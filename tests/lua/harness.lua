@@ -12,7 +12,10 @@
 -- when the test ends, passed or failed (last registered first): processes,
 -- engines and directories a failing assertion would otherwise leave behind.
 -- TEST_TIMES=1 adds a line "TIME <ms> <name>" after each test (to find where
--- a tier's time goes; tests/run shows it in the tier's block).
+-- a tier's time goes; tests/run shows it in the tier's block), and " (CPU
+-- <ms>)" after the name when the tier runs in a cgroup of its own (tests/run
+-- makes one with TEST_TIMES=1, as root): the CPU of everything in it during
+-- the test, shepherds, jobs and child Neovims included.
 
 local T = { passed = 0, failed = 0, out = io.stdout }
 
@@ -27,6 +30,34 @@ local function clock_ms()
   local uv = rawget(_G, "vim") and (vim.uv or vim.loop)
   if uv then return uv.hrtime() / 1e6 end
   return os.time() * 1000
+end
+
+-- The cgroup v2 CPU counter of this process's cgroup (its cpu.stat), when it
+-- has one that counts: tests/run's tier cgroup under TEST_TIMES=1.
+local cpu_stat
+if times then
+  local f = io.open("/proc/self/cgroup")
+  local path = f and f:read("*a"):match("0::(%S+)")
+  if f then f:close() end
+  for _, mnt in
+    ipairs(path and path ~= "/" and { "/sys/fs/cgroup/unified", "/sys/fs/cgroup" } or {})
+  do
+    local c = io.open(mnt .. path .. "/cpu.stat")
+    if c then
+      c:close()
+      cpu_stat = mnt .. path .. "/cpu.stat"
+      break
+    end
+  end
+end
+
+-- Milliseconds of CPU used in this cgroup so far (nil: no counter).
+local function cpu_ms()
+  local f = cpu_stat and io.open(cpu_stat)
+  if not f then return nil end
+  local usec = f:read("*a"):match("usage_usec (%d+)")
+  f:close()
+  return usec and tonumber(usec) / 1000
 end
 
 local only = os.getenv("PROCTOR_TEST")
@@ -116,7 +147,7 @@ function T.test(name, fn)
   if not T.selected(name) then return end
   local outer = cleanups
   cleanups = {}
-  local t0 = times and clock_ms()
+  local t0, c0 = times and clock_ms(), times and cpu_ms()
   local ok, err = xpcall(fn, debug.traceback)
   for i = #cleanups, 1, -1 do
     local cok, cerr = xpcall(cleanups[i], debug.traceback)
@@ -125,7 +156,16 @@ function T.test(name, fn)
     end
   end
   cleanups = outer
-  if times then T.say(("TIME %d %s"):format(math.floor(clock_ms() - t0), name)) end
+  if times then
+    local c1 = c0 and cpu_ms()
+    T.say(
+      ("TIME %d %s%s"):format(
+        math.floor(clock_ms() - t0),
+        name,
+        c1 and (" (CPU %d)"):format(math.floor(c1 - c0)) or ""
+      )
+    )
+  end
   if ok then
     T.passed = T.passed + 1
     T.say("PASS " .. name)

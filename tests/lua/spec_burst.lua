@@ -98,7 +98,7 @@ return function(T, ctx)
       local eng = assert(core.new { history_limit = 100000 })
       local shep = shepherd_of(eng)
       local fds0 = nfds(shep)
-      local res, ids = burst(eng, N, false, { "true" })
+      local res, ids = burst(eng, N, false, { U.true_bin })
       local done = 0
       for _, id in ipairs(ids) do
         if res[id].final.state == "completed" then done = done + 1 end
@@ -113,7 +113,7 @@ return function(T, ctx)
     local eng = assert(core.new { history_limit = 100000 })
     local shep = shepherd_of(eng)
     local fds0 = nfds(shep)
-    local res, ids, answers = burst(eng, N, true, { "true" })
+    local res, ids, answers = burst(eng, N, true, { U.true_bin })
     for _, id in ipairs(ids) do
       T.eq(answers[id], "canceling", "answer for " .. id)
       T.eq(res[id].final.state, "canceled", "state of " .. id)

@@ -320,7 +320,7 @@ return function(T, ctx)
     while (#ids < N or npending > 0) and U.now() < stall do
       while #ids < N and npending < WINDOW do
         i = i + 1
-        local id = assert(e2:start { cmd = { "true" } })
+        local id = assert(e2:start { cmd = { U.true_bin } })
         ids[#ids + 1] = id
         if i % 4 == 0 then
           cancel(id)

@@ -19,6 +19,11 @@ function U.count(ctx, env, lua, nvim, light)
   return U.light and light or nvim
 end
 
+-- A true for the tests' thousands of starts: build/test-true (tests/c/true.c,
+-- no C library; `test-true N` exits N) costs a quarter of the CPU of /bin/true
+-- or `sh -c "exit N"` per start.
+U.true_bin = U.root .. "/build/test-true"
+
 local sleeper
 -- Sleep ms milliseconds (an idle engine's wait is a poll() with a timeout).
 function U.sleep(ms)
