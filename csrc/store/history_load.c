@@ -189,8 +189,12 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
         continue;
       int k = (int)a[0].via.u64;
       if (!has[k] || l->rings[k]) continue;
-      l->rings[k] =
-          loaded_ring(h->o.output_limit, a[1].via.u64, a[2].via.bin.ptr, a[2].via.bin.size);
+      const char *tail = a[2].via.bin.ptr;
+      size_t n = a[2].via.bin.size;
+      /* the tail stays in the file (read on demand); copied when it cannot */
+      l->rings[k] = h->bk && h->fbuf ? pr_ring_backed(h->o.output_limit, h->bk,
+                                                      (uint64_t)(tail - h->fbuf), a[1].via.u64, n)
+                                     : loaded_ring(h->o.output_limit, a[1].via.u64, tail, n);
     }
   }
   for (int i = 0; i < PR_NSTREAM; i++) /* streams with no output kept still read as empty */
@@ -440,17 +444,19 @@ static void load_other(pr_history_t *h, unsigned k, const char *path, loaded_t *
   if (fd < 0) return;
   size_t len = 0;
   char *p = pr_frame_read_file(fd, &len, h->stop);
-  close(fd);
+  pr_backing_t *bk = pr_backing_new(fd); /* its records' tails are read from it */
   if (p == NULL || len < PR_HIST_HEADER_LEN || memcmp(p, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0) {
     free(p);
+    pr_backing_unref(bk);
     return;
   }
-  pr_history_t o = {.j = h->j, .o = h->o, .slot = k, .stop = h->stop};
+  pr_history_t o = {.j = h->j, .o = h->o, .slot = k, .stop = h->stop, .fbuf = p, .bk = bk};
   loaded_t mine = {0};
   damage_t dmg = {0};
   uint64_t next = 0;
   parse(&o, p, len, &mine, &next, &dmg, tombs);
   free(p);
+  pr_backing_unref(bk); /* the rings that read it hold their own references */
   for (size_t i = 0; i < mine.n; i++) {
     pr_loaded_t *l = &mine.v[i];
     int running = live && !has_end(&o, l->rec->id);
@@ -677,7 +683,13 @@ int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint
     }
   } else {
     damage_t dmg = {0};
+    int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0); /* this file as it is now, for the tails */
+    h->bk = fd >= 0 ? pr_backing_new(fd) : NULL;
+    h->fbuf = p;
     good = parse(h, p, len, &ls, &next, &dmg, &tombs);
+    pr_backing_unref(h->bk); /* the rings that read it hold their own references */
+    h->bk = NULL;
+    h->fbuf = NULL;
     if (stopped(h)) return halt(h, p, &ls, &tombs); /* nothing repaired, nothing written */
     if (dmg.nbad || dmg.torn_bytes) { /* never cut or rewrite a damaged file without a copy */
       char *copy = keep_copy(h, p, len);

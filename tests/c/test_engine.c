@@ -866,24 +866,30 @@ static void *delete_thread(void *arg) {
   return NULL;
 }
 
-/* Wait (bounded, for a failure message) until execution id is terminal,
- * polling the engine; *running is set once it was seen running. */
-static int wait_terminal(pr_engine_t *e, uint64_t id, int *running, int timeout_ms) {
+/* Wait (bounded, for a failure message) until executions a and b (0: none)
+ * are terminal, polling the engine; *running is set once a was seen running. */
+static int wait_terminal2(pr_engine_t *e, uint64_t a, uint64_t b, int *running, int timeout_ms) {
   uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
   pr_event_t *evs[64];
-  int done = 0;
-  while (!done && now_ms() < deadline) {
+  int done_a = 0, done_b = b == 0;
+  while (!(done_a && done_b) && now_ms() < deadline) {
     pr_engine_wait(e, 100);
     size_t k = pr_engine_poll(e, evs, 64, 0);
     for (size_t i = 0; i < k; i++) {
-      if (evs[i]->id == id && evs[i]->type == PR_EV_STATE) {
+      if (evs[i]->type == PR_EV_STATE && evs[i]->id == a) {
         if (evs[i]->state == PR_RUNNING) *running = 1;
-        if (pr_state_terminal(evs[i]->state)) done = 1;
+        if (pr_state_terminal(evs[i]->state)) done_a = 1;
       }
+      if (evs[i]->type == PR_EV_STATE && evs[i]->id == b && pr_state_terminal(evs[i]->state))
+        done_b = 1;
       pr_event_free(evs[i]);
     }
   }
-  return done;
+  return done_a && done_b;
+}
+
+static int wait_terminal(pr_engine_t *e, uint64_t id, int *running, int timeout_ms) {
+  return wait_terminal2(e, id, 0, running, timeout_ms);
 }
 
 /* pr_engine_new returns before the history is read (the engine thread reads
@@ -974,7 +980,7 @@ static void test_history_start_during_load(void) {
   if (ok && pr_engine_new(&opts, &e) == 0) {
     a = start_sh(e, "echo kept");
     b = start_sh(e, "echo deleted");
-    ended = wait_terminal(e, a, &ran, 20000) && wait_terminal(e, b, &(int){0}, 20000);
+    ended = wait_terminal2(e, a, b, &ran, 20000);
     pr_record_t *r = NULL, **v = NULL;
     got = pr_engine_get(e, a, 0, &r);
     pr_record_free(r);
@@ -1023,13 +1029,12 @@ static void test_history_start_during_load(void) {
          nprev, (unsigned long long)b, ordered);
 }
 
-/* Each frame of a load waits here, from the fifth on, until the engine
- * closes (its stop flag; at most 20 s): a load stopped between frames
- * decodes only those. */
+/* The fifth frame of a load waits here until the engine closes (its stop
+ * flag; at most 20 s): a load stopped between frames decodes no more. */
 static int frames_seen;
 
 static void slow_frame(const int *stop) {
-  if (__atomic_add_fetch(&frames_seen, 1, __ATOMIC_SEQ_CST) < 5) return;
+  if (__atomic_add_fetch(&frames_seen, 1, __ATOMIC_SEQ_CST) != 5) return;
   for (int i = 0; i < 20000 && !(stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)); i++)
     usleep(1000);
 }
@@ -1064,8 +1069,7 @@ static void test_close_stops_history_load(void) {
   if (ok && pr_engine_new(&opts, &e) == 0) {
     id = start_sh(e, "exit 0");
     gone = start_sh(e, "exit 0");
-    wait_terminal(e, id, &(int){0}, 20000);
-    wait_terminal(e, gone, &(int){0}, 20000);
+    wait_terminal2(e, id, gone, &(int){0}, 20000);
     del = (int)pr_engine_delete(e, gone, 0); /* a tombstone and a compaction, queued */
     pr_engine_free(e);                       /* while the load waits at its fifth frame */
     seen = __atomic_load_n(&frames_seen, __ATOMIC_SEQ_CST);
@@ -1086,6 +1090,52 @@ static void test_close_stops_history_load(void) {
   CHECKF(id == n + 1 && nrec == n + 1 && nprev == n + 1,
          "after the stopped load: %zu records (%zu previous), want %zu; the run's id %llu", nrec,
          nprev, n + 1, (unsigned long long)id);
+}
+
+/* A loaded record's output tail stays in the history file and is read from
+ * it (no copy in memory): after a delete made the writer compact the file (a
+ * new file renamed over it), the other records' tails still read whole. */
+static void test_loaded_tails_read_from_file(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256], path[300];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  pr_engine_opts_t opts = {.history_file = path};
+  pr_engine_t *e;
+  size_t n = 3;
+  int ok = 0, renamed = 0, good = 0;
+  if (pr_engine_new(&opts, &e) == 0) {
+    for (size_t i = 1; i <= n; i++) start_sh(e, "printf tail-of-a-run");
+    outcome_t *o = calloc(n + 1, sizeof(*o));
+    ok = drain(e, o, n, 0, 30000);
+    free_outcomes(o, n);
+    pr_engine_free(e);
+  }
+  struct stat st0, st;
+  if (ok && stat(path, &st0) == 0 && pr_engine_new(&opts, &e) == 0) {
+    pr_record_t **v;
+    size_t nrec = 0;
+    if (pr_engine_list(e, 0, -1, &v, &nrec) == 0) pr_records_free(v, nrec); /* the load is over */
+    ok = pr_engine_delete(e, 1, 0) == PR_DELETED;
+    for (int i = 0; i < 20000 && !renamed; i++) {
+      renamed = stat(path, &st) == 0 && st.st_ino != st0.st_ino;
+      if (!renamed) usleep(1000);
+    }
+    for (uint64_t id = 2; id <= n; id++) {
+      char *data = NULL;
+      size_t len = 0;
+      uint64_t next, missed;
+      good += pr_engine_read(e, id, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed) == 0 &&
+              len == 13 && memcmp(data, "tail-of-a-run", 13) == 0 && next == 13 && missed == 0;
+      free(data);
+    }
+    pr_engine_free(e);
+  }
+  rm_dir(dir);
+  CHECK(ok);
+  CHECKF(renamed, "the delete's compaction did not replace %s", path);
+  CHECKF(good == (int)n - 1, "%d of %zu tails read whole after the compaction", good, n - 1);
 }
 
 /* Secret sources that never answer: secret_timeout_ms ends the execution
@@ -1362,6 +1412,7 @@ int main(int argc, char **argv) {
   RUN(test_history_loads_after_new);
   RUN(test_history_start_during_load);
   RUN(test_close_stops_history_load);
+  RUN(test_loaded_tails_read_from_file);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
   RUN(test_output_read_on_host);
