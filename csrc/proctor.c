@@ -2,8 +2,9 @@
  * its lifetime, and the public C API (include/proctor.h).
  *
  * Thread: functions named pr_engine_* run on the HOST thread; thread_main
- * and the shutdown callback on the engine's own thread (which first loads
- * the history: load_history).
+ * and the shutdown callback on the engine's own thread; loader_main on the
+ * loader thread, which reads and decodes the history while the engine thread
+ * already runs (on_loaded then makes its records executions).
  *
  *   host thread                            engine thread (own uv_loop_t)
  *   ───────────                            ─────────────────────────────
@@ -12,6 +13,8 @@
  *                                                    host queue · RPC server · history · audit
  *                                          engine/shepherd_link.c ═══ proctor-shepherd
  *   journal writer thread (store/journal.c) ◄── history and audit jobs
+ *   loader thread: pr_history_load ─async─► on_loaded: records → registry, writer
+ *                                           started, parked host commands run
  *
  * This is the only file that sees struct pr_engine and the only one that
  * names every layer: it registers the listeners, gives the shepherd link its
@@ -54,11 +57,20 @@ struct pr_engine {
   char **rpc_env;        /* environ snapshot taken by pr_engine_new for RPC starts */
   pr_journal_t *journal; /* the writer thread of the durable files, NULL when none */
   pr_history_t *history; /* NULL when off */
-  int history_later;     /* the history is loaded by the engine thread, before its loop */
+  int history_later;     /* the history is loaded by the loader thread (after pr_engine_new) */
   pthread_mutex_t mu;    /* guards loading */
   pthread_cond_t cv;     /* signalled when loading ends */
   int loading;           /* 1 until the history is loaded (mu) */
-  pr_audit_t *audit;     /* NULL when off */
+  /* the loader thread (history_later) */
+  pthread_t loader;        /* engine thread: started and joined there */
+  int loader_started;      /* engine thread: 1 until joined (finish_load) */
+  int load_stop;           /* atomic: set by pr_engine_close; the load stops between frames */
+  uv_async_t loaded_async; /* the loader is done: on_loaded (engine thread) */
+  pr_loaded_t *lv;         /* the loader's result, read after the join */
+  size_t ln;
+  uint64_t lnext;
+  int lrc;
+  pr_audit_t *audit; /* NULL when off */
 };
 
 /* ---- engine thread ---------------------------------------------------------------------- */
@@ -70,9 +82,14 @@ static void close_leftover(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+static void finish_load(pr_engine_t *e);
+
 /* The control finished closing: close what is not the control's. */
 static void shutdown_owner(void *arg) {
   pr_engine_t *e = arg;
+  finish_load(e); /* the loader, stopped by pr_engine_close, ends at its next frame */
+  if (e->history_later && !uv_is_closing((uv_handle_t *)&e->loaded_async))
+    uv_close((uv_handle_t *)&e->loaded_async, NULL);
   if (e->rpc) { /* its handles are not executions': close them first */
     pr_listeners_remove(&e->ls, pr_rpc_listener(e->rpc));
     pr_rpc_close(e->rpc);
@@ -84,16 +101,27 @@ static void shutdown_owner(void *arg) {
 }
 
 static void load_history(pr_engine_t *e);
+static void adopt(pr_engine_t *e, pr_loaded_t *v, size_t n, uint64_t next);
 static void loaded(pr_engine_t *e);
+static void *loader_main(void *arg);
 
 static void *thread_main(void *arg) {
   pr_engine_t *e = (pr_engine_t *)arg;
-  if (e->history_later) { /* commands wait in the queue meanwhile; the host does not */
-    load_history(e);
-    int rc = pr_journal_start(e->journal);
-    if (rc != 0) pr_journal_warn(e->journal, "history: no writer thread (%s)", pr_strerror(rc));
+  if (e->history_later) { /* new executions start now; the history comes in on_loaded */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e->loader_started = pthread_create(&e->loader, NULL, loader_main, e) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!e->loader_started) { /* no thread: load here, before the loop, as a last resort */
+      e->lrc = pr_history_load(e->history, &e->lv, &e->ln, &e->lnext, &e->load_stop);
+      e->loader_started = 1;
+      e->loader = pthread_self();
+      finish_load(e);
+    }
+  } else {
+    loaded(e);
   }
-  loaded(e);
   pr_registry_prune(&e->ctl.reg); /* arms the age timer for records loaded from the history */
   uv_run(&e->loop, UV_RUN_DEFAULT);
   /* Every handle is closed: free the registry here, on the thread that owns it. */
@@ -141,6 +169,8 @@ static void (*history_gate)(void);
 
 void pr_test_history_gate(void (*fn)(void)) { history_gate = fn; }
 
+void pr_test_history_frame(void (*fn)(const int *stop)) { pr_history_test_frame(fn); }
+
 /* The history is loaded: release pr_engine_warnings. Either thread. */
 static void loaded(pr_engine_t *e) {
   pthread_mutex_lock(&e->mu);
@@ -149,21 +179,13 @@ static void loaded(pr_engine_t *e) {
   pthread_mutex_unlock(&e->mu);
 }
 
-/* Read and decode the history, turn its records into executions, then
- * listen. On the engine thread before its loop runs (the host could already
- * hand out ids: pr_history_open found the next one), or on the host inside
- * pr_engine_new when that quick look failed. */
-static void load_history(pr_engine_t *e) {
-  pr_loaded_t *v;
-  size_t n;
-  uint64_t next;
-  if (history_gate) history_gate();
-  int rc = pr_history_load(&e->history, &v, &n, &next);
-#ifdef __GLIBC__
-  malloc_trim(0); /* the file's copy and the parse's garbage, freed in this thread's arena */
-#endif
-  if (rc != 0) return; /* out of memory: no history */
+/* The history's records become executions (engine thread, or the host in
+ * pr_engine_new before the engine thread runs); the next id is raised to
+ * what the whole file allows. A record whose id is taken (never, while
+ * pr_history_open's look is right) is dropped. */
+static void adopt(pr_engine_t *e, pr_loaded_t *v, size_t n, uint64_t next) {
   for (size_t i = 0; i < n; i++) {
+    if (pr_registry_find(&e->ctl.reg, v[i].rec->id, 0)) continue;
     pr_exec_t *x = pr_exec_restore(&e->ctl.xc, v[i].rec, v[i].rings);
     v[i].rec = NULL;
     memset(v[i].rings, 0, sizeof(v[i].rings));
@@ -176,8 +198,57 @@ static void load_history(pr_engine_t *e) {
   while (next > cur && !__atomic_compare_exchange_n(&e->ctl.next_id, &cur, next, 0,
                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
-  if (e->history) pr_listeners_add(&e->ls, pr_history_listener(e->history));
 }
+
+/* Read and decode the history on the host inside pr_engine_new (its file
+ * could not be stepped through quickly: nothing may get an id before the
+ * whole file is read), turn its records into executions, then listen. */
+static void load_history(pr_engine_t *e) {
+  pr_loaded_t *v;
+  size_t n;
+  uint64_t next;
+  if (history_gate) history_gate();
+  int rc = pr_history_load(e->history, &v, &n, &next, NULL);
+#ifdef __GLIBC__
+  malloc_trim(0); /* the file's copy and the parse's garbage */
+#endif
+  if (rc == 0) adopt(e, v, n, next);
+  pr_listeners_add(&e->ls, pr_history_listener(e->history));
+}
+
+/* The loader thread: read and decode the history while the engine thread
+ * runs; stopped between frames by pr_engine_close (load_stop). */
+static void *loader_main(void *arg) {
+  pr_engine_t *e = arg;
+  if (history_gate) history_gate();
+  e->lrc = pr_history_load(e->history, &e->lv, &e->ln, &e->lnext, &e->load_stop);
+#ifdef __GLIBC__
+  malloc_trim(0); /* the file's copy and the parse's garbage */
+#endif
+  uv_async_send(&e->loaded_async); /* the handle closes only after the join (finish_load) */
+  return NULL;
+}
+
+/* Engine thread, once: join the loader, make its records executions (not
+ * when closing: they would only be freed), start the writer thread (frames
+ * queued by executions that began during the load are appended now; after a
+ * stopped load too), run the host commands that waited for the history. */
+static void finish_load(pr_engine_t *e) {
+  if (!e->loader_started) return;
+  if (!pthread_equal(e->loader, pthread_self())) pthread_join(e->loader, NULL);
+  e->loader_started = 0;
+  if (e->lrc == 0 && !e->ctl.xc.closing) adopt(e, e->lv, e->ln, e->lnext);
+  else if (e->lrc == 0) pr_history_loaded_free(e->lv, e->ln);
+  e->lv = NULL;
+  e->ln = 0;
+  int rc = pr_journal_start(e->journal);
+  if (rc != 0) pr_journal_warn(e->journal, "history: no writer thread (%s)", pr_strerror(rc));
+  loaded(e);
+  pr_control_history_loaded(&e->ctl);
+  if (!e->ctl.xc.closing) pr_registry_prune(&e->ctl.reg);
+}
+
+static void on_loaded(uv_async_t *h) { finish_load(h->data); }
 
 /* The durable files: the journal's writer, the history (found now, loaded
  * by the engine thread before its loop: load_history) and the audit log,
@@ -191,8 +262,14 @@ static int open_files(pr_engine_t *e, const pr_engine_opts_t *o) {
     uint64_t next = 0;
     rc = pr_history_open(e->journal, o->history_file, &ho, &e->history, &next);
     if (rc == 0 && e->history && next) {
+      if ((rc = uv_async_init(&e->loop, &e->loaded_async, on_loaded)) != 0) return rc;
+      e->loaded_async.data = e;
       e->history_later = 1;
       if (next > e->ctl.next_id) e->ctl.next_id = next;
+      /* listening now: the frames of executions that begin during the load
+       * wait in the journal's queue until the writer starts (finish_load) */
+      pr_listeners_add(&e->ls, pr_history_listener(e->history));
+      pr_control_history_loading(&e->ctl);
     } else if (rc == 0 && e->history) {
       load_history(e); /* not laid out as this release writes it: now, before any id */
     }
@@ -292,6 +369,7 @@ fail:
 void pr_engine_close(pr_engine_t *e) {
   if (e == NULL || e->closed) return;
   e->closed = 1;
+  __atomic_store_n(&e->load_stop, 1, __ATOMIC_RELEASE); /* a history load stops early */
   pr_cmd_t *c = calloc(1, sizeof(*c));
   if (c) {
     c->type = PR_CMD_CLOSE;

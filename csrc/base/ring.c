@@ -110,6 +110,18 @@ static int spill_open(pr_spill_t *s) {
 /* pwrite/pread all of `n` bytes of absolute offset `off` at off % limit,
  * wrapping at limit. Returns 0 or an errno. */
 static int file_io(pr_ring_t *r, int write, uint64_t off, char *p, size_t n) {
+  if (r->back) { /* a backed ring: one stretch of its file, read only */
+    uint64_t pos = r->bat + (off - r->bstart);
+    while (n > 0 && !write) {
+      ssize_t got = pread(r->fd, p, n, (off_t)pos);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return got < 0 ? errno : EIO;
+      pos += (uint64_t)got;
+      p += got;
+      n -= (size_t)got;
+    }
+    return write ? EIO : 0;
+  }
   while (n > 0) {
     size_t pos = (size_t)(off % r->limit), k = r->limit - pos;
     if (k > n) k = n;
@@ -125,6 +137,12 @@ static int file_io(pr_ring_t *r, int write, uint64_t off, char *p, size_t n) {
 }
 
 static void file_close(pr_ring_t *r) {
+  if (r->back) { /* not ours to close: the backing's */
+    pr_backing_unref(r->back);
+    r->back = NULL;
+    r->fd = -1;
+    return;
+  }
   if (r->fd < 0) return;
   close(r->fd);
   r->fd = -1;
@@ -336,6 +354,42 @@ pr_ring_t *pr_ring_new(size_t limit) {
   r->refs = 1;
   r->fd = -1;
   pthread_mutex_init(&r->mu, NULL);
+  return r;
+}
+
+pr_backing_t *pr_backing_new(int fd) {
+  pr_backing_t *b = malloc(sizeof(*b));
+  if (b == NULL) {
+    close(fd);
+    return NULL;
+  }
+  b->refs = 1;
+  b->fd = fd;
+  return b;
+}
+
+void pr_backing_unref(pr_backing_t *b) {
+  if (b == NULL || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+  close(b->fd);
+  free(b);
+}
+
+pr_ring_t *pr_ring_backed(size_t limit, pr_backing_t *b, uint64_t at, uint64_t total, size_t n) {
+  pr_ring_t *r = pr_ring_new(limit);
+  if (r == NULL) return NULL;
+  if (total < n) total = n; /* a damaged count: the bytes still read as they are */
+  if (n > r->limit) {       /* only the last `limit` bytes are ever retained */
+    at += n - r->limit;
+    n = r->limit;
+  }
+  r->head = r->bstart = total - n;
+  r->spilled = r->tail = r->delivered = total;
+  r->bat = at;
+  if (n > 0) {
+    __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+    r->back = b;
+    r->fd = b->fd;
+  }
   return r;
 }
 

@@ -33,6 +33,11 @@
  * (or by a trim that leaves no byte in it). When it cannot be made or
  * written, the ring keeps its bytes in memory up to `limit`, as without a
  * spill context, and the context records the failure (pr_spill_failure).
+ *
+ * Backed rings (pr_ring_backed): a record loaded from the history keeps its
+ * output tail where the history file has it: [head, spilled = tail) are
+ * bytes of a shared file (pr_backing_t) at a fixed file offset, read with
+ * pread like a spill file's, never written; no memory part.
  */
 #ifndef PR_RING_H
 #define PR_RING_H
@@ -42,6 +47,7 @@
 #include <stdint.h>
 
 typedef struct pr_ring pr_ring_t;
+struct pr_backing;
 
 /* pr_spill_t: where an engine's rings put their older bytes; shared by the
  * rings (each holds a reference), any thread. */
@@ -65,21 +71,47 @@ typedef struct pr_spill {
 
 struct pr_ring {
   pthread_mutex_t mu;
-  int refs;           /* guarded by mu */
-  char *buf;          /* cap bytes; the bytes [spilled, tail) start at buf[start] and wrap */
-  size_t cap;         /* allocated bytes, <= limit (except limit < PR_RING_MIN) */
-  size_t start;       /* index in buf of the byte at offset spilled */
-  size_t limit;       /* most bytes ever retained */
-  uint64_t head;      /* absolute offset of the oldest retained byte */
-  uint64_t spilled;   /* head <= spilled <= tail: [head, spilled) are in the spill file */
-  uint64_t tail;      /* absolute offset one past the newest byte = bytes written */
-  uint64_t delivered; /* offset up to which the host poller has taken bytes */
-  int marker;         /* 1 while an output marker for this ring sits in the event queue */
-  int paused;         /* the engine stopped reading (back-pressure) until the host takes */
-  pr_spill_t *spill;  /* NULL: every byte in memory */
-  int fd;             /* the spill file, or -1 */
-  int nospill;        /* 1 after a failure or past PR_SPILL_MAX_FILES: memory up to limit */
+  int refs;                /* guarded by mu */
+  char *buf;               /* cap bytes; the bytes [spilled, tail) start at buf[start] and wrap */
+  size_t cap;              /* allocated bytes, <= limit (except limit < PR_RING_MIN) */
+  size_t start;            /* index in buf of the byte at offset spilled */
+  size_t limit;            /* most bytes ever retained */
+  uint64_t head;           /* absolute offset of the oldest retained byte */
+  uint64_t spilled;        /* head <= spilled <= tail: [head, spilled) are in the spill file */
+  uint64_t tail;           /* absolute offset one past the newest byte = bytes written */
+  uint64_t delivered;      /* offset up to which the host poller has taken bytes */
+  int marker;              /* 1 while an output marker for this ring sits in the event queue */
+  int paused;              /* the engine stopped reading (back-pressure) until the host takes */
+  pr_spill_t *spill;       /* NULL: every byte in memory */
+  int fd;                  /* the spill file (or the backing's descriptor), or -1 */
+  int nospill;             /* 1 after a failure or past PR_SPILL_MAX_FILES: memory up to limit */
+  struct pr_backing *back; /* a loaded ring's file (pr_ring_backed), or NULL */
+  uint64_t bstart, bat;    /* the byte at offset bstart is at file offset bat */
 };
+
+/* pr_backing_t: an open file whose bytes loaded rings read in place, with
+ * pread (the history file as it was loaded: a compaction that renames a new
+ * file over it leaves this descriptor on the old one). Counted: each backed
+ * ring holds a reference; the last unref closes the file. Any thread. */
+typedef struct pr_backing {
+  int refs; /* atomic */
+  int fd;
+} pr_backing_t;
+
+/* pr_backing_new: take `fd` (it is closed by the last unref, or now when out
+ * of memory: NULL). One reference. */
+pr_backing_t *pr_backing_new(int fd);
+
+/* pr_backing_unref: drop a reference (NULL is fine). */
+void pr_backing_unref(pr_backing_t *b);
+
+/* pr_ring_backed: a ring of `limit` bytes whose retained bytes are the `n`
+ * bytes at file offset `at` of `b`, at absolute offsets [total - n, total)
+ * (the last `limit` of them when n > limit): nothing is in memory; reads
+ * pread them (an error reading is returned as by a spill file's). For a
+ * record that ended: it is never written. Takes a reference on b. Returns
+ * the ring with one reference, or NULL when out of memory. */
+pr_ring_t *pr_ring_backed(size_t limit, pr_backing_t *b, uint64_t at, uint64_t total, size_t n);
 
 /* pr_spill_new: a spill context keeping `memory` bytes of each ring in memory
  * (memory >= 1) and the rest in files under `dir` (copied; NULL or "" means

@@ -361,6 +361,41 @@ static void answer(pr_control_t *c, pr_cmd_t *cmd, int closed) {
   }
 }
 
+/* Does this host command have to wait for the history (control.h)? The
+ * history's records are all terminal, of no session, and not yet in the
+ * registry. */
+static int needs_history(pr_control_t *c, const pr_cmd_t *cmd) {
+  if (!c->history_loading || cmd->session) return 0;
+  switch (cmd->type) {
+  case PR_CMD_LIST: return cmd->a < 0 || pr_state_terminal((pr_state_t)cmd->a);
+  case PR_CMD_PURGE: return 1;
+  case PR_CMD_CANCEL:
+  case PR_CMD_DELETE:
+  case PR_CMD_INPUT:
+  case PR_CMD_CLOSE_STDIN:
+  case PR_CMD_RESIZE:
+  case PR_CMD_GET:
+  case PR_CMD_READ:
+  case PR_CMD_WREQUEST:
+  case PR_CMD_RELEASE:
+  case PR_CMD_WRESTART: return pr_registry_find(&c->reg, cmd->id, 0) == NULL;
+  default: return 0;
+  }
+}
+
+void pr_control_history_loading(pr_control_t *c) { c->history_loading = 1; }
+
+void pr_control_history_loaded(pr_control_t *c) {
+  c->history_loading = 0;
+  while (!pr_queue_empty(&c->parked)) {
+    pr_queue_t *q = pr_queue_head(&c->parked);
+    pr_queue_remove(q);
+    pr_cmd_t *cmd = PR_QUEUE_DATA(q, pr_cmd_t, node);
+    pr_control_run(c, cmd);
+    answer(c, cmd, 0);
+  }
+}
+
 static void on_async(uv_async_t *h) {
   pr_control_t *c = (pr_control_t *)h->data;
   pr_queue_t local;
@@ -375,6 +410,10 @@ static void on_async(uv_async_t *h) {
     pr_cmd_t *cmd = PR_QUEUE_DATA(q, pr_cmd_t, node);
     if (c->xc.closing == 2) { /* shut down while this batch ran */
       answer(c, cmd, 1);
+      continue;
+    }
+    if (needs_history(c, cmd)) {
+      pr_queue_push(&c->parked, &cmd->node);
       continue;
     }
     pr_control_run(c, cmd);
@@ -495,6 +534,7 @@ int pr_control_init(pr_control_t *c, uv_loop_t *loop, const pr_engine_opts_t *o,
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cond, NULL);
   pr_queue_init(&c->cmds);
+  pr_queue_init(&c->parked);
   pr_queue_init(&c->queued);
   pr_targets_confs_init(&c->confs);
   pr_queue_init(&c->reg.order);

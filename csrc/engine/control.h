@@ -108,6 +108,9 @@ typedef struct pr_control {
   uv_timer_t idle_timer;   /* while a target's link is up: closes the idle ones */
   uint32_t target_idle_ms; /* a link with no execution for this long is closed */
   int batch;               /* > 0: a walk over the registry is ending executions: no retention */
+  /* engine thread: the history loads (pr_control_history_loading) */
+  int history_loading; /* 1 until pr_control_history_loaded */
+  pr_queue_t parked;   /* the host's commands that wait for the history, in order */
   /* the owner (csrc/proctor.c) */
   void *owner;                   /* passed to CALL functions */
   void (*shutdown)(void *owner); /* closing is over: close the owner's handles */
@@ -140,6 +143,17 @@ uint64_t pr_control_wakeups(pr_control_t *c);
  * the RPC methods share it. cmd->session scopes lookups (0: every
  * execution). START takes cmd->exec and sets it to NULL. */
 void pr_control_run(pr_control_t *c, pr_cmd_t *cmd);
+
+/* pr_control_history_loading: the history is still loading (set before the
+ * engine thread runs). Until pr_control_history_loaded, a host command that
+ * may be about a record of the history waits (parked, in order; the host
+ * stays blocked in pr_control_submit): a lookup of an id not in the registry,
+ * a purge, a list that may hold terminal records. Everything else, and every
+ * RPC command (its session never sees the history's records), runs at once.
+ * pr_control_history_loaded: the records are in the registry: run the
+ * parked commands. Engine thread. */
+void pr_control_history_loading(pr_control_t *c);
+void pr_control_history_loaded(pr_control_t *c);
 
 /* pr_control_session_closed: RPC session `session` is gone: its requests to
  * workers are dropped (the workers get cancel messages). Engine thread. */

@@ -494,8 +494,10 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out);
 
 /* pr_engine_close: cancel everything, wait for it (bounded by the largest
  * grace + 1 s, whatever the shepherd does: one that does not exit when told
- * is killed), stop the shepherd and the thread. Events not yet polled
- * stay available to pr_engine_poll. Idempotent. */
+ * is killed), stop the shepherd and the thread. A history load still under
+ * way stops at its next frame (the file is left as it is; what this session
+ * wrote is appended). Events not yet polled stay available to
+ * pr_engine_poll. Idempotent. */
 void pr_engine_close(pr_engine_t *e);
 
 /* pr_engine_free: close (if needed) and free. `e` is invalid afterwards. */
@@ -657,10 +659,15 @@ int pr_engine_worker_restart(pr_engine_t *e, uint64_t id, uint64_t session);
  * is in the first answer. Host thread. */
 void pr_engine_warnings(pr_engine_t *e, char ***out, size_t *n);
 
-/* pr_engine_history_loading: 1 while the engine thread is still reading the
- * history file (pr_engine_new returns before that; starts get their ids at
- * once and run after it; list, get and the other answers of the engine
- * thread wait for it), 0 after, or with no history. Never blocks. Host thread. */
+/* pr_engine_history_loading: 1 while the history file is still read and
+ * decoded (by a loader thread: pr_engine_new returns before that), 0 after,
+ * or with no history. Never blocks. Host thread. Meanwhile starts get their
+ * ids (after the file's last one) and run at once, and everything about an
+ * execution of this session answers at once; what may be about the
+ * history's records waits for the load: a lookup (get, read, cancel,
+ * delete, ...) of an id not known yet, a purge, and a list that may hold
+ * ended records (a list of one live state does not wait). RPC sessions
+ * never see the history's records and never wait. */
 int pr_engine_history_loading(pr_engine_t *e);
 
 /* pr_event_free: free an event taken by pr_engine_poll (NULL is fine). */

@@ -43,10 +43,16 @@ void pr_test_events_held(pr_engine_t *e, size_t *n, size_t *bytes);
 int pr_test_hold_journal(pr_engine_t *e);
 
 /* pr_test_history_gate: fn (NULL: none) runs at the start of every engine's
- * history load, on the thread that loads (the engine thread, or the host
+ * history load, on the thread that loads (the loader thread, or the host
  * inside pr_engine_new when the file had to be loaded first). Set it before
  * pr_engine_new. */
 void pr_test_history_gate(void (*fn)(void));
+
+/* pr_test_history_frame: fn (NULL: none) runs before each frame a history
+ * load decodes (every slot's file), on the loading thread, with the load's
+ * stop flag (set by pr_engine_close; NULL when the load has none). Set it
+ * before pr_engine_new. */
+void pr_test_history_frame(void (*fn)(const int *stop));
 
 typedef struct pr_rpc_conn pr_rpc_conn_t;
 pr_rpc_conn_t *pr_test_rpc_open(pr_engine_t *e, void (*sink)(void *arg, const char *p, size_t n),

@@ -21,12 +21,17 @@ uint32_t pr_frame_sum(const char *p, size_t n) {
  * editor's main thread) off the CPU for 25 ms at a time. */
 #define PR_FRAME_READ_STEP (256u << 10)
 
-char *pr_frame_read_file(int fd, size_t *n) {
+char *pr_frame_read_file(int fd, size_t *n, const int *stop) {
   struct stat st;
+  *n = 0;
   if (fstat(fd, &st) != 0) return NULL;
   char *p = malloc((size_t)st.st_size + 1);
   size_t got = 0;
   while (p && got < (size_t)st.st_size) {
+    if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
+      free(p);
+      return NULL;
+    }
     size_t want = (size_t)st.st_size - got;
     if (want > PR_FRAME_READ_STEP) want = PR_FRAME_READ_STEP;
     ssize_t r = pread(fd, p + got, want, (off_t)got);

@@ -27,7 +27,8 @@ int pr_frame_at(const char *p, size_t len, size_t off, const char **body, size_t
 /* The whole contents of the open file `fd` (read with pread from offset 0,
  * retried on EINTR, stopping at its fstat size or at the first short read).
  * Returns a malloc'd buffer with one spare byte (*n set to the bytes read), or
- * NULL when fstat or malloc failed. */
-char *pr_frame_read_file(int fd, size_t *n);
+ * NULL when fstat or malloc failed, or when `stop` (NULL: never) read
+ * nonzero between two reads (an engine closing while it loads). */
+char *pr_frame_read_file(int fd, size_t *n, const int *stop);
 
 #endif

@@ -326,7 +326,7 @@ static void run_job(void *sink, pr_job_t *job) {
   int type = job->kind & 0xff;
   char kind = (char)(job->kind >> 8);
   if (type == J_COMPACT) {
-    compact(h);
+    if (!h->partial) compact(h); /* a stopped load's index misses frames: never rewrite */
     return;
   }
   if (append(h, job->data, job->len, job->id, kind) != 0) return;
@@ -334,7 +334,8 @@ static void run_job(void *sink, pr_job_t *job) {
   /* Our own record and this tombstone go; a tombstone for another editor's
    * record stays until that editor's file no longer holds it (history_load.c). */
   if (type == J_FORGET && pr_hist_own(h, job->id)) pr_hist_kill(h, job->id, 0);
-  if (h->dead > PR_HIST_COMPACT_SLACK && h->dead > h->size / 3) compact(h); /* mostly garbage */
+  if (!h->partial && h->dead > PR_HIST_COMPACT_SLACK && h->dead > h->size / 3)
+    compact(h); /* mostly garbage */
 }
 
 void pr_history_free(pr_history_t *h) {

@@ -3,9 +3,11 @@
  * Thread: pr_history_open runs on the HOST thread inside pr_engine_new: it
  * takes a slot and finds the next id from the frames' heads only (no record
  * is decoded), so the host can hand out ids at once. pr_history_load reads
- * and decodes the file; it runs on the ENGINE thread before its loop starts
- * (on the host inside pr_engine_new only when the quick look failed), and
- * always before the writer thread starts. The listener runs on the ENGINE
+ * and decodes the file; it runs on the engine's LOADER thread while the
+ * engine thread already starts new executions (on the host inside
+ * pr_engine_new only when the quick look failed), and always before the
+ * writer thread starts: frames of executions that begin meanwhile wait in
+ * the journal's queue and are appended after the load. The listener runs on the ENGINE
  * thread and only packs frames and pushes jobs; the file itself is written
  * by the journal's WRITER thread. pr_history_free runs on the host after
  * both threads ended.
@@ -91,15 +93,25 @@ typedef struct {
 int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *o,
                     pr_history_t **out, uint64_t *next_id);
 
-/* pr_history_load: read and decode *h's file, repair it, merge the other
- * slots' records. Returns 0 with *h left set (NULL when the file cannot be
- * used: h was freed and a warning says why), the records kept after
- * retention in id order (*loaded, *nloaded: take what you keep, then
- * pr_history_loaded_free) and the next id the full file allows (>= what
- * pr_history_open found). Returns PR_ENOMEM (nothing to free). Any one
- * thread, before the writer thread starts and before the listener is added;
- * warnings and jobs go to the journal. */
-int pr_history_load(pr_history_t **h, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id);
+/* pr_history_load: read and decode h's file, repair it, merge the other
+ * slots' records. Returns 0 with the records kept after retention in id
+ * order (*loaded, *nloaded: take what you keep, then pr_history_loaded_free)
+ * and the next id the full file allows (>= what pr_history_open found); when
+ * the file cannot be used after all, 0 with no record and h left to write
+ * nothing (a warning says why). Returns PR_ECLOSED, nothing loaded, when
+ * `stop` (NULL: never; read between reads and between frames) became
+ * nonzero: the file is left as it was and from then on only appended to,
+ * never compacted. Returns PR_ENOMEM (nothing to free). Any one thread,
+ * before the writer thread starts; the listener may already be in the
+ * engine's list (it only packs frames and queues them for the writer).
+ * Warnings and jobs go to the journal. */
+int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id,
+                    const int *stop);
+
+/* pr_history_test_frame: tests only: fn (NULL: none) is called before each
+ * frame a load decodes, on the loading thread, with the load's stop flag
+ * (NULL when it has none). Set it before the engine is made. */
+void pr_history_test_frame(void (*fn)(const int *stop));
 
 /* pr_history_loaded_free: free n loaded records (entries whose rec was set
  * to NULL and rings to NULL were taken) and the array. */

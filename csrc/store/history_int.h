@@ -4,9 +4,9 @@
  * writer) and csrc/store/history_load.c (load, slots, merging the other
  * editors' files).
  *
- * Thread: as history.h says: load on the host thread before the engine and
- * writer threads start, everything else on the writer thread (packing on the
- * engine thread).
+ * Thread: as history.h says: load on one thread (the engine's loader, or the
+ * host inside pr_engine_new) before the writer thread starts, everything else
+ * on the writer thread (packing on the engine thread).
  */
 #ifndef PR_HISTORY_INT_H
 #define PR_HISTORY_INT_H
@@ -41,7 +41,14 @@ struct pr_history {
   uint64_t max_id; /* largest id of our slot ever written */
   pr_hentry_t *ent;
   size_t nent, cap;
-  int broken; /* a write failed: warned once, nothing more is written */
+  int broken;      /* a write failed, or the load gave up: warned once, nothing more is written */
+  int partial;     /* the load was stopped (the engine closed): the index misses the frames
+                    * not read, so the file is only appended to, never compacted */
+  const int *stop; /* during pr_history_load: read between frames; nonzero stops it */
+  /* during the parse of one file: its bytes in memory, and the same file open
+   * for the rings of its records' tails, which stay there (NULL: copy them) */
+  const char *fbuf;
+  pr_backing_t *bk;
 };
 
 /* The record's fields as the file names them (NULL: not kept). */

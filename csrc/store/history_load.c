@@ -4,8 +4,9 @@
  *
  * Thread: pr_history_open on the HOST, inside pr_engine_new (a slot and
  * the next id from the frames' heads: peek_next); pr_history_load on the
- * engine thread before its loop and the writer thread run
- * (on the host when peek_next could not step through the file). history.h.
+ * engine's loader thread while the engine thread already runs, before the
+ * writer thread runs (on the host when peek_next could not step through the
+ * file); it stops between two frames once its stop flag is set. history.h.
  *
  *   slot files ──read──► parse() each ──► tombstones of every file applied
  *        ──► retention (newest ended kept) ──► records in id order ──► engine
@@ -25,6 +26,16 @@
 
 #include "base/clock.h"
 #include "store/frame.h"
+
+/* Tests (pr_history_test_frame): called before each frame is decoded. */
+static void (*frame_hook)(const int *stop);
+
+void pr_history_test_frame(void (*fn)(const int *stop)) { frame_hook = fn; }
+
+/* The engine is closing: the load stops where it is. */
+static int stopped(const pr_history_t *h) {
+  return h->stop && __atomic_load_n(h->stop, __ATOMIC_ACQUIRE);
+}
 
 /* A list of ids (tombstones). */
 typedef struct {
@@ -178,8 +189,12 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
         continue;
       int k = (int)a[0].via.u64;
       if (!has[k] || l->rings[k]) continue;
-      l->rings[k] =
-          loaded_ring(h->o.output_limit, a[1].via.u64, a[2].via.bin.ptr, a[2].via.bin.size);
+      const char *tail = a[2].via.bin.ptr;
+      size_t n = a[2].via.bin.size;
+      /* the tail stays in the file (read on demand); copied when it cannot */
+      l->rings[k] = h->bk && h->fbuf ? pr_ring_backed(h->o.output_limit, h->bk,
+                                                      (uint64_t)(tail - h->fbuf), a[1].via.u64, n)
+                                     : loaded_ring(h->o.output_limit, a[1].via.u64, tail, n);
     }
   }
   for (int i = 0; i < PR_NSTREAM; i++) /* streams with no output kept still read as empty */
@@ -233,6 +248,8 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
   msgpack_unpacked_init(&inner);
   while (off < len) {
     size_t at;
+    if (frame_hook) frame_hook(h->stop);
+    if (stopped(h)) break; /* pr_history_load drops what was parsed */
     if (!good_frame(p, len, off, &inner, &at)) {
       const char *body;
       size_t blen, end = 0, probe;
@@ -426,18 +443,20 @@ static void load_other(pr_history_t *h, unsigned k, const char *path, loaded_t *
   free(file);
   if (fd < 0) return;
   size_t len = 0;
-  char *p = pr_frame_read_file(fd, &len);
-  close(fd);
+  char *p = pr_frame_read_file(fd, &len, h->stop);
+  pr_backing_t *bk = pr_backing_new(fd); /* its records' tails are read from it */
   if (p == NULL || len < PR_HIST_HEADER_LEN || memcmp(p, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0) {
     free(p);
+    pr_backing_unref(bk);
     return;
   }
-  pr_history_t o = {.j = h->j, .o = h->o, .slot = k};
+  pr_history_t o = {.j = h->j, .o = h->o, .slot = k, .stop = h->stop, .fbuf = p, .bk = bk};
   loaded_t mine = {0};
   damage_t dmg = {0};
   uint64_t next = 0;
   parse(&o, p, len, &mine, &next, &dmg, tombs);
   free(p);
+  pr_backing_unref(bk); /* the rings that read it hold their own references */
   for (size_t i = 0; i < mine.n; i++) {
     pr_loaded_t *l = &mine.v[i];
     int running = live && !has_end(&o, l->rec->id);
@@ -458,8 +477,12 @@ static int by_age(const void *a, const void *b) {
  * Returns how many of our own records another engine's tombstones dropped. */
 static size_t merge_others(pr_history_t *h, const char *path, loaded_t *ls, ids_t *tombs) {
   loaded_t other = {0};
-  for (unsigned k = 0; k < PR_HISTORY_SLOTS; k++)
+  for (unsigned k = 0; k < PR_HISTORY_SLOTS && !stopped(h); k++)
     if (k != h->slot) load_other(h, k, path, &other, tombs);
+  if (stopped(h)) {
+    pr_history_loaded_free(other.v, other.n);
+    return 0;
+  }
   /* Our tombstones for other slots' records stay until those files let go. */
   for (size_t i = 0; i < h->nent; i++) {
     pr_hentry_t *x = &h->ent[i];
@@ -610,34 +633,64 @@ int pr_history_open(pr_journal_t *j, const char *path, const pr_history_opts_t *
   return 0;
 }
 
-int pr_history_load(pr_history_t **hp, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id) {
-  pr_history_t *h = *hp;
+/* The file cannot be used after all: nothing more is written (h stays: its
+ * listener may already be in the engine's list), with a warning. */
+static int give_up_load(pr_history_t *h, const char *why) {
+  pr_journal_warn(h->j, "history: %s: %s; history is off for this engine", h->path, why);
+  h->broken = 1;
+  h->stop = NULL;
+  return 0;
+}
+
+/* The load was stopped (the engine closes): drop what was read; the file is
+ * left as it is and only appended to (h->partial) for the rest of the session. */
+static int halt(pr_history_t *h, char *p, loaded_t *ls, ids_t *tombs) {
+  struct stat st;
+  free(p);
+  free(tombs->v);
+  pr_history_loaded_free(ls->v, ls->n);
+  if (fstat(h->fd, &st) == 0) h->size = (uint64_t)st.st_size;
+  h->partial = 1;
+  h->stop = NULL;
+  return PR_ECLOSED;
+}
+
+int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint64_t *next_id,
+                    const int *stop) {
   const pr_history_opts_t *o = &h->o;
   *loaded = NULL;
   *nloaded = 0;
   *next_id = 1;
-  *hp = NULL;
+  h->stop = stop;
+  loaded_t ls = {0};
+  ids_t tombs = {0};
   size_t len = 0;
-  char *p = pr_frame_read_file(h->fd, &len);
-  if (p == NULL) return give_up(h, "cannot read it");
+  char *p = pr_frame_read_file(h->fd, &len, stop);
+  if (p == NULL && stopped(h)) return halt(h, NULL, &ls, &tombs);
+  if (p == NULL) return give_up_load(h, "cannot read it");
   if (len >= PR_HIST_HEADER_LEN ? memcmp(p, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0
                                 : memcmp(p, PR_HIST_HEADER, len) != 0) {
     free(p);
-    return give_up(h, "not a proctor history file (left alone)");
+    return give_up_load(h, "not a proctor history file (left alone)");
   }
-  loaded_t ls = {0};
-  ids_t tombs = {0};
   uint64_t next = 1;
   size_t good = PR_HIST_HEADER_LEN;
   int damaged = 0;
   if (len < PR_HIST_HEADER_LEN) { /* new, or torn while its header was written */
     if (ftruncate(h->fd, 0) != 0 || pr_hist_write_all(h->fd, PR_HIST_HEADER, PR_HIST_HEADER_LEN)) {
       free(p);
-      return give_up(h, "cannot write it");
+      return give_up_load(h, "cannot write it");
     }
   } else {
     damage_t dmg = {0};
+    int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0); /* this file as it is now, for the tails */
+    h->bk = fd >= 0 ? pr_backing_new(fd) : NULL;
+    h->fbuf = p;
     good = parse(h, p, len, &ls, &next, &dmg, &tombs);
+    pr_backing_unref(h->bk); /* the rings that read it hold their own references */
+    h->bk = NULL;
+    h->fbuf = NULL;
+    if (stopped(h)) return halt(h, p, &ls, &tombs); /* nothing repaired, nothing written */
     if (dmg.nbad || dmg.torn_bytes) { /* never cut or rewrite a damaged file without a copy */
       char *copy = keep_copy(h, p, len);
       warn_damage(h, &dmg, copy, errno);
@@ -652,13 +705,15 @@ int pr_history_load(pr_history_t **hp, pr_loaded_t **loaded, size_t *nloaded, ui
       free(p);
       free(tombs.v);
       pr_history_loaded_free(ls.v, ls.n);
-      return give_up(h, "cannot truncate its torn tail");
+      return give_up_load(h, "cannot truncate its torn tail");
     }
   }
   free(p);
   h->size = good;
   size_t dropped = merge_others(h, h->base, &ls, &tombs);
+  if (stopped(h)) return halt(h, NULL, &ls, &tombs);
   free(tombs.v);
+  h->stop = NULL;
   if (h->max_id + 1 > next) next = h->max_id + 1;
   if (next <= (uint64_t)h->slot * PR_HISTORY_SLOT_IDS) next = h->slot * PR_HISTORY_SLOT_IDS + 1;
   /* Retention over the merged list, oldest ended first. */
@@ -684,7 +739,6 @@ int pr_history_load(pr_history_t **hp, pr_loaded_t **loaded, size_t *nloaded, ui
   if (keep > 1) qsort(ls.v, keep, sizeof(*ls.v), by_id);
   if (dropped || damaged || (h->dead > PR_HIST_COMPACT_SLACK && h->dead > h->size / 3))
     pr_hist_compact_soon(h);
-  *hp = h;
   *loaded = ls.v;
   *nloaded = keep;
   *next_id = next;

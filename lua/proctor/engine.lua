@@ -354,7 +354,7 @@ function M.shutdown()
   if H.poll then H.poll:stop() end
   local live = {}
   local n = 0
-  for _, r in ipairs(eng:list() or {}) do
+  for _, r in ipairs(H.live_records(eng)) do
     if not M.TERMINAL[r.state] then
       local res = eng:cancel(r.id)
       if res == "canceling" or res == "already_canceling" then
@@ -508,6 +508,21 @@ function H.drain_once(max, ms)
     end
   end
   return n, H.qhead <= H.qtail or got >= want
+end
+
+-- The executions not ended yet. While the history loads, a list of every
+-- record waits for the load (the history's records are all ended), and a
+-- list of one live state does not: closing the editor then asks for those,
+-- so it never waits for the load (eng:close() stops it).
+function H.live_records(eng)
+  if not (eng.history_loading and eng:history_loading()) then return eng:list() or {} end
+  local out = {}
+  for _, state in ipairs({ "queued", "starting", "running" }) do
+    for _, r in ipairs(eng:list({ state = state }) or {}) do
+      out[#out + 1] = r
+    end
+  end
+  return out
 end
 
 -- What the history/audit files had to say (a torn tail, a refused file, a

@@ -1062,6 +1062,46 @@ static void history_gate(void) {
   __atomic_store_n(&gate_passed, 1, __ATOMIC_SEQ_CST);
 }
 
+/* A delete asked from another host thread while the load is held. */
+typedef struct {
+  pr_engine_t *e;
+  uint64_t id;
+  int rc, answered;
+} del_t;
+
+static void *delete_thread(void *arg) {
+  del_t *d = arg;
+  d->rc = (int)pr_engine_delete(d->e, d->id, 0);
+  __atomic_store_n(&d->answered, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+/* Wait (bounded, for a failure message) until executions a and b (0: none)
+ * are terminal, polling the engine; *running is set once a was seen running. */
+static int wait_terminal2(pr_engine_t *e, uint64_t a, uint64_t b, int *running, int timeout_ms) {
+  uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+  pr_event_t *evs[64];
+  int done_a = 0, done_b = b == 0;
+  while (!(done_a && done_b) && now_ms() < deadline) {
+    pr_engine_wait(e, 100);
+    size_t k = pr_engine_poll(e, evs, 64, 0);
+    for (size_t i = 0; i < k; i++) {
+      if (evs[i]->type == PR_EV_STATE && evs[i]->id == a) {
+        if (evs[i]->state == PR_RUNNING) *running = 1;
+        if (pr_state_terminal(evs[i]->state)) done_a = 1;
+      }
+      if (evs[i]->type == PR_EV_STATE && evs[i]->id == b && pr_state_terminal(evs[i]->state))
+        done_b = 1;
+      pr_event_free(evs[i]);
+    }
+  }
+  return done_a && done_b;
+}
+
+static int wait_terminal(pr_engine_t *e, uint64_t id, int *running, int timeout_ms) {
+  return wait_terminal2(e, id, 0, running, timeout_ms);
+}
+
 /* pr_engine_new returns before the history is read (the engine thread reads
  * it): a start meanwhile gets the id after the file's last one at once, and
  * once the load is let go every record and output tail is there. */
@@ -1099,9 +1139,7 @@ static void test_history_loads_after_new(void) {
     }
     uint64_t next, missed;
     pr_engine_read(e, 1, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed, NULL);
-    outcome_t *o = calloc(n + 2, sizeof(*o));
-    drain(e, o, n + 1, 0, 30000);
-    free_outcomes(o, n + 1);
+    wait_terminal(e, id, &(int){0}, 30000); /* the loaded records send no event */
     pr_engine_free(e);
   }
   pr_test_history_gate(NULL);
@@ -1117,6 +1155,200 @@ static void test_history_loads_after_new(void) {
   CHECKF(len > 0 && memcmp(data, "tail-", 5) == 0, "record 1's tail: %.*s", (int)len,
          data ? data : "");
   free(data);
+}
+
+/* A run started while the history loads runs at once (its id is already
+ * reserved): it reaches running and ends, and get, delete and a list of one
+ * live state answer for it, while the load is held. A delete of a history
+ * record asked meanwhile (from another thread) waits for the load, commands
+ * behind it do not, and then it deletes the record. The file stays
+ * consistent: the next engine finds the old records (less the deleted one)
+ * and the run kept, with ids unique and in order. */
+static void test_history_start_during_load(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256], path[300];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  pr_engine_opts_t opts = {.history_file = path};
+  pr_engine_t *e;
+  size_t n = 6, nlive = 9, nrec = 0, nprev = 0;
+  int ok = 0, ran = 0, ended = 0, got = -1, got2 = -1, del = -1, gate_at = -1, started = 0;
+  int ordered = 1, parked = 0;
+  uint64_t a = 0, b = 0, last = 0;
+  if (pr_engine_new(&opts, &e) == 0) {
+    for (size_t i = 1; i <= n; i++) start_sh(e, "echo tail-$$-of-a-run");
+    outcome_t *o = calloc(n + 1, sizeof(*o));
+    ok = drain(e, o, n, 0, 30000);
+    free_outcomes(o, n);
+    pr_engine_free(e);
+  }
+  gate_entered = gate_released = gate_passed = 0;
+  pr_test_history_gate(history_gate);
+  del_t d = {.id = 1, .rc = -1};
+  pthread_t t;
+  if (ok && pr_engine_new(&opts, &e) == 0) {
+    a = start_sh(e, "echo kept");
+    b = start_sh(e, "echo deleted");
+    ended = wait_terminal2(e, a, b, &ran, 20000);
+    pr_record_t *r = NULL, **v = NULL;
+    got = pr_engine_get(e, a, 0, &r);
+    pr_record_free(r);
+    del = (int)pr_engine_delete(e, b, 0);
+    if (pr_engine_list(e, 0, PR_RUNNING, &v, &nlive) == 0) pr_records_free(v, nlive);
+    d.e = e;
+    uint64_t w = pr_engine_wakeups(e), deadline = now_ms() + 20000;
+    started = pthread_create(&t, NULL, delete_thread, &d) == 0;
+    while (started && pr_engine_wakeups(e) == w && now_ms() < deadline) usleep(1000);
+    got2 = pr_engine_get(e, a, 0, &r); /* answered after the delete in the queue was handled */
+    pr_record_free(r);
+    parked = !__atomic_load_n(&d.answered, __ATOMIC_SEQ_CST);
+    gate_at = __atomic_load_n(&gate_passed, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&gate_released, 1, __ATOMIC_SEQ_CST);
+    if (started) pthread_join(t, NULL);
+    pr_engine_free(e);
+  }
+  pr_test_history_gate(NULL);
+  if (ok && pr_engine_new(&opts, &e) == 0) {
+    pr_record_t **v;
+    if (pr_engine_list(e, 0, -1, &v, &nrec) == 0) {
+      for (size_t i = 0; i < nrec; i++) {
+        nprev += v[i]->previous_session;
+        ordered = ordered && v[i]->id > last && v[i]->id != 1 && v[i]->id != b;
+        last = v[i]->id;
+      }
+      pr_records_free(v, nrec);
+    }
+    pr_engine_free(e);
+  }
+  rm_dir(dir);
+  CHECK(ok);
+  CHECKF(a == n + 1 && b == n + 2, "ids during the load: %llu, %llu; want %zu, %zu",
+         (unsigned long long)a, (unsigned long long)b, n + 1, n + 2);
+  CHECKF(ended && ran, "the run started during the load: ended %d, seen running %d", ended, ran);
+  CHECKF(gate_at == 0, "the new runs ran, were got and deleted only after the load (gate %d)",
+         gate_at);
+  CHECKF(got == 0, "get of the new run during the load: %d", got);
+  CHECKF(del == PR_DELETED, "delete of the new run during the load: %d", del);
+  CHECKF(nlive == 0, "list of running executions during the load: %zu", nlive);
+  CHECKF(got2 == 0 && started && parked && d.rc == PR_DELETED,
+         "delete of record 1 asked during the load: waited %d, then %d (get %d)", parked, d.rc,
+         got2);
+  CHECKF(nrec == n && nprev == n && ordered,
+         "the next engine: %zu records (%zu previous), ids in order without 1 and %llu: %d", nrec,
+         nprev, (unsigned long long)b, ordered);
+}
+
+/* The fifth frame of a load waits here until the engine closes (its stop
+ * flag; at most 20 s): a load stopped between frames decodes no more. */
+static int frames_seen;
+
+static void slow_frame(const int *stop) {
+  if (__atomic_add_fetch(&frames_seen, 1, __ATOMIC_SEQ_CST) != 5) return;
+  for (int i = 0; i < 20000 && !(stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)); i++)
+    usleep(1000);
+}
+
+/* Closing an engine whose history still loads stops the load at its next
+ * frame: close does not wait for the rest of the file. The file is left
+ * whole (the compaction a delete asked for is not run on a partial index),
+ * and a run of the closed session is appended to it. */
+static void test_close_stops_history_load(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256], path[300];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  pr_engine_opts_t opts = {.history_file = path};
+  pr_engine_t *e;
+  size_t n = 200, nrec = 0, nprev = 0;
+  int ok = 0, seen = -1, del = -1;
+  uint64_t id = 0, gone = 0;
+  if (pr_engine_new(&opts, &e) == 0) { /* records without a process: held, then canceled */
+    const char *argv[] = {"true"};
+    pr_spec_t s = {.argv = argv, .argc = 1, .kill_grace_ms = -1, .hold = 1};
+    uint64_t x;
+    ok = 1;
+    for (size_t i = 0; i < n && ok; i++)
+      ok = pr_engine_start(e, &s, &x) == 0 &&
+           pr_engine_cancel(e, x, 0, 1, NULL) != PR_CANCEL_NOT_FOUND;
+    pr_engine_free(e);
+  }
+  frames_seen = 0;
+  pr_test_history_frame(slow_frame);
+  if (ok && pr_engine_new(&opts, &e) == 0) {
+    id = start_sh(e, "exit 0");
+    gone = start_sh(e, "exit 0");
+    wait_terminal2(e, id, gone, &(int){0}, 20000);
+    del = (int)pr_engine_delete(e, gone, 0); /* a tombstone and a compaction, queued */
+    for (int i = 0; i < 20000 && __atomic_load_n(&frames_seen, __ATOMIC_SEQ_CST) < 5; i++)
+      usleep(1000);
+    pr_engine_free(e); /* while the load waits at its fifth frame */
+    seen = __atomic_load_n(&frames_seen, __ATOMIC_SEQ_CST);
+  }
+  pr_test_history_frame(NULL);
+  if (ok && pr_engine_new(&opts, &e) == 0) {
+    pr_record_t **v;
+    if (pr_engine_list(e, 0, -1, &v, &nrec) == 0) {
+      for (size_t i = 0; i < nrec; i++) nprev += v[i]->previous_session;
+      pr_records_free(v, nrec);
+    }
+    pr_engine_free(e);
+  }
+  rm_dir(dir);
+  CHECK(ok);
+  CHECKF(seen == 5, "frames decoded before close returned: %d of %zu (it waits at the fifth)", seen,
+         2 * n);
+  CHECKF(del == PR_DELETED, "delete of a run during the load: %d", del);
+  CHECKF(id == n + 1 && nrec == n + 1 && nprev == n + 1,
+         "after the stopped load: %zu records (%zu previous), want %zu; the run's id %llu", nrec,
+         nprev, n + 1, (unsigned long long)id);
+}
+
+/* A loaded record's output tail stays in the history file and is read from
+ * it (no copy in memory): after a delete made the writer compact the file (a
+ * new file renamed over it), the other records' tails still read whole. */
+static void test_loaded_tails_read_from_file(void) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[256], path[300];
+  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  pr_engine_opts_t opts = {.history_file = path};
+  pr_engine_t *e;
+  size_t n = 3;
+  int ok = 0, renamed = 0, good = 0;
+  if (pr_engine_new(&opts, &e) == 0) {
+    for (size_t i = 1; i <= n; i++) start_sh(e, "printf tail-of-a-run");
+    outcome_t *o = calloc(n + 1, sizeof(*o));
+    ok = drain(e, o, n, 0, 30000);
+    free_outcomes(o, n);
+    pr_engine_free(e);
+  }
+  struct stat st0, st;
+  if (ok && stat(path, &st0) == 0 && pr_engine_new(&opts, &e) == 0) {
+    pr_record_t **v;
+    size_t nrec = 0;
+    if (pr_engine_list(e, 0, -1, &v, &nrec) == 0) pr_records_free(v, nrec); /* the load is over */
+    ok = pr_engine_delete(e, 1, 0) == PR_DELETED;
+    for (int i = 0; i < 20000 && !renamed; i++) {
+      renamed = stat(path, &st) == 0 && st.st_ino != st0.st_ino;
+      if (!renamed) usleep(1000);
+    }
+    for (uint64_t id = 2; id <= n; id++) {
+      char *data = NULL;
+      size_t len = 0;
+      uint64_t next, missed;
+      good += pr_engine_read(e, id, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed) == 0 &&
+              len == 13 && memcmp(data, "tail-of-a-run", 13) == 0 && next == 13 && missed == 0;
+      free(data);
+    }
+    pr_engine_free(e);
+  }
+  rm_dir(dir);
+  CHECK(ok);
+  CHECKF(renamed, "the delete's compaction did not replace %s", path);
+  CHECKF(good == (int)n - 1, "%d of %zu tails read whole after the compaction", good, n - 1);
 }
 
 /* Secret sources that never answer: secret_timeout_ms ends the execution
@@ -1402,6 +1634,9 @@ int main(int argc, char **argv) {
   RUN(test_close_writes_queued_history);
   RUN(test_two_engines_share_history);
   RUN(test_history_loads_after_new);
+  RUN(test_history_start_during_load);
+  RUN(test_close_stops_history_load);
+  RUN(test_loaded_tails_read_from_file);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
   RUN(test_link_gone_before_first_send);

@@ -547,6 +547,59 @@ static void test_spill_same_as_memory(void) {
   rmdir(dir);
 }
 
+/* A backed ring (a record loaded from the history) reads its bytes from its
+ * file at their offsets, holds none in memory, reads the same after the
+ * file's name points elsewhere (a compaction's rename), skips what a trim
+ * dropped, and the last of its rings closes the file. */
+static void test_backed_reads_file(void) {
+  char dir[256], path[300];
+  CHECK(spill_tmpdir(dir, sizeof(dir)));
+  snprintf(path, sizeof(path), "%s/h", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  fputs("HEADERtail-of-the-record", f); /* the tail: 18 bytes at file offset 6 */
+  fclose(f);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  CHECK(fd >= 0);
+  pr_backing_t *b = pr_backing_new(fd);
+  pr_ring_t *r = pr_ring_backed(1 << 20, b, 6, 1018, 18),
+            *small = pr_ring_backed(8, b, 6, 1018, 18);
+  pr_backing_unref(b); /* the rings hold theirs */
+  unlink(path);        /* gone by name: the rings still read it */
+  char *out = NULL;
+  size_t len = 0;
+  uint64_t next = 0, missed = 0, head, tail;
+  CHECK_OK(pr_ring_read(r, 0, 100, &out, &len, &next, &missed));
+  int whole =
+      len == 18 && memcmp(out, "tail-of-the-record", 18) == 0 && missed == 1000 && next == 1018;
+  free(out);
+  CHECK_OK(pr_ring_read(r, 1005, 4, &out, &len, &next, &missed));
+  int part = len == 4 && memcmp(out, "of-t", 4) == 0 && missed == 0 && next == 1009;
+  free(out);
+  CHECK_OK(pr_ring_read(small, 0, 100, &out, &len, &next, &missed));
+  int last8 = len == 8 && memcmp(out, "e-record", 8) == 0 && missed == 1010;
+  free(out);
+  pr_ring_stats(r, &head, &tail);
+  size_t kept = pr_ring_trim(r, 6);
+  CHECK_OK(pr_ring_read(r, 0, 100, &out, &len, &next, &missed));
+  int trimmed = kept == 6 && len == 6 && memcmp(out, "record", 6) == 0 && missed == 1012;
+  free(out);
+  pr_ring_unref(small);
+  int open_after_one = fcntl(fd, F_GETFD) == 0 || fcntl(fd, F_GETFD) > 0;
+  pr_ring_unref(r);
+  int closed = fcntl(fd, F_GETFD) < 0;
+  rmdir(dir);
+  CHECKF(whole, "whole tail: %zu bytes, missed %llu, next %llu", len, (unsigned long long)missed,
+         (unsigned long long)next);
+  CHECK(part);
+  CHECK(last8);
+  CHECKF(head == 1000 && tail == 1018, "offsets %llu..%llu", (unsigned long long)head,
+         (unsigned long long)tail);
+  CHECK(trimmed);
+  CHECK(open_after_one);
+  CHECK(closed);
+}
+
 /* A writer and a reader on two threads (the engine and the host): the reader
  * sees the pattern in order while the writer spills and wraps (ASan here;
  * the TSan build of this file checks the locking). */
@@ -781,6 +834,7 @@ int main(void) {
   RUN(test_spill_write_fails);
   RUN(test_spill_max_files);
   RUN(test_spill_same_as_memory);
+  RUN(test_backed_reads_file);
   RUN(test_spill_threads);
   RUN(test_spill_write_unlocked);
   RUN(test_take_head_chunks);

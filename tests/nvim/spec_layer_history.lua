@@ -115,6 +115,46 @@ return function(test, T, H)
   )
 
   test(
+    "history: closing while the history loads lists only the live states (a whole list would wait for the load); live runs are still canceled",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local opts = { notify = "never", history = { enabled = true, file = dir .. "/h.mpk" } }
+      engine._reset()
+      assert(p.setup(opts))
+      local ex = p.run({ cmd = { "sleep", "30" } })
+      H.wait(5000, function() return engine.state[ex.id] == "running" end, "the run runs")
+      -- a load that lasts: history_loading() says true until the engine closes
+      local eng = engine.current()
+      local methods = getmetatable(eng).__index
+      local real_list, real_loading, real_cancel =
+        methods.list, methods.history_loading, methods.cancel
+      local whole, filtered, canceled = 0, 0, {}
+      methods.history_loading = function() return true end
+      methods.list = function(self, filter)
+        if filter and filter.state then
+          filtered = filtered + 1
+        else
+          whole = whole + 1
+        end
+        return real_list(self, filter)
+      end
+      methods.cancel = function(self, id, ...)
+        canceled[#canceled + 1] = id
+        return real_cancel(self, id, ...)
+      end
+      local ok, err = pcall(engine.shutdown)
+      methods.list, methods.history_loading, methods.cancel = real_list, real_loading, real_cancel
+      if not ok then error(err, 0) end
+      T.eq(whole, 0, "lists of every record asked while the history loaded")
+      T.ok(filtered >= 1, "no list of a live state")
+      T.eq(canceled[1], ex.id, "the live run was not canceled")
+      engine._reset()
+      assert(p.setup({ notify = "never" }))
+    end
+  )
+
+  test(
     "history: the Lua layer holds no loaded record's output until asked; the core has it",
     function()
       local dir = vim.fn.tempname()
