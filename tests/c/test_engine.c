@@ -1339,8 +1339,9 @@ static void test_loaded_tails_read_from_file(void) {
       char *data = NULL;
       size_t len = 0;
       uint64_t next, missed;
-      good += pr_engine_read(e, id, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed) == 0 &&
-              len == 13 && memcmp(data, "tail-of-a-run", 13) == 0 && next == 13 && missed == 0;
+      good +=
+          pr_engine_read(e, id, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed, NULL) == 0 &&
+          len == 13 && memcmp(data, "tail-of-a-run", 13) == 0 && next == 13 && missed == 0;
       free(data);
     }
     pr_engine_free(e);
