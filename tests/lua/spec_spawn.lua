@@ -184,4 +184,29 @@ return function(T, ctx)
       )
     end
   )
+
+  -- Where musl-gcc built the static image, it is the shepherd next to core.so (Makefile):
+  -- its exec runs no loader and maps no shared library, and each job's fork of it
+  -- (the job's reaper) has fewer pages to copy and to fault in again.
+  test("the shepherd next to core.so is the static image where musl-gcc built one", function()
+    local so = package.searchpath("proctor.core", package.cpath)
+    if not so and vim then so = vim.api.nvim_get_runtime_file("lua/proctor/core.so", false)[1] end
+    local dir = assert(so, "core.so not found"):match("^(.*)/[^/]+$")
+    local static = io.open(dir .. "/proctor-shepherd-static", "rb")
+    if not static then
+      T.say("# no proctor-shepherd-static beside core.so (no musl-gcc): nothing to check")
+      return
+    end
+    static:close()
+    local eng = assert(core.new {})
+    T.defer(function() eng:close() end)
+    local id = assert(eng:start { cmd = { "sleep", "1000" } })
+    U.wait_state(eng, id, "running")
+    local shep = assert(U.shepherd(eng:get(id).pid), "no shepherd above the job")
+    local maps = U.read_file("/proc/" .. shep .. "/maps") or ""
+    T.eq(eng:cancel(id, true), "canceling")
+    U.collect(eng, { id }, 10000)
+    T.ok(#maps > 0, "the shepherd's maps were read")
+    T.ok(not maps:find("%.so[%.%d]*\n"), "the shepherd maps a shared library:\n" .. maps)
+  end)
 end
