@@ -372,10 +372,10 @@ return function(T, opts)
     T.ok(now, "the shepherd is linked with -z now: " .. dyn)
     local so = package.searchpath("proctor.core", package.cpath)
     if not so and vim then so = vim.api.nvim_get_runtime_file("lua/proctor/core.so", false)[1] end
-    local dir = (so or ""):match("^(.*)/[^/]+$") or "."
+    local sodir = (so or ""):match("^(.*)/[^/]+$") or "."
     for _, twin in ipairs({
-      dir .. "/../../proctor-shepherd-dyn",
-      dir .. "/../../build/proctor-shepherd-dyn",
+      sodir .. "/../../proctor-shepherd-dyn",
+      sodir .. "/../../build/proctor-shepherd-dyn",
     }) do
       local f = io.open(twin, "rb")
       if f then
