@@ -29,6 +29,28 @@ return function(T, ctx)
     T.eq(r.out.stdout, os.getenv("PATH") .. "\n")
   end)
 
+  -- POSIX execvp runs a file with no #! line with /bin/sh; musl's (the static shepherd's
+  -- libc) does not, so the shepherd does it (csrc/shepherd/spawn.c, exec_as_script).
+  test("a program file with no #! line runs with /bin/sh, found by path and along PATH", function()
+    local eng = assert(core.new {})
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
+    U.write_file(dir .. "/no-shebang", 'echo "ran by sh: $# [$1] [$2]"\n')
+    assert(os.execute("chmod 755 " .. dir .. "/no-shebang"))
+    local r = U.run(eng, { cmd = { dir .. "/no-shebang", "a b", "c" } })
+    T.eq(r.final.state, "completed", tostring(r.final.error))
+    T.eq(r.out.stdout, "ran by sh: 2 [a b] [c]\n")
+    r = U.run(eng, { cmd = { "no-shebang", "x" }, env = { PATH = "/nonexistent::" .. dir } })
+    T.eq(r.final.state, "completed", tostring(r.final.error))
+    T.eq(r.out.stdout, "ran by sh: 1 [x] []\n")
+    -- what is not a file to run still fails as before
+    U.write_file(dir .. "/not-executable", "echo no\n")
+    r = U.run(eng, { cmd = { dir .. "/not-executable" } })
+    T.eq(r.final.reason, "spawn_error")
+    T.match(r.final.error, "Permission denied")
+  end)
+
   test("children start with default signal dispositions and an empty signal mask", function()
     local eng = assert(core.new {})
     for _, pty in ipairs({ false, true }) do
