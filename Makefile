@@ -54,6 +54,7 @@ NVIM_OBJ  = $(ENGINE_OBJ) $(patsubst csrc/%.c,$(BUILD)/nvim/%.o,$(LUA_SRC))
 LUA54_OBJ = $(ENGINE_OBJ) $(patsubst csrc/%.c,$(BUILD)/lua5.4/obj/%.o,$(LUA_SRC))
 
 SHEPHERD  = $(BUILD)/proctor-shepherd
+SHEPHERD_DYN = $(BUILD)/proctor-shepherd-dyn
 NVIM_SO   = lua/proctor/core.so
 LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 
@@ -64,7 +65,7 @@ LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
+BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(SHEPHERD_DYN) $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
         lua/proctor/proctor-mcp lua/proctor/proctor-acp
 ifneq ($(shell command -v $(MUSL_CC) 2>/dev/null),)
 BUILT += lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static
@@ -79,7 +80,6 @@ setup: ## install missing Debian packages (as root) or say which are missing
 # Bound at load (-z now): a lazy binding saves the vector registers on the
 # stack, and they hold pieces of the last spawn request (secret values).
 SHEPHERD_SRC = $(wildcard csrc/shepherd/*.c) csrc/base/wire.c csrc/base/idmap.c csrc/base/buf.c
-SHEPHERD_DYN = $(BUILD)/proctor-shepherd-dyn
 $(SHEPHERD_DYN): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | $(BUILD)
 	$(CC) $(CFLAGS) $(C_STD) -Wl,-z,now,-z,relro -o $@.tmp $(SHEPHERD_SRC)
 	mv -f $@.tmp $@
