@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -447,8 +448,12 @@ int main(int argc, char **argv) {
   setsockopt(pr_shep_up[0], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
   setsockopt(pr_shep_up[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 
-  buf = malloc(PR_WIRE_MAX_PAYLOAD);
-  if (buf == NULL) return 1;
+  /* The receive buffer is its own mapping, left out of every fork
+   * (MADV_DONTFORK): a reaper has no copy of it, and the receive after a
+   * fork writes pages no reaper shares, so it takes no copy-on-write fault. */
+  buf = mmap(NULL, PR_WIRE_MAX_PAYLOAD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (buf == MAP_FAILED) return 1;
+  madvise(buf, PR_WIRE_MAX_PAYLOAD, MADV_DONTFORK);
   /* hello: the engine learns our pid; a relay's link checks its byte order and version */
   pr_shep_send(PR_W_PONG, 0, 0, pr_shep_relay ? PR_RELAY_HELLO : 0, pr_shep_self, NULL, 0);
   while (pr_shep_relay) relay_round(sfd, pr_shep_answer_wait(pr_shep_now_ms()));

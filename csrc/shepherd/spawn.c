@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -47,7 +48,8 @@ void pr_shep_default_dispositions(void) {
 
 typedef struct {
   const pr_spawn_args_t *a;
-  int ep; /* the error pipe's write end (CLOEXEC) */
+  int ep;         /* the error pipe's write end (CLOEXEC) */
+  char **sh_argv; /* "/bin/sh", (the file found), argv[1..]: see exec_as_script; or NULL */
 } child_t;
 
 /* In the child: report errno at `stage` through the error pipe and die. */
@@ -58,10 +60,45 @@ static void child_fail(int errfd, int stage) {
   _exit(127);
 }
 
+/* After execvp failed with ENOEXEC (a file with no #! line): run it with
+ * /bin/sh, as POSIX asks of execvp. glibc's execvp does this itself; musl's,
+ * the static shepherd's libc, does not. The file is the one execvp found:
+ * the first regular file with execute permission along PATH. Only system
+ * calls and the child's stack (it shares the reaper's memory); errno is left
+ * at ENOEXEC when there is no such file or /bin/sh cannot run. */
+static void exec_as_script(const child_t *c) {
+  const char *file = c->a->argv[0];
+  char path[4096];
+  struct stat st;
+  if (c->sh_argv == NULL || file[0] == 0) return;
+  if (strchr(file, '/') != NULL) {
+    snprintf(path, sizeof(path), "%s", file);
+  } else {
+    const char *p = getenv("PATH"), *end;
+    if (p == NULL) p = "/bin:/usr/bin";
+    for (path[0] = 0; path[0] == 0 && *p; p = *end ? end + 1 : end) {
+      end = strchrnul(p, ':');
+      int n = end > p ? (int)(end - p) : 1;
+      if (snprintf(path, sizeof(path), "%.*s/%s", n, end > p ? p : ".", file) >=
+              (int)sizeof(path) ||
+          stat(path, &st) != 0 || !S_ISREG(st.st_mode) || access(path, X_OK) != 0)
+        path[0] = 0;
+    }
+    if (path[0] == 0) {
+      errno = ENOEXEC;
+      return;
+    }
+  }
+  c->sh_argv[1] = path;
+  execve("/bin/sh", c->sh_argv, environ);
+  errno = ENOEXEC;
+}
+
 /* The child, sharing the reaper's memory until it execs or exits (CLONE_VM |
  * CLONE_VFORK, as posix_spawn does): no page tables are copied, so a spawn
  * costs a fraction of a fork. Only system calls here; it writes no memory of
- * the reaper's except errno and `environ`, which the reaper restores. */
+ * the reaper's except errno and `environ`, which the reaper restores, and the
+ * script fallback's argv, which the reaper made for it. */
 static int child_main(void *arg) {
   const child_t *c = arg;
   const pr_spawn_args_t *a = c->a;
@@ -91,6 +128,7 @@ static int child_main(void *arg) {
   if (a->cwd[0] && chdir(a->cwd) < 0) child_fail(c->ep, PR_STAGE_CHDIR);
   environ = a->envp; /* PATH lookup uses the child's PATH */
   execvp(a->argv[0], a->argv);
+  if (errno == ENOEXEC) exec_as_script(c);
   child_fail(c->ep, PR_STAGE_EXEC);
   return 127;
 }
@@ -103,7 +141,15 @@ pid_t pr_shep_exec_job(const pr_spawn_args_t *a, int *stage) {
     *stage = PR_STAGE_PIPE;
     return -1;
   }
-  child_t c = {a, ep[1]};
+  /* The script fallback's argv, made here: the child must not allocate. */
+  size_t argc = 0;
+  while (a->argv[argc] != NULL) argc++;
+  char **sh_argv = calloc(argc + 2, sizeof(char *));
+  if (sh_argv != NULL) {
+    sh_argv[0] = "/bin/sh";
+    for (size_t i = 1; i < argc; i++) sh_argv[i + 1] = a->argv[i];
+  }
+  child_t c = {a, ep[1], sh_argv};
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old); /* no signal runs in the child before its reset */
@@ -113,6 +159,7 @@ pid_t pr_shep_exec_job(const pr_spawn_args_t *a, int *stage) {
   environ = env;
   sigprocmask(SIG_SETMASK, &old, NULL);
   close(ep[1]);
+  free(sh_argv); /* the child has exec'd or exited: it no longer reads it */
   if (pid < 0) {
     close(ep[0]);
     errno = saved;

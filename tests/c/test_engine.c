@@ -1,7 +1,9 @@
 /* test_engine.c — engine tests in C, run under ASan/UBSan and under TSan.
  *
  * Real child processes through the real shepherd (build/proctor-shepherd,
- * found next to this binary). Covers what the Lua specs cannot see well:
+ * found next to this binary: the static image where musl-gcc built one; the
+ * tests that LD_PRELOAD into a shepherd use its dynamic twin,
+ * build/proctor-shepherd-dyn). Covers what the Lua specs cannot see well:
  * the host's signal state, a host thread reaping with waitpid(-1), the
  * cross-thread queues under a race detector, and clean shutdown (no leaks:
  * LeakSanitizer runs at exit under ASan).
@@ -569,8 +571,8 @@ static void test_reaper_stopped_before_spawned(void) {
   snprintf(wrapper, sizeof(wrapper), "%s/shepherd", dir);
   FILE *f = fopen(wrapper, "w");
   CHECK(f != NULL);
-  fprintf(f, "#!/bin/sh\nLD_PRELOAD='%s/stop_reaper.so' exec '%s/proctor-shepherd' \"$@\"\n", self,
-          self);
+  fprintf(f, "#!/bin/sh\nLD_PRELOAD='%s/stop_reaper.so' exec '%s/proctor-shepherd-dyn' \"$@\"\n",
+          self, self);
   fclose(f);
   chmod(wrapper, 0755);
   char why[3][400] = {{0}};
@@ -676,7 +678,7 @@ static void test_shepherd_slow_or_hung(void) {
     CHECK(f != NULL);
     fprintf(f,
             "#!/bin/sh\nPROCTOR_TEST_SLOW=%s PROCTOR_TEST_SLOW_MARK='%s' "
-            "LD_PRELOAD='%s/slow_shepherd.so' exec '%s/proctor-shepherd' \"$@\"\n",
+            "LD_PRELOAD='%s/slow_shepherd.so' exec '%s/proctor-shepherd-dyn' \"$@\"\n",
             modes[m], mark, self, self);
     fclose(f);
     chmod(wrapper, 0755);
@@ -756,7 +758,7 @@ static void test_reaper_slow_or_hung(void) {
     CHECK(f != NULL);
     fprintf(f,
             "#!/bin/sh\nPROCTOR_TEST_REAPER=%s PROCTOR_TEST_REAPER_MARK='%s' "
-            "LD_PRELOAD='%s/slow_reaper.so' exec '%s/proctor-shepherd' \"$@\"\n",
+            "LD_PRELOAD='%s/slow_reaper.so' exec '%s/proctor-shepherd-dyn' \"$@\"\n",
             modes[m], mark, self, self);
     fclose(f);
     chmod(wrapper, 0755);

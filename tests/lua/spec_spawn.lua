@@ -29,6 +29,28 @@ return function(T, ctx)
     T.eq(r.out.stdout, os.getenv("PATH") .. "\n")
   end)
 
+  -- POSIX execvp runs a file with no #! line with /bin/sh; musl's (the static shepherd's
+  -- libc) does not, so the shepherd does it (csrc/shepherd/spawn.c, exec_as_script).
+  test("a program file with no #! line runs with /bin/sh, found by path and along PATH", function()
+    local eng = assert(core.new {})
+    T.defer(function() eng:close() end)
+    local dir = U.tmpdir()
+    T.defer(function() U.rmrf(dir) end)
+    U.write_file(dir .. "/no-shebang", 'echo "ran by sh: $# [$1] [$2]"\n')
+    assert(os.execute("chmod 755 " .. dir .. "/no-shebang"))
+    local r = U.run(eng, { cmd = { dir .. "/no-shebang", "a b", "c" } })
+    T.eq(r.final.state, "completed", tostring(r.final.error))
+    T.eq(r.out.stdout, "ran by sh: 2 [a b] [c]\n")
+    r = U.run(eng, { cmd = { "no-shebang", "x" }, env = { PATH = "/nonexistent::" .. dir } })
+    T.eq(r.final.state, "completed", tostring(r.final.error))
+    T.eq(r.out.stdout, "ran by sh: 1 [x] []\n")
+    -- what is not a file to run still fails as before
+    U.write_file(dir .. "/not-executable", "echo no\n")
+    r = U.run(eng, { cmd = { dir .. "/not-executable" } })
+    T.eq(r.final.reason, "spawn_error")
+    T.match(r.final.error, "Permission denied")
+  end)
+
   test("children start with default signal dispositions and an empty signal mask", function()
     local eng = assert(core.new {})
     for _, pty in ipairs({ false, true }) do
@@ -184,4 +206,29 @@ return function(T, ctx)
       )
     end
   )
+
+  -- Where musl-gcc built the static image, it is the shepherd next to core.so (Makefile):
+  -- its exec runs no loader and maps no shared library, and each job's fork of it
+  -- (the job's reaper) has fewer pages to copy and to fault in again.
+  test("the shepherd next to core.so is the static image where musl-gcc built one", function()
+    local so = package.searchpath("proctor.core", package.cpath)
+    if not so and vim then so = vim.api.nvim_get_runtime_file("lua/proctor/core.so", false)[1] end
+    local dir = assert(so, "core.so not found"):match("^(.*)/[^/]+$")
+    local static = io.open(dir .. "/proctor-shepherd-static", "rb")
+    if not static then
+      T.say("# no proctor-shepherd-static beside core.so (no musl-gcc): nothing to check")
+      return
+    end
+    static:close()
+    local eng = assert(core.new {})
+    T.defer(function() eng:close() end)
+    local id = assert(eng:start { cmd = { "sleep", "1000" } })
+    U.wait_state(eng, id, "running")
+    local shep = assert(U.shepherd(eng:get(id).pid), "no shepherd above the job")
+    local maps = U.read_file("/proc/" .. shep .. "/maps") or ""
+    T.eq(eng:cancel(id, true), "canceling")
+    U.collect(eng, { id }, 10000)
+    T.ok(#maps > 0, "the shepherd's maps were read")
+    T.ok(not maps:find("%.so[%.%d]*\n"), "the shepherd maps a shared library:\n" .. maps)
+  end)
 end
