@@ -65,6 +65,7 @@ LUA54_SO  = $(BUILD)/lua5.4/proctor/core.so
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
+TEST_TRUE = $(BUILD)/test-true
 BUILT = $(NVIM_SO) lua/proctor/proctor-shepherd $(SHEPHERD_DYN) $(LUA54_SO) $(BUILD)/lua5.4/proctor/proctor-shepherd doc/tags \
         lua/proctor/proctor-mcp lua/proctor/proctor-acp
 ifneq ($(shell command -v $(MUSL_CC) 2>/dev/null),)
@@ -77,7 +78,6 @@ all: setup $(BUILT) $(TEST_TRUE) ## build the core for Neovim (LuaJIT) and Lua 5
 # `sh -c "exit N"` per start. Built with `all` (it is one small compile) so that
 # tests/run finds it after any build; on an architecture true.c does not know,
 # a shell script that does the same.
-TEST_TRUE = $(BUILD)/test-true
 $(TEST_TRUE): tests/c/true.c | $(BUILD)
 	$(CC) -O2 -static -nostdlib -fno-stack-protector -Wl,-z,noexecstack -o $@.tmp $< 2>/dev/null || \
 	  { printf '#!/bin/sh\nexit $${1:-0}\n' >$@.tmp && chmod +x $@.tmp; }
