@@ -3,7 +3,7 @@
  *
  * Thread: the reaper's only thread (its own process, one per job).
  *
- *   shepherd ──fork──► reaper (PR_SET_CHILD_SUBREAPER) ──clone/exec──► leader (own session)
+ *   shepherd ──fork──► reaper (PR_SET_CHILD_SUBREAPER) ──clone/exec──► leader (own group; own session with a PTY)
  *                         ▲ every orphan of the job comes back here, whatever it shed:
  *                         │ its session, its group, its environment (and with it the tag)
  *   commands: signals from the shepherd (shepherd.h), read from a signalfd,

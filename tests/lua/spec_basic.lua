@@ -346,30 +346,33 @@ return function(T, ctx)
     T.match(stat, "%+", "ps: foreground process group")
   end)
 
-  test("a pipe job leads its own process group in the shepherd's session, not a session of its own", function()
-    -- So every pipe job shares the shepherd's scheduling autogroup (a session is one with
-    -- the kernel's sched_autogroup) instead of weighing as much as the whole editor each:
-    -- a fan-out of 100 jobs then takes the editor's CPU share from one group, not 100.
-    local show = "ps -o pid=,sid=,pgid= -p $$; cat /proc/self/autogroup 2>/dev/null || echo none"
-    local r1 = U.run(eng, { cmd = { "sh", "-c", show } })
-    local r2 = U.run(eng, { cmd = { "sh", "-c", show } })
-    local function parse(out)
-      local pid, sid, pgid, ag = out:match("^%s*(%d+)%s+(%d+)%s+(%d+)%s*\n(%S+)")
-      T.ok(pid, "no ps line: " .. out)
-      return pid, sid, pgid, ag
+  test(
+    "a pipe job leads its own process group in the shepherd's session, not a session of its own",
+    function()
+      -- So every pipe job shares the shepherd's scheduling autogroup (a session is one with
+      -- the kernel's sched_autogroup) instead of weighing as much as the whole editor each:
+      -- a fan-out of 100 jobs then takes the editor's CPU share from one group, not 100.
+      local show = "ps -o pid=,sid=,pgid= -p $$; cat /proc/self/autogroup 2>/dev/null || echo none"
+      local r1 = U.run(eng, { cmd = { "sh", "-c", show } })
+      local r2 = U.run(eng, { cmd = { "sh", "-c", show } })
+      local function parse(out)
+        local pid, sid, pgid, ag = out:match("^%s*(%d+)%s+(%d+)%s+(%d+)%s*\n(%S+)")
+        T.ok(pid, "no ps line: " .. out)
+        return pid, sid, pgid, ag
+      end
+      local pid1, sid1, pgid1, ag1 = parse(r1.out.stdout)
+      local pid2, sid2, pgid2, ag2 = parse(r2.out.stdout)
+      T.eq(pgid1, pid1, "process group leader")
+      T.eq(pgid2, pid2, "process group leader")
+      T.ok(sid1 ~= pid1, "a pipe job is not a session leader (sid " .. sid1 .. ")")
+      T.eq(sid1, sid2, "both jobs in the shepherd's session")
+      local host = U.read_file("/proc/self/autogroup")
+      if host and ag1 ~= "none" then
+        T.eq(ag1, ag2, "both jobs in one autogroup")
+        T.ok(ag1 ~= host:match("^(%S+)"), "the jobs' autogroup is not the host's: " .. ag1)
+      end
     end
-    local pid1, sid1, pgid1, ag1 = parse(r1.out.stdout)
-    local pid2, sid2, pgid2, ag2 = parse(r2.out.stdout)
-    T.eq(pgid1, pid1, "process group leader")
-    T.eq(pgid2, pid2, "process group leader")
-    T.ok(sid1 ~= pid1, "a pipe job is not a session leader (sid " .. sid1 .. ")")
-    T.eq(sid1, sid2, "both jobs in the shepherd's session")
-    local host = U.read_file("/proc/self/autogroup")
-    if host and ag1 ~= "none" then
-      T.eq(ag1, ag2, "both jobs in one autogroup")
-      T.ok(ag1 ~= host:match("^(%S+)"), "the jobs' autogroup is not the host's: " .. ag1)
-    end
-  end)
+  )
 
   test("read: absolute offsets, ranges and late attach", function()
     local _, id = U.run(eng, { cmd = { "sh", "-c", "printf 0123456789" } })

@@ -64,60 +64,68 @@ return function(T, ctx)
     eng:close()
   end)
 
-  test("a burst of children of every kind: each gets its own descriptors and session", function()
-    local eng = assert(core.new { max_running = 40 })
-    local ids, want = {}, {}
-    -- 300 (100 of each kind); 99 on a light run (tests/README.md)
-    local N = U.count(ctx, "SPAWN_BURST", 300, 300, 99)
-    -- the shell's session id, field 6 of /proc/$$/stat, read by a builtin:
-    -- every fork costs milliseconds on a loaded machine (ps | tr were two)
-    local SID = "read -r _ _ _ _ _ s _ < /proc/$$/stat; "
-    for i = 1, N do
-      local kind = i % 3
-      local spec
-      if kind == 0 then
-        spec = {
-          cmd = {
-            "sh",
-            "-c",
-            SID .. "echo n" .. i .. " $(ls /proc/self/fd | wc -l) $s=$$",
-          },
-        }
-      elseif kind == 1 then
-        spec = {
-          cmd = { "sh", "-c", "read x; " .. SID .. "echo $x $s=$$" },
-          stdin = true,
-        }
-      else
-        spec = {
-          cmd = {
-            "sh",
-            "-c",
-            SID .. "echo n" .. i .. " $(tty) $s=$$",
-          },
-          pty = true,
-        }
+  test(
+    "a burst of children of every kind: each gets its own descriptors, group and (a PTY) session",
+    function()
+      local eng = assert(core.new { max_running = 40 })
+      local ids, want = {}, {}
+      -- 300 (100 of each kind); 99 on a light run (tests/README.md)
+      local N = U.count(ctx, "SPAWN_BURST", 300, 300, 99)
+      -- the shell's process group and session, fields 5 and 6 of /proc/$$/stat, read by
+      -- a builtin: every fork costs milliseconds on a loaded machine (ps | tr were two)
+      local SID = "read -r _ _ _ _ g s _ < /proc/$$/stat; "
+      for i = 1, N do
+        local kind = i % 3
+        local spec
+        if kind == 0 then
+          spec = {
+            cmd = {
+              "sh",
+              "-c",
+              SID .. "echo n" .. i .. " $(ls /proc/self/fd | wc -l) $g:$s=$$",
+            },
+          }
+        elseif kind == 1 then
+          spec = {
+            cmd = { "sh", "-c", "read x; " .. SID .. "echo $x $g:$s=$$" },
+            stdin = true,
+          }
+        else
+          spec = {
+            cmd = {
+              "sh",
+              "-c",
+              SID .. "echo n" .. i .. " $(tty) $g:$s=$$",
+            },
+            pty = true,
+          }
+        end
+        ids[i] = assert(eng:start(spec))
+        if kind == 1 then assert(eng:input(ids[i], "n" .. i .. "\n")) end
+        want[ids[i]] = { i = i, kind = kind }
       end
-      ids[i] = assert(eng:start(spec))
-      if kind == 1 then assert(eng:input(ids[i], "n" .. i .. "\n")) end
-      want[ids[i]] = { i = i, kind = kind }
-    end
-    local res = U.collect(eng, ids, 60000)
-    for _, id in ipairs(ids) do
-      local w, r = want[id], res[id]
-      T.eq(r.final.state, "completed", "#" .. w.i .. ": " .. tostring(r.final.error))
-      local out = (r.out.stdout or r.out.pty or ""):gsub("\r", "")
-      local sid, pid = out:match("(%d+)=(%d+)\n$")
-      T.ok(sid and sid == pid, "#" .. w.i .. " leads its own session: " .. out)
-      T.eq(out:match("^(n%d+)"), "n" .. w.i, "its own output")
-      -- ls itself opens its directory: 0, 1, 2 and that one (plus the pipe of $(...))
-      if w.kind == 0 then T.match(out, "^n%d+ [45] ", "only 0, 1, 2 inherited: " .. out) end
-      if w.kind == 2 then
-        T.match(out, "^n%d+ /dev/pts/%d+ ", "the pty is its terminal: " .. out)
+      local res = U.collect(eng, ids, 60000)
+      for _, id in ipairs(ids) do
+        local w, r = want[id], res[id]
+        T.eq(r.final.state, "completed", "#" .. w.i .. ": " .. tostring(r.final.error))
+        local out = (r.out.stdout or r.out.pty or ""):gsub("\r", "")
+        local pgid, sid, pid = out:match("(%d+):(%d+)=(%d+)\n$")
+        T.ok(pgid and pgid == pid, "#" .. w.i .. " leads its own process group: " .. out)
+        if w.kind == 2 then
+          T.ok(sid == pid, "#" .. w.i .. " (a PTY) leads its own session: " .. out)
+        else
+          T.ok(sid ~= pid, "#" .. w.i .. " (pipes) stays in the shepherd's session: " .. out)
+        end
+        T.eq(out:match("^(n%d+)"), "n" .. w.i, "its own output")
+        -- ls itself opens its directory: 0, 1, 2 and that one (plus the pipe of $(...))
+        if w.kind == 0 then T.match(out, "^n%d+ [45] ", "only 0, 1, 2 inherited: " .. out) end
+        if w.kind == 2 then
+          T.match(out, "^n%d+ /dev/pts/%d+ ", "the pty is its terminal: " .. out)
+        end
       end
+      eng:close()
     end
-    eng:close()
-  end)
+  )
 
   test("finished executions of every kind leave no descriptor open in the host", function()
     local pid = io.open("/proc/self/stat"):read("l"):match("^(%d+)")
