@@ -631,11 +631,10 @@ return function(T, ctx)
     local t0 = U.now()
     -- The holder is quiet for 4 s, then writes a witness: the quiet window
     -- (500 ms) ends the run before it; the 5 s cap would not.
-    local r = U.run(
-      e2,
-      { cmd = "(sleep 4; echo too-late; sleep 100) & echo leader-done", env = { PROCTOR_TEST_TAG = tag } },
-      20000
-    )
+    local r = U.run(e2, {
+      cmd = "(sleep 4; echo too-late; sleep 100) & echo leader-done",
+      env = { PROCTOR_TEST_TAG = tag },
+    }, 20000)
     local dt = U.now() - t0
     T.eq(r.final.state, "completed")
     T.eq(r.out.stdout, "leader-done\n", "the quiet window, not the cap, ended the drain")

@@ -126,7 +126,9 @@ return function(T, ctx)
       T.ok(
         U.wait_until(function() -- exec'd: its TERM is ignored
           for _, p in ipairs(U.tagged(tag)) do
-            if p ~= leader and U.read_file("/proc/" .. p .. "/cmdline") == "sleep\0" .. "1000\0" then
+            if
+              p ~= leader and U.read_file("/proc/" .. p .. "/cmdline") == "sleep\0" .. "1000\0"
+            then
               grandchild = p
             end
           end

@@ -101,8 +101,6 @@ T.test("pipelined 10000 requests answered out of order reach their requests", fu
       inversions
     )
   )
-  -- a sanity bound, ten times what a loaded machine needs; speed claims live in make bench
-  T.ok(dt < 30000, string.format("10000 pipelined requests took %.0f ms", dt))
   eng:close()
 end)
 
