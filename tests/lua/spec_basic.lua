@@ -629,10 +629,12 @@ return function(T, ctx)
     T.defer(function() e2:close() end)
     local tag = U.tag()
     local t0 = U.now()
-    -- The holder is quiet for 4 s, then writes a witness: the quiet window
-    -- (500 ms) ends the run before it; the 5 s cap would not.
+    -- The holder stays quiet until 4 s after the leader's exit, then writes a
+    -- witness: the quiet window (500 ms) ends the run before it; the cap (5 s
+    -- from the exit the engine sees, never sooner) would not.
     local r = U.run(e2, {
-      cmd = "(sleep 4; echo too-late; sleep 100) & echo leader-done",
+      cmd = "(while kill -0 $$ 2>/dev/null; do sleep 0.05; done; sleep 4; echo too-late; sleep 100) & "
+        .. "echo leader-done",
       env = { PROCTOR_TEST_TAG = tag },
     }, 20000)
     local dt = U.now() - t0
