@@ -577,7 +577,7 @@ def get_round_trip(h):
     lat.sort()
     p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
     log("get round trip over the socket: p50 %.0f us, p99 %.0f us (3000 requests, python3-msgpack client)" % (p50, p99))
-    expect(p99 < 100000, "p99 %.0f us (a sanity bound; speed claims live in make bench)" % p99)
+    # the figures are printed, not judged: speed is make bench's
     c.close()
 
 
