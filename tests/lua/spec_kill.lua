@@ -36,16 +36,16 @@ return function(T, ctx)
 
   test("cancel of sh -c 'sleep 1000 & sleep 1000' leaves no process", function()
     -- The leader dies of the SIGTERM itself, long before a SIGKILL at the grace.
-    local r, dt, tag = cancel_tree(
+    local r, _, tag = cancel_tree(
       { "sh", "-c", "sleep 1000 & sleep 1000" },
       3,
       { kill_grace_ms = 60000 }
     )
     T.eq(r.final.state, "canceled")
     T.eq(r.final.reason, "canceled")
+    -- the SIGTERM ended it, not the grace's SIGKILL
     T.eq(r.final.signal, "SIGTERM")
     gone(tag)
-    T.ok(dt < 30000, "took " .. dt .. " ms")
   end)
 
   test("cancel sends SIGTERM to every member of the group, not only the leader", function()
@@ -92,7 +92,9 @@ return function(T, ctx)
     T.eq(r.final.state, "canceled")
     T.eq(r.final.signal, "SIGKILL")
     gone(tag)
-    T.ok(dt >= 380 and dt < 10000, "took " .. dt .. " ms for a 400 ms grace")
+    -- the grace is a floor the engine promises (load only lengthens it); the
+    -- SIGKILL above says the grace, not the TERM, ended it
+    T.ok(dt >= 380, "took " .. dt .. " ms for a 400 ms grace")
   end)
 
   test(
@@ -112,7 +114,8 @@ return function(T, ctx)
         cmd = {
           "sh",
           "-c",
-          "trap 'exit 0' TERM; (trap '' TERM; exec sleep 1000) & echo ready; wait",
+          "trap 'exit 0' TERM; (trap '' TERM; exec sleep 1000) & "
+            .. "(trap 'sleep 5; echo too-late; exit' TERM; sleep 999 & wait) & echo ready; wait",
         },
         env = { PROCTOR_TEST_TAG = tag },
         kill_grace_ms = grace,
@@ -123,7 +126,9 @@ return function(T, ctx)
       T.ok(
         U.wait_until(function() -- exec'd: its TERM is ignored
           for _, p in ipairs(U.tagged(tag)) do
-            if p ~= leader and U.read_file("/proc/" .. p .. "/comm") == "sleep\n" then
+            if
+              p ~= leader and U.read_file("/proc/" .. p .. "/cmdline") == "sleep\0" .. "1000\0"
+            then
               grandchild = p
             end
           end
@@ -148,10 +153,10 @@ return function(T, ctx)
       T.eq(r.final.state, "canceled")
       T.eq(r.final.exit_code, 0, "the leader ended through its TERM trap")
       T.ok(dt >= grace, ("ended %.0f ms after cancel, before the %d ms grace"):format(dt, grace))
-      T.ok(
-        dt < 8000,
-        ("ended %.0f ms after cancel: the grace did not end it (drain 8000 ms)"):format(dt)
-      )
+      -- the grace's SIGKILL ended it: a second member takes the cancel's
+      -- SIGTERM as its cue to write "too-late" 5 s later, long after the 1 s
+      -- grace (the drain, 8 s of quiet, would let it write)
+      T.ok(not r.out.stdout:find("too-late", 1, true), "the grace did not end it: " .. r.out.stdout)
       T.ok(
         U.wait_until(function() return not U.alive(grandchild) end, 3000),
         "the grandchild outlived the grace"
@@ -176,7 +181,9 @@ return function(T, ctx)
     local r = U.collect(e2, { id }, 40000)[id]
     local dt = U.now() - t0
     T.eq(r.final.signal, "SIGKILL")
-    T.ok(dt >= 90 and dt < 30000, "took " .. dt .. " ms for a 100 ms grace")
+    -- a floor the engine promises; the engine's own 60 s grace would outlast
+    -- the collect above, so ending SIGKILLed says the 100 ms one counted
+    T.ok(dt >= 90, "took " .. dt .. " ms for a 100 ms grace")
   end)
 
   test("a setsid escapee dies too", function()
@@ -233,7 +240,7 @@ return function(T, ctx)
     local dt = U.now() - t0
     T.eq(r.final.state, "timed_out")
     T.eq(r.final.reason, "timeout")
-    T.ok(dt >= 190 and dt < 20000, "took " .. dt)
+    T.ok(dt >= 190, "took " .. dt .. " ms for a 200 ms timeout (a floor the engine promises)")
     gone(tag)
     T.eq(eng:cancel(id), "already_terminal")
   end)
@@ -495,11 +502,10 @@ return function(T, ctx)
       })
     end
     T.ok(U.wait_until(function() return #U.tagged(tag) >= 10 end, 10000))
+    -- close() returns (the harness bounds the test) and leaves nothing
     local t0 = U.now()
     e2:close()
-    local dt = U.now() - t0
-    -- bounded by the grace and a second (a loaded machine gets 3 s more)
-    T.ok(dt < 300 + 1000 + 3000, "close took " .. dt)
+    T.say(("# close() with 8 TERM-ignoring or escaping jobs: %.0f ms"):format(U.now() - t0))
     T.ok(
       U.wait_until(function() return #U.tagged(tag) == 0 end, 5000),
       "left: " .. T.fmt(U.tagged(tag))
@@ -526,7 +532,7 @@ return function(T, ctx)
     T.ok(U.wait_until(function() return #U.tagged(tag) == 0 end, 10000))
   end)
 
-  test("SIGKILL of a lua5.4 host: every descendant gone within 1 s", function()
+  test("SIGKILL of a lua5.4 host: every descendant gone", function()
     local tag = U.tag()
     local dir = U.tmpdir()
     T.defer(function() U.rmrf(dir) end)
@@ -557,10 +563,11 @@ return function(T, ctx)
     )
     U.kill9(host)
     local t0 = U.now()
-    -- The promise is one second; a loaded machine gets three.
-    local cleared = U.wait_until(function() return #U.tagged(tag) == 0 end, 3000, 5)
+    -- The shepherd sees its host's socket close and kills every job: a
+    -- condition, waited for with a deadline for the failure message only.
+    local cleared = U.wait_until(function() return #U.tagged(tag) == 0 end, 30000, 5)
     local dt = U.now() - t0
-    T.ok(cleared, "left after 3 s: " .. T.fmt(U.tagged(tag)))
+    T.ok(cleared, "left after 30 s: " .. T.fmt(U.tagged(tag)))
     T.say(("# SIGKILL of a lua5.4 host: every descendant gone in %.0f ms"):format(dt))
   end)
 

@@ -31,12 +31,12 @@ return function(T, ctx)
   end
 
   -- A file the test may create (a private directory, removed by the caller).
-  -- cancel! went out at t0: the execution ends canceled well before its
-  -- 120 s grace, and nothing of its job is left.
-  local function killed_at_once(eng, id, tag, t0, why)
+  -- After cancel!: the execution ends canceled while its 120 s grace still
+  -- runs (the wait for its end gives up at half the grace: a condition wait,
+  -- no wall bound), and nothing of its job is left.
+  local function killed_at_once(eng, id, tag, why)
     local r = U.collect(eng, { id }, 60000)[id]
-    T.eq(r.final.state, "canceled")
-    T.ok(U.now() - t0 < 60000, why)
+    T.eq(r.final.state, "canceled", why)
     T.ok(
       U.wait_until(function() return #U.tagged(tag) == 0 end, 2000),
       "left: " .. T.fmt(U.tagged(tag))
@@ -86,9 +86,8 @@ return function(T, ctx)
         { "sh", "-c", "(trap '' TERM; exec sleep 1000) & echo ready; exit 0" },
         { kill_grace_ms = 120000 }
       )
-      local t0 = U.now()
       T.eq(eng:cancel(id, true), "canceling")
-      killed_at_once(eng, id, tag, t0, "the force did not kill before the grace")
+      killed_at_once(eng, id, tag, "the force did not kill before the grace")
     end)
     eng:close()
     assert(ok, err)
@@ -225,9 +224,8 @@ return function(T, ctx)
           "the leader's exit was not seen"
         )
         T.eq(#U.tagged(tag), 1, "the TERM-ignoring child has its grace")
-        local t0 = U.now()
         T.eq(eng:cancel(id, true), "already_canceling")
-        killed_at_once(eng, id, tag, t0, "the force waited for the grace")
+        killed_at_once(eng, id, tag, "the force waited for the grace")
       end)
       eng:close()
       assert(ok, err)

@@ -101,8 +101,6 @@ T.test("pipelined 10000 requests answered out of order reach their requests", fu
       inversions
     )
   )
-  -- a sanity bound, ten times what a loaded machine needs; speed claims live in make bench
-  T.ok(dt < 30000, string.format("10000 pipelined requests took %.0f ms", dt))
   eng:close()
 end)
 
@@ -138,9 +136,7 @@ T.test("round trip of small requests (p50/p99, sequential)", function()
         end)()
     )
   )
-  -- sanity bounds (an idle machine: p50 about 0.1 ms); speed claims live in make bench
-  T.ok(p50 < 20000, string.format("round trip p50 %.0f us", p50))
-  T.ok(p99 < 500000, string.format("round trip p99 %.0f us", p99))
+  -- the figures are printed, not judged: speed is make bench's
   eng:close()
 end)
 
@@ -383,8 +379,6 @@ T.test("crash-time restart figure: crash -> ready (backoff 1 ms)", function()
       pct(times, 1)
     )
   )
-  -- a sanity bound (an idle machine: about 50 ms); speed claims live in make bench
-  T.ok(pct(times, 0.5) < 3000, string.format("crash -> ready p50 %.0f ms", pct(times, 0.5)))
   eng:close()
 end)
 
@@ -414,11 +408,12 @@ T.test(
     local r = eng:get(id)
     T.eq(r.worker_state, "fatal")
     T.eq(r.worker_restarts, 3)
-    local t0 = now_ms()
     local late = eng:worker_request(id, { op = "echo", value = 2 })
     pump(eng, { reply = function(ev) rep[ev.rid] = ev end }, function() return rep[late] end)
-    T.ok(now_ms() - t0 < 5000, "fails at once (no restart to wait for)")
+    -- failed, not held for a restart: none happened, the worker is still fatal
     T.eq(rep[late].status, "worker_fatal")
+    T.eq(eng:get(id).worker_restarts, 3, "no restart to wait for")
+    T.eq(eng:get(id).worker_state, "fatal")
     T.ok(rep[late].error:find("restart limit"), rep[late].error)
     eng:close()
   end

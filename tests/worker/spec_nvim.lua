@@ -27,20 +27,18 @@ T.test("nvim: worker request/chunks/reply, blocking wait, cancel, restart, stop"
     { op = "echo", value = 1, ms = 3000 },
     { on_reply = function(ev) canceled = ev end }
   )
-  local t0 = (vim.uv or vim.loop).hrtime()
   w:cancel(rid)
-  -- resolved long before the worker's own answer (3 s): a bound with a wide margin
+  -- resolved by the layer: the worker's own answer (value 1, after 3 s) is
+  -- not what ends it
   T.ok(
-    vim.wait(2000, function()
+    vim.wait(30000, function()
       require("proctor.engine").pump()
       return canceled ~= nil
     end, 1),
     "cancel resolved"
   )
   T.eq(canceled.status, "canceled")
-  -- answered by the layer, not the worker: well under its 3 s (a wide margin on a loaded machine)
-  local dt = ((vim.uv or vim.loop).hrtime() - t0) / 1e6
-  T.ok(dt < 1000, ("canceled after %.0f ms"):format(dt))
+  T.eq(canceled.result, nil, "the worker's answer came back instead")
   -- many in flight
   local n = 0
   for i = 1, 1000 do
