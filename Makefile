@@ -122,6 +122,7 @@ $(SHEPHERD_STATIC): $(SHEPHERD_SRC) csrc/shepherd/shepherd.h $(HDRS) Makefile | 
 	mv -f $@.tmp $@
 
 lua/proctor/proctor-shepherd-static $(BUILD)/lua5.4/proctor/proctor-shepherd-static: $(SHEPHERD_STATIC)
+	@mkdir -p $(dir $@)
 	cp -f $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/lua5.4/proctor/proctor-shepherd: $(SHEPHERD)
