@@ -268,11 +268,9 @@ static void run_close(pr_control_t *c) {
   maybe_closed(c);
 }
 
-void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
-  pr_exec_t *x = NULL;
-  pr_registry_t *reg = &c->reg;
-  cmd->rc = 0;
-  switch (cmd->type) {
+/* The commands about one execution, found by cmd->id. */
+static int about_one_id(pr_cmd_type_t t) {
+  switch (t) {
   case PR_CMD_CANCEL:
   case PR_CMD_DELETE:
   case PR_CMD_INPUT:
@@ -282,9 +280,16 @@ void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
   case PR_CMD_READ:
   case PR_CMD_WREQUEST:
   case PR_CMD_RELEASE:
-  case PR_CMD_WRESTART: x = pr_registry_find(reg, cmd->id, cmd->session); break;
-  default: break;
+  case PR_CMD_WRESTART: return 1;
+  default: return 0;
   }
+}
+
+void pr_control_run(pr_control_t *c, pr_cmd_t *cmd) {
+  pr_exec_t *x = NULL;
+  pr_registry_t *reg = &c->reg;
+  cmd->rc = 0;
+  if (about_one_id(cmd->type)) x = pr_registry_find(reg, cmd->id, cmd->session);
   switch (cmd->type) {
   case PR_CMD_START: run_start(c, cmd); break;
   case PR_CMD_CANCEL:
@@ -369,17 +374,7 @@ static int needs_history(pr_control_t *c, const pr_cmd_t *cmd) {
   switch (cmd->type) {
   case PR_CMD_LIST: return cmd->a < 0 || pr_state_terminal((pr_state_t)cmd->a);
   case PR_CMD_PURGE: return 1;
-  case PR_CMD_CANCEL:
-  case PR_CMD_DELETE:
-  case PR_CMD_INPUT:
-  case PR_CMD_CLOSE_STDIN:
-  case PR_CMD_RESIZE:
-  case PR_CMD_GET:
-  case PR_CMD_READ:
-  case PR_CMD_WREQUEST:
-  case PR_CMD_RELEASE:
-  case PR_CMD_WRESTART: return pr_registry_find(&c->reg, cmd->id, 0) == NULL;
-  default: return 0;
+  default: return about_one_id(cmd->type) && pr_registry_find(&c->reg, cmd->id, 0) == NULL;
   }
 }
 

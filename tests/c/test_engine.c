@@ -550,6 +550,35 @@ static char proc_state(pid_t pid, pid_t *ppid) {
   return c;
 }
 
+/* build/, where this test binary, the shepherds and the test preloads are,
+ * into self. */
+static int build_dir(char *self, size_t len) {
+  ssize_t n = readlink("/proc/self/exe", self, len - 1);
+  if (n <= 0) return 0;
+  self[n] = 0;
+  *strrchr(self, '/') = 0;
+  return 1;
+}
+
+/* A new private directory under $TMPDIR (or /tmp) into dir. */
+static int private_dir(char *dir, size_t len) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, len, "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  return mkdtemp(dir) != NULL;
+}
+
+/* An executable script at path that runs the dynamic shepherd of build/ (self)
+ * with the preload build/<so> and the variable assignments env ("" or
+ * "NAME=value ... "). */
+static int shepherd_wrapper(const char *path, const char *env, const char *self, const char *so) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return 0;
+  fprintf(f, "#!/bin/sh\n%sLD_PRELOAD='%s/%s' exec '%s/proctor-shepherd-dyn' \"$@\"\n", env, self,
+          so, self);
+  fclose(f);
+  return chmod(path, 0755) == 0;
+}
+
 /* A job's reaper stopped after its job was exec'd but before it reported the
  * spawn (tests/c/stop_reaper.c, preloaded into the shepherd, makes that race
  * certain; a job that runs `kill -STOP $PPID` at once makes it only under
@@ -561,20 +590,10 @@ static char proc_state(pid_t pid, pid_t *ppid) {
 static void test_reaper_stopped_before_spawned(void) {
   static const char *modes[] = {"cancel", "timeout", "close"};
   char self[512], dir[300], wrapper[320];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  CHECK(n > 0);
-  self[n] = 0;
-  *strrchr(self, '/') = 0; /* build/: the shepherd and stop_reaper.so are here */
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(build_dir(self, sizeof(self))); /* the shepherd and stop_reaper.so are here */
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(wrapper, sizeof(wrapper), "%s/shepherd", dir);
-  FILE *f = fopen(wrapper, "w");
-  CHECK(f != NULL);
-  fprintf(f, "#!/bin/sh\nLD_PRELOAD='%s/stop_reaper.so' exec '%s/proctor-shepherd-dyn' \"$@\"\n",
-          self, self);
-  fclose(f);
-  chmod(wrapper, 0755);
+  CHECK(shepherd_wrapper(wrapper, "", self, "stop_reaper.so"));
   char why[3][400] = {{0}};
   for (int m = 0; m < 3; m++) {
     pr_engine_opts_t opts = {.shepherd_path = wrapper, .kill_grace_ms = 300};
@@ -663,25 +682,16 @@ static void test_reaper_stopped_before_spawned(void) {
 static void test_shepherd_slow_or_hung(void) {
   static const char *modes[] = {"work", "hang", "spin"};
   char self[512], dir[300], wrapper[320], mark[320];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  CHECK(n > 0);
-  self[n] = 0;
-  *strrchr(self, '/') = 0; /* build/: the shepherd and slow_shepherd.so are here */
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(build_dir(self, sizeof(self))); /* the shepherd and slow_shepherd.so are here */
+  CHECK(private_dir(dir, sizeof(dir)));
   char why[3][400] = {{0}};
   for (int m = 0; m < 3; m++) {
     snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
     snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
-    FILE *f = fopen(wrapper, "w");
-    CHECK(f != NULL);
-    fprintf(f,
-            "#!/bin/sh\nPROCTOR_TEST_SLOW=%s PROCTOR_TEST_SLOW_MARK='%s' "
-            "LD_PRELOAD='%s/slow_shepherd.so' exec '%s/proctor-shepherd-dyn' \"$@\"\n",
-            modes[m], mark, self, self);
-    fclose(f);
-    chmod(wrapper, 0755);
+    char wenv[400];
+    snprintf(wenv, sizeof(wenv), "PROCTOR_TEST_SLOW=%s PROCTOR_TEST_SLOW_MARK='%s' ", modes[m],
+             mark);
+    CHECK(shepherd_wrapper(wrapper, wenv, self, "slow_shepherd.so"));
     pr_engine_opts_t opts = {.shepherd_path = wrapper};
     pr_engine_t *e;
     if (pr_engine_new(&opts, &e) != 0) {
@@ -742,26 +752,17 @@ static void test_shepherd_slow_or_hung(void) {
 static void test_reaper_slow_or_hung(void) {
   static const char *modes[] = {"work", "hang"};
   char self[512], dir[300], wrapper[320], mark[320], up[320], shell[800];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  CHECK(n > 0);
-  self[n] = 0;
-  *strrchr(self, '/') = 0; /* build/: the shepherd and slow_reaper.so are here */
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(build_dir(self, sizeof(self))); /* the shepherd and slow_reaper.so are here */
+  CHECK(private_dir(dir, sizeof(dir)));
   char why[2][400] = {{0}};
   for (int m = 0; m < 2; m++) {
     snprintf(wrapper, sizeof(wrapper), "%s/shepherd-%s", dir, modes[m]);
     snprintf(mark, sizeof(mark), "%s/mark-%s", dir, modes[m]);
     snprintf(up, sizeof(up), "%s/up-%s", dir, modes[m]);
-    FILE *f = fopen(wrapper, "w");
-    CHECK(f != NULL);
-    fprintf(f,
-            "#!/bin/sh\nPROCTOR_TEST_REAPER=%s PROCTOR_TEST_REAPER_MARK='%s' "
-            "LD_PRELOAD='%s/slow_reaper.so' exec '%s/proctor-shepherd-dyn' \"$@\"\n",
-            modes[m], mark, self, self);
-    fclose(f);
-    chmod(wrapper, 0755);
+    char wenv[400];
+    snprintf(wenv, sizeof(wenv), "PROCTOR_TEST_REAPER=%s PROCTOR_TEST_REAPER_MARK='%s' ", modes[m],
+             mark);
+    CHECK(shepherd_wrapper(wrapper, wenv, self, "slow_reaper.so"));
     pr_engine_opts_t opts = {.shepherd_path = wrapper};
     pr_engine_t *e;
     if (pr_engine_new(&opts, &e) != 0) {
@@ -901,9 +902,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
  * order" failed that way once in CI). */
 static void test_link_gone_before_first_send(void) {
   char dir[300], hello[320], tr[700];
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(hello, sizeof(hello), "%s/hello", dir);
   FILE *f = fopen(hello, "w");
   CHECK(f != NULL);
@@ -952,10 +951,8 @@ static void rm_dir(const char *dir) {
 /* close() writes every history frame still queued before it returns: the
  * ends of executions that finished while the writer was busy are on disk. */
 static void test_close_writes_queued_history(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256], path[300];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   pr_engine_opts_t opts = {.history_file = path};
   pr_engine_t *e;
@@ -1008,10 +1005,8 @@ static int ended_all(pr_engine_t *e, uint64_t first, size_t n, int timeout_ms) {
  * own id range), and a third engine loads the runs of both, merged, with no
  * id twice (ASan: the merge frees what it drops; TSan: two writer threads). */
 static void test_two_engines_share_history(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256], path[300];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   pr_engine_opts_t opts = {.history_file = path};
   pr_engine_t *a = NULL, *b = NULL, *c = NULL;
@@ -1108,10 +1103,8 @@ static int wait_terminal(pr_engine_t *e, uint64_t id, int *running, int timeout_
  * it): a start meanwhile gets the id after the file's last one at once, and
  * once the load is let go every record and output tail is there. */
 static void test_history_loads_after_new(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256], path[300];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   pr_engine_opts_t opts = {.history_file = path};
   pr_engine_t *e;
@@ -1167,10 +1160,8 @@ static void test_history_loads_after_new(void) {
  * consistent: the next engine finds the old records (less the deleted one)
  * and the run kept, with ids unique and in order. */
 static void test_history_start_during_load(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256], path[300];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   pr_engine_opts_t opts = {.history_file = path};
   pr_engine_t *e;
@@ -1256,10 +1247,8 @@ static void slow_frame(const int *stop) {
  * whole (the compaction a delete asked for is not run on a partial index),
  * and a run of the closed session is appended to it. */
 static void test_close_stops_history_load(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256], path[300];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   pr_engine_opts_t opts = {.history_file = path};
   pr_engine_t *e;
@@ -1311,10 +1300,8 @@ static void test_close_stops_history_load(void) {
  * it (no copy in memory): after a delete made the writer compact the file (a
  * new file renamed over it), the other records' tails still read whole. */
 static void test_loaded_tails_read_from_file(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256], path[300];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   pr_engine_opts_t opts = {.history_file = path};
   pr_engine_t *e;
@@ -1459,13 +1446,8 @@ static pid_t pid_in(const char *file) {
  * the engine thread while this thread polls (TSan). Condition waits only. */
 static void test_target_idle_close(void) {
   char self[512], dir[300], pidf[320], tr[1200];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  CHECK(n > 0);
-  self[n] = 0;
-  *strrchr(self, '/') = 0; /* build/: the shepherd is here */
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(build_dir(self, sizeof(self))); /* the shepherd is here */
+  CHECK(private_dir(dir, sizeof(dir)));
   snprintf(pidf, sizeof(pidf), "%s/relay.pid", dir);
   /* the link runs "exec TRANSPORT": one command, which writes its pid and becomes the relay */
   snprintf(tr, sizeof(tr), "sh -c 'echo $$ > \"%s\"; exec \"%s/proctor-shepherd\" --relay'", pidf,
@@ -1521,10 +1503,8 @@ static void test_target_idle_close(void) {
  * engine (freed): the bytes are still there, and ASan/TSan see no use after
  * free when the last reference goes. */
 static void test_output_read_on_host(void) {
-  const char *tmp = getenv("TMPDIR");
   char dir[256];
-  snprintf(dir, sizeof(dir), "%s/proctor-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
+  CHECK(private_dir(dir, sizeof(dir)));
   unsigned n = 200000 / (unsigned)scale;
   size_t total = 0; /* bytes of `seq 1 n` */
   for (unsigned i = 1; i <= n; i++) {
