@@ -920,7 +920,7 @@ static void test_link_gone_before_first_send(void) {
   __atomic_store_n(&hold_spawn_send, 0, __ATOMIC_RELEASE);
   pr_record_t *r = NULL;
   int got = ended && pr_engine_get(e, id, 0, &r) == 0;
-  char why[600];
+  char why[400]; /* fits CHECKF's message (tap_why) */
   snprintf(why, sizeof(why), "%s %s: %s", pr_state_name(o[1].state),
            got && r->reason ? r->reason : "?", got && r->error ? r->error : "");
   int ok = got && r->state == PR_FAILED && strcmp(r->reason, "target_lost") == 0 && r->error &&
