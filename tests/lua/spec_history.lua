@@ -512,6 +512,9 @@ return function(T, opts)
       e3:close()
       -- a third engine (slot 1 again) deletes... its own; a slot-2 engine deletes another's
       local e4 = assert(core.new { history_file = h }) -- slot 1
+      -- its history loads after new() returns: list() waits for the load, so e4 has
+      -- loaded b1 before e5's delete (else it would load the tombstone too)
+      T.ok(has(e4:list(), b1), "e4 loaded slot 1's runs")
       local e5 = assert(core.new { history_file = h }) -- slot 2
       T.eq(e5:delete(b1), "deleted")
       e5:close()
