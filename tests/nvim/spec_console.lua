@@ -11,6 +11,23 @@ return function(test, T, H)
     if vim.api.nvim_buf_get_name(0):find("^proctor://") then vim.cmd("enew") end
   end
 
+  -- n hidden runs of `true` (labels label1..labeln), once each console's buffer
+  -- is made (its terminal waits for a window).
+  local function hidden_runs(n, label)
+    local CH = require("proctor.console")._H
+    local exs = {}
+    for i = 1, n do
+      exs[i] = p.run({ cmd = "true", label = label .. i, open = { open = "none" } })
+    end
+    H.wait(30000, function()
+      for _, ex in ipairs(exs) do
+        if not (CH.pending[ex.id] and CH.pending[ex.id].made_buf) then return false end
+      end
+      return true
+    end, "every console's buffer made")
+    return exs
+  end
+
   -- Lines of the console minus the final "[proctor] …" line.
   local function body(buf)
     local l = H.lines(buf)
@@ -519,16 +536,7 @@ return function(test, T, H)
       saved.some(...)
       if tick_n > 0 then ticks[#ticks + 1] = { tick_n, tick_cost } end
     end
-    local exs = {}
-    for i = 1, 12 do
-      exs[i] = p.run({ cmd = "true", label = "mk" .. i, open = { open = "none" } })
-    end
-    H.wait(30000, function()
-      for _, ex in ipairs(exs) do
-        if not (CH.pending[ex.id] and CH.pending[ex.id].made_buf) then return false end
-      end
-      return true
-    end, "every console's buffer made")
+    local exs = hidden_runs(12, "mk")
     local n = 0
     for i, t in ipairs(ticks) do
       n = n + t[1]
@@ -712,16 +720,7 @@ return function(test, T, H)
   test("bars: a redraw looks at the windows, not at every hidden console", function()
     close_others()
     local CH = require("proctor.console")._H
-    local exs = {}
-    for i = 1, 20 do
-      exs[i] = p.run({ cmd = "true", label = "bar" .. i, open = { open = "none" } })
-    end
-    H.wait(30000, function()
-      for _, ex in ipairs(exs) do
-        if not (CH.pending[ex.id] and CH.pending[ex.id].made_buf) then return false end
-      end
-      return true
-    end, "every console's buffer made")
+    local exs = hidden_runs(20, "bar")
     local calls, orig = 0, vim.fn.win_findbuf
     vim.fn.win_findbuf = function(...)
       calls = calls + 1
