@@ -58,6 +58,7 @@ struct pr_engine {
   pr_journal_t *journal; /* the writer thread of the durable files, NULL when none */
   pr_history_t *history; /* NULL when off */
   int history_later;     /* the history is loaded by the loader thread (after pr_engine_new) */
+  int shepherd_early;    /* opts.shepherd_early: thread_main starts the shepherd */
   pthread_mutex_t mu;    /* guards loading */
   pthread_cond_t cv;     /* signalled when loading ends */
   int loading;           /* 1 until the history is loaded (mu) */
@@ -123,6 +124,9 @@ static void *thread_main(void *arg) {
     loaded(e);
   }
   pr_registry_prune(&e->ctl.reg); /* arms the age timer for records loaded from the history */
+  /* The first run then finds its shepherd up: while the host makes that run's
+   * console, not after. A failure is the first spawn's to report (it tries again). */
+  if (e->shepherd_early) pr_sup_ensure(&e->sup);
   uv_run(&e->loop, UV_RUN_DEFAULT);
   /* Every handle is closed: free the registry here, on the thread that owns it. */
   pr_control_free_registry(&e->ctl);
@@ -334,6 +338,7 @@ int pr_engine_new(const pr_engine_opts_t *opts, pr_engine_t **out) {
   }
   if ((rc = open_files(e, &o)) != 0) goto fail; /* history (found; loaded later) and audit */
   e->loading = e->history_later;
+  e->shepherd_early = o.shepherd_early;
   /* The engine thread must not take the host's signals. */
   sigset_t all, old;
   sigfillset(&all);

@@ -111,6 +111,8 @@ typedef struct {
   uint32_t drain_ms;          /* how long output may still arrive after exit; default 500 */
   uint32_t secret_timeout_ms; /* secrets read from a store arrive within this; default 10000 */
   const char *shepherd_path;  /* proctor-shepherd binary; NULL = next to this library */
+  int shepherd_early;         /* 1: the engine thread starts the shepherd as it starts, not at
+                               * the first spawn (a failure is left for that spawn to report) */
   const char *listen;         /* msgpack-rpc socket path (< PR_LISTEN_MAX bytes); NULL = none */
   /* Durable files (journal.h, history.h, audit.h); NULL = off. */
   const char *history_file;    /* append-only msgpack history, loaded by pr_engine_new */

@@ -150,16 +150,27 @@ static void opt_files(lua_State *L, pr_engine_opts_t *o) {
 
 /* ---- module functions ----------------------------------------------------------- */
 
-static const char *const new_keys[] = {"output_limit",     "history_limit",
-                                       "history_age_ms",   "max_running",
-                                       "kill_grace_ms",    "drain_ms",
-                                       "shepherd",         "listen",
-                                       "history_file",     "history_output_bytes",
-                                       "audit_file",       "audit_max_bytes",
-                                       "audit_keep",       "max_queued",
-                                       "ended_output_max", "secret_timeout_ms",
-                                       "target_idle_ms",   "output_memory",
-                                       "spill_dir",        NULL};
+static const char *const new_keys[] = {"output_limit",
+                                       "history_limit",
+                                       "history_age_ms",
+                                       "max_running",
+                                       "kill_grace_ms",
+                                       "drain_ms",
+                                       "shepherd",
+                                       "listen",
+                                       "history_file",
+                                       "history_output_bytes",
+                                       "audit_file",
+                                       "audit_max_bytes",
+                                       "audit_keep",
+                                       "max_queued",
+                                       "ended_output_max",
+                                       "secret_timeout_ms",
+                                       "target_idle_ms",
+                                       "output_memory",
+                                       "spill_dir",
+                                       "shepherd_early",
+                                       NULL};
 
 /* core.new([opts]) -> engine | nil, msg, name */
 static int l_new(lua_State *L) {
@@ -182,6 +193,7 @@ static int l_new(lua_State *L) {
     o.secret_timeout_ms = (uint32_t)opt_nonneg(L, 1, "secret_timeout_ms", 0, 3600000);
     o.target_idle_ms = (uint32_t)opt_nonneg(L, 1, "target_idle_ms", 0, 86400000);
     o.shepherd_path = opt_str(L, 1, "shepherd");
+    o.shepherd_early = opt_bool(L, 1, "shepherd_early", 0);
     o.listen = opt_str(L, 1, "listen");
     if (o.listen && (o.listen[0] == 0 || strlen(o.listen) > PR_LISTEN_MAX))
       luaL_argerror(L, 1, "'listen' must be a socket path of 1 to 107 bytes");

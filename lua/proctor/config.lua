@@ -171,6 +171,9 @@ M.schema = {
       .. "run opens it again (|proctor-targets|)" },
   { key = "engine.shepherd", type = "string|nil", default = nil,
     description = "path of proctor-shepherd (nil: next to core.so)" },
+  { key = "engine.shepherd_early", type = "boolean", default = true,
+    description = "the shepherd starts with the engine (its first use), not at the first run: "
+      .. "that run starts sooner" },
 
   { key = "run", description = "defaults of proctor.run() (a spec may give each)" },
   { key = "run.pty", type = "boolean", default = false,

@@ -131,6 +131,7 @@ function M.get()
     secret_timeout_ms = c.secret_timeout_ms,
     target_idle_ms = c.target_idle_ms,
     shepherd = c.shepherd,
+    shepherd_early = c.shepherd_early,
   }
   opts.listen = M.socket_path()
   local cfg = config.get()

@@ -261,6 +261,7 @@ function Engine:closed() end
 ---@field secret_timeout_ms integer secrets read from a store (a keyring, a command) must arrive within this
 ---@field target_idle_ms integer a target's transport (ssh) with no execution on it is closed after this; the next run opens it again (proctor-targets)
 ---@field shepherd string|nil path of proctor-shepherd (nil: next to core.so)
+---@field shepherd_early boolean the shepherd starts with the engine (its first use), not at the first run: that run starts sooner
 
 ---@class proctor.Config.run
 ---@field pty boolean pseudo-terminal (one "pty" stream) or pipes
@@ -369,6 +370,7 @@ function Engine:closed() end
 ---@field secret_timeout_ms? integer secrets read from a store (a keyring, a command) must arrive within this
 ---@field target_idle_ms? integer a target's transport (ssh) with no execution on it is closed after this; the next run opens it again (proctor-targets)
 ---@field shepherd? string|nil path of proctor-shepherd (nil: next to core.so)
+---@field shepherd_early? boolean the shepherd starts with the engine (its first use), not at the first run: that run starts sooner
 
 ---@class proctor.SetupOpts.run
 ---@field pty? boolean pseudo-terminal (one "pty" stream) or pipes

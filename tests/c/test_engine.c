@@ -1099,6 +1099,77 @@ static int wait_terminal(pr_engine_t *e, uint64_t id, int *running, int timeout_
   return wait_terminal2(e, id, 0, running, timeout_ms);
 }
 
+/* Lines in `path` (0 when it does not exist). */
+static int count_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  int n = 0, ch;
+  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
+/* shepherd_early: the engine thread starts the shepherd before it takes its
+ * first command, so once a synchronous call returned it is up with no start
+ * asked; the first start then runs on it (no second one). Without the
+ * option nothing starts until the first spawn. A shepherd that cannot start
+ * is the first start's spawn error, as without it. A wrapper around the
+ * shepherd notes each start in a file; the engine waits for the wrapper (the
+ * shepherd's first process) to exit, so the note is there when ensure returns. */
+static void test_shepherd_early(void) {
+  char self[512], dir[300], wrapper[320], starts[320], script[1200];
+  CHECK(build_dir(self, sizeof(self)));
+  CHECK(private_dir(dir, sizeof(dir)));
+  snprintf(wrapper, sizeof(wrapper), "%s/shepherd", dir);
+  snprintf(starts, sizeof(starts), "%s/starts", dir);
+  snprintf(script, sizeof(script),
+           "#!/bin/sh\necho up >> '%s'\nexec '%s/proctor-shepherd' \"$@\"\n", starts, self);
+  FILE *f = fopen(wrapper, "w");
+  CHECK(f != NULL);
+  if (f == NULL) return;
+  fputs(script, f);
+  fclose(f);
+  CHECK(chmod(wrapper, 0755) == 0);
+  for (int early = 0; early <= 1; early++) {
+    unlink(starts);
+    pr_engine_opts_t opts = {.shepherd_path = wrapper, .shepherd_early = early};
+    pr_engine_t *e;
+    CHECK_OK(pr_engine_new(&opts, &e));
+    pr_record_t **recs = NULL;
+    size_t n = 0;
+    CHECK_OK(pr_engine_list(e, 0, -1, &recs, &n)); /* a command: the thread is past its start */
+    pr_records_free(recs, n);
+    CHECKF(count_lines(starts) == early, "shepherd_early=%d: %d shepherd(s) before any start",
+           early, count_lines(starts));
+    uint64_t id = start_sh(e, "exit 0");
+    int running = 0;
+    CHECK(id != 0 && wait_terminal(e, id, &running, 10000));
+    pr_record_t *r = NULL;
+    CHECK_OK(pr_engine_get(e, id, 0, &r));
+    CHECKF(r && r->state == PR_COMPLETED, "shepherd_early=%d: the first run ended %s", early,
+           r ? pr_state_name(r->state) : "unknown");
+    pr_record_free(r);
+    CHECKF(count_lines(starts) == 1, "shepherd_early=%d: %d shepherd(s) after the first run", early,
+           count_lines(starts));
+    pr_engine_free(e);
+  }
+  /* no shepherd to start: the engine starts, the first run says why */
+  pr_engine_opts_t bad = {.shepherd_path = "/nonexistent/proctor-shepherd", .shepherd_early = 1};
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(&bad, &e));
+  uint64_t id = start_sh(e, "exit 0");
+  int running = 0;
+  CHECK(id != 0 && wait_terminal(e, id, &running, 10000));
+  pr_record_t *r = NULL;
+  CHECK_OK(pr_engine_get(e, id, 0, &r));
+  CHECKF(
+      r && r->state == PR_FAILED && r->error && strstr(r->error, "/nonexistent/proctor-shepherd"),
+      "a missing shepherd: the first run ended %s (%s)", r ? pr_state_name(r->state) : "unknown",
+      r && r->error ? r->error : "no error");
+  pr_record_free(r);
+  pr_engine_free(e);
+}
+
 /* pr_engine_new returns before the history is read (the engine thread reads
  * it): a start meanwhile gets the id after the file's last one at once, and
  * once the load is let go every record and output tail is there. */
@@ -1624,5 +1695,6 @@ int main(int argc, char **argv) {
   RUN(test_target_idle_close);
   RUN(test_link_gone_before_first_send);
   RUN(test_output_read_on_host);
+  RUN(test_shepherd_early);
   return TAP_END();
 }

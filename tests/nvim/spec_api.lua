@@ -87,6 +87,63 @@ return function(test, T, H)
     T.eq(#api.nvim_get_autocmds({ group = "proctor_engine", event = "VimLeavePre" }), 1)
   end)
 
+  -- engine.shepherd_early (default on): the shepherd starts with the engine,
+  -- so the first run finds it up; off: it starts at the first run. A wrapper
+  -- notes each start of the shepherd in a file (the engine waits for the
+  -- wrapper to exit, so the note is there once the engine thread took a command).
+  test(
+    "the shepherd starts with the engine (engine.shepherd_early), or at the first run",
+    function()
+      local p = require("proctor")
+      T.match(
+        select(2, p.setup({ engine = { shepherd_early = "yes" } })),
+        "'engine%.shepherd_early' must be boolean"
+      )
+      p.setup({ notify = "never", engine = { kill_grace_ms = 500 } })
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local real = H.root .. "/lua/proctor/proctor-shepherd"
+      for _, early in ipairs({ "nil", "false" }) do
+        local starts = dir .. "/starts-" .. early
+        local wrapper = dir .. "/shepherd-" .. early
+        vim.fn.writefile({
+          "#!/bin/sh",
+          "echo up >> " .. vim.fn.shellescape(starts),
+          "exec " .. vim.fn.shellescape(real) .. ' "$@"',
+        }, wrapper)
+        vim.fn.setfperm(wrapper, "rwx------")
+        local c = H.child()
+        local got = c.lua([[
+        local p = require("proctor")
+        p.setup({ notify = "never", engine = { shepherd = ..., shepherd_early = ]] .. early .. [[ } })
+        local eng = assert(require("proctor.engine").get())
+        eng:list() -- a command: the engine thread is past its start
+        local function lines(f) return vim.fn.filereadable(f) == 1 and #vim.fn.readfile(f) or 0 end
+        local before = lines(select(2, ...))
+        _G.ex = p.run({ cmd = "exit 0" })
+        return before
+      ]], wrapper, starts)
+        T.eq(
+          got,
+          early == "nil" and 1 or 0,
+          "shepherds started before any run (shepherd_early = " .. early .. ")"
+        )
+        c.wait(
+          10000,
+          [[require("proctor.engine").state[_G.ex.id] == "completed"]],
+          "the first run completed"
+        )
+        T.eq(
+          #vim.fn.readfile(starts),
+          1,
+          "shepherds started after the first run (shepherd_early = " .. early .. ")"
+        )
+        c.stop()
+      end
+      vim.fn.delete(dir, "rf")
+    end
+  )
+
   test("run returns an execution object; callbacks run outside fast context", function()
     local p = require("proctor")
     local got, fast = {}, false
