@@ -823,4 +823,61 @@ pr_record_t *pr_record_dup(const pr_record_t *r);
 void pr_record_free(pr_record_t *r);
 void pr_records_free(pr_record_t **v, size_t n);
 
+/* ---- the consoles' redraw filter (base/overwrite.c) -------------------------------------
+ *
+ * What a terminal gets, less the `\r` redraws a later one overwrites before
+ * they are shown: the C twin of the Lua model lua/proctor/console/overwrite.lua,
+ * which stays the reference and says the rules (a run ends at a line feed, at
+ * any control character but `\r`, at any escape sequence but SGR and EL;
+ * inside a run a redraw that cannot wrap and that a later one writes over is
+ * left out, its SGR sequences kept; the parser state crosses calls; insert
+ * mode, left/right margins and double-width lines turn leaving out off). The
+ * two give the same bytes for the same input, cut anywhere
+ * (tests/nvim/spec_model.lua compares them). Thread: any; a state is its
+ * caller's. The Lua binding is core.overwrite_new/overwrite_feed. */
+
+#define PR_OW_PARAMS_MAX 256 /* a CSI's parameters kept across calls; more: keep every byte */
+
+typedef struct {
+  size_t from;          /* the segment's first byte (after its `\r`) */
+  uint32_t cols, cover; /* its columns at most (bytes), its ASCII start; both saturate */
+  unsigned char el, sgr, drop;
+} pr_ow_seg_t;
+
+typedef struct {
+  size_t from, to; /* a span left out (absolute offsets in the text, inclusive) */
+  int sgr;         /* it holds SGR sequences (they are kept) */
+} pr_ow_drop_t;
+
+typedef struct {
+  int state;                         /* the escape-sequence parser's state */
+  size_t plen;                       /* bytes in params */
+  char params[PR_OW_PARAMS_MAX + 1]; /* a CSI's parameter bytes so far, when one crosses calls */
+  int unsafe;                        /* a mode that breaks plain overwriting was seen */
+  uint64_t dropped;                  /* bytes left out so far */
+  pr_ow_seg_t *seg;                  /* scratch: the run being read (reused) */
+  size_t nseg;
+  pr_ow_drop_t *drops; /* scratch: the spans left out by the last call */
+  size_t ndrops;
+} pr_overwrite_t;
+
+/* pr_overwrite_init: a fresh state (what a new terminal's parser is in).
+ * pr_overwrite_free: frees its scratch (the struct is the caller's). */
+void pr_overwrite_init(pr_overwrite_t *st);
+void pr_overwrite_free(pr_overwrite_t *st);
+
+/* What the terminal gets, in pieces (in order): emit(ctx, p, n) for each. */
+typedef void (*pr_ow_emit_fn)(void *ctx, const char *p, size_t n);
+
+/* pr_overwrite_feed: feed text[first..last) through st and emit what the
+ * terminal should get: those bytes, or them with overwritten redraws left out
+ * (in at most 2 x spans + 1 pieces; one piece, the whole range, when nothing
+ * is left out). text is text_len bytes: an SGR kept from a span left out is
+ * read to its final byte. width: the terminal's columns; < 2 keeps every byte
+ * (the parser still reads them). Returns the bytes emitted. Out of memory for
+ * its scratch, it keeps every byte from then on (st->unsafe), as the model
+ * does for a mode it cannot follow. */
+size_t pr_overwrite_feed(pr_overwrite_t *st, const char *text, size_t text_len, size_t first,
+                         size_t last, long width, pr_ow_emit_fn emit, void *ctx);
+
 #endif /* PR_PROCTOR_H */

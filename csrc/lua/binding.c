@@ -661,5 +661,6 @@ __attribute__((visibility("default"))) int luaopen_proctor_core(lua_State *L) {
   lua_setfield(L, -2, "spec_fields");
   pr_lua_push_fields(L, 1);
   lua_setfield(L, -2, "worker_fields");
+  pr_lua_overwrite_open(L);
   return 1;
 }

@@ -19,6 +19,11 @@ void pr_lua_push_event(lua_State *L, const pr_event_t *ev);
  * (ring:read, push.c) and its registry cache; call once from luaopen. */
 void pr_lua_output_open(lua_State *L);
 
+/* pr_lua_overwrite_open: register the console's redraw filter's metatable and
+ * set `overwrite_new` and `overwrite_feed` in the module table on the stack's
+ * top; call once from luaopen (overwrite.c). */
+void pr_lua_overwrite_open(lua_State *L);
+
 /* pr_lua_push_read: what a read of a ring returns to Lua (eng:read,
  * ring:read): data (freed here; NULL is ""), the next offset, the bytes
  * missed before it. Returns 3, the number of values pushed (push.c). */

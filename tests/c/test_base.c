@@ -1,7 +1,9 @@
 /* test_base.c — unit tests of the leaf modules: the id map, the growable
  * buffer, UTF-8 boundaries and repair, msgpack -> JSON, the liveness
- * judgement (csrc/base/idmap.c, buf.c, utf8.c, mpack.c, liveness.c), and of
- * tap.h's checks themselves. */
+ * judgement, the console's redraw filter (csrc/base/idmap.c, buf.c, utf8.c,
+ * mpack.c, liveness.c, overwrite.c), and of tap.h's checks themselves. The
+ * filter's bytes are compared with its Lua model in tests/nvim/spec_model.lua;
+ * here it runs under ASan/UBSan on random bytes. */
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -213,6 +215,73 @@ static int settle(pid_t pid, char st, uint64_t cpu_above) {
  * silent at the next look if it did not run again); runnable: working, until
  * it used the CPU budget since the question (a loop): silent; stopped:
  * silent; gone: silent. Each step waits for the state it judges. */
+typedef struct {
+  char *p;
+  size_t n, cap;
+} collect_t;
+
+static void collect(void *arg, const char *p, size_t n) {
+  collect_t *c = arg;
+  if (c->n + n <= c->cap) memcpy(c->p + c->n, p, n);
+  c->n += n;
+}
+
+/* The redraw filter on random bytes (escape sequences, `\r`, UTF-8 and C1
+ * pieces, cut anywhere, fed at random widths), every read inside the text
+ * (ASan), and what it emits: never more than it was given, every byte when
+ * the width is < 2, and a `\r` flood cut to its last redraw. */
+static void test_overwrite_random_bytes(void) {
+  static const char *tok[] = {
+      "\r",       "\r",     "12",       "abc",          "\n",      "\t",        "\x1b",   "\x1b[",
+      "\x1b[31m", "\x1b[K", "\x1b[2K",  "\x1b[4h",      "\x1b]0;", "\x07",      "\x1b\\", "\x1b#",
+      "\x18",     "\xc2",   "\xc2\x85", "\xe2\x96\x88", "\xff",    "\x1b[?69h", ";",      "m"};
+  enum { NT = sizeof(tok) / sizeof(tok[0]) };
+  char text[4096], out[4096];
+  size_t grew = 0, kept_all = 0, left_out = 0;
+  srand(11);
+  for (int round = 0; round < 3000; round++) {
+    size_t n = 0;
+    while (n < 2000) {
+      const char *t = tok[rand() % NT];
+      size_t l = strlen(t);
+      memcpy(text + n, t, l);
+      n += l;
+    }
+    /* the text alone in its own allocation: a read past its end is ASan's */
+    char *heap = malloc(n);
+    memcpy(heap, text, n);
+    long width = rand() % 5 == 0 ? 0 : 1 + rand() % 100;
+    pr_overwrite_t st;
+    pr_overwrite_init(&st);
+    collect_t c = {out, 0, sizeof(out)};
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1 + (size_t)(rand() % 300);
+      if (j > n) j = n;
+      size_t before = c.n;
+      size_t got = pr_overwrite_feed(&st, heap, n, i, j, width, collect, &c);
+      if (got != c.n - before || got > j - i) grew++;
+      if (width < 2 && (got != j - i || memcmp(out + before, heap + i, got) != 0)) kept_all++;
+      i = j;
+    }
+    left_out += st.dropped;
+    pr_overwrite_free(&st);
+    free(heap);
+  }
+  CHECKF(grew == 0, "%zu feeds emitted more than they were given (or not what they said)", grew);
+  CHECKF(kept_all == 0, "%zu feeds at width < 2 did not emit their bytes as they were", kept_all);
+  CHECKF(left_out > 0, "nothing was left out of 3000 random texts");
+  /* a flood of redraws: only the first segment and the last redraw stay */
+  size_t n = 0;
+  for (int i = 1; i <= 300; i++) n += (size_t)snprintf(text + n, sizeof(text) - n, "\r%d", i);
+  pr_overwrite_t st;
+  pr_overwrite_init(&st);
+  collect_t c = {out, 0, sizeof(out)};
+  pr_overwrite_feed(&st, text, n, 0, n, 80, collect, &c);
+  CHECKF(c.n == 4 && memcmp(out, "\r300", 4) == 0, "a flood of 300 redraws gave %zu bytes", c.n);
+  CHECKF(st.dropped == n - 4, "%llu bytes left out of %zu", (unsigned long long)st.dropped, n);
+  pr_overwrite_free(&st);
+}
+
 static void test_liveness_judges_by_the_kernel(void) {
   int p[2];
   CHECK(pipe(p) == 0);
@@ -274,5 +343,6 @@ int main(void) {
   RUN(test_utf8_boundaries);
   RUN(test_mp_to_json_repairs_utf8);
   RUN(test_liveness_judges_by_the_kernel);
+  RUN(test_overwrite_random_bytes);
   return TAP_END();
 }

@@ -962,6 +962,10 @@ M._H = H
 compat.interpreted(M.open_run, M.window, H.hook, H.schedule_make, window.placeholder, H.reader)
 compat.interpreted(Backlog.new, Backlog.start, require("proctor.console.overwrite").new)
 
+-- Consoles leave out overwritten redraws with the core's twin of the model
+-- (console/overwrite.lua): the same bytes, a `\r` flood's loop in C.
+require("proctor.console.overwrite").core = engine.load_core()
+
 -- proctor.open(), run{ open }; a deleted record's console goes
 proctor._extend("console", { api = M, forget = M.forget })
 

@@ -45,10 +45,28 @@ local CR, ESCB, CAN, SUB, BEL = 13, 27, 24, 26, 7
 ---@field params string a CSI's parameter bytes so far, when one crosses calls
 ---@field unsafe boolean a mode that breaks plain overwriting was seen: keep every byte
 ---@field dropped integer bytes left out so far (for the curious: tests, benches)
+---@field native userdata|nil the core's state when its twin feeds this one (M.new)
+---@field native_feed function|nil the core's overwrite_feed
 
---- A fresh state: what a new terminal's parser is in.
+--- The core (proctor.core) whose `overwrite_new`/`overwrite_feed` new states
+--- use by default: its C twin of this model (csrc/base/overwrite.c) gives the
+--- same bytes for the same bytes in, a `\r` flood's loop in C. nil: this
+--- model. The console sets it when it loads; this module stays the reference.
+---@type table|nil
+M.core = nil
+
+--- A fresh state: what a new terminal's parser is in. `core`: the core whose
+--- twin feeds it (nil: M.core; false: this model).
+---@param core table|false|nil
 ---@return proctor.Overwrite
-function M.new() return { state = GROUND, params = "", unsafe = false, dropped = 0 } end
+function M.new(core)
+  if core == nil then core = M.core end
+  local st = { state = GROUND, params = "", unsafe = false, dropped = 0 }
+  if core and core.overwrite_new then
+    st.native, st.native_feed = core.overwrite_new(), core.overwrite_feed
+  end
+  return st
+end
 
 -- Scratch arrays of the run being read (reused: no garbage per call), and the
 -- spans left out: drops[3d-2..3d] = from, to, has SGR.
@@ -113,6 +131,11 @@ end
 ---@param last integer|nil default #text
 ---@return string
 function M.feed(st, text, width, first, last)
+  if st.native then
+    local out, dropped, unsafe = st.native_feed(st.native, text, width, first, last)
+    st.dropped, st.unsafe = dropped, unsafe
+    return out
+  end
   first = first or 1
   local n = last or #text
   if n < first then return "" end
