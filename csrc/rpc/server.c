@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/sockname.h"
 #include "rpc/conn.h"
 
 /* ---- scheduling -------------------------------------------------------------------- */
@@ -223,9 +224,8 @@ static void sweep_stale(const char *dir) {
   if (d == NULL) return;
   struct dirent *e;
   for (int seen = 0; seen < PR_RPC_SWEEP_MAX && (e = readdir(d)) != NULL; seen++) {
-    char *end;
-    long pid = strtol(e->d_name, &end, 10);
-    if (end == e->d_name || strcmp(end, ".sock") != 0 || pid <= 0 || pid == getpid()) continue;
+    long pid = pr_sockname_pid(e->d_name);
+    if (pid == 0 || pid == getpid()) continue;
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char path[PR_LISTEN_MAX + 1];
     if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path)) continue;
