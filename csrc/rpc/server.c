@@ -269,12 +269,13 @@ static void on_output(void *arg, pr_exec_t *x, int stream) {
   if (x->session == 0) return; /* the host's own: no RPC client may see them */
   pr_rpc_sub_t *s = pr_rpc_sub_find(srv, x->id);
   if (s) pr_rpc_sub_dirty(s);
-  if (srv->nwaits == 0) return;
-  /* `wait` requests with `output` that these bytes answer */
+  /* `wait` requests with `output` that these bytes answer; the counts keep
+   * a flood from walking waits that only want the end */
+  if (srv->nout_waits == 0) return;
   pr_queue_t *q;
   PR_QUEUE_FOREACH(q, &srv->conns) {
     pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
-    if (c->session != x->session || c->nwaits == 0) continue;
+    if (c->session != x->session || c->nout_waits == 0) continue;
     int woke = 0;
     pr_queue_t *k;
     PR_QUEUE_FOREACH(k, &c->waits) {
