@@ -31,7 +31,7 @@ TEST_CFLAGS = $(C_STD) -pthread
 
 BASE_SRC   = csrc/base/error.c csrc/base/clock.c csrc/base/names.c csrc/base/spec_fill.c csrc/base/record.c csrc/base/buf.c \
              csrc/base/idmap.c csrc/base/locked.c csrc/base/mpack.c csrc/base/mpscan.c csrc/base/utf8.c \
-             csrc/base/ring.c csrc/base/wire.c csrc/base/liveness.c csrc/base/overwrite.c
+             csrc/base/ring.c csrc/base/wire.c csrc/base/liveness.c csrc/base/overwrite.c csrc/base/sockname.c
 # the engine thread: executions, streams, the shepherd link, commands, workers
 ENGINE_SRC = $(BASE_SRC) csrc/engine/exec.c csrc/engine/exec_record.c csrc/engine/stream.c csrc/engine/hostq.c \
              csrc/engine/registry.c csrc/engine/shepherd_link.c csrc/engine/control.c csrc/engine/spec.c \
@@ -271,7 +271,7 @@ $(BUILD)/test_relay_asan: tests/c/test_relay.c tests/c/tap.h csrc/base/error.c $
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_relay.c csrc/base/error.c $(UV_LIBS)
 
 TEST_BASE_SRC = csrc/base/idmap.c csrc/base/buf.c csrc/base/utf8.c csrc/base/mpack.c csrc/base/error.c \
-                csrc/base/liveness.c csrc/base/overwrite.c
+                csrc/base/liveness.c csrc/base/overwrite.c csrc/base/sockname.c
 $(BUILD)/test_base_asan: tests/c/test_base.c tests/c/tap.h $(TEST_BASE_SRC) $(HDRS)
 	$(CLANG) $(SAN_FLAGS) $(TEST_CFLAGS) -o $@ tests/c/test_base.c $(TEST_BASE_SRC) \
 	  -l:libmsgpackc.a $(CJSON_LIBS) $(UV_LIBS)

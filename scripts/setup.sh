@@ -77,7 +77,9 @@ if [ "$what" = lint ] || [ "$what" = test ]; then
   if [ "$("$stylua" --version 2>/dev/null)" != "$STYLUA_VERSION" ]; then
     echo "setup: installing $STYLUA_NPM into build/stylua/"
     mkdir -p build/stylua
-    if ! npm install --prefix build/stylua --no-save --no-audit --no-fund --loglevel=error "$STYLUA_NPM" >&2 ||
+    # npm's cache in build/, as tests/sdk.sh's: nothing written in the user's ~/.npm
+    if ! npm_config_cache="$PWD/build/npm-cache" npm_config_update_notifier=false \
+      npm install --prefix build/stylua --no-save --no-audit --no-fund --loglevel=error "$STYLUA_NPM" >&2 ||
       [ "$("$stylua" --version 2>/dev/null)" != "$STYLUA_VERSION" ]; then
       echo "setup: could not install $STYLUA_NPM with npm (is the npm registry reachable?)" >&2
       exit 1

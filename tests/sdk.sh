@@ -5,7 +5,9 @@
 # resolves the SDKs from there. Used by tests/mcp/run and tests/acp/run.
 #
 # The install runs once per lock file (`npm ci --prefix build`; a stamp records
-# which lock it installed). If node/npm are missing or the registry cannot be
+# which lock it installed). npm's cache (downloaded tarballs, its logs) is
+# build/npm-cache, not the user's ~/.npm: a test writes nothing in the home
+# directory. If node/npm are missing or the registry cannot be
 # reached, it prints ONE line "FAIL TIER/sdk-install: ..." and exits 1: the
 # SDK tests then fail, they are never skipped.
 set -u
@@ -22,6 +24,7 @@ major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 # one install at a time (flock), and the scripts replaced file by file with a
 # rename, never a directory removed under a tier that is running them.
 mkdir -p build
+export npm_config_cache="$PWD/build/npm-cache" npm_config_update_notifier=false
 exec 9>build/.sdk.lock
 flock 9 || fail "cannot lock build/.sdk.lock"
 stamp=build/node_modules/.proctor-package-lock.json

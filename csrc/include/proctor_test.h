@@ -12,6 +12,7 @@
 #include "base/liveness.h"
 #include "base/mpack.h"
 #include "base/ring.h"
+#include "base/sockname.h"
 #include "base/utf8.h"
 #include "base/wire.h" /* tests/c/test_relay.c speaks the relay's frames */
 #include "include/proctor.h"

@@ -33,6 +33,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/sockname.h"
 #include "mcp.h"
 
 int mc_socket_safe(const char *path, char *err, size_t errlen) {
@@ -109,9 +110,8 @@ static void scan(const char *dir, cand_t *v, size_t *n, size_t cap) {
   struct dirent *e;
   char err[512];
   while ((e = readdir(d)) != NULL && *n < cap) {
-    char *end;
-    long pid = strtol(e->d_name, &end, 10);
-    if (end == e->d_name || strcmp(end, ".sock") != 0 || pid <= 0) continue;
+    long pid = pr_sockname_pid(e->d_name); /* <pid>.sock, the editor's naming */
+    if (pid == 0) continue;
     if (kill((pid_t)pid, 0) != 0) continue; /* gone, or not ours */
     cand_t *c = &v[*n];
     snprintf(c->path, sizeof(c->path), "%s/%s", dir, e->d_name);

@@ -311,12 +311,17 @@ static void on_wait_timer_closed(uv_handle_t *h) {
   pr_rpc_conn_unref(c);
 }
 
-pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms) {
+pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms,
+                               const int64_t *after) {
   pr_rpc_wait_t *w = calloc(1, sizeof(*w));
   if (w == NULL) return NULL;
   w->conn = c;
   w->id = id;
   w->msgid = msgid;
+  if (after) {
+    w->on_output = 1;
+    memcpy(w->after, after, sizeof(w->after));
+  }
   if (timeout_ms >= 0) {
     if (uv_timer_init(c->srv->ctl->xc.loop, &w->timer) != 0) {
       free(w);
@@ -330,13 +335,30 @@ pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, in
   pr_queue_push(&c->waits, &w->cnode);
   c->srv->nwaits++;
   c->nwaits++;
+  c->srv->nout_waits += (size_t)w->on_output;
+  c->nout_waits += (unsigned)w->on_output;
   return w;
+}
+
+/* The counts drive on_output's walk (rpc/server.c): one that drifts would
+ * skip a wait that wants output, or walk for nothing. Test builds stop. */
+static void check_counts(const pr_rpc_conn_t *c) {
+#ifdef PR_DEBUG
+  if (c->nout_waits > c->nwaits || c->srv->nout_waits > c->srv->nwaits ||
+      (c->nwaits == 0 && c->nout_waits != 0) || (c->srv->nwaits == 0 && c->srv->nout_waits != 0))
+    abort();
+#else
+  (void)c;
+#endif
 }
 
 void pr_rpc_wait_drop(pr_rpc_wait_t *w) {
   pr_queue_remove(&w->cnode);
   w->conn->srv->nwaits--;
   w->conn->nwaits--;
+  w->conn->srv->nout_waits -= (size_t)w->on_output;
+  w->conn->nout_waits -= (unsigned)w->on_output;
+  check_counts(w->conn);
   if (w->timer_open) {
     w->timer_open = 0;
     uv_timer_stop(&w->timer);

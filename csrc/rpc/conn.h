@@ -100,6 +100,7 @@ struct pr_rpc_conn {
   pr_queue_t subs, dirty, waits;
   unsigned nready_waits; /* waits that may be answerable */
   unsigned nwaits;       /* waits pending on this connection (at most PR_RPC_MAX_WAITS) */
+  unsigned nout_waits;   /* of them, those with `output` (<= nwaits): output walks only then */
   unsigned nended;       /* subscriptions whose execution ended, not yet flushed */
   uint64_t *kod;         /* kill_on_disconnect ids */
   size_t nkod, capkod;
@@ -117,7 +118,8 @@ struct pr_rpc {
   pr_queue_t conns, pending;
   size_t nconns;
   uint64_t next_session;
-  size_t nwaits;   /* pending waits over all connections */
+  size_t nwaits;     /* pending waits over all connections */
+  size_t nout_waits; /* of them, those with `output` (<= nwaits) */
   pr_idmap_t subs; /* execution id -> its subscription (one per id: only its session subscribes) */
   char *path;      /* socket path (NULL: no socket) */
   dev_t dev;       /* identity of the socket file we bound */
@@ -193,9 +195,13 @@ void pr_rpc_sub_dirty(pr_rpc_sub_t *s);
 void pr_rpc_sub_ended(pr_rpc_sub_t *s);
 
 /* Waits (rpc/conn.c). pr_rpc_wait_new: a wait on `id` answered to `msgid`,
- * timing out after timeout_ms (< 0: never); linked into c->waits and counted.
- * NULL when out of memory. pr_rpc_wait_drop: unlink, uncount and free it. */
-pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms);
+ * timing out after timeout_ms (< 0: never), and, when `after` is not NULL,
+ * also at the first output past after[] (PR_NSTREAM counts, -1: a stream not
+ * watched; copied); linked into c->waits and counted in nwaits, and in
+ * nout_waits when it watches output. NULL when out of memory.
+ * pr_rpc_wait_drop: unlink, uncount and free it. Engine thread. */
+pr_rpc_wait_t *pr_rpc_wait_new(pr_rpc_conn_t *c, uint64_t id, uint64_t msgid, int64_t timeout_ms,
+                               const int64_t *after);
 void pr_rpc_wait_drop(pr_rpc_wait_t *w);
 
 /* ---- rpc/methods.c and rpc/pack.c ---------------------------------------------------- */

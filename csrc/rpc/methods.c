@@ -508,10 +508,8 @@ static int m_wait(pr_rpc_req_t *q) {
              PR_RPC_MAX_WAITS);
     return PR_EBUSY;
   }
-  pr_rpc_wait_t *w = pr_rpc_wait_new(q->c, id, q->msgid, timeout);
+  pr_rpc_wait_t *w = pr_rpc_wait_new(q->c, id, q->msgid, timeout, watch ? after : NULL);
   if (w == NULL) return PR_ENOMEM;
-  w->on_output = watch;
-  memcpy(w->after, after, sizeof(w->after));
   if (x->finished) {
     w->rec = pr_exec_snapshot(x);
     q->c->nready_waits++;

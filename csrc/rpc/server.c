@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/sockname.h"
 #include "rpc/conn.h"
 
 /* ---- scheduling -------------------------------------------------------------------- */
@@ -223,9 +224,8 @@ static void sweep_stale(const char *dir) {
   if (d == NULL) return;
   struct dirent *e;
   for (int seen = 0; seen < PR_RPC_SWEEP_MAX && (e = readdir(d)) != NULL; seen++) {
-    char *end;
-    long pid = strtol(e->d_name, &end, 10);
-    if (end == e->d_name || strcmp(end, ".sock") != 0 || pid <= 0 || pid == getpid()) continue;
+    long pid = pr_sockname_pid(e->d_name);
+    if (pid == 0 || pid == getpid()) continue;
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char path[PR_LISTEN_MAX + 1];
     if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path)) continue;
@@ -269,12 +269,13 @@ static void on_output(void *arg, pr_exec_t *x, int stream) {
   if (x->session == 0) return; /* the host's own: no RPC client may see them */
   pr_rpc_sub_t *s = pr_rpc_sub_find(srv, x->id);
   if (s) pr_rpc_sub_dirty(s);
-  if (srv->nwaits == 0) return;
-  /* `wait` requests with `output` that these bytes answer */
+  /* `wait` requests with `output` that these bytes answer; the counts keep
+   * a flood from walking waits that only want the end */
+  if (srv->nout_waits == 0) return;
   pr_queue_t *q;
   PR_QUEUE_FOREACH(q, &srv->conns) {
     pr_rpc_conn_t *c = PR_QUEUE_DATA(q, pr_rpc_conn_t, node);
-    if (c->session != x->session || c->nwaits == 0) continue;
+    if (c->session != x->session || c->nout_waits == 0) continue;
     int woke = 0;
     pr_queue_t *k;
     PR_QUEUE_FOREACH(k, &c->waits) {

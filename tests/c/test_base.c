@@ -1,9 +1,10 @@
 /* test_base.c — unit tests of the leaf modules: the id map, the growable
  * buffer, UTF-8 boundaries and repair, msgpack -> JSON, the liveness
- * judgement, the console's redraw filter (csrc/base/idmap.c, buf.c, utf8.c,
- * mpack.c, liveness.c, overwrite.c), and of tap.h's checks themselves. The
- * filter's bytes are compared with its Lua model in tests/nvim/spec_model.lua;
- * here it runs under ASan/UBSan on random bytes. */
+ * judgement, the console's redraw filter, an editor's socket name
+ * (csrc/base/idmap.c, buf.c, utf8.c, mpack.c, liveness.c, overwrite.c,
+ * sockname.c), and of tap.h's checks themselves. The filter's bytes are
+ * compared with its Lua model in tests/nvim/spec_model.lua; here it runs
+ * under ASan/UBSan on random bytes. */
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -334,6 +335,38 @@ static void test_liveness_judges_by_the_kernel(void) {
   CHECK_EQ(pr_proc_state(0), 0);
 }
 
+/* `<pid>.sock` (base/sockname.h): the Neovim layer's own form only. */
+static void test_sockname_takes_the_editors_form_only(void) {
+  static const struct {
+    const char *name;
+    long pid;
+  } cases[] = {
+      {"123.sock", 123},
+      {"1.sock", 1},
+      {"4194304.sock", PR_SOCKNAME_PID_MAX}, /* the highest pid there can be */
+      {"0123.sock", 0},                      /* a leading zero: no editor writes it */
+      {"0.sock", 0},
+      {"12a.sock", 0},
+      {".sock", 0},
+      {"123.sock.tmp", 0},
+      {"123.socket", 0},
+      {"123.sock/", 0},
+      {"123", 0},
+      {"sock", 0},
+      {"", 0},
+      {"-12.sock", 0},
+      {"+12.sock", 0},
+      {" 12.sock", 0},
+      {"4194305.sock", 0},             /* past PID_MAX_LIMIT */
+      {"4294967297.sock", 0},          /* 2^32 + 1: (pid_t) would make it 1 */
+      {"99999999999999999999.sock", 0} /* past LONG_MAX */
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    CHECKF(pr_sockname_pid(cases[i].name) == cases[i].pid, "\"%s\": %ld, expected %ld",
+           cases[i].name, pr_sockname_pid(cases[i].name), cases[i].pid);
+  CHECK_EQ(pr_sockname_pid(NULL), 0);
+}
+
 int main(void) {
   RUN(test_tap_checks_say_what_they_saw);
   RUN(test_idmap_matches_a_reference);
@@ -344,5 +377,6 @@ int main(void) {
   RUN(test_mp_to_json_repairs_utf8);
   RUN(test_liveness_judges_by_the_kernel);
   RUN(test_overwrite_random_bytes);
+  RUN(test_sockname_takes_the_editors_form_only);
   return TAP_END();
 }

@@ -392,6 +392,56 @@ def wait_answers_at_new_output(h):
     c.close()
 
 
+class CountingClient(Client):
+    """A Client that also counts the responses of each msgid it received."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.answers = {}
+
+    def _pump(self, timeout=None):
+        before = dict(self.responses)
+        ok = super()._pump(timeout)
+        for msgid, m in self.responses.items():
+            if before.get(msgid) is not m:
+                self.answers[msgid] = self.answers.get(msgid, 0) + 1
+        return ok
+
+
+@test
+def plain_and_output_waits_share_a_connection_in_a_flood(h):
+    """A wait without `output` and two with it, pending together on one
+    connection while 32 MiB flow: the one whose bytes are passed answers once,
+    while it runs; the plain one and the one past the end answer once, with
+    the end (the server walks waits at each output chunk only while some
+    want output: this is what that count must not change)."""
+    n = 32 << 20
+    c = CountingClient(h.path)
+    i = c.request("start", {"cmd": ["sh", "-c", "read a; head -c %d /dev/zero; read b" % n],
+                            "stdin": True})
+    plain = c.request_async("wait", i)
+    first = c.request_async("wait", i, 600000, {"output": {"stdout": 0}})
+    past = c.request_async("wait", i, 600000, {"output": {"stdout": 1 << 40}})
+    st = c.request("get", i)["state"]  # a round trip: the waits are pending
+    expect(st in ("queued", "starting", "running"), "not ended: %r" % st)
+    expect(c.request("input", i, b"go\n") is True, "input: the flood starts")
+    deadline = time.time() + 120  # a deadline for the failure message, not a claim about speed
+    while c.request("get", i)["bytes"]["stdout"] < n:
+        expect(time.time() < deadline, "the flood did not end")
+        time.sleep(0.05)
+    expect(c.request("input", i, b"\n") is True, "input: the job ends")
+    # answered while the job ran (it waits in `read b` after the flood), not at its end
+    rec = c.result(first, 120)
+    expect(rec["state"] == "running" and 0 < rec["bytes"]["stdout"], "at the first bytes: %r" % rec)
+    for w, what in ((plain, "plain"), (past, "output past the end")):
+        rec = c.result(w, 120)
+        expect(rec["state"] == "completed" and rec["bytes"]["stdout"] == n, "%s: %r" % (what, rec))
+    expect(c.request("get", i)["state"] == "completed", "a round trip after the answers")
+    counts = [c.answers.get(w, 0) for w in (plain, first, past)]
+    expect(counts == [1, 1, 1], "answers per wait (plain, first bytes, past the end): %r" % counts)
+    c.close()
+
+
 @test
 def hold_release_and_cancel_reason(h):
     """start{hold} stays queued (another session cannot release it), release
