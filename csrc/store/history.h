@@ -113,6 +113,12 @@ int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint
  * (NULL when it has none). Set it before the engine is made. */
 void pr_history_test_frame(void (*fn)(const int *stop));
 
+/* pr_history_test_chunk: tests only: loads that start after it read their
+ * files in steps of `bytes` (0: PR_FRAMES_CHUNK, store/frame.h). Returns the
+ * largest read buffer a load held since the previous call. Any thread,
+ * while no load runs. */
+size_t pr_history_test_chunk(size_t bytes);
+
 /* pr_history_loaded_free: free n loaded records (entries whose rec was set
  * to NULL and rings to NULL were taken) and the array. */
 void pr_history_loaded_free(pr_loaded_t *v, size_t n);
