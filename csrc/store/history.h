@@ -40,7 +40,8 @@
  * tombstone is kept (compaction copies it) until the file it points into no
  * longer holds the record.
  *
- * Load: an "s" with no "e" is an execution whose host died: it comes back
+ * Load: each file is read a chunk at a time (store/frame.h: pr_frames_t,
+ * PR_FRAMES_CHUNK), never whole. An "s" with no "e" is an execution whose host died: it comes back
  * failed/host_lost (and an "e" saying so is appended). Damage in the middle
  * (a wrong checksum, or bytes that are no frame) is skipped up to the next
  * whole frame whose checksum matches; a damaged tail with no good frame

@@ -8,7 +8,8 @@
  * writer thread runs (on the host when peek_next could not step through the
  * file); it stops between two frames once its stop flag is set. history.h.
  *
- *   slot files ──read──► parse() each ──► tombstones of every file applied
+ *   slot files ──read 1 MiB at a time (pr_frames_t)──► parse() each
+ *        ──► tombstones of every file applied
  *        ──► retention (newest ended kept) ──► records in id order ──► engine
  */
 #include "store/history_int.h"
