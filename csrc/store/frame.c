@@ -20,11 +20,13 @@
 
 #include "include/proctor.h" /* PR_ENOMEM, PR_ECLOSED */
 
-uint32_t pr_frame_sum(const char *p, size_t n) {
-  uint32_t h = 2166136261u;
+/* FNV-1a over n more bytes, from the sum so far h. */
+static uint32_t fnv(uint32_t h, const char *p, size_t n) {
   for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
   return h;
 }
+
+uint32_t pr_frame_sum(const char *p, size_t n) { return fnv(2166136261u, p, n); }
 
 /* Read a big-endian unsigned of `n` bytes. */
 static uint64_t be(const unsigned char *u, int n) {
@@ -143,6 +145,19 @@ const char *pr_frames_bytes(pr_frames_t *r, uint64_t off, size_t want, size_t *h
   return r->buf + (off - r->base);
 }
 
+/* The checksum of the n bytes at `off`, read a chunk at a time (the buffer
+ * does not grow); 0 with r->err set when the reader stopped. */
+static uint32_t sum_of(pr_frames_t *r, uint64_t off, uint64_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t have; n && !r->err; off += have, n -= have) {
+    const char *p = pr_frames_bytes(r, off, n < r->chunk ? (size_t)n : r->chunk, &have);
+    if (have > n) have = (size_t)n;
+    if (p == NULL || have == 0) break;
+    h = fnv(h, p, have);
+  }
+  return h;
+}
+
 int pr_frames_at(pr_frames_t *r, uint64_t off, const char **body, size_t *blen, uint64_t *end) {
   size_t have, hl, e = 0;
   uint64_t bl, sum;
@@ -150,6 +165,14 @@ int pr_frames_at(pr_frames_t *r, uint64_t off, const char **body, size_t *blen, 
   if (p == NULL) return -1;
   if (head((const unsigned char *)p, have, &hl, &bl, &sum) == PR_FRAME_OK && bl > have - hl) {
     if (bl > r->size - off - hl) return PR_FRAME_SHORT; /* more than the file has: never read */
+    /* bigger than a chunk: held whole only once its checksum is known good (a
+     * damaged length that claims the rest of the file never grows the buffer) */
+    if (hl + bl > r->chunk && sum_of(r, off + hl, bl) != (uint32_t)sum) {
+      *body = NULL;
+      *blen = (size_t)bl;
+      *end = off + hl + bl;
+      return r->err ? -1 : PR_FRAME_BADSUM;
+    }
     if ((p = pr_frames_bytes(r, off, hl + (size_t)bl, &have)) == NULL) return -1;
   }
   int rc = pr_frame_at(p, have, 0, body, blen, &e);

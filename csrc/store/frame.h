@@ -55,10 +55,12 @@ int pr_frames_open(pr_frames_t *r, int fd, size_t chunk, const int *stop);
 const char *pr_frames_bytes(pr_frames_t *r, uint64_t off, size_t want, size_t *have);
 
 /* pr_frames_at: pr_frame_at() over the file (off < r->size, *end a file
- * offset), reading what the frame needs: a frame longer than the chunk is
- * read whole, one that claims more bytes than the file has left is
- * PR_FRAME_SHORT without reading them. *body stays valid until the next call.
- * Returns what pr_frame_at returns, or -1 when r->err is set. */
+ * offset), reading what the frame needs: a frame longer than the chunk has
+ * its checksum computed a chunk at a time first and is read whole only when
+ * it matches (else PR_FRAME_BADSUM with *body NULL); one that claims more
+ * bytes than the file has left is PR_FRAME_SHORT without reading them.
+ * *body stays valid until the next call. Returns what pr_frame_at returns,
+ * or -1 when r->err is set. */
 int pr_frames_at(pr_frames_t *r, uint64_t off, const char **body, size_t *blen, uint64_t *end);
 
 /* pr_frames_close: free the buffer (the file stays open). */

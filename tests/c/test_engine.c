@@ -1857,26 +1857,49 @@ static void test_history_load_in_chunks(void) {
   CHECKF(bad == 0, "in chunks of %zu bytes the load gave %s", bad, why);
 }
 
-/* The load holds at most a chunk of a file, or one frame bigger than a
+/* The load holds at most a chunk of a file, or one good frame bigger than a
  * chunk, in memory at once, however big the file: in chunks of 4 KiB the
- * ~64 KB damaged history is read with no buffer over its biggest frame. */
+ * ~61 KB damaged history is read with no buffer over its biggest frame
+ * (~20,100 bytes). So is the same file where that frame's length was
+ * damaged to claim most of the rest of the file: its checksum is found
+ * wrong without holding the bytes it claims, and the load finds what one
+ * read of the whole file finds. */
 static void test_history_load_memory_bounded(void) {
   char dir[256], path[300], other_path[310];
   CHECK(private_dir(dir, sizeof(dir)));
   snprintf(path, sizeof(path), "%s/history.mpk", dir);
   snprintf(other_path, sizeof(other_path), "%s.1", path);
-  size_t n, no, peak = 0;
+  size_t n, no, peak = 0, peak2 = 0, at = 0;
   char *other, *orig = damaged_history(&n, &other, &no);
   int ok = put_file(other_path, other, no);
   char *got = ok ? load_damaged(path, orig, n, 4096, &peak) : NULL;
+  /* record 5's frame: 0x92, 0xce + 4 bytes of checksum, 0xc5 + 2 bytes of length */
+  for (size_t i = 0; i + 8 < n && !at; i++)
+    if (memcmp(orig + i, "\x92\xce", 2) == 0 && orig[i + 6] == (char)0xc5 &&
+        memcmp(orig + i + 9 + 5, "\xa2id\x05", 4) == 0)
+      at = i;
+  size_t claim = at ? (n - at - 9 - 100) & 0xffff : 0;
+  if (at) {
+    orig[at + 7] = (char)(claim >> 8);
+    orig[at + 8] = (char)claim;
+  }
+  char *whole = at && ok ? load_damaged(path, orig, n, 0, &(size_t){0}) : NULL;
+  char *got2 = at && ok ? load_damaged(path, orig, n, 4096, &peak2) : NULL;
+  int same = whole && got2 && strcmp(whole, got2) == 0 && !strstr(whole, "\n5 completed");
   free(orig);
   free(other);
   free(got);
+  free(got2);
+  free(whole);
   rm_dir(dir);
   CHECK(ok && got);
   CHECKF(peak > 0 && peak <= 20000 + 256,
          "the load held %zu bytes of a %zu-byte file at once (its biggest frame: ~20,100)", peak,
          n);
+  CHECKF(at && claim > 40000, "record 5's frame at %zu, its length made to claim %zu", at, claim);
+  CHECKF(same, "the damaged length: chunks and one read loaded the same %d", same);
+  CHECKF(peak2 > 0 && peak2 <= 20000 + 256,
+         "with a length claiming %zu bytes the load held %zu bytes at once", claim, peak2);
 }
 
 int main(int argc, char **argv) {
