@@ -105,6 +105,7 @@ int pr_frames_open(pr_frames_t *r, int fd, size_t chunk, const int *stop) {
 const char *pr_frames_bytes(pr_frames_t *r, uint64_t off, size_t want, size_t *have) {
   *have = 0;
   if (r->err) return NULL;
+  if (off >= r->size) return ""; /* the file ends before it (it may have shrunk meanwhile) */
   if (want > r->size - off) want = (size_t)(r->size - off);
   if (off < r->base || off + want > r->base + r->n) { /* refill from off */
     size_t keep = off >= r->base && off < r->base + r->n ? (size_t)(r->base + r->n - off) : 0;
@@ -146,7 +147,8 @@ const char *pr_frames_bytes(pr_frames_t *r, uint64_t off, size_t want, size_t *h
 }
 
 /* The checksum of the n bytes at `off`, read a chunk at a time (the buffer
- * does not grow); 0 with r->err set when the reader stopped. */
+ * does not grow). Of fewer bytes when the file ended first or the reader
+ * stopped (r->err): the caller looks. */
 static uint32_t sum_of(pr_frames_t *r, uint64_t off, uint64_t n) {
   uint32_t h = 2166136261u;
   for (size_t have; n && !r->err; off += have, n -= have) {
@@ -171,7 +173,7 @@ int pr_frames_at(pr_frames_t *r, uint64_t off, const char **body, size_t *blen, 
       *body = NULL;
       *blen = (size_t)bl;
       *end = off + hl + bl;
-      return r->err ? -1 : PR_FRAME_BADSUM;
+      return r->err ? -1 : bl > r->size - off - hl ? PR_FRAME_SHORT : PR_FRAME_BADSUM;
     }
     if ((p = pr_frames_bytes(r, off, hl + (size_t)bl, &have)) == NULL) return -1;
   }

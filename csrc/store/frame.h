@@ -1,6 +1,7 @@
 /* store/frame.h — the history file's frames on disk: [uint checksum, bin
- * payload] (msgpack), the checksum FNV-1a of the payload. Pure functions over
- * bytes; no state.
+ * payload] (msgpack), the checksum FNV-1a of the payload: pure functions over
+ * bytes, and a reader (pr_frames_t) that walks a file's frames holding a
+ * bounded window of it, never the whole file.
  *
  * Thread: any (the engine thread packs frames, the loader thread reads them
  * in bounded steps, the writer thread compacts).
@@ -30,7 +31,7 @@ int pr_frame_at(const char *p, size_t len, size_t off, const char **body, size_t
 typedef struct {
   int fd;
   uint64_t size;   /* the file's bytes: its size at open, less when a read came short */
-  char *buf;       /* cap bytes: max(chunk, the frame asked for), never more than the file */
+  char *buf;       /* cap bytes: max(chunk, the frame asked for), at most the rest of the file */
   uint64_t base;   /* the file offset of buf[0] */
   size_t n, cap;   /* bytes in buf; its size */
   size_t chunk;    /* one refill reads this much (or to the end of the file) */
@@ -44,13 +45,13 @@ typedef struct {
 
 /* pr_frames_open: read the open file `fd` (not owned) in steps of `chunk`
  * bytes (0: PR_FRAMES_CHUNK, or what pr_frames_test_chunk set); `stop` as in
- * pr_frames_t. Returns 0, or a negative errno
- * when fstat failed (*r then needs no close). Any thread. */
+ * pr_frames_t. Returns 0, or a negative errno when fstat failed (*r then
+ * needs no close). A reader is used by one thread; the thread that opened it. */
 int pr_frames_open(pr_frames_t *r, int fd, size_t chunk, const int *stop);
 
-/* pr_frames_bytes: the file's bytes from `off` (off <= r->size): at least
- * `want` of them, or all up to the end of the file when fewer are left
- * (*have says how many are in memory from off). Returns a pointer into the
+/* pr_frames_bytes: the file's bytes from `off`: at least `want` of them, or
+ * all up to the end of the file when fewer are left (*have says how many are
+ * in memory from off; 0 at or past the end). Returns a pointer into the
  * reader's buffer, or NULL (*have 0) when r->err is set. */
 const char *pr_frames_bytes(pr_frames_t *r, uint64_t off, size_t want, size_t *have);
 
