@@ -4,13 +4,16 @@
  * load ends, the host thread's CPU, RSS after the load and its peak
  * (VmHWM); `close-now`: how long closing takes right after pr_engine_new and
  * a start (the load still under way); `close-early`: closing once that run
- * runs. One line a run. Run by hand, after `make all`:
+ * runs; `get-old`: how long pr_engine_get of record 1 (only in the file),
+ * asked right after pr_engine_new, waits. One line a run. Run by hand, after
+ * `make all`:
  *
  *   bench/histgen.py /tmp/full.mpk 1000 65536
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Icsrc -pthread -o build/histload bench/histload.c \
  *     $(find build/obj -name '[a-z]*.o' | grep -v -e stream-4k -e lctest) \
  *     -luv -ldl -lrt -l:libmsgpackc.a -lcjson -lm
- *   PROCTOR_SHEPHERD=build/proctor-shepherd build/histload /tmp/full.mpk [close-now|close-early]
+ *   PROCTOR_SHEPHERD=build/proctor-shepherd build/histload /tmp/full.mpk \
+ *     [close-now|close-early|get-old]
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -44,6 +47,25 @@ int main(int argc, char **argv) {
   double t_run = -1, t_loaded = -1;
   pr_event_t *evs[64];
   int early = argc > 2 && !strcmp(argv[2], "close-early");
+  if (argc > 2 && !strcmp(argv[2], "get-old")) { /* the host asks for record 1 during the load */
+    pr_record_t *r = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    uint64_t next, missed;
+    double tg = ms(), c = cpu();
+    int loading = pr_engine_history_loading(e), rc = pr_engine_get(e, 1, 0, &r);
+    double t_get = ms() - tg, c_get = cpu() - c;
+    tg = ms();
+    int rc2 = pr_engine_read(e, 1, 0, PR_STDOUT, 0, 1 << 20, &data, &len, &next, &missed, NULL);
+    printf("loading %d | get of record 1 %.1f ms (host cpu %.1f ms, rc %d) | read after it %.1f ms "
+           "(rc %d, %zu bytes) | new %.1f ms\n",
+           loading, t_get, c_get, rc, ms() - tg, rc2, len, t_new);
+    pr_record_free(r);
+    free(data);
+    pr_engine_free(e);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+  }
   if (argc > 2 && !strcmp(argv[2], "close-now")) {
     double tc = ms();
     pr_engine_free(e);

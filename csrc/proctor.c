@@ -175,6 +175,8 @@ void pr_test_history_gate(void (*fn)(void)) { history_gate = fn; }
 
 void pr_test_history_frame(void (*fn)(const int *stop)) { pr_history_test_frame(fn); }
 
+size_t pr_test_history_chunk(size_t bytes) { return pr_history_test_chunk(bytes); }
+
 /* The history is loaded: release pr_engine_warnings. Either thread. */
 static void loaded(pr_engine_t *e) {
   pthread_mutex_lock(&e->mu);

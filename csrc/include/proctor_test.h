@@ -55,6 +55,12 @@ void pr_test_history_gate(void (*fn)(void));
  * before pr_engine_new. */
 void pr_test_history_frame(void (*fn)(const int *stop));
 
+/* pr_test_history_chunk: history loads that start after it read their files
+ * in steps of `bytes` (0: the default, 1 MiB). Returns the largest
+ * read buffer a load held since the previous call (bytes of a file in memory
+ * at once). Host thread, while no load runs. */
+size_t pr_test_history_chunk(size_t bytes);
+
 typedef struct pr_rpc_conn pr_rpc_conn_t;
 pr_rpc_conn_t *pr_test_rpc_open(pr_engine_t *e, void (*sink)(void *arg, const char *p, size_t n),
                                 void *arg);

@@ -40,7 +40,8 @@
  * tombstone is kept (compaction copies it) until the file it points into no
  * longer holds the record.
  *
- * Load: an "s" with no "e" is an execution whose host died: it comes back
+ * Load: each file is read a chunk at a time (store/frame.h: pr_frames_t,
+ * PR_FRAMES_CHUNK), never whole. An "s" with no "e" is an execution whose host died: it comes back
  * failed/host_lost (and an "e" saying so is appended). Damage in the middle
  * (a wrong checksum, or bytes that are no frame) is skipped up to the next
  * whole frame whose checksum matches; a damaged tail with no good frame
@@ -112,6 +113,12 @@ int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint
  * frame a load decodes, on the loading thread, with the load's stop flag
  * (NULL when it has none). Set it before the engine is made. */
 void pr_history_test_frame(void (*fn)(const int *stop));
+
+/* pr_history_test_chunk: tests only: loads that start after it read their
+ * files in steps of `bytes` (0: PR_FRAMES_CHUNK, store/frame.h). Returns the
+ * largest read buffer a load held since the previous call. Any thread,
+ * while no load runs. */
+size_t pr_history_test_chunk(size_t bytes);
 
 /* pr_history_loaded_free: free n loaded records (entries whose rec was set
  * to NULL and rings to NULL were taken) and the array. */

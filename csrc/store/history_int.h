@@ -45,9 +45,11 @@ struct pr_history {
   int partial;     /* the load was stopped (the engine closed): the index misses the frames
                     * not read, so the file is only appended to, never compacted */
   const int *stop; /* during pr_history_load: read between frames; nonzero stops it */
-  /* during the parse of one file: its bytes in memory, and the same file open
-   * for the rings of its records' tails, which stay there (NULL: copy them) */
+  /* during the parse of one file: the reader's bytes of the frame being
+   * decoded (fbuf[0] is the file's byte fbase), and the same file open for
+   * the rings of its records' tails, which stay there (NULL: copy them) */
   const char *fbuf;
+  uint64_t fbase;
   pr_backing_t *bk;
 };
 

@@ -8,7 +8,8 @@
  * writer thread runs (on the host when peek_next could not step through the
  * file); it stops between two frames once its stop flag is set. history.h.
  *
- *   slot files ──read──► parse() each ──► tombstones of every file applied
+ *   slot files ──read 1 MiB at a time (pr_frames_t)──► parse() each
+ *        ──► tombstones of every file applied
  *        ──► retention (newest ended kept) ──► records in id order ──► engine
  */
 #include "store/history_int.h"
@@ -31,6 +32,8 @@
 static void (*frame_hook)(const int *stop);
 
 void pr_history_test_frame(void (*fn)(const int *stop)) { frame_hook = fn; }
+
+size_t pr_history_test_chunk(size_t bytes) { return pr_frames_test_chunk(bytes); }
 
 /* The engine is closing: the load stops where it is. */
 static int stopped(const pr_history_t *h) {
@@ -192,9 +195,10 @@ static int loaded_record(pr_history_t *h, const msgpack_object *m, char kind, pr
       const char *tail = a[2].via.bin.ptr;
       size_t n = a[2].via.bin.size;
       /* the tail stays in the file (read on demand); copied when it cannot */
-      l->rings[k] = h->bk && h->fbuf ? pr_ring_backed(h->o.output_limit, h->bk,
-                                                      (uint64_t)(tail - h->fbuf), a[1].via.u64, n)
-                                     : loaded_ring(h->o.output_limit, a[1].via.u64, tail, n);
+      l->rings[k] = h->bk && h->fbuf
+                        ? pr_ring_backed(h->o.output_limit, h->bk,
+                                         h->fbase + (uint64_t)(tail - h->fbuf), a[1].via.u64, n)
+                        : loaded_ring(h->o.output_limit, a[1].via.u64, tail, n);
     }
   }
   for (int i = 0; i < PR_NSTREAM; i++) /* streams with no output kept still read as empty */
@@ -221,11 +225,12 @@ static int by_id(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* A whole frame at `off` whose payload is a map (into *m). */
-static int good_frame(const char *p, size_t len, size_t off, msgpack_unpacked *m, size_t *end) {
+/* A whole frame at file offset `off` whose payload is a map (into *m, which
+ * points into the reader's buffer until its next read). */
+static int good_frame(pr_frames_t *r, uint64_t off, msgpack_unpacked *m, uint64_t *end) {
   const char *body;
   size_t blen, boff = 0;
-  return pr_frame_at(p, len, off, &body, &blen, end) == PR_FRAME_OK &&
+  return pr_frames_at(r, off, &body, &blen, end) == PR_FRAME_OK &&
          msgpack_unpack_next(m, body, blen, &boff) == MSGPACK_UNPACK_SUCCESS &&
          m->data.type == MSGPACK_OBJECT_MAP;
 }
@@ -237,33 +242,37 @@ typedef struct {
   int torn_short;                    /* that tail was cut short (a torn write), not garbage */
 } damage_t;
 
-/* Parse frames after the header; returns the offset after the last good
- * frame (where a damaged tail starts, or len). A damaged stretch in the
- * middle is skipped up to the next whole frame whose checksum matches: a
- * byte flipped in a frame's header or length never costs the frames after it. */
-static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, uint64_t *next,
-                    damage_t *dmg, ids_t *tombs) {
-  size_t off = PR_HIST_HEADER_LEN;
+/* Parse the frames after the header, read through r (r->size: the file's
+ * length); returns the offset after the last good frame (where a damaged
+ * tail starts, or the length). A damaged stretch in the middle is skipped up
+ * to the next whole frame whose checksum matches: a byte flipped in a frame's
+ * header or length never costs the frames after it. Stops early when the
+ * reader cannot go on (r->err: out of memory, or the stop flag). */
+static uint64_t parse(pr_history_t *h, pr_frames_t *r, loaded_t *ls, uint64_t *next, damage_t *dmg,
+                      ids_t *tombs) {
+  uint64_t off = PR_HIST_HEADER_LEN;
   msgpack_unpacked inner;
   msgpack_unpacked_init(&inner);
-  while (off < len) {
-    size_t at;
+  while (off < r->size) {
+    uint64_t at;
     if (frame_hook) frame_hook(h->stop);
     if (stopped(h)) break; /* pr_history_load drops what was parsed */
-    if (!good_frame(p, len, off, &inner, &at)) {
+    if (!good_frame(r, off, &inner, &at)) {
       const char *body;
-      size_t blen, end = 0, probe;
-      int r = pr_frame_at(p, len, off, &body, &blen, &end);
+      size_t blen;
+      uint64_t end = 0, probe;
+      int fr = r->err ? -1 : pr_frames_at(r, off, &body, &blen, &end);
       /* framing intact, payload damaged: trust it only if a good frame (or the end) follows */
-      if ((r == PR_FRAME_BADSUM || r == PR_FRAME_OK) &&
-          (end == len || good_frame(p, len, end, &inner, &probe)))
+      if ((fr == PR_FRAME_BADSUM || fr == PR_FRAME_OK) &&
+          (end == r->size || good_frame(r, end, &inner, &probe)))
         at = end;
       else
-        for (at = off + 1; at < len && !good_frame(p, len, at, &inner, &probe);) at++;
-      if (at >= len) { /* nothing good after it: a damaged tail */
+        for (at = off + 1; at < r->size && !r->err && !good_frame(r, at, &inner, &probe);) at++;
+      if (r->err) break;
+      if (at >= r->size) { /* nothing good after it: a damaged tail */
         dmg->torn_at = off;
-        dmg->torn_bytes = len - off;
-        dmg->torn_short = r == PR_FRAME_SHORT;
+        dmg->torn_bytes = r->size - off;
+        dmg->torn_short = fr == PR_FRAME_SHORT;
         break;
       }
       if (dmg->nbad++ == 0) dmg->first_bad = off;
@@ -276,6 +285,8 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
       continue;
     }
     const msgpack_object *m = &inner.data;
+    h->fbuf = r->buf; /* where the tails in m are: loaded_record */
+    h->fbase = r->base;
     char *k = get_str(m, "k");
     char kind = k && strlen(k) == 1 ? k[0] : 0;
     free(k);
@@ -318,9 +329,28 @@ static size_t parse(pr_history_t *h, const char *p, size_t len, loaded_t *ls, ui
   return off;
 }
 
-/* Keep the damaged file as it was in "<path>.damaged-N" (the first free N).
- * Returns the malloc'd name, or NULL (errno set) when no copy could be made. */
-static char *keep_copy(const pr_history_t *h, const char *p, size_t len) {
+/* Copy the first len bytes of file `from` to `to` (a chunk at a time).
+ * Returns 0 or a negative errno. */
+static int copy_file(int from, int to, uint64_t len) {
+  size_t cap = PR_FRAMES_CHUNK;
+  char *b = malloc(cap);
+  int rc = b ? 0 : -ENOMEM;
+  for (uint64_t off = 0; rc == 0 && off < len;) {
+    ssize_t k = pread(from, b, len - off < cap ? (size_t)(len - off) : cap, (off_t)off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) rc = -errno;
+    if (k <= 0) break; /* the file is shorter now: what it has is copied */
+    rc = pr_hist_write_all(to, b, (size_t)k);
+    off += (uint64_t)k;
+  }
+  free(b);
+  return rc;
+}
+
+/* Keep the damaged file (its first len bytes: all the load read) as it was
+ * in "<path>.damaged-N" (the first free N). Returns the malloc'd name, or
+ * NULL (errno set) when no copy could be made. */
+static char *keep_copy(const pr_history_t *h, uint64_t len) {
   size_t n = strlen(h->path) + 32;
   char *name = malloc(n);
   if (name == NULL) return NULL;
@@ -329,7 +359,7 @@ static char *keep_copy(const pr_history_t *h, const char *p, size_t len) {
     int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0) break;
-    int rc = pr_hist_write_all(fd, p, len);
+    int rc = copy_file(h->fd, fd, len);
     if (rc == 0 && fsync(fd) != 0) rc = -errno;
     close(fd);
     if (rc == 0) return name;
@@ -442,20 +472,23 @@ static void load_other(pr_history_t *h, unsigned k, const char *path, loaded_t *
   int live = fd >= 0 && slot_live(file);
   free(file);
   if (fd < 0) return;
-  size_t len = 0;
-  char *p = pr_frame_read_file(fd, &len, h->stop);
+  pr_frames_t r;
+  size_t have = 0;
+  int opened = pr_frames_open(&r, fd, 0, h->stop) == 0;
+  const char *p = opened ? pr_frames_bytes(&r, 0, PR_HIST_HEADER_LEN, &have) : NULL;
   pr_backing_t *bk = pr_backing_new(fd); /* its records' tails are read from it */
-  if (p == NULL || len < PR_HIST_HEADER_LEN || memcmp(p, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0) {
-    free(p);
+  if (p == NULL || have < PR_HIST_HEADER_LEN ||
+      memcmp(p, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0) {
+    if (opened) pr_frames_close(&r);
     pr_backing_unref(bk);
     return;
   }
-  pr_history_t o = {.j = h->j, .o = h->o, .slot = k, .stop = h->stop, .fbuf = p, .bk = bk};
+  pr_history_t o = {.j = h->j, .o = h->o, .slot = k, .stop = h->stop, .bk = bk};
   loaded_t mine = {0};
   damage_t dmg = {0};
   uint64_t next = 0;
-  parse(&o, p, len, &mine, &next, &dmg, tombs);
-  free(p);
+  parse(&o, &r, &mine, &next, &dmg, tombs);
+  pr_frames_close(&r);
   pr_backing_unref(bk); /* the rings that read it hold their own references */
   for (size_t i = 0; i < mine.n; i++) {
     pr_loaded_t *l = &mine.v[i];
@@ -644,9 +677,8 @@ static int give_up_load(pr_history_t *h, const char *why) {
 
 /* The load was stopped (the engine closes): drop what was read; the file is
  * left as it is and only appended to (h->partial) for the rest of the session. */
-static int halt(pr_history_t *h, char *p, loaded_t *ls, ids_t *tombs) {
+static int halt(pr_history_t *h, loaded_t *ls, ids_t *tombs) {
   struct stat st;
-  free(p);
   free(tombs->v);
   pr_history_loaded_free(ls->v, ls->n);
   if (fstat(h->fd, &st) == 0) h->size = (uint64_t)st.st_size;
@@ -664,35 +696,45 @@ int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint
   h->stop = stop;
   loaded_t ls = {0};
   ids_t tombs = {0};
-  size_t len = 0;
-  char *p = pr_frame_read_file(h->fd, &len, stop);
-  if (p == NULL && stopped(h)) return halt(h, NULL, &ls, &tombs);
-  if (p == NULL) return give_up_load(h, "cannot read it");
-  if (len >= PR_HIST_HEADER_LEN ? memcmp(p, PR_HIST_HEADER, PR_HIST_HEADER_LEN) != 0
-                                : memcmp(p, PR_HIST_HEADER, len) != 0) {
-    free(p);
+  pr_frames_t r;
+  size_t have = 0;
+  if (pr_frames_open(&r, h->fd, 0, stop) != 0) return give_up_load(h, "cannot read it");
+  const char *p = r.size ? pr_frames_bytes(&r, 0, PR_HIST_HEADER_LEN, &have) : "";
+  if (p == NULL) {
+    pr_frames_close(&r);
+    if (stopped(h)) return halt(h, &ls, &tombs);
+    return give_up_load(h, "cannot read it");
+  }
+  uint64_t len = r.size; /* what the file holds, as far as it could be read */
+  if (memcmp(p, PR_HIST_HEADER, len < PR_HIST_HEADER_LEN ? (size_t)len : PR_HIST_HEADER_LEN)) {
+    pr_frames_close(&r);
     return give_up_load(h, "not a proctor history file (left alone)");
   }
-  uint64_t next = 1;
-  size_t good = PR_HIST_HEADER_LEN;
+  uint64_t next = 1, good = PR_HIST_HEADER_LEN;
   int damaged = 0;
   if (len < PR_HIST_HEADER_LEN) { /* new, or torn while its header was written */
-    if (ftruncate(h->fd, 0) != 0 || pr_hist_write_all(h->fd, PR_HIST_HEADER, PR_HIST_HEADER_LEN)) {
-      free(p);
+    pr_frames_close(&r);
+    if (ftruncate(h->fd, 0) != 0 || pr_hist_write_all(h->fd, PR_HIST_HEADER, PR_HIST_HEADER_LEN))
       return give_up_load(h, "cannot write it");
-    }
   } else {
     damage_t dmg = {0};
     int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0); /* this file as it is now, for the tails */
     h->bk = fd >= 0 ? pr_backing_new(fd) : NULL;
-    h->fbuf = p;
-    good = parse(h, p, len, &ls, &next, &dmg, &tombs);
+    good = parse(h, &r, &ls, &next, &dmg, &tombs);
+    len = r.size;
+    int err = r.err;
+    pr_frames_close(&r);
     pr_backing_unref(h->bk); /* the rings that read it hold their own references */
     h->bk = NULL;
     h->fbuf = NULL;
-    if (stopped(h)) return halt(h, p, &ls, &tombs); /* nothing repaired, nothing written */
+    if (stopped(h)) return halt(h, &ls, &tombs); /* nothing repaired, nothing written */
+    if (err) { /* out of memory part way: nothing repaired, nothing written */
+      free(tombs.v);
+      pr_history_loaded_free(ls.v, ls.n);
+      return give_up_load(h, "cannot read it (out of memory)");
+    }
     if (dmg.nbad || dmg.torn_bytes) { /* never cut or rewrite a damaged file without a copy */
-      char *copy = keep_copy(h, p, len);
+      char *copy = keep_copy(h, len);
       warn_damage(h, &dmg, copy, errno);
       if (copy == NULL) { /* left as it is: the next load skips the same damage again */
         good = len;
@@ -702,16 +744,14 @@ int pr_history_load(pr_history_t *h, pr_loaded_t **loaded, size_t *nloaded, uint
       free(copy);
     }
     if (good < len && ftruncate(h->fd, (off_t)good) != 0) {
-      free(p);
       free(tombs.v);
       pr_history_loaded_free(ls.v, ls.n);
       return give_up_load(h, "cannot truncate its torn tail");
     }
   }
-  free(p);
   h->size = good;
   size_t dropped = merge_others(h, h->base, &ls, &tombs);
-  if (stopped(h)) return halt(h, NULL, &ls, &tombs);
+  if (stopped(h)) return halt(h, &ls, &tombs);
   free(tombs.v);
   h->stop = NULL;
   if (h->max_id + 1 > next) next = h->max_id + 1;

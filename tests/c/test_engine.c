@@ -25,6 +25,8 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include <msgpack.h>
+
 #include "include/proctor_test.h" /* pr_test_hold_events: stall the engine's thread */
 #include "tap.h"
 
@@ -1666,6 +1668,311 @@ static void test_output_read_on_host(void) {
   rm_dir(dir);
 }
 
+/* ---- the history load in bounded chunks --------------------------------------------- */
+
+/* A history frame ([fnv1a32(payload), bin payload], store/history.h) of the
+ * map packed in b, appended to f. */
+static void hist_frame(msgpack_sbuffer *f, const msgpack_sbuffer *b) {
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, f, msgpack_sbuffer_write);
+  uint32_t sum = 2166136261u;
+  for (size_t i = 0; i < b->size; i++) sum = (sum ^ (unsigned char)b->data[i]) * 16777619u;
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_uint32(&pk, sum);
+  msgpack_pack_bin(&pk, b->size);
+  msgpack_pack_bin_body(&pk, b->data, b->size);
+}
+
+static void mp_str(msgpack_packer *pk, const char *s) {
+  msgpack_pack_str(pk, strlen(s));
+  msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+/* Record id's stdout tail as the test writes it: n bytes, "id-<id>:" then letters. */
+static char *hist_tail(uint64_t id, size_t n) {
+  char *t = malloc(n + 1), head[32];
+  int k = snprintf(head, sizeof(head), "id-%llu:", (unsigned long long)id);
+  for (size_t i = 0; i < n; i++) t[i] = i < (size_t)k ? head[i] : (char)('a' + (i * 7 + id) % 26);
+  return t;
+}
+
+/* A start ('s') or end ('e', completed with exit id % 7 and `tail` bytes of
+ * stdout) frame of record id, laid out as the engine writes it (k, id first). */
+static void hist_record(msgpack_sbuffer *f, uint64_t id, char kind, size_t tail) {
+  msgpack_sbuffer b;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+  char arg[32];
+  snprintf(arg, sizeof(arg), "run-%llu", (unsigned long long)id);
+  uint64_t t = now_ms() - 100000 + id;
+  msgpack_pack_map(&pk, kind == 'e' ? 10 : 4);
+  mp_str(&pk, "k");
+  mp_str(&pk, kind == 'e' ? "e" : "s");
+  mp_str(&pk, "id");
+  msgpack_pack_uint64(&pk, id);
+  mp_str(&pk, "cmd");
+  msgpack_pack_array(&pk, 2);
+  mp_str(&pk, "echo");
+  mp_str(&pk, arg);
+  mp_str(&pk, "cwd");
+  mp_str(&pk, "/");
+  if (kind == 'e') {
+    char *data = hist_tail(id, tail);
+    mp_str(&pk, "state");
+    mp_str(&pk, "completed");
+    mp_str(&pk, "reason");
+    mp_str(&pk, "exit");
+    mp_str(&pk, "exit");
+    msgpack_pack_uint64(&pk, id % 7);
+    mp_str(&pk, "started");
+    msgpack_pack_uint64(&pk, t);
+    mp_str(&pk, "ended");
+    msgpack_pack_uint64(&pk, t + 1);
+    mp_str(&pk, "out");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_uint64(&pk, PR_STDOUT);
+    msgpack_pack_uint64(&pk, 2 * tail);
+    msgpack_pack_bin(&pk, tail);
+    msgpack_pack_bin_body(&pk, data, tail);
+    free(data);
+  }
+  hist_frame(f, &b);
+  msgpack_sbuffer_destroy(&b);
+}
+
+/* A tombstone ('d') of one id, or the next id ('n', id = next). */
+static void hist_mark(msgpack_sbuffer *f, char kind, uint64_t id) {
+  msgpack_sbuffer b;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  mp_str(&pk, "k");
+  mp_str(&pk, kind == 'd' ? "d" : "n");
+  if (kind == 'd') {
+    mp_str(&pk, "ids");
+    msgpack_pack_array(&pk, 1);
+  } else {
+    mp_str(&pk, "next");
+  }
+  msgpack_pack_uint64(&pk, id);
+  hist_frame(f, &b);
+  msgpack_sbuffer_destroy(&b);
+}
+
+static int put_file(const char *path, const char *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(p, 1, n, f) == n;
+  return f && fclose(f) == 0 && ok;
+}
+
+static char *get_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  char *p = NULL;
+  *n = 0;
+  if (f && fseek(f, 0, SEEK_END) == 0) {
+    long k = ftell(f);
+    p = k >= 0 ? malloc((size_t)k + 1) : NULL;
+    rewind(f);
+    if (p) *n = fread(p, 1, (size_t)k, f);
+  }
+  if (f) fclose(f);
+  return p;
+}
+
+/* Our slot's file: records 1 (a 5,000-byte tail), 2 (a start only: host_lost),
+ * 3 (deleted by the tombstone after it), 4 (one byte of its tail flipped: a
+ * checksum that fails, a good frame after it), 5 (a 20,000-byte tail), 37
+ * bytes that are no frame, 6 (deleted by the other slot's tombstone), 20..39
+ * (1,500 bytes each), the next id 50, and record 7 cut in half (a torn
+ * tail). Slot 1's file: record 1000000001 and a tombstone of our 6. */
+static char *damaged_history(size_t *n, char **other, size_t *nother) {
+  msgpack_sbuffer f;
+  msgpack_sbuffer_init(&f);
+  msgpack_sbuffer_write(&f, "\xb1proctor-history/1", 18);
+  hist_record(&f, 1, 'e', 5000);
+  hist_record(&f, 2, 's', 0);
+  hist_record(&f, 3, 'e', 10);
+  hist_mark(&f, 'd', 3);
+  hist_record(&f, 4, 'e', 3000);
+  f.data[f.size - 1] ^= 0x20; /* the last byte of its tail */
+  hist_record(&f, 5, 'e', 20000);
+  msgpack_sbuffer_write(&f, "this is no frame at all, 37 bytes....", 37);
+  hist_record(&f, 6, 'e', 100);
+  for (uint64_t id = 20; id < 40; id++) hist_record(&f, id, 'e', 1500);
+  hist_mark(&f, 'n', 50);
+  size_t cut = f.size;
+  hist_record(&f, 7, 'e', 500);
+  f.size = cut + (f.size - cut) / 2;
+  msgpack_sbuffer o;
+  msgpack_sbuffer_init(&o);
+  msgpack_sbuffer_write(&o, "\xb1proctor-history/1", 18);
+  hist_record(&o, 1000000001, 'e', 4000);
+  hist_mark(&o, 'd', 6);
+  *other = o.data;
+  *nother = o.size;
+  *n = f.size;
+  return f.data;
+}
+
+/* What one load of the damaged history gave, as text: every record (id,
+ * state, reason, exit code, argument, its stdout tail's length and first
+ * bytes), whether each tail is the bytes written, the warnings, the id of a
+ * start after the load, and whether "<file>.damaged-1" is the file as it was.
+ * *peak: the largest read buffer the load held. NULL when an engine could
+ * not be made. */
+static char *load_damaged(const char *path, const char *orig, size_t n, size_t chunk,
+                          size_t *peak) {
+  char copy[400];
+  snprintf(copy, sizeof(copy), "%s.damaged-1", path);
+  unlink(copy);
+  if (!put_file(path, orig, n)) return NULL;
+  pr_engine_opts_t opts = {.history_file = path};
+  pr_engine_t *e;
+  pr_test_history_chunk(chunk);
+  if (pr_engine_new(&opts, &e) != 0) return NULL;
+  size_t cap = 1 << 16, len = 0, nrec = 0;
+  char *s = malloc(cap);
+  s[0] = 0;
+  pr_record_t **v;
+  if (pr_engine_list(e, 0, -1, &v, &nrec) == 0) {
+    for (size_t i = 0; i < nrec; i++) {
+      pr_record_t *r = v[i];
+      char *data = NULL;
+      size_t dl = 0;
+      uint64_t next, missed;
+      pr_engine_read(e, r->id, 0, PR_STDOUT, 0, 1 << 20, &data, &dl, &next, &missed, NULL);
+      char *want = hist_tail(r->id, dl);
+      len += (size_t)snprintf(s + len, cap - len, "%llu %s %s %d %s tail %zu %.12s %s\n",
+                              (unsigned long long)r->id, pr_state_name(r->state),
+                              r->reason ? r->reason : "-", r->exit_code,
+                              r->argc > 1 ? r->argv[1] : "-", dl, data ? data : "",
+                              dl == 0 || memcmp(data, want, dl) == 0 ? "same" : "DIFFERENT");
+      free(want);
+      free(data);
+    }
+    pr_records_free(v, nrec);
+  }
+  char **w = NULL;
+  size_t nw = 0;
+  pr_engine_warnings(e, &w, &nw);
+  for (size_t i = 0; i < nw; i++) {
+    len += (size_t)snprintf(s + len, cap - len, "warning: %s\n", w[i]);
+    free(w[i]);
+  }
+  free(w);
+  const char *argv[] = {"true"};
+  pr_spec_t sp = {.argv = argv, .argc = 1, .kill_grace_ms = -1, .hold = 1};
+  uint64_t id = 0;
+  pr_engine_start(e, &sp, &id);
+  pr_engine_cancel(e, id, 0, 1, NULL);
+  pr_engine_free(e);
+  *peak = pr_test_history_chunk(0);
+  size_t cl = 0;
+  char *c = get_file(copy, &cl);
+  snprintf(s + len, cap - len, "next id %llu; the copy %s\n", (unsigned long long)id,
+           c && cl == n && memcmp(c, orig, n) == 0 ? "is the file as it was" : "DIFFERS");
+  free(c);
+  return s;
+}
+
+/* The load reads its files in chunks (pr_test_history_chunk): with chunks
+ * of 1, 15, 100 and 4096 bytes (frames that cross a chunk's end, frames
+ * bigger than a chunk: 5,000 and 20,000 bytes of tail, a corrupt frame and
+ * garbage in the middle, a torn last frame, tombstones of both slots, the
+ * next id, another slot's file) it loads exactly what one read of the whole
+ * file loads, and that is the records written, less the deleted and the
+ * damaged ones. */
+static void test_history_load_in_chunks(void) {
+  char dir[256], path[300], other_path[310];
+  CHECK(private_dir(dir, sizeof(dir)));
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  snprintf(other_path, sizeof(other_path), "%s.1", path);
+  size_t n, no, peak;
+  char *other, *orig = damaged_history(&n, &other, &no);
+  int ok = put_file(other_path, other, no);
+  char *whole = ok ? load_damaged(path, orig, n, 0, &peak) : NULL;
+  size_t chunks[] = {1, 15, 100, 4096}, bad = 0;
+  char *got = NULL;
+  for (size_t i = 0; i < sizeof(chunks) / sizeof(*chunks) && whole && bad == 0; i++) {
+    free(got);
+    got = load_damaged(path, orig, n, chunks[i], &peak);
+    if (got == NULL || strcmp(got, whole) != 0) bad = chunks[i];
+  }
+  size_t nrec = 0;
+  for (const char *p = whole; p && (p = strstr(p, " tail ")); p++) nrec++;
+  free(orig);
+  free(other);
+  rm_dir(dir);
+  int known = whole && strstr(whole, "1 completed exit 1 run-1 tail 5000 id-1:") &&
+              strstr(whole, "\n2 failed host_lost") &&
+              strstr(whole, "\n5 completed exit 5 run-5 tail 20000") &&
+              strstr(whole, "\n39 completed exit 4 run-39 tail 1500") &&
+              strstr(whole, "\n1000000001 completed exit 0 run-1000000001 tail 4000") &&
+              !strstr(whole, "DIFFERENT") && nrec == 24 &&
+              strstr(whole, "2 corrupt stretch(es) skipped") && strstr(whole, "torn record at") &&
+              strstr(whole, "next id 50; the copy is the file as it was");
+  char why[400] = "";
+  size_t d = 0; /* where the two first differ */
+  while (got && whole && got[d] && got[d] == whole[d]) d++;
+  if (!known) snprintf(why, sizeof(why), "(%zu records) %.300s", nrec, whole ? whole : "");
+  else if (bad)
+    snprintf(why, sizeof(why), "...%.150s, one read ...%.150s", got ? got + d : "(no engine)",
+             whole + d);
+  free(got);
+  free(whole);
+  CHECK(ok && nrec);
+  CHECKF(known, "one read of the whole file loaded %s", why);
+  CHECKF(bad == 0, "in chunks of %zu bytes the load gave %s", bad, why);
+}
+
+/* The load holds at most a chunk of a file, or one good frame bigger than a
+ * chunk, in memory at once, however big the file: in chunks of 4 KiB the
+ * ~61 KB damaged history is read with no buffer over its biggest frame
+ * (~20,100 bytes). So is the same file where that frame's length was
+ * damaged to claim most of the rest of the file: its checksum is found
+ * wrong without holding the bytes it claims, and the load finds what one
+ * read of the whole file finds. */
+static void test_history_load_memory_bounded(void) {
+  char dir[256], path[300], other_path[310];
+  CHECK(private_dir(dir, sizeof(dir)));
+  snprintf(path, sizeof(path), "%s/history.mpk", dir);
+  snprintf(other_path, sizeof(other_path), "%s.1", path);
+  size_t n, no, peak = 0, peak2 = 0, at = 0;
+  char *other, *orig = damaged_history(&n, &other, &no);
+  int ok = put_file(other_path, other, no);
+  char *got = ok ? load_damaged(path, orig, n, 4096, &peak) : NULL;
+  /* record 5's frame: 0x92, 0xce + 4 bytes of checksum, 0xc5 + 2 bytes of length */
+  for (size_t i = 0; i + 8 < n && !at; i++)
+    if (memcmp(orig + i, "\x92\xce", 2) == 0 && orig[i + 6] == (char)0xc5 &&
+        memcmp(orig + i + 9 + 5, "\xa2id\x05", 4) == 0)
+      at = i;
+  size_t claim = at ? (n - at - 9 - 100) & 0xffff : 0;
+  if (at) {
+    orig[at + 7] = (char)(claim >> 8);
+    orig[at + 8] = (char)claim;
+  }
+  char *whole = at && ok ? load_damaged(path, orig, n, 0, &(size_t){0}) : NULL;
+  char *got2 = at && ok ? load_damaged(path, orig, n, 4096, &peak2) : NULL;
+  int same = whole && got2 && strcmp(whole, got2) == 0 && !strstr(whole, "\n5 completed");
+  free(orig);
+  free(other);
+  free(got);
+  free(got2);
+  free(whole);
+  rm_dir(dir);
+  CHECK(ok && got);
+  CHECKF(peak > 0 && peak <= 20000 + 256,
+         "the load held %zu bytes of a %zu-byte file at once (its biggest frame: ~20,100)", peak,
+         n);
+  CHECKF(at && claim > 40000, "record 5's frame at %zu, its length made to claim %zu", at, claim);
+  CHECKF(same, "the damaged length: chunks and one read loaded the same %d", same);
+  CHECKF(peak2 > 0 && peak2 <= 20000 + 256,
+         "with a length claiming %zu bytes the load held %zu bytes at once", claim, peak2);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_table);
@@ -1691,6 +1998,8 @@ int main(int argc, char **argv) {
   RUN(test_history_start_during_load);
   RUN(test_close_stops_history_load);
   RUN(test_loaded_tails_read_from_file);
+  RUN(test_history_load_in_chunks);
+  RUN(test_history_load_memory_bounded);
   RUN(test_secret_source_bounds);
   RUN(test_target_idle_close);
   RUN(test_link_gone_before_first_send);
