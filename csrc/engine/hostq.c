@@ -57,22 +57,29 @@ static size_t ev_bytes(const pr_event_t *ev) {
 /* ---- the queue (engine thread pushes, host pops) ------------------------------------ */
 
 /* Past PR_HOST_EVENTS_BYTES (a host that does not poll), a state event
- * drops its record (the host reads it with pr_engine_get) and replaces the
- * state event of its execution still queued, if any: at the tail, behind the
- * output pushed meanwhile, with the `prev` the host has not seen yet. A
- * terminal event is never replaced (it is an execution's last). */
+ * replaces the state event of its execution still queued, if any: at the
+ * tail, behind the output pushed meanwhile, with the `prev` the host has not
+ * seen yet. A terminal event is never replaced (it is an execution's last).
+ * The new event keeps its record (the latest: never the replaced one's) when
+ * the replaced event had one, whose place it takes (two records of one
+ * execution differ by a few strings), or when it still fits under the bound;
+ * else it comes without (the host reads it with pr_engine_get). */
 static void bound_state(pr_hostq_t *q, pr_event_t *ev) {
-  pr_event_t *old = pr_idmap_get(&q->states, ev->id);
   if (q->bytes + ev_bytes(ev) <= PR_HOST_EVENTS_BYTES) return;
+  pr_event_t *old = pr_idmap_get(&q->states, ev->id);
+  int had = 0;
+  if (old != NULL && !pr_state_terminal(old->state)) {
+    had = old->record != NULL;
+    ev->prev = old->prev;
+    pr_queue_remove((pr_queue_t *)old->priv);
+    q->nevents--;
+    q->bytes -= ev_bytes(old);
+    pr_idmap_del(&q->states, ev->id);
+    pr_event_free(old);
+  }
+  if (had || q->bytes + ev_bytes(ev) <= PR_HOST_EVENTS_BYTES) return;
   pr_record_free(ev->record);
   ev->record = NULL;
-  if (old == NULL || pr_state_terminal(old->state)) return;
-  ev->prev = old->prev;
-  pr_queue_remove((pr_queue_t *)old->priv);
-  q->nevents--;
-  q->bytes -= ev_bytes(old);
-  pr_idmap_del(&q->states, ev->id);
-  pr_event_free(old);
 }
 
 static void push(pr_hostq_t *q, pr_event_t *ev) {
@@ -171,8 +178,10 @@ static void on_state(void *arg, const pr_state_info_t *st) {
   ev->signal = st->signal;
   ev->pid = st->pid;
   /* the record an on_exit gets comes with the event: the host's drain never
-   * waits for this thread (which may be busy starting a fan-out) to ask for it */
-  if (pr_state_terminal(st->state)) ev->record = pr_exec_snapshot(st->x);
+   * waits for this thread (which may be busy starting a fan-out) to ask for
+   * it; and so does any state's, when the host asked (pr_hostq_records) */
+  if (pr_state_terminal(st->state) || __atomic_load_n(&q->records, __ATOMIC_ACQUIRE))
+    ev->record = pr_exec_snapshot(st->x);
   push(q, ev);
 }
 
@@ -253,6 +262,10 @@ void pr_hostq_destroy(pr_hostq_t *q) {
 }
 
 /* ---- host thread ---------------------------------------------------------------------- */
+
+int pr_hostq_records(pr_hostq_t *q, int on) {
+  return __atomic_exchange_n(&q->records, on ? 1 : 0, __ATOMIC_ACQ_REL);
+}
 
 /* The marker for the bytes an uncapped take left in `ev`'s ring (the ring's
  * marker flag is still set), or NULL when out of memory. */
