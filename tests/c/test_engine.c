@@ -940,6 +940,55 @@ static void test_host_queue_records_coalesced(void) {
          bytes, n + 1);
 }
 
+/* A host that does not poll while executions with output end and the
+ * registry drops them (history_limit 5): a queued output marker held its
+ * ring, the bytes outside the bound of events not polled (300 x 64 KiB, 19
+ * MiB, with no end). A marker gives its ring up when its execution leaves,
+ * keeping what fits under PR_HOST_EVENTS_BYTES (at least one byte; the rest
+ * counts as missed), and a poll still accounts for every byte of each
+ * execution once, delivered or missed. */
+static void test_host_queue_output_of_removed(void) {
+  enum { N = 300, B = 65536, KEEP = 5 };
+  pr_engine_opts_t o = {.history_limit = KEEP};
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(&o, &e));
+  const char *argv[] = {"head", "-c", "65536", "/dev/zero"};
+  pr_spec_t s = {.argv = argv, .argc = 4, .kill_grace_ms = -1};
+  uint64_t first = 0, id = 0;
+  for (int i = 0; i < N; i++) {
+    CHECK_OK(pr_engine_start(e, &s, &id));
+    if (first == 0) first = id;
+    if (i % 50 == 49) state_when(e, id, pr_state_terminal); /* at most 50 processes at once */
+  }
+  size_t held = 0, bytes = 0;
+  pr_test_events_held(e, &held, &bytes);
+  uint64_t got[N] = {0};
+  size_t delivered = 0;
+  pr_event_t *evs[256];
+  for (size_t k; (k = pr_engine_poll(e, evs, 256, 0)) > 0;) {
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_OUTPUT && ev->id >= first && ev->id < first + N) {
+        got[ev->id - first] += ev->len + ev->missed;
+        delivered += ev->len;
+      }
+      pr_event_free(ev);
+    }
+  }
+  pr_engine_free(e);
+  int whole = 0;
+  for (int i = 0; i < N; i++) whole += got[i] == B;
+  printf(
+      "# output of removed executions, not polled: %zu events hold %zu bytes (rings included) "
+      "for %d x %d bytes; %zu delivered\n",
+      held, bytes, N, B, delivered);
+  CHECKF(bytes <= PR_HOST_EVENTS_BYTES + (size_t)KEEP * B + (size_t)N * 1024,
+         "%zu events hold %zu bytes with their rings (bound %zu, %d records kept)", held, bytes,
+         PR_HOST_EVENTS_BYTES, KEEP);
+  CHECKF(whole == N, "%d of %d executions' bytes all accounted for (delivered or missed)", whole,
+         N);
+}
+
 /* The engine's sendmsg (base/wire.c), interposed for one test: while
  * hold_spawn_send is set, a SPAWN from the engine waits until the far end of
  * its socket is gone (POLLHUP: the link or shepherd exited), as a loaded
@@ -1682,6 +1731,7 @@ int main(int argc, char **argv) {
   RUN(test_reaper_slow_or_hung);
   RUN(test_host_queue_bounded);
   RUN(test_host_queue_records_coalesced);
+  RUN(test_host_queue_output_of_removed);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);
