@@ -227,8 +227,9 @@ static void deliver(pr_hostq_t *q, pr_event_type_t type, pr_wmsg_t *m) {
  * queued for one of its streams gives its ring up, else the ring's bytes
  * (up to output_limit each) would stay alive outside PR_HOST_EVENTS_BYTES
  * for as long as the host does not poll, one ring per execution that ended.
- * The event takes the last bytes that fit under the bound (at least one) and
- * the rest counts as missed: nothing of the execution can be read again. */
+ * The event takes the last bytes that fit under the bound (at least one, at
+ * most PR_TAKE_CHUNK) and the rest counts as missed: nothing of the
+ * execution can be read again. */
 static void on_removed(void *arg, const pr_exec_t *x) {
   pr_hostq_t *q = arg;
   pthread_mutex_lock(&q->mu);
@@ -239,6 +240,7 @@ static void on_removed(void *arg, const pr_exec_t *x) {
     size_t had = ev_bytes(ev), room = 1;
     if (q->bytes < PR_HOST_EVENTS_BYTES && PR_HOST_EVENTS_BYTES - q->bytes > room)
       room = PR_HOST_EVENTS_BYTES - q->bytes;
+    if (room > PR_TAKE_CHUNK) room = PR_TAKE_CHUNK; /* an uncapped poll's most per event */
     int resume;
     if (pr_ring_take_tail(r, room, &ev->data, &ev->len, &ev->offset, &ev->missed, &resume) != 0)
       ev->data = NULL, ev->len = 0, ev->missed = 0; /* freed by the poll that finds it */

@@ -123,7 +123,7 @@
 ---@field data string
 ---@field offset integer absolute offset of data's first byte in the stream
 ---@field missed integer bytes skipped before data
----@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread
+---@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread (none once the execution left the registry)
 
 --- An output event's (or eng:read's) handle on its stream's ring buffer (|proctor-core-ring|).
 ---@class proctor.OutputRing
