@@ -593,6 +593,8 @@ int pr_engine_wait(pr_engine_t *e, int timeout_ms) {
 
 void pr_engine_flush(pr_engine_t *e) { pr_control_flush(&e->ctl); }
 
+int pr_engine_state_records(pr_engine_t *e, int on) { return pr_hostq_records(&e->hq, on); }
+
 uint64_t pr_engine_wakeups(pr_engine_t *e) { return pr_control_wakeups(&e->ctl); }
 
 int pr_engine_history_loading(pr_engine_t *e) {

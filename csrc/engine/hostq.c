@@ -57,23 +57,33 @@ static size_t ev_bytes(const pr_event_t *ev) {
 /* ---- the queue (engine thread pushes, host pops) ------------------------------------ */
 
 /* Past PR_HOST_EVENTS_BYTES (a host that does not poll), a state event
- * drops its record (the host reads it with pr_engine_get) and replaces the
- * state event of its execution still queued, if any: at the tail, behind the
- * output pushed meanwhile, with the `prev` the host has not seen yet. A
- * terminal event is never replaced (it is an execution's last). */
+ * replaces the state event of its execution still queued, if any: at the
+ * tail, behind the output pushed meanwhile, with the `prev` the host has not
+ * seen yet. A terminal event is never replaced (it is an execution's last).
+ * The new event keeps its record (the latest: never the replaced one's) when
+ * the replaced event had one, whose place it takes (two records of one
+ * execution differ by a few strings), or when it still fits under the bound;
+ * else it comes without (the host reads it with pr_engine_get). */
 static void bound_state(pr_hostq_t *q, pr_event_t *ev) {
-  pr_event_t *old = pr_idmap_get(&q->states, ev->id);
   if (q->bytes + ev_bytes(ev) <= PR_HOST_EVENTS_BYTES) return;
+  pr_event_t *old = pr_idmap_get(&q->states, ev->id);
+  int had = 0;
+  if (old != NULL && !pr_state_terminal(old->state)) {
+    had = old->record != NULL;
+    ev->prev = old->prev;
+    pr_queue_remove((pr_queue_t *)old->priv);
+    q->nevents--;
+    q->bytes -= ev_bytes(old);
+    pr_idmap_del(&q->states, ev->id);
+    pr_event_free(old);
+  }
+  if (had || q->bytes + ev_bytes(ev) <= PR_HOST_EVENTS_BYTES) return;
   pr_record_free(ev->record);
   ev->record = NULL;
-  if (old == NULL || pr_state_terminal(old->state)) return;
-  ev->prev = old->prev;
-  pr_queue_remove((pr_queue_t *)old->priv);
-  q->nevents--;
-  q->bytes -= ev_bytes(old);
-  pr_idmap_del(&q->states, ev->id);
-  pr_event_free(old);
 }
+
+/* The key of an output marker in q->outputs: its execution and stream. */
+static uint64_t out_key(const pr_event_t *ev) { return ev->id * PR_NSTREAM + (uint64_t)ev->stream; }
 
 static void push(pr_hostq_t *q, pr_event_t *ev) {
   pr_queue_t *node = (pr_queue_t *)ev->priv;
@@ -81,6 +91,8 @@ static void push(pr_hostq_t *q, pr_event_t *ev) {
   if (ev->type == PR_EV_STATE) {
     bound_state(q, ev);
     pr_idmap_put(&q->states, ev->id, ev); /* out of memory: no coalescing for it */
+  } else if (ev->type == PR_EV_OUTPUT) {
+    pr_idmap_put(&q->outputs, out_key(ev), ev); /* out of memory: it keeps its ring */
   }
   int was_empty = pr_queue_empty(&q->events);
   pr_queue_push(&q->events, node);
@@ -100,6 +112,8 @@ static void taken(pr_hostq_t *q, pr_event_t *ev) {
   q->bytes -= ev_bytes(ev);
   if (ev->type == PR_EV_STATE && pr_idmap_get(&q->states, ev->id) == ev)
     pr_idmap_del(&q->states, ev->id);
+  if (ev->type == PR_EV_OUTPUT && pr_idmap_get(&q->outputs, out_key(ev)) == ev)
+    pr_idmap_del(&q->outputs, out_key(ev));
 }
 
 /* Back on the queue after a poll (mu held), at `at`'s place. */
@@ -109,6 +123,8 @@ static void put_back(pr_hostq_t *q, pr_queue_t *first, pr_event_t *ev) {
   q->bytes += ev_bytes(ev);
   if (ev->type == PR_EV_STATE && pr_idmap_get(&q->states, ev->id) == NULL)
     pr_idmap_put(&q->states, ev->id, ev);
+  if (ev->type == PR_EV_OUTPUT && ev->ring && pr_idmap_get(&q->outputs, out_key(ev)) == NULL)
+    pr_idmap_put(&q->outputs, out_key(ev), ev);
 }
 
 /* ---- output markers ---------------------------------------------------------------- */
@@ -171,8 +187,10 @@ static void on_state(void *arg, const pr_state_info_t *st) {
   ev->signal = st->signal;
   ev->pid = st->pid;
   /* the record an on_exit gets comes with the event: the host's drain never
-   * waits for this thread (which may be busy starting a fan-out) to ask for it */
-  if (pr_state_terminal(st->state)) ev->record = pr_exec_snapshot(st->x);
+   * waits for this thread (which may be busy starting a fan-out) to ask for
+   * it; and so does any state's, when the host asked (pr_hostq_records) */
+  if (pr_state_terminal(st->state) || __atomic_load_n(&q->records, __ATOMIC_ACQUIRE))
+    ev->record = pr_exec_snapshot(st->x);
   push(q, ev);
 }
 
@@ -205,6 +223,34 @@ static void deliver(pr_hostq_t *q, pr_event_type_t type, pr_wmsg_t *m) {
   push(q, ev);
 }
 
+/* An execution leaves the registry (retention, delete, purge): a marker still
+ * queued for one of its streams gives its ring up, else the ring's bytes
+ * (up to output_limit each) would stay alive outside PR_HOST_EVENTS_BYTES
+ * for as long as the host does not poll, one ring per execution that ended.
+ * The event takes the last bytes that fit under the bound (at least one, at
+ * most PR_TAKE_CHUNK) and the rest counts as missed: nothing of the
+ * execution can be read again. */
+static void on_removed(void *arg, const pr_exec_t *x) {
+  pr_hostq_t *q = arg;
+  pthread_mutex_lock(&q->mu);
+  for (int i = 0; i < PR_NSTREAM; i++) {
+    pr_event_t *ev = pr_idmap_del(&q->outputs, x->id * PR_NSTREAM + (uint64_t)i);
+    if (ev == NULL || ev->ring == NULL) continue;
+    pr_ring_t *r = (pr_ring_t *)ev->ring;
+    size_t had = ev_bytes(ev), room = 1;
+    if (q->bytes < PR_HOST_EVENTS_BYTES && PR_HOST_EVENTS_BYTES - q->bytes > room)
+      room = PR_HOST_EVENTS_BYTES - q->bytes;
+    if (room > PR_TAKE_CHUNK) room = PR_TAKE_CHUNK; /* an uncapped poll's most per event */
+    int resume;
+    if (pr_ring_take_tail(r, room, &ev->data, &ev->len, &ev->offset, &ev->missed, &resume) != 0)
+      ev->data = NULL, ev->len = 0, ev->missed = 0; /* freed by the poll that finds it */
+    ev->ring = NULL;
+    pr_ring_unref(r);
+    q->bytes += ev_bytes(ev) - had;
+  }
+  pthread_mutex_unlock(&q->mu);
+}
+
 static void on_chunk(void *arg, pr_wmsg_t *m) { deliver(arg, PR_EV_CHUNK, m); }
 
 static void on_reply(void *arg, pr_wmsg_t *m) { deliver(arg, PR_EV_REPLY, m); }
@@ -225,6 +271,7 @@ int pr_hostq_init(pr_hostq_t *q, uv_loop_t *loop, void (*resume)(void *, uint64_
   pr_queue_init(&q->events);
   pr_queue_init(&q->deferred);
   pr_idmap_init(&q->states);
+  pr_idmap_init(&q->outputs);
   q->resume = resume;
   q->resume_arg = arg;
   q->listener = (pr_listener_t){.state = on_state,
@@ -232,6 +279,7 @@ int pr_hostq_init(pr_hostq_t *q, uv_loop_t *loop, void (*resume)(void *, uint64_
                                 .worker = on_worker,
                                 .chunk = on_chunk,
                                 .reply = on_reply,
+                                .removed = on_removed,
                                 .arg = q};
   return 0;
 }
@@ -248,11 +296,16 @@ void pr_hostq_destroy(pr_hostq_t *q) {
     pr_event_free((pr_event_t *)(void *)n);
   }
   pr_idmap_destroy(&q->states);
+  pr_idmap_destroy(&q->outputs);
   close(q->wakefd);
   pthread_mutex_destroy(&q->mu);
 }
 
 /* ---- host thread ---------------------------------------------------------------------- */
+
+int pr_hostq_records(pr_hostq_t *q, int on) {
+  return __atomic_exchange_n(&q->records, on ? 1 : 0, __ATOMIC_ACQ_REL);
+}
 
 /* The marker for the bytes an uncapped take left in `ev`'s ring (the ring's
  * marker flag is still set), or NULL when out of memory. */
@@ -283,6 +336,20 @@ static int take(pr_hostq_t *q, pr_event_t *ev, size_t max_bytes, pr_queue_t *res
   return rc != 0 || (ev->len == 0 && ev->missed == 0) ? -1 : 0;     /* else: coalesced */
 }
 
+/* An output event whose execution left the registry (on_removed) carries its
+ * bytes: cut to the last max_bytes (> 0) as take would, the rest missed.
+ * Returns 0 when it carries something, else -1 (the caller frees it). */
+static int kept(pr_event_t *ev, size_t max_bytes) {
+  if (max_bytes && ev->len > max_bytes) {
+    size_t cut = ev->len - max_bytes;
+    memmove(ev->data, ev->data + cut, max_bytes);
+    ev->len = max_bytes;
+    ev->offset += cut;
+    ev->missed += cut;
+  }
+  return ev->len == 0 && ev->missed == 0 ? -1 : 0;
+}
+
 size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_bytes) {
   pr_queue_t got;
   pr_queue_init(&got);
@@ -305,7 +372,8 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
     pr_queue_t *node = pr_queue_head(&got);
     pr_queue_remove(node);
     pr_event_t *ev = (pr_event_t *)(void *)node;
-    if (ev->type == PR_EV_OUTPUT && take(q, ev, max_bytes, &got) != 0) {
+    if (ev->type == PR_EV_OUTPUT &&
+        (ev->ring ? take(q, ev, max_bytes, &got) : kept(ev, max_bytes))) {
       pr_event_free(ev);
       continue;
     }
@@ -340,8 +408,10 @@ void pr_hostq_held(pr_hostq_t *q, size_t *n, size_t *bytes) {
   *n = *bytes = 0;
   pthread_mutex_lock(&q->mu);
   for (pr_queue_t *at = pr_queue_head(&q->events); at != &q->events; at = at->next) {
+    const pr_event_t *ev = (const pr_event_t *)(const void *)at;
     (*n)++;
-    *bytes += ev_bytes((const pr_event_t *)(const void *)at);
+    *bytes += ev_bytes(ev);
+    if (ev->ring) *bytes += pr_ring_retained((pr_ring_t *)ev->ring);
   }
   pthread_mutex_unlock(&q->mu);
 }

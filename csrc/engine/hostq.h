@@ -12,9 +12,17 @@
  * markers of one stream are coalesced (see on_output in hostq.c), and every
  * deferred marker of an execution is pushed before its terminal state.
  *
+ * A terminal state event carries the execution's record, made on the engine
+ * thread when the event is; so does every state event once the host asked
+ * for it (pr_hostq_records): the host then never waits for this thread to
+ * learn what a state change looks like.
+ *
  * Bounded for a host that does not poll (PR_HOST_EVENTS_BYTES, proctor.h):
- * past it, state events drop their record and coalesce per execution
- * (bound_state in hostq.c); output markers are one per stream anyway.
+ * past it, state events coalesce per execution, and keep a record only in
+ * the place of the one they replace (bound_state in hostq.c); output
+ * markers are one per stream anyway, and the marker of an execution that
+ * leaves the registry gives its ring up for the bytes that fit under the
+ * bound (on_removed).
  */
 #ifndef PR_HOSTQ_H
 #define PR_HOSTQ_H
@@ -33,10 +41,13 @@ typedef struct pr_hostq {
   size_t nevents;         /* locked by mu */
   size_t bytes;           /* heap bytes the queued events hold (ev_bytes); locked by mu */
   pr_idmap_t states;      /* id -> its newest queued state event; locked by mu */
+  pr_idmap_t outputs;     /* id * PR_NSTREAM + stream -> its queued output marker; mu */
   int wakefd;             /* eventfd: readable while events is non-empty */
   uv_timer_t flush_timer; /* engine: pushes deferred output markers */
   pr_queue_t deferred;    /* engine: streams whose marker waits for flush_timer */
   pr_listener_t listener; /* added to the engine's listeners by its owner */
+  int records;            /* 1: every state event carries its record; host writes,
+                           * engine reads (atomic) */
   /* host: the engine paused a stream whose bytes poll just took: read it again */
   void (*resume)(void *arg, uint64_t id);
   void *resume_arg;
@@ -54,6 +65,12 @@ void pr_hostq_close(pr_hostq_t *q);
  * thread, after the engine thread ended). */
 void pr_hostq_destroy(pr_hostq_t *q);
 
+/* pr_hostq_records: `on` 1: every state event made from now on carries the
+ * execution's record as of that event; 0: only a terminal one does (the
+ * default). Any thread (the engine thread reads it at its next event).
+ * Returns the previous setting. */
+int pr_hostq_records(pr_hostq_t *q, int on);
+
 /* pr_hostq_poll: take up to `max` events without blocking (see pr_engine_poll). */
 size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_bytes);
 
@@ -61,9 +78,10 @@ size_t pr_hostq_poll(pr_hostq_t *q, pr_event_t **evs, size_t max, size_t max_byt
  * forever). Returns 1 if events are pending, 0 on timeout. */
 int pr_hostq_wait(pr_hostq_t *q, int timeout_ms);
 
-/* pr_hostq_held: count the queued events (*n) and the heap bytes they hold
- * (*bytes: each event, its strings and record, a chunk's text), walking the
- * queue under its lock. Any thread; O(events): for tests. */
+/* pr_hostq_held: count the queued events (*n) and the bytes they hold
+ * (*bytes: each event, its strings and record, a chunk's text, and the bytes
+ * an output marker's ring retains), walking the queue under its lock. Any
+ * thread; O(events): for tests. */
 void pr_hostq_held(pr_hostq_t *q, size_t *n, size_t *bytes);
 
 /* pr_hostq_hold / pr_hostq_unhold: take and give back the queue's lock, so

@@ -613,14 +613,24 @@ int pr_engine_fd(const pr_engine_t *e);
  * show the tail of a flood pays only for the tail). */
 size_t pr_engine_poll(pr_engine_t *e, pr_event_t **evs, size_t max, size_t max_bytes);
 
+/* pr_engine_state_records: `on` 1: every state event made from now on
+ * carries the execution's `record` as of that event (built on the engine
+ * thread when the event is made), not only a terminal one; 0: only a
+ * terminal one does (the default). A host that shows each state (a bar, an
+ * autocmd) then never waits for the engine thread to read it. Host thread
+ * (any thread is safe). Returns the previous setting. */
+int pr_engine_state_records(pr_engine_t *e, int on);
+
 /* The events waiting for the host's poll hold at most this many heap bytes
  * of their own (events, strings, records, a chunk's text; an output event's
  * bytes are its ring's). Past it nothing is lost that cannot be read again:
  * the state events of one execution are coalesced into its latest (with the
- * `prev` of the first), and a terminal state event comes without its
- * `record` (pr_engine_get has it). What stays past the bound is one state
- * event per execution the host has not polled, and at most one output event
- * per stream (the bytes are in the ring, with `missed`). */
+ * `prev` of the first), which keeps its `record` (the latest) only where the
+ * event it replaced had one, and a first state event past it, a terminal
+ * one too, comes without its `record` (pr_engine_get has it). What stays
+ * past the bound is one state event per execution the host has not polled,
+ * and at most one output event per stream (the bytes are in the ring, with
+ * `missed`). */
 #define PR_HOST_EVENTS_BYTES ((size_t)4 << 20)
 
 /* pr_engine_wait: block until an event is pending or timeout_ms passes

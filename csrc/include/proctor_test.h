@@ -29,7 +29,8 @@ void pr_test_hold_events(pr_engine_t *e);
 void pr_test_release_events(pr_engine_t *e);
 
 /* pr_test_events_held: the events waiting for the host's poll (*n) and the
- * heap bytes they hold (*bytes: events, strings, records, text). Host thread. */
+ * bytes they hold (*bytes: events, strings, records, text, and the bytes the
+ * ring of a queued output marker retains). Host thread. */
 void pr_test_events_held(pr_engine_t *e, size_t *n, size_t *bytes);
 
 /* A session of the RPC server without a socket: its outgoing bytes go to

@@ -475,6 +475,15 @@ static int l_wakeups(lua_State *L) {
   return 1;
 }
 
+/* eng:state_records(on) -> the previous setting: on, every state event
+ * carries its `record`, not only a terminal one (pr_engine_state_records). */
+static int l_state_records(lua_State *L) {
+  lengine_t *le = check_engine(L);
+  luaL_checktype(L, 2, LUA_TBOOLEAN);
+  lua_pushboolean(L, le->e ? pr_engine_state_records(le->e, lua_toboolean(L, 2)) : 0);
+  return 1;
+}
+
 /* eng:address() -> the RPC socket path, or nil when not listening */
 static int l_address(lua_State *L) {
   lengine_t *le = check_engine(L);
@@ -633,6 +642,7 @@ static const luaL_Reg engine_methods[] = {{"start", l_start},
                                           {"target", l_target},
                                           {"flush", l_flush},
                                           {"wakeups", l_wakeups},
+                                          {"state_records", l_state_records},
                                           {"history_loading", l_history_loading},
                                           {NULL, NULL}};
 

@@ -220,12 +220,12 @@ void pr_lua_push_event(lua_State *L, const pr_event_t *ev) {
   if (pr_state_terminal(ev->state)) {
     if (ev->exit_code >= 0) set_int(L, "exit_code", ev->exit_code);
     if (ev->signal > 0) set_str(L, "signal", pr_signal_name(ev->signal, sb, sizeof(sb)));
-    if (ev->record) {
-      pr_lua_push_record(L, ev->record);
-      lua_setfield(L, -2, "record");
-    }
   } else if (ev->pid > 0) {
     set_int(L, "pid", (lua_Integer)ev->pid);
+  }
+  if (ev->record) { /* a terminal event's, or any one's with eng:state_records(true) */
+    pr_lua_push_record(L, ev->record);
+    lua_setfield(L, -2, "record");
   }
 }
 

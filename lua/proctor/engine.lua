@@ -164,6 +164,9 @@ function M.get()
   H.timer = uv.new_timer()
   H.prepare = uv.new_prepare()
   H.poll:start("r", H.on_readable)
+  -- every state event brings its record: the bars and the autocmds never
+  -- wait for the engine thread to show a state
+  eng:state_records(true)
   local group = vim.api.nvim_create_augroup("proctor_engine", { clear = true })
   vim.api.nvim_create_autocmd(
     "VimLeavePre",

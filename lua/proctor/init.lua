@@ -855,11 +855,13 @@ function H.on_event(ev)
     return
   end
   local terminal = engine.TERMINAL[ev.state]
-  if ev.prev == nil and not engine.specs[id] then H.agent_first(id) end
+  if ev.prev == nil and not engine.specs[id] then H.agent_first(id, ev.record) end
   if w and w.cbs.on_state then H.call(w.cbs.on_state, "on_state", id, w.exec, ev) end
-  -- A terminal event brings the record (on_exit's, the notification's, the
-  -- User autocmds'); another one's is read (a call that waits for the engine
-  -- thread) only for a ProctorStateChanged autocmd.
+  -- Every state event brings the record as of it (engine.lua turns
+  -- eng:state_records on): on_exit's, the notification's, the User
+  -- autocmds'. Only an event past the bound of events not polled comes
+  -- without; its record is then read (a call that waits for the engine
+  -- thread), and only when someone wants it.
   local rec = ev.record
   local listen = H.has_autocmd("ProctorStateChanged")
   local eng = engine.current()
@@ -902,10 +904,10 @@ end
 -- run.owner, not started by this layer) starts here is told once per owner,
 -- for at most AGENTS_MAX owners (:help proctor-limits).
 H.agents, H.nagents, H.AGENTS_MAX = {}, 0, 64
-function H.agent_first(id)
+function H.agent_first(id, rec)
   if H.nagents >= H.AGENTS_MAX then return end
   local eng = engine.current()
-  local rec = eng and eng:get(id)
+  rec = rec or (eng and eng:get(id))
   if not rec or not rec.owner or rec.owner == config.get().run.owner then return end
   if H.agents[rec.owner] then return end
   H.agents[rec.owner], H.nagents = true, H.nagents + 1

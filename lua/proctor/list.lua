@@ -4,7 +4,12 @@
 --- filter and how to see the keys; the keys (`keymaps.list`, mapped by proctor.keys) run
 --- proctor.actions on the line under the cursor, or on each line of a Visual
 --- range. It refreshes on state changes and, while a live execution is
---- listed, every `list.refresh_ms`.
+--- listed, every `list.refresh_ms`. A refresh for state changes reads no
+--- record from the engine thread (eng:list waits for it, and a flood keeps
+--- it busy): each state event brings its record (eng:state_records), kept in
+--- H.known over the last eng:list. Opening, the keys' actions and the timer
+--- read the whole list again (what changed without a state event: a
+--- delete, a purge, retention, the history load).
 ---
 --- Other rows come from providers (M.add_rows): a chain of proctor.sequence()
 --- is a row `c3` above the executions, and its members' titles say `[c3]`. A
@@ -33,6 +38,7 @@ H.timer = nil
 H.debounce = nil
 H.hooked = false
 H.filter = { name = "all" } ---@type proctor.ListFilter
+H.known = nil -- id -> record: the last eng:list, with the records state events brought since
 
 ---@class proctor.ListRow a row of a provider
 ---@field target proctor.Target what the keys act on (its `word` is the ID column)
@@ -167,7 +173,10 @@ function M.next_filter()
 end
 
 --- Redraw the list (keeps the cursor on the same execution).
-function M.refresh()
+function M.refresh() H.refresh(false) end
+
+-- Redraw; `known`: from the records known here, when they are (H.known).
+function H.refresh(known)
   local buf = H.buf
   if not buf or not api.nvim_buf_is_valid(buf) then return end
   local keep = nil
@@ -175,7 +184,7 @@ function M.refresh()
   for _, w in ipairs(wins) do
     keep = keep or H.rows[api.nvim_win_get_cursor(w)[1]]
   end
-  local all = H.records()
+  local all = H.records(known)
   local recs = vim.tbl_filter(function(r) return H.matches(H.filter, r) end, all)
   local extra, annotate = H.provided()
   local shown_extra = vim.tbl_filter(function(r) return H.matches(H.filter, r) end, extra)
@@ -334,11 +343,26 @@ function H.ns()
   return H.nsid
 end
 
-function H.records()
+-- Every record, in id order: read from the engine (and kept in H.known), or
+-- with `known` the ones known here when they are.
+function H.records(known)
+  if known and H.known then
+    local recs = {}
+    for _, r in pairs(H.known) do
+      recs[#recs + 1] = r
+    end
+    table.sort(recs, function(a, b) return a.id < b.id end)
+    return recs
+  end
+  H.known = nil
   local eng = engine.current()
   if not eng then return {} end
   local ok, recs = pcall(eng.list, eng)
   if not ok then return {} end
+  H.known = {}
+  for _, r in ipairs(recs) do
+    H.known[r.id] = r
+  end
   return recs
 end
 
@@ -429,7 +453,13 @@ function H.hook()
   ]])
   if vim.fn.hlexists("DiagnosticOk") == 0 then vim.cmd("hi def link ProctorCompleted String") end
   engine.subscribe("list", function(ev)
-    if ev.type == "state" then H.schedule_refresh() end
+    if ev.type ~= "state" then return end
+    if H.known and ev.record then
+      H.known[ev.id] = ev.record
+    else -- none (past the bound of events not polled): read them all again
+      H.known = nil
+    end
+    H.schedule_refresh()
   end)
 end
 
@@ -489,7 +519,7 @@ function H.schedule_refresh()
         H.debounce:close()
         H.debounce = nil
       end
-      M.refresh()
+      H.refresh(true)
     end)
   )
 end

@@ -114,7 +114,7 @@
 ---@field exit_code integer|nil
 ---@field signal string|nil
 ---@field pid integer|nil
----@field record proctor.Record|nil terminal states: the record as of the end
+---@field record proctor.Record|nil the record as of this event: terminal states, and every state after eng:state_records(true)
 
 ---@class proctor.OutputEvent
 ---@field type "output"
@@ -123,7 +123,7 @@
 ---@field data string
 ---@field offset integer absolute offset of data's first byte in the stream
 ---@field missed integer bytes skipped before data
----@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread
+---@field ring proctor.OutputRing|nil with missed > 0: reads the skipped bytes on this thread (none once the execution left the registry)
 
 --- An output event's (or eng:read's) handle on its stream's ring buffer (|proctor-core-ring|).
 ---@class proctor.OutputRing
@@ -174,6 +174,11 @@ function Engine:flush() end
 --- How many times this host has woken the engine thread (tests, benchmarks).
 ---@return integer
 function Engine:wakeups() end
+--- true: every state event made from now on carries `record` (the record as of that
+--- event), not only a terminal one; false: only a terminal one (the default).
+---@param on boolean
+---@return boolean previous
+function Engine:state_records(on) end
 --- True while the engine thread still reads the history file (core.new returned before it).
 ---@return boolean
 function Engine:history_loading() end

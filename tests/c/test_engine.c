@@ -873,6 +873,124 @@ static void test_host_queue_bounded(void) {
   CHECKF(records > 0, "no terminal event kept its record (they do until the bound)");
 }
 
+/* The state of `id` as pr_engine_get gives it, waiting up to 60 s for one
+ * where `until` is true; PR_NSTATE when it never was. */
+static pr_state_t state_when(pr_engine_t *e, uint64_t id, int (*until)(pr_state_t)) {
+  for (uint64_t t = now_ms() + 60000; now_ms() < t; usleep(5000)) {
+    pr_record_t *r = NULL;
+    if (pr_engine_get(e, id, 0, &r) != 0) return PR_NSTATE;
+    pr_state_t st = r->state;
+    pr_record_free(r);
+    if (until(st)) return st;
+  }
+  return PR_NSTATE;
+}
+
+static int is_running(pr_state_t st) { return st == PR_RUNNING; }
+
+/* With every state event's record asked for (pr_engine_state_records), a
+ * host that does not poll while the queue goes past its bound: the state
+ * event that replaces an execution's queued one carries the latest record
+ * (its end), never the replaced one's, and the queue stays within
+ * PR_HOST_EVENTS_BYTES plus a small event per execution. Held executions
+ * fill it (a record each, no process). */
+static void test_host_queue_records_coalesced(void) {
+  pr_engine_opts_t o = {.max_queued = 100000};
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(&o, &e));
+  CHECK_EQ(pr_engine_state_records(e, 1), 0);
+  uint64_t x = start_sh(e, "exec sleep 60");
+  CHECK_EQ(state_when(e, x, is_running), PR_RUNNING);
+  pr_spec_t s = {.shell = "true", .hold = 1};
+  size_t held = 0, bytes = 0, n = 0;
+  uint64_t id = 0;
+  while (bytes <= PR_HOST_EVENTS_BYTES && n < 90000) {
+    for (int i = 0; i < 256; i++, n++) CHECK_OK(pr_engine_start(e, &s, &id));
+    pr_record_t *r = NULL; /* a round trip: every start before it made its event */
+    CHECK_OK(pr_engine_get(e, id, 0, &r));
+    pr_record_free(r);
+    pr_test_events_held(e, &held, &bytes);
+  }
+  CHECKF(bytes > PR_HOST_EVENTS_BYTES, "%zu executions queued only %zu bytes", n, bytes);
+  CHECK_EQ(pr_engine_cancel(e, x, 0, 1, NULL), PR_CANCELING);
+  CHECK(pr_state_terminal(state_when(e, x, pr_state_terminal)));
+  pr_test_events_held(e, &held, &bytes);
+  char seen[64] = "";
+  int last_ok = 0, filler_records = 0;
+  pr_event_t *evs[256];
+  for (size_t k; (k = pr_engine_poll(e, evs, 256, 0)) > 0;) {
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_STATE && ev->id == x) {
+        snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "%s%s", *seen ? "," : "",
+                 pr_state_name(ev->state));
+        if (pr_state_terminal(ev->state))
+          last_ok = ev->record && ev->record->state == ev->state && ev->record->ended_at != 0 &&
+                    ev->prev == PR_STARTING;
+      } else if (ev->type == PR_EV_STATE) {
+        filler_records += ev->record != NULL;
+      }
+      pr_event_free(ev);
+    }
+  }
+  pr_engine_free(e);
+  printf("# records past the bound: %zu executions, %zu events, %zu bytes; %d records\n", n + 1,
+         held, bytes, filler_records);
+  CHECKF(strcmp(seen, "queued,starting,canceled") == 0, "events of the live one: %s", seen);
+  CHECKF(last_ok, "its end did not carry the latest record (state, ended_at, prev starting)");
+  CHECKF(bytes <= PR_HOST_EVENTS_BYTES + (n + 1) * 256, "%zu bytes queued for %zu executions",
+         bytes, n + 1);
+}
+
+/* A host that does not poll while executions with output end and the
+ * registry drops them (history_limit 5): a queued output marker held its
+ * ring, the bytes outside the bound of events not polled (300 x 64 KiB, 19
+ * MiB, with no end). A marker gives its ring up when its execution leaves,
+ * keeping what fits under PR_HOST_EVENTS_BYTES (at least one byte; the rest
+ * counts as missed), and a poll still accounts for every byte of each
+ * execution once, delivered or missed. */
+static void test_host_queue_output_of_removed(void) {
+  enum { N = 300, B = 65536, KEEP = 5 };
+  pr_engine_opts_t o = {.history_limit = KEEP};
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(&o, &e));
+  const char *argv[] = {"head", "-c", "65536", "/dev/zero"};
+  pr_spec_t s = {.argv = argv, .argc = 4, .kill_grace_ms = -1};
+  uint64_t first = 0, id = 0;
+  for (int i = 0; i < N; i++) {
+    CHECK_OK(pr_engine_start(e, &s, &id));
+    if (first == 0) first = id;
+    if (i % 50 == 49) state_when(e, id, pr_state_terminal); /* at most 50 processes at once */
+  }
+  size_t held = 0, bytes = 0;
+  pr_test_events_held(e, &held, &bytes);
+  uint64_t got[N] = {0};
+  size_t delivered = 0;
+  pr_event_t *evs[256];
+  for (size_t k; (k = pr_engine_poll(e, evs, 256, 0)) > 0;) {
+    for (size_t i = 0; i < k; i++) {
+      pr_event_t *ev = evs[i];
+      if (ev->type == PR_EV_OUTPUT && ev->id >= first && ev->id < first + N) {
+        got[ev->id - first] += ev->len + ev->missed;
+        delivered += ev->len;
+      }
+      pr_event_free(ev);
+    }
+  }
+  pr_engine_free(e);
+  int whole = 0;
+  for (int i = 0; i < N; i++) whole += got[i] == B;
+  printf(
+      "# output of removed executions, not polled: %zu events hold %zu bytes (rings included) "
+      "for %d x %d bytes; %zu delivered\n",
+      held, bytes, N, B, delivered);
+  CHECKF(bytes <= PR_HOST_EVENTS_BYTES + (size_t)KEEP * B + (size_t)N * 1024,
+         "%zu events hold %zu bytes with their rings (bound %zu, %d records kept)", held, bytes,
+         PR_HOST_EVENTS_BYTES, KEEP);
+  CHECKF(whole == N, "%d of %d executions' bytes all accounted for (delivered or missed)", whole,
+         N);
+}
+
 /* The engine's sendmsg (base/wire.c), interposed for one test: while
  * hold_spawn_send is set, a SPAWN from the engine waits until the far end of
  * its socket is gone (POLLHUP: the link or shepherd exited), as a loaded
@@ -1990,6 +2108,8 @@ int main(int argc, char **argv) {
   RUN(test_shepherd_slow_or_hung);
   RUN(test_reaper_slow_or_hung);
   RUN(test_host_queue_bounded);
+  RUN(test_host_queue_records_coalesced);
+  RUN(test_host_queue_output_of_removed);
   RUN(test_hold_release);
   RUN(test_start_burst);
   RUN(test_close_writes_queued_history);

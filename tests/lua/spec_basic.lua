@@ -42,6 +42,66 @@ return function(T, ctx)
     end
   end)
 
+  -- eng:state_records(true): every state event, not only a terminal one,
+  -- brings the record as of that event, so a host that shows or tells a
+  -- state (a bar, an autocmd) never asks the engine thread for it. Without it
+  -- (the test above, and every other spec) the events are as they were.
+  test(
+    "state_records: each state event carries the record as of it, the one get gives then",
+    function()
+      local e = assert(core.new { drain_ms = 200, max_running = 1 })
+      T.eq(e:state_records(true), false, "off until asked")
+      T.eq(e:state_records(true), true, "the previous setting")
+      -- a runs until it reads a line; b waits queued behind it (max_running 1)
+      local a =
+        assert(e:start { cmd = { "sh", "-c", "read x; exit 4" }, label = "first", stdin = true })
+      local b = assert(e:start { cmd = { "true" }, label = "second" })
+      local running = U.wait_state(e, a, "running", 10000)
+      local queued = U.wait_state(e, b, "queued", 10000)
+      local function same(ev, what)
+        local rec = ev.record
+        T.ok(type(rec) == "table", what .. ": the event has no record")
+        local now = assert(e:get(ev.id))
+        T.eq(rec.state, ev.state, what .. ": the record's state is the event's")
+        for k, v in pairs(now) do -- a live record's duration_ms counts on
+          if type(v) ~= "table" and k ~= "duration_ms" then T.eq(rec[k], v, what .. ": " .. k) end
+        end
+        for k in pairs(rec) do
+          if k ~= "duration_ms" then T.ok(now[k] ~= nil, what .. ": " .. k .. " not in get's") end
+        end
+        T.ok(rec.env_keys ~= nil and rec.bytes ~= nil, what .. ": the whole record")
+        return rec
+      end
+      local rr = same(running, "running")
+      T.ok(rr.pid and rr.pid > 0 and rr.pid == running.pid, "running: the pid " .. tostring(rr.pid))
+      T.ok(rr.started_at ~= nil and rr.ended_at == nil, "running: started, not ended")
+      T.eq(rr.label, "first")
+      local qr = same(queued, "queued")
+      T.ok(qr.pid == nil and qr.started_at == nil, "queued: no pid, not started")
+      T.eq(qr.cmd[1], "true")
+      T.eq(assert(e:input(a, "x\n")), true)
+      local r = U.collect(e, { a, b }, 10000)
+      for _, id in ipairs({ a, b }) do
+        for _, ev in ipairs(r[id].events) do
+          if ev.type == "state" then
+            T.ok(ev.record and ev.record.state == ev.state and ev.record.id == id, ev.state)
+          end
+        end
+      end
+      T.eq(table.concat(r[a].states, ","), "queued,starting,running,failed")
+      T.eq(r[a].final.record.exit_code, 4)
+      T.eq(r[a].events[2].record.state, "starting")
+      -- off again: a non-terminal event comes without it, a terminal one with it
+      T.eq(e:state_records(false), true)
+      local r2 = U.run(e, { cmd = { "true" } })
+      for _, ev in ipairs(r2.events) do
+        if ev.type == "state" and not U.terminal[ev.state] then T.eq(ev.record, nil, ev.state) end
+      end
+      T.ok(r2.final.record ~= nil, "the terminal event keeps its record")
+      e:close()
+    end
+  )
+
   test("hold: queued until release, never spawned when canceled first (reason kept)", function()
     local p = io.popen("mktemp -d")
     local dir = p:read("l")

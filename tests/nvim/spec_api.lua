@@ -814,6 +814,137 @@ return function(test, T, H)
     end
   )
 
+  -- A non-terminal state event brings its record too (the layer turns
+  -- eng:state_records on): runs that start, run and end with consoles shown
+  -- (their bars drawn after each batch, as a redraw does), hidden ones, the
+  -- list open and a ProctorStateChanged autocmd make no eng:get on the main
+  -- thread (each one waits for the engine thread, which a flood keeps busy),
+  -- and the list's refreshes for them no eng:list (its timer, which reads the
+  -- whole list again, does not fire within the test).
+  test(
+    "state events bring their record: consoles, bars, the list and ProctorStateChanged ask eng:get nothing",
+    function()
+      local c = H.child()
+      c.lua([[
+      require("proctor").setup({ notify = "never", list = { refresh_ms = 3600000 } })
+      require("proctor.engine").get()
+      require("proctor.console")
+    ]])
+      local n = c.lua([[
+      local p = require("proctor")
+      local engine = require("proctor.engine")
+      local window = require("proctor.console.window")
+      local methods = getmetatable(engine.get()).__index
+      local get, list = methods.get, methods.list
+      _G.gets, _G.lists, _G.where = 0, 0, {}
+      methods.get = function(...)
+        _G.gets = _G.gets + 1
+        if #_G.where < 3 then _G.where[#_G.where + 1] = debug.traceback("", 2) end
+        return get(...)
+      end
+      methods.list = function(...)
+        _G.lists = _G.lists + 1
+        return list(...)
+      end
+      _G.seen, _G.drawn = {}, {}
+      vim.api.nvim_create_autocmd("User", { pattern = "ProctorStateChanged", callback = function(a)
+        local r = a.data or p.event
+        _G.seen[#_G.seen + 1] = { id = r.id, state = r.state, pid = r.pid, cmd = r.cmd,
+          label = r.label, started_at = r.started_at, env = r.env_keys ~= nil }
+      end })
+      engine.on_batch("test-bars", function()
+        for _, w in ipairs(vim.api.nvim_list_wins()) do
+          local b = window.bar(w)
+          if b:find("^proctor #") then _G.drawn[#_G.drawn + 1] = b end
+        end
+      end)
+      vim.cmd("Proctor list")
+      _G.lists_open = _G.lists
+      _G.ids = {}
+      for i = 1, 12 do
+        _G.ids[i] = p.run({ cmd = "read x; exit " .. (i % 2), label = "rec" .. i,
+                            open = { open = i <= 3 and "split" or "none" } }).id
+      end
+      return #_G.ids
+    ]])
+      T.eq(n, 12, "runs started")
+      c.wait(
+        30000,
+        [[(function()
+      for _, id in ipairs(_G.ids) do
+        if require("proctor.engine").state[id] ~= "running" then return false end
+      end
+      return true
+    end)()]],
+        "every run running"
+      )
+      c.lua([[
+      local eng = require("proctor.engine").current()
+      for _, id in ipairs(_G.ids) do assert(eng:input(id, "x\n")) end
+    ]])
+      c.wait(
+        30000,
+        [=[(function()
+      local engine = require("proctor.engine")
+      for _, id in ipairs(_G.ids) do
+        if not engine.TERMINAL[engine.state[id]] then return false end
+      end
+      return true
+    end)()]=],
+        "every run ended"
+      )
+      -- the list shows every end (its refresh after the last state event)
+      c.wait(
+        10000,
+        [=[(function()
+        local n = 0
+        for _, l in ipairs(vim.api.nvim_buf_get_lines(vim.fn.bufnr("proctor://list"), 0, -1, false)) do
+          if l:find(" completed ") or l:find(" failed ") then n = n + 1 end
+        end
+        return n == 12
+      end)()]=],
+        "the list shows the 12 ends"
+      )
+      local r = c.lua([[
+      return { gets = _G.gets, lists = _G.lists - _G.lists_open, where = table.concat(_G.where, "\n---"),
+               seen = _G.seen, ids = _G.ids, drawn = _G.drawn }
+    ]])
+      c.stop()
+      T.eq(r.gets, 0, r.gets .. " eng:get calls on the main thread, the first ones at:" .. r.where)
+      T.eq(r.lists, 0, "eng:list calls of the list's refreshes for state events")
+      local by = {}
+      for _, s in ipairs(r.seen) do
+        by[s.id] = by[s.id] or {}
+        table.insert(by[s.id], s)
+      end
+      for i, id in ipairs(r.ids) do
+        local states = {}
+        for _, s in ipairs(by[id] or {}) do
+          states[#states + 1] = s.state
+          T.eq(s.cmd, "read x; exit " .. (i % 2), "the record's cmd in " .. s.state)
+          T.eq(s.label, "rec" .. i)
+          T.ok(s.env, "the whole record (env_keys) in " .. s.state)
+          if s.state == "running" then
+            T.ok(s.pid and s.pid > 0 and s.started_at, "running: pid and started_at")
+          elseif s.state == "queued" then
+            T.ok(s.pid == nil and s.started_at == nil, "queued: no pid")
+          end
+        end
+        T.eq(
+          table.concat(states, ","),
+          "queued,starting,running," .. (i % 2 == 0 and "completed" or "failed"),
+          "#" .. id
+        )
+      end
+      local ran, ended = false, false
+      for _, b in ipairs(r.drawn) do
+        ran = ran or b:find("│ running") ~= nil
+        ended = ended or b:find("│ completed") ~= nil or b:find("│ failed") ~= nil
+      end
+      T.ok(ran and ended, "bars drawn running and ended: " .. #r.drawn)
+    end
+  )
+
   test("run(): a spawn error is the execution's end (failed, spawn_error, the message)", function()
     local p = require("proctor")
     local prev = api.nvim_get_current_buf()

@@ -917,6 +917,31 @@ return function(test, T, H)
     if not ok then error(err, 0) end
   end)
 
+  -- A run's console shown at once is drawn before its first state event is
+  -- polled: its bar shows what run() knew (queued), without eng:get.
+  test("console: a bar drawn before the run's first event shows it queued, no eng:get", function()
+    close_others()
+    local methods = getmetatable(assert(engine.get())).__index
+    local get, gets = methods.get, 0
+    methods.get = function(...)
+      gets = gets + 1
+      return get(...)
+    end
+    local ok, err = pcall(function()
+      local ex = p.run({ cmd = "exit 0", label = "early", open = { open = "current" } })
+      T.eq(engine.state[ex.id], nil, "no event polled yet")
+      local win = require("proctor.console").windows(ex.id)[1]
+      T.match(require("proctor.console").bar(win), "^proctor #" .. ex.id .. " early │ queued")
+      T.eq(gets, 0, "eng:get calls for the bar's first draw")
+      H.wait(10000, function() return engine.TERMINAL[engine.state[ex.id]] end)
+      T.match(require("proctor.console").bar(win), "│ completed")
+      T.eq(gets, 0, "eng:get calls for the bar once the run ended")
+    end)
+    methods.get = get
+    close_others()
+    if not ok then error(err, 0) end
+  end)
+
   test("close and reopen a console; wiped buffers replay the ring buffer", function()
     close_others()
     local ex =

@@ -240,25 +240,55 @@ end
 -- The records the bars show, by id. A bar is drawn on every redraw of its
 -- window, under a flood at each render, and eng:get is a round trip to the
 -- engine thread, which the flood keeps busy: each draw waited 8-17 ms (the
--- bench's tick log, a PTY flood on 0.12). A record is asked for once and kept
--- until its execution's next state event, which drops it (a terminal one
--- brings its record, kept instead); what a bar shows besides the record (the
--- cancel asked, the task links) is read at each draw. At most H.BAR_RECS ids
--- are kept; past that the table starts again (records are asked for anew).
+-- bench's tick log, a PTY flood on 0.12). Every state event brings its
+-- execution's record (engine.lua turns eng:state_records on), so no bar asks
+-- for it: a bar drawn before keeps the record of its execution's latest state
+-- event (H.bar_recs), and the record of one not drawn yet waits for its first
+-- draw in H.fresh. A run of this layer drawn before its first event shows
+-- what run() knew (queued). What a bar shows besides the record (the cancel
+-- asked, the task links) is read at each draw. Each table keeps at most
+-- H.BAR_RECS ids; past that it starts again. A record is read (eng:get) only
+-- for a bar drawn first after more than that many other executions changed
+-- state, or when its event came without one (past the bound of events not
+-- polled, |proctor-limits|).
 H.BAR_RECS = 256
 H.bar_recs, H.bar_n = {}, 0
+H.fresh, H.fresh_n = {}, 0
 
 engine.subscribe("console.bar", function(ev)
-  if ev.type == "state" and H.bar_recs[ev.id] ~= nil then H.bar_recs[ev.id] = ev.record or false end
+  if ev.type ~= "state" then return end
+  if H.bar_recs[ev.id] ~= nil then
+    H.bar_recs[ev.id] = ev.record or false
+  elseif ev.record then
+    if H.fresh[ev.id] == nil then
+      H.fresh_n = H.fresh_n + 1
+      if H.fresh_n > H.BAR_RECS then
+        H.fresh, H.fresh_n = {}, 1
+      end
+    end
+    H.fresh[ev.id] = ev.record
+  end
 end)
 
 -- The record of execution `id` for its bar, with its task links, or nil.
 function H.bar_record(id)
   local rec = H.bar_recs[id]
   if rec then return proctor._extended(rec) end
-  local eng = engine.current()
-  rec = eng and (proctor.record(id)) -- with its task links
-  if not rec then return nil end
+  rec = H.fresh[id]
+  H.fresh[id] = nil
+  if rec == nil then
+    local spec = engine.specs[id]
+    if spec and engine.state[id] == nil then -- started here, no event polled yet
+      return proctor._extended({ id = id, label = spec.label, cmd = spec.cmd, state = "queued" })
+    end
+  end
+  if not rec then
+    local eng = engine.current()
+    rec = eng and (proctor.record(id)) -- with its task links
+    if not rec then return nil end
+  else
+    proctor._extended(rec)
+  end
   if H.bar_recs[id] == nil then
     H.bar_n = H.bar_n + 1
     if H.bar_n > H.BAR_RECS then
