@@ -75,8 +75,10 @@ static void unwait(pr_control_t *c, pr_exec_t *x) {
 
 /* ---- the scheduler --------------------------------------------------------------------- */
 
-/* Begin queued executions while running < max_running. */
+/* Begin queued executions while running < max_running; not during a batch
+ * (on_async, sup_lost), which schedules once it is done. */
 static void schedule(pr_control_t *c) {
+  if (c->batch) return;
   while (!pr_queue_empty(&c->queued) && !c->xc.closing &&
          (c->max_running == 0 || c->running < c->max_running)) {
     pr_queue_t *q = pr_queue_head(&c->queued);
@@ -86,6 +88,15 @@ static void schedule(pr_control_t *c) {
     unwait(c, x);
     pr_exec_begin(x);
   }
+}
+
+/* The end of a batch (or of a run of starts and cancels inside on_async's):
+ * apply retention and begin what is queued. */
+static void batch_settle(pr_control_t *c) {
+  if (c->xc.closing) return;
+  if (c->ended_in_batch) pr_registry_prune(&c->reg);
+  c->ended_in_batch = 0;
+  schedule(c);
 }
 
 /* Closing, and nothing is live any more: shut down. */
@@ -106,7 +117,10 @@ static void ended(pr_exec_ctx_t *xc, pr_exec_t *x, int was_active) {
   pr_registry_ended(&c->reg, x); /* the ended-output budget */
   if (was_active) c->running--;
   if (!xc->closing) {
-    if (c->batch) return; /* the walk that ended it prunes and schedules once done */
+    if (c->batch) { /* the batch that ended it prunes and schedules once done */
+      c->ended_in_batch = 1;
+      return;
+    }
     pr_registry_prune(&c->reg);
     schedule(c);
   } else {
@@ -152,10 +166,7 @@ static void sup_lost(void *arg, pr_sup_t *s) {
     if (x->sup == s) pr_exec_on_supervisor_lost(x); /* a target's link loses only its own */
   }
   c->batch--;
-  if (!c->xc.closing) {
-    pr_registry_prune(&c->reg);
-    schedule(c);
-  }
+  batch_settle(c);
 }
 
 const pr_sup_ops_t pr_control_sup_ops = {sup_spawned, sup_failed, sup_exited, sup_empty, sup_lost};
@@ -391,6 +402,11 @@ void pr_control_history_loaded(pr_control_t *c) {
   }
 }
 
+/* A batch of commands. The starts in it stay queued (no SPAWN goes out)
+ * until a command other than a start or a cancel comes, or the batch ends:
+ * a cancel in the same batch as its start ends it `canceled` from `queued`
+ * (engine/lifecycle.h, row QUEUED), and no process is ever started. Every
+ * other command sees the starts before it begun, as it did one at a time. */
 static void on_async(uv_async_t *h) {
   pr_control_t *c = (pr_control_t *)h->data;
   pr_queue_t local;
@@ -399,6 +415,7 @@ static void on_async(uv_async_t *h) {
   pr_queue_move(&c->cmds, &local);
   c->wake_owed = 0; /* whatever waited is taken now */
   pthread_mutex_unlock(&c->mu);
+  c->batch++;
   while (!pr_queue_empty(&local)) {
     pr_queue_t *q = pr_queue_head(&local);
     pr_queue_remove(q);
@@ -411,9 +428,16 @@ static void on_async(uv_async_t *h) {
       pr_queue_push(&c->parked, &cmd->node);
       continue;
     }
+    if (cmd->type != PR_CMD_START && cmd->type != PR_CMD_CANCEL) {
+      c->batch--;
+      batch_settle(c);
+      c->batch++;
+    }
     pr_control_run(c, cmd);
     answer(c, cmd, 0);
   }
+  c->batch--;
+  batch_settle(c);
 }
 
 /* Wake the engine thread for what cmds holds (under mu: the handle cannot be

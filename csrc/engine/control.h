@@ -107,7 +107,9 @@ typedef struct pr_control {
   uv_timer_t close_timer;  /* bounds the wait of CLOSE */
   uv_timer_t idle_timer;   /* while a target's link is up: closes the idle ones */
   uint32_t target_idle_ms; /* a link with no execution for this long is closed */
-  int batch;               /* > 0: a walk over the registry is ending executions: no retention */
+  int batch; /* > 0: a walk over the registry is ending executions, or on_async runs a batch of
+              * commands: no retention, no scheduling until it is done (batch_settle) */
+  int ended_in_batch; /* an execution ended during the batch: retention is owed */
   /* engine thread: the history loads (pr_control_history_loading) */
   int history_loading; /* 1 until pr_control_history_loaded */
   pr_queue_t parked;   /* the host's commands that wait for the history, in order */

@@ -16,7 +16,8 @@
  *   PARKED      a worker between two processes (exited, no verdict)
  *   DRAINING    running, the leader exited: the exit decided, output drains (phase drain)
  *   FAILING     a verdict completed|failed, not running-and-exited: it only waits for its end
- *   QUEUED      queued
+ *   QUEUED      queued (also a start taken in the engine's current batch of commands: the
+ *               batch begins its starts after the cancels in it, engine/control.c on_async)
  *   STARTING    starting, or a worker's respawn (phase timeout or none)
  *   RUNNING     running, no verdict (phase timeout or none)
  *

@@ -2094,6 +2094,66 @@ static void test_history_load_memory_bounded(void) {
          "with a length claiming %zu bytes the load held %zu bytes at once", claim, peak2);
 }
 
+/* A start the engine has not begun yet (deferred: no wake-up), canceled:
+ * the cancel reaches the engine in the same batch as its start, which ends
+ * `canceled` from `queued` with no SPAWN sent. Its command never ran and its
+ * record was never started; a second cancel finds it ended. The witness that
+ * the engine had its time: a later start ran and ended. A start and its
+ * cancel in two batches (the start flushed, then seen begun) are as before:
+ * the process is started, then stopped. */
+static void test_cancel_before_spawn(void) {
+  char dir[256], ran[300], script[400];
+  CHECK(private_dir(dir, sizeof dir));
+  snprintf(ran, sizeof ran, "%s/ran", dir);
+  snprintf(script, sizeof script, "touch '%s'", ran);
+  pr_engine_t *e;
+  CHECK_OK(pr_engine_new(NULL, &e));
+  /* a sync command answered: the engine took everything queued before */
+  CHECK(pr_engine_cancel(e, 999, 0, 0, NULL) == PR_CANCEL_NOT_FOUND);
+  pr_spec_t s = {.shell = script, .kill_grace_ms = -1};
+  uint64_t a = 0, b = 0;
+  CHECK_OK(pr_engine_start_deferred(e, &s, &a));
+  pr_cancel_result_t first = pr_engine_cancel(e, a, 0, 0, NULL);
+  pr_cancel_result_t again = pr_engine_cancel(e, a, 0, 0, NULL);
+  b = start_sh(e, "exit 0");
+  CHECK(a == 1 && b == 2);
+  pr_spec_t held = {.shell = "exec sleep 30", .kill_grace_ms = -1};
+  uint64_t c = 0;
+  CHECK_OK(pr_engine_start_deferred(e, &held, &c));
+  pr_engine_flush(e);
+  pr_record_t *r = NULL;
+  CHECK_OK(pr_engine_get(e, c, 0, &r)); /* a command after the flush: its batch began c */
+  pr_state_t begun = r->state;
+  pr_record_free(r);
+  pr_cancel_result_t later_cancel = pr_engine_cancel(e, c, 0, 0, NULL);
+  outcome_t *o = calloc(4, sizeof(*o));
+  int ok = drain(e, o, 3, 0, 30000);
+  CHECK_OK(pr_engine_get(e, c, 0, &r));
+  int c_started = r->state == PR_CANCELED && r->started_at != 0;
+  pr_record_free(r);
+  CHECK_OK(pr_engine_get(e, a, 0, &r));
+  int good = r->state == PR_CANCELED && strcmp(r->reason, "canceled") == 0 && r->started_at == 0;
+  char seen[160];
+  snprintf(seen, sizeof seen, "state %s, reason %s, started_at %ju", pr_state_name(r->state),
+           r->reason ? r->reason : "-", (uintmax_t)r->started_at);
+  pr_record_free(r);
+  int terminal = o[1].terminal, later = o[2].state;
+  free_outcomes(o, 3);
+  pr_engine_free(e);
+  int marker = access(ran, F_OK) == 0;
+  unlink(ran);
+  rmdir(dir);
+  CHECK(ok);
+  CHECKF(first == PR_CANCELING && again == PR_ALREADY_TERMINAL, "answers %d then %d", first, again);
+  CHECKF(good, "the canceled start: %s", seen);
+  CHECKF(terminal == 1, "%d terminal events", terminal);
+  CHECKF(later == PR_COMPLETED, "the later start: %s", pr_state_name((pr_state_t)later));
+  CHECKF(!marker, "the canceled start's command ran (%s exists)", ran);
+  CHECKF(begun == PR_STARTING || begun == PR_RUNNING, "after a flush: %s", pr_state_name(begun));
+  CHECKF(later_cancel == PR_CANCELING && c_started, "canceled once begun: %d, started %d",
+         later_cancel, c_started);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--tsan") == 0) scale = 5;
   RUN(test_lifecycle_table);
@@ -2102,6 +2162,7 @@ int main(int argc, char **argv) {
   RUN(test_host_waitpid_thread);
   RUN(test_input_roundtrip);
   RUN(test_cancel_races);
+  RUN(test_cancel_before_spawn);
   RUN(test_close_with_live_jobs);
   RUN(test_flood_coalesced);
   RUN(test_spawn_error_per_engine);

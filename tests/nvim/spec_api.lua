@@ -983,6 +983,27 @@ return function(test, T, H)
     end
   end)
 
+  -- run() queues its start without waking the engine; a cancel in the same
+  -- tick reaches the engine in the same batch, before the SPAWN would go out.
+  test("run() then cancel() in the same tick: canceled, its command never ran", function()
+    local p = require("proctor")
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    T.defer(function() vim.fn.delete(dir, "rf") end)
+    local marker = dir .. "/ran"
+    local ex = p.run({ cmd = { "touch", marker }, open = { open = "none" }, notify = false })
+    T.eq(ex:cancel(), "canceling")
+    local rec = T.ok(ex:wait(20000))
+    T.eq(rec.state, "canceled")
+    T.eq(rec.reason, "canceled")
+    T.eq(rec.started_at, nil, "the canceled run was started")
+    T.eq(ex:cancel(), "already_terminal")
+    -- the engine had its time: a run started after it ran and ended
+    local later = p.run({ cmd = { "true" }, open = { open = "none" }, notify = false })
+    T.eq(T.ok(later:wait(20000)).state, "completed")
+    T.eq((vim.uv or vim.loop).fs_stat(marker), nil, "the canceled run's command ran")
+  end)
+
   -- engine.output_memory: a ring keeps its newest bytes in memory and the
   -- older ones of its output_limit in a spill file (csrc/base/ring.c). What
   -- the API reads back is the same: the last output_limit bytes, exactly.
