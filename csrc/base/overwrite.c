@@ -28,28 +28,25 @@ void pr_overwrite_free(pr_overwrite_t *st) {
   st->nseg = st->ndrops = 0;
 }
 
-/* Room for segment k (k + 1 entries); 0 when out of memory. */
-static int seg_room(pr_overwrite_t *st, size_t k) {
-  if (k < st->nseg) return 1;
-  size_t n = st->nseg ? st->nseg * 2 : 64;
+/* Room for entry k of the array *v of *cap entries of `size` bytes (doubled
+ * as needed, from 64); 0 when out of memory (*v unchanged). */
+static int room(void **v, size_t *cap, size_t k, size_t size) {
+  if (k < *cap) return 1;
+  size_t n = *cap ? *cap * 2 : 64;
   while (n <= k) n *= 2;
-  pr_ow_seg_t *p = realloc(st->seg, n * sizeof(*p));
+  void *p = realloc(*v, n * size);
   if (p == NULL) return 0;
-  st->seg = p;
-  st->nseg = n;
+  *v = p;
+  *cap = n;
   return 1;
 }
 
-/* Room for drop d (d + 1 entries); 0 when out of memory. */
+static int seg_room(pr_overwrite_t *st, size_t k) {
+  return room((void **)&st->seg, &st->nseg, k, sizeof(*st->seg));
+}
+
 static int drop_room(pr_overwrite_t *st, size_t d) {
-  if (d < st->ndrops) return 1;
-  size_t n = st->ndrops ? st->ndrops * 2 : 64;
-  while (n <= d) n *= 2;
-  pr_ow_drop_t *p = realloc(st->drops, n * sizeof(*p));
-  if (p == NULL) return 0;
-  st->drops = p;
-  st->ndrops = n;
-  return 1;
+  return room((void **)&st->drops, &st->ndrops, d, sizeof(*st->drops));
 }
 
 static uint32_t sat32(size_t n) { return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n; }

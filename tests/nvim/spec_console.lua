@@ -882,6 +882,19 @@ return function(test, T, H)
     T.ok(not require("proctor.console").bar(api.nvim_get_current_win()):find("proctor #"))
   end)
 
+  -- Count eng:get calls (gets.n) until gets.restore().
+  local function count_gets()
+    local methods = getmetatable(assert(engine.get())).__index
+    local get = methods.get
+    local c = { n = 0 }
+    methods.get = function(...)
+      c.n = c.n + 1
+      return get(...)
+    end
+    function c.restore() methods.get = get end
+    return c
+  end
+
   -- A bar is drawn at each redraw of its window (under a flood, each render):
   -- it must not ask the engine thread (eng:get waits for it) at every draw.
   test("console: the bar asks the engine for a record once per state, not at each draw", function()
@@ -890,30 +903,25 @@ return function(test, T, H)
     local buf, win = ex:open()
     H.wait(3000, function() return engine.state[ex.id] == "running" end)
     local bar = require("proctor.console").bar
-    local methods = getmetatable(engine.current()).__index
-    local get, gets = methods.get, 0
-    methods.get = function(...)
-      gets = gets + 1
-      return get(...)
-    end
+    local gets = count_gets()
     local ok, err = pcall(function()
       for _ = 1, 50 do
         T.match(bar(win), "^proctor #" .. ex.id .. " drawn │ running ")
       end
-      T.ok(gets <= 1, "eng:get calls for 50 draws of a running console's bar: " .. gets)
+      T.ok(gets.n <= 1, "eng:get calls for 50 draws of a running console's bar: " .. gets.n)
       T.eq(ex:input("go\n"), true)
       H.wait_final(buf)
-      gets = 0
+      gets.n = 0
       for _ = 1, 50 do
         T.match(bar(win), "│ failed: exit 3 after ")
       end
       T.eq(
-        gets,
+        gets.n,
         0,
         "eng:get calls for the bar of an ended one (its state event brought the record)"
       )
     end)
-    methods.get = get
+    gets.restore()
     if not ok then error(err, 0) end
   end)
 
@@ -921,23 +929,18 @@ return function(test, T, H)
   -- polled: its bar shows what run() knew (queued), without eng:get.
   test("console: a bar drawn before the run's first event shows it queued, no eng:get", function()
     close_others()
-    local methods = getmetatable(assert(engine.get())).__index
-    local get, gets = methods.get, 0
-    methods.get = function(...)
-      gets = gets + 1
-      return get(...)
-    end
+    local gets = count_gets()
     local ok, err = pcall(function()
       local ex = p.run({ cmd = "exit 0", label = "early", open = { open = "current" } })
       T.eq(engine.state[ex.id], nil, "no event polled yet")
       local win = require("proctor.console").windows(ex.id)[1]
       T.match(require("proctor.console").bar(win), "^proctor #" .. ex.id .. " early │ queued")
-      T.eq(gets, 0, "eng:get calls for the bar's first draw")
+      T.eq(gets.n, 0, "eng:get calls for the bar's first draw")
       H.wait(10000, function() return engine.TERMINAL[engine.state[ex.id]] end)
       T.match(require("proctor.console").bar(win), "│ completed")
-      T.eq(gets, 0, "eng:get calls for the bar once the run ended")
+      T.eq(gets.n, 0, "eng:get calls for the bar once the run ended")
     end)
-    methods.get = get
+    gets.restore()
     close_others()
     if not ok then error(err, 0) end
   end)
