@@ -6,6 +6,18 @@ return function(test, T, H)
   local engine = require("proctor.engine")
   local uv = vim.uv or vim.loop
 
+  -- A fresh engine whose history is a file of a private directory; returns that
+  -- file and the setup() options that name it.
+  local function private_history()
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    local file = dir .. "/h.mpk"
+    local opts = { notify = "never", history = { enabled = true, file = file } }
+    engine._reset()
+    assert(p.setup(opts))
+    return file, opts
+  end
+
   test(
     "history: a restarted engine lists the earlier session, marked; info shows env keys, not values",
     function()
@@ -60,12 +72,7 @@ return function(test, T, H)
   test(
     "history: the engine's start asks for no warning while the history loads; what the load found is still told",
     function()
-      local dir = vim.fn.tempname()
-      vim.fn.mkdir(dir, "p")
-      local file = dir .. "/h.mpk"
-      local opts = { notify = "never", history = { enabled = true, file = file } }
-      engine._reset()
-      assert(p.setup(opts))
+      local file, opts = private_history()
       local first = p.run({ cmd = { "sh", "-c", "echo spoilt-marker" } })
       T.ok(first:wait(5000), "run did not end")
       T.ok(p.run({ cmd = { "true" } }):wait(5000), "run did not end")
@@ -117,11 +124,7 @@ return function(test, T, H)
   test(
     "history: closing while the history loads lists only the live states (a whole list would wait for the load); live runs are still canceled",
     function()
-      local dir = vim.fn.tempname()
-      vim.fn.mkdir(dir, "p")
-      local opts = { notify = "never", history = { enabled = true, file = dir .. "/h.mpk" } }
-      engine._reset()
-      assert(p.setup(opts))
+      private_history()
       local ex = p.run({ cmd = { "sleep", "30" } })
       H.wait(5000, function() return engine.state[ex.id] == "running" end, "the run runs")
       -- a load that lasts: history_loading() says true until the engine closes
@@ -157,11 +160,7 @@ return function(test, T, H)
   test(
     "history: the Lua layer holds no loaded record's output until asked; the core has it",
     function()
-      local dir = vim.fn.tempname()
-      vim.fn.mkdir(dir, "p")
-      local opts = { notify = "never", history = { enabled = true, file = dir .. "/h.mpk" } }
-      engine._reset()
-      assert(p.setup(opts))
+      local _, opts = private_history()
       local n, size, ids = 16, 60000, {}
       for i = 1, n do
         local ex =
