@@ -83,7 +83,7 @@ static void bound_state(pr_hostq_t *q, pr_event_t *ev) {
 }
 
 /* The key of an output marker in q->outputs: its execution and stream. */
-static uint64_t out_key(const pr_event_t *ev) { return ev->id * PR_NSTREAM + (uint64_t)ev->stream; }
+static uint64_t out_key(uint64_t id, int stream) { return id * PR_NSTREAM + (uint64_t)stream; }
 
 static void push(pr_hostq_t *q, pr_event_t *ev) {
   pr_queue_t *node = (pr_queue_t *)ev->priv;
@@ -92,7 +92,8 @@ static void push(pr_hostq_t *q, pr_event_t *ev) {
     bound_state(q, ev);
     pr_idmap_put(&q->states, ev->id, ev); /* out of memory: no coalescing for it */
   } else if (ev->type == PR_EV_OUTPUT) {
-    pr_idmap_put(&q->outputs, out_key(ev), ev); /* out of memory: it keeps its ring */
+    pr_idmap_put(&q->outputs, out_key(ev->id, ev->stream),
+                 ev); /* out of memory: it keeps its ring */
   }
   int was_empty = pr_queue_empty(&q->events);
   pr_queue_push(&q->events, node);
@@ -112,8 +113,8 @@ static void taken(pr_hostq_t *q, pr_event_t *ev) {
   q->bytes -= ev_bytes(ev);
   if (ev->type == PR_EV_STATE && pr_idmap_get(&q->states, ev->id) == ev)
     pr_idmap_del(&q->states, ev->id);
-  if (ev->type == PR_EV_OUTPUT && pr_idmap_get(&q->outputs, out_key(ev)) == ev)
-    pr_idmap_del(&q->outputs, out_key(ev));
+  if (ev->type == PR_EV_OUTPUT && pr_idmap_get(&q->outputs, out_key(ev->id, ev->stream)) == ev)
+    pr_idmap_del(&q->outputs, out_key(ev->id, ev->stream));
 }
 
 /* Back on the queue after a poll (mu held), at `at`'s place. */
@@ -123,8 +124,9 @@ static void put_back(pr_hostq_t *q, pr_queue_t *first, pr_event_t *ev) {
   q->bytes += ev_bytes(ev);
   if (ev->type == PR_EV_STATE && pr_idmap_get(&q->states, ev->id) == NULL)
     pr_idmap_put(&q->states, ev->id, ev);
-  if (ev->type == PR_EV_OUTPUT && ev->ring && pr_idmap_get(&q->outputs, out_key(ev)) == NULL)
-    pr_idmap_put(&q->outputs, out_key(ev), ev);
+  if (ev->type == PR_EV_OUTPUT && ev->ring &&
+      pr_idmap_get(&q->outputs, out_key(ev->id, ev->stream)) == NULL)
+    pr_idmap_put(&q->outputs, out_key(ev->id, ev->stream), ev);
 }
 
 /* ---- output markers ---------------------------------------------------------------- */
@@ -234,7 +236,7 @@ static void on_removed(void *arg, const pr_exec_t *x) {
   pr_hostq_t *q = arg;
   pthread_mutex_lock(&q->mu);
   for (int i = 0; i < PR_NSTREAM; i++) {
-    pr_event_t *ev = pr_idmap_del(&q->outputs, x->id * PR_NSTREAM + (uint64_t)i);
+    pr_event_t *ev = pr_idmap_del(&q->outputs, out_key(x->id, i));
     if (ev == NULL || ev->ring == NULL) continue;
     pr_ring_t *r = (pr_ring_t *)ev->ring;
     size_t had = ev_bytes(ev), room = 1;
