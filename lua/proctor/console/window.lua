@@ -255,18 +255,24 @@ H.BAR_RECS = 256
 H.bar_recs, H.bar_n = {}, 0
 H.fresh, H.fresh_n = {}, 0
 
+-- Keep `rec` for `id` in H[name] (H.bar_recs or H.fresh), whose count is
+-- H[count]: a table past H.BAR_RECS ids starts again.
+function H.keep(name, count, id, rec)
+  if H[name][id] == nil then
+    H[count] = H[count] + 1
+    if H[count] > H.BAR_RECS then
+      H[name], H[count] = {}, 1
+    end
+  end
+  H[name][id] = rec
+end
+
 engine.subscribe("console.bar", function(ev)
   if ev.type ~= "state" then return end
   if H.bar_recs[ev.id] ~= nil then
     H.bar_recs[ev.id] = ev.record or false
   elseif ev.record then
-    if H.fresh[ev.id] == nil then
-      H.fresh_n = H.fresh_n + 1
-      if H.fresh_n > H.BAR_RECS then
-        H.fresh, H.fresh_n = {}, 1
-      end
-    end
-    H.fresh[ev.id] = ev.record
+    H.keep("fresh", "fresh_n", ev.id, ev.record)
   end
 end)
 
@@ -289,13 +295,7 @@ function H.bar_record(id)
   else
     proctor._extended(rec)
   end
-  if H.bar_recs[id] == nil then
-    H.bar_n = H.bar_n + 1
-    if H.bar_n > H.BAR_RECS then
-      H.bar_recs, H.bar_n = {}, 1
-    end
-  end
-  H.bar_recs[id] = rec
+  H.keep("bar_recs", "bar_n", id, rec)
   return rec
 end
 
